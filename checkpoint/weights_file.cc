@@ -1,0 +1,54 @@
+#include "checkpoint/weights_file.h"
+
+#include <xxhash.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "checkpoint/atomic_file.h"
+
+namespace rm {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'M', 'W', 'G', 'H', 'T', '0', '1'};
+constexpr size_t kHeader = 24;
+
+}  // namespace
+
+void save_weights(const std::string& path, const float* params, size_t count) {
+  const size_t payload = count * sizeof(float);
+  std::string buf(kHeader + payload, '\0');
+  const uint64_t n = count;
+  const uint64_t hash = XXH64(params, payload, 0);
+  std::memcpy(&buf[0], kMagic, 8);
+  std::memcpy(&buf[8], &n, 8);
+  std::memcpy(&buf[16], &hash, 8);
+  std::memcpy(&buf[kHeader], params, payload);
+  write_file_atomic(path, buf.data(), buf.size());
+}
+
+std::vector<float> load_weights(const std::string& path, size_t expected_count) {
+  const std::string buf = read_file(path);
+  if (buf.size() < kHeader || std::memcmp(buf.data(), kMagic, 8) != 0) {
+    throw IoError(path + ": not a Ringmaster weights file (bad magic)");
+  }
+  uint64_t n = 0, hash = 0;
+  std::memcpy(&n, &buf[8], 8);
+  std::memcpy(&hash, &buf[16], 8);
+  if (n != expected_count) {
+    throw IoError(path + ": holds " + std::to_string(n) + " parameters, the model has " +
+                  std::to_string(expected_count));
+  }
+  if (buf.size() != kHeader + n * sizeof(float)) {
+    throw IoError(path + ": size " + std::to_string(buf.size()) + " bytes, expected " +
+                  std::to_string(kHeader + n * sizeof(float)));
+  }
+  if (XXH64(buf.data() + kHeader, n * sizeof(float), 0) != hash) {
+    throw IoError(path + ": checksum mismatch (file is corrupted)");
+  }
+  std::vector<float> out(n);
+  std::memcpy(out.data(), buf.data() + kHeader, n * sizeof(float));
+  return out;
+}
+
+}  // namespace rm

@@ -1,0 +1,111 @@
+// The cross-field rules of a job: what no single key's range can express.
+#include <initializer_list>
+#include <stdexcept>
+
+#include "configs/job_checks.h"
+#include "configs/job_loader.h"
+#include "configs/schema.h"
+#include "configs/yaml_format.h"
+
+namespace rm {
+namespace {
+
+ConfigError error(const JobConfig& cfg, const std::string& key, const std::string& message) {
+  ConfigError e;
+  e.file = cfg.source_path;
+  e.key = key;
+  e.message = message;
+  return e;
+}
+
+}  // namespace
+
+std::vector<ConfigError> check_batch_arithmetic(const JobConfig& cfg, int dp_ranks) {
+  if (dp_ranks < 1) {
+    throw std::invalid_argument("check_batch_arithmetic: dp_ranks must be >= 1, got " +
+                                std::to_string(dp_ranks));
+  }
+  const TrainConfig& t = cfg.train;
+  if (t.micro_batch < 1 || t.global_batch < 1) return {};  // range errors, reported elsewhere
+  const long long per_pass = static_cast<long long>(t.micro_batch) * dp_ranks;
+  if (t.global_batch % per_pass == 0) return {};
+  // Name every number, and the nearest batch sizes that would work.
+  const long long below = t.global_batch / per_pass * per_pass, above = below + per_pass;
+  std::string msg =
+      std::to_string(t.global_batch) + " is not a multiple of micro_batch (" +
+      std::to_string(t.micro_batch) + ") × data-parallel ranks (" + std::to_string(dp_ranks) +
+      ") = " + std::to_string(per_pass) + "; the nearest valid value" +
+      (below > 0 ? "s are " + std::to_string(below) + " and " : " is ") + std::to_string(above);
+  return {error(cfg, "train.global_batch", msg)};
+}
+
+std::vector<ConfigError> check_job(const JobConfig& cfg, int dp_ranks) {
+  return check_job_if(cfg, dp_ranks, [](std::string_view) { return true; });
+}
+
+std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
+                                      const std::function<bool(std::string_view key)>& usable) {
+  std::vector<ConfigError> out;
+  // Runs `rule` if all `keys` are usable.
+  auto when = [&](std::initializer_list<std::string_view> keys, auto rule) {
+    for (std::string_view k : keys) {
+      if (!usable(k)) return;
+    }
+    rule();
+  };
+  auto add = [&](const std::string& key, const std::string& msg) {
+    out.push_back(error(cfg, key, msg));
+  };
+  when({"train.global_batch", "train.micro_batch"}, [&] {
+    for (ConfigError& e : check_batch_arithmetic(cfg, dp_ranks)) out.push_back(std::move(e));
+  });
+  const ModelConfig& m = cfg.model;
+  when({"model.type", "model.width", "model.heads"}, [&] {
+    if (m.type == "gpt" && m.heads > 0 && m.width % m.heads != 0) {
+      add("model.width", std::to_string(m.width) + " is not divisible by model.heads (" +
+                             std::to_string(m.heads) + ")");
+    }
+  });
+  when({"train.eval_every", "train.eval_batches"}, [&] {
+    if (cfg.train.eval_every > 0 && cfg.train.eval_batches < 1) {
+      add("train.eval_batches", "must be >= 1 when train.eval_every > 0 (it is " +
+                                    std::to_string(cfg.train.eval_every) + "), got " +
+                                    std::to_string(cfg.train.eval_batches));
+    }
+  });
+  const OptimizerConfig& o = cfg.optimizer;
+  when({"optimizer.lr", "optimizer.min_lr"}, [&] {
+    if (o.min_lr > o.lr) {
+      add("optimizer.min_lr",
+          format_double(o.min_lr) + " is greater than optimizer.lr (" + format_double(o.lr) + ")");
+    }
+  });
+  when({"data.train"}, [&] {
+    if (cfg.data.train.empty())
+      add("data.train", "no training data: give at least one file or glob");
+  });
+  when({"data.format", "model.vocab_size"}, [&] {
+    if (cfg.data.format == "text" && m.vocab_size < 256) {
+      add("model.vocab_size", "must be >= 256 for data.format text (a token is a byte), got " +
+                                  std::to_string(m.vocab_size));
+    }
+    if (cfg.data.format == "tokens" && m.vocab_size > 65536) {
+      add("model.vocab_size",
+          "must be <= 65536 for data.format tokens (token ids are uint16), got " +
+              std::to_string(m.vocab_size));
+    }
+  });
+  const ClusterConfig& c = cfg.cluster;
+  when({"parallel.backend", "cluster.gpus_per_node", "cluster.tasks_per_node"}, [&] {
+    if (cfg.parallel.backend == "cuda" && c.gpus_per_node > 0 &&
+        c.tasks_per_node > c.gpus_per_node) {
+      add("cluster.tasks_per_node", std::to_string(c.tasks_per_node) +
+                                        " ranks per node but cluster.gpus_per_node is " +
+                                        std::to_string(c.gpus_per_node) +
+                                        "; each rank of the cuda backend needs its own GPU");
+    }
+  });
+  return out;
+}
+
+}  // namespace rm

@@ -1,0 +1,125 @@
+// The cross-field rules, and where their errors point.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "configs/job_loader.h"
+#include "configs/test_util.h"
+
+namespace rm {
+namespace {
+
+using testing::kMinimalJob;
+using testing::load_errors;
+using testing::one_error;
+
+std::string with_train(const std::string& text) {
+  return text + kMinimalJob;
+}
+
+TEST(BatchArithmetic, MessageNamesEveryNumber) {
+  JobConfig cfg;
+  cfg.train.global_batch = 64;
+  cfg.train.micro_batch = 6;
+  cfg.source_path = "x.yaml";
+  const std::vector<ConfigError> errors = check_batch_arithmetic(cfg, 2);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].str(),
+            "x.yaml: train.global_batch: 64 is not a multiple of micro_batch (6) × data-parallel "
+            "ranks (2) = 12; the nearest valid values are 60 and 72");
+  cfg.train.global_batch = 8;
+  EXPECT_EQ(check_batch_arithmetic(cfg, 2)[0].message,
+            "8 is not a multiple of micro_batch (6) × data-parallel ranks (2) = 12; the nearest "
+            "valid value is 12");
+}
+
+TEST(BatchArithmetic, WholeAccumulationCountsPass) {
+  JobConfig cfg;
+  cfg.train.global_batch = 512;
+  cfg.train.micro_batch = 4;
+  EXPECT_TRUE(check_batch_arithmetic(cfg, 64).empty());    // 2 accumulation steps
+  EXPECT_TRUE(check_batch_arithmetic(cfg, 128).empty());   // 1
+  EXPECT_FALSE(check_batch_arithmetic(cfg, 256).empty());  // would need half a step
+  EXPECT_FALSE(check_batch_arithmetic(cfg, 3).empty());
+  EXPECT_THROW(check_batch_arithmetic(cfg, 0), std::invalid_argument);
+}
+
+TEST(BatchArithmetic, PointsAtGlobalBatchInTheFile) {
+  EXPECT_EQ(one_error(with_train("train:\n  micro_batch: 8\n  global_batch: 40\n"), {}, 2),
+            "job.yaml:3:17: train.global_batch: 40 is not a multiple of micro_batch (8) × "
+            "data-parallel ranks (2) = 16; the nearest valid values are 32 and 48");
+  // global_batch not in the file: point at the train section.
+  EXPECT_EQ(one_error(with_train("train:\n  micro_batch: 5\n")),
+            "job.yaml:1:1: train.global_batch: 32 is not a multiple of micro_batch (5) × "
+            "data-parallel ranks (1) = 5; the nearest valid values are 30 and 35");
+  // No train section at all: no position.
+  EXPECT_EQ(one_error(kMinimalJob, {}, 3),
+            "job.yaml: train.global_batch: 32 is not a multiple of micro_batch (8) × "
+            "data-parallel ranks (3) = 24; the nearest valid values are 24 and 48");
+}
+
+TEST(CrossField, WidthDivisibleByHeads) {
+  EXPECT_EQ(one_error(with_train("model:\n  heads: 6\n  width: 256\n")),
+            "job.yaml:3:10: model.width: 256 is not divisible by model.heads (6)");
+  // mlp has no heads.
+  EXPECT_TRUE(load_errors(with_train("model:\n  type: mlp\n  heads: 6\n  width: 256\n")).empty());
+}
+
+TEST(CrossField, SkippedWhenAnInputWasRejected) {
+  // heads: 3 against the default width would be an error, but width was written (badly): the
+  // user should hear only about what they wrote.
+  EXPECT_EQ(one_error(with_train("model:\n  width: abc\n  heads: 3\n")),
+            "job.yaml:2:10: model.width: expected an integer, got 'abc'");
+}
+
+TEST(CrossField, EvalBatches) {
+  EXPECT_EQ(one_error(with_train("train:\n  eval_every: 100\n  eval_batches: 0\n")),
+            "job.yaml:3:17: train.eval_batches: must be >= 1 when train.eval_every > 0 (it is "
+            "100), got 0");
+  EXPECT_TRUE(load_errors(with_train("train:\n  eval_every: 0\n  eval_batches: 0\n")).empty());
+}
+
+TEST(CrossField, MinLrAtMostLr) {
+  EXPECT_EQ(one_error(with_train("optimizer:\n  lr: 1e-4\n  min_lr: 2e-4\n")),
+            "job.yaml:3:11: optimizer.min_lr: 0.0002 is greater than optimizer.lr (0.0001)");
+  EXPECT_TRUE(load_errors(with_train("optimizer:\n  lr: 1e-4\n  min_lr: 1e-4\n")).empty());
+}
+
+TEST(CrossField, TrainDataRequired) {
+  EXPECT_EQ(one_error("data:\n  val: v.bin\n"),
+            "job.yaml:1:1: data.train: no training data: give at least one file or glob");
+  EXPECT_EQ(one_error("data:\n  train: []\n"),
+            "job.yaml:2:10: data.train: no training data: give at least one file or glob");
+}
+
+TEST(CrossField, VocabFitsTheDataFormat) {
+  EXPECT_EQ(one_error("model:\n  vocab_size: 100000\ndata:\n  format: tokens\n  train: t.bin\n"),
+            "job.yaml:2:15: model.vocab_size: must be <= 65536 for data.format tokens (token ids "
+            "are uint16), got 100000");
+  EXPECT_EQ(one_error(with_train("model:\n  vocab_size: 100\n")),
+            "job.yaml:2:15: model.vocab_size: must be >= 256 for data.format text (a token is a "
+            "byte), got 100");
+  EXPECT_TRUE(load_errors(with_train("model:\n  vocab_size: 65536\n")).empty());
+}
+
+TEST(CrossField, OneGpuPerCudaRank) {
+  EXPECT_EQ(one_error(with_train("parallel:\n  backend: cuda\ncluster:\n  tasks_per_node: 8\n"
+                                 "  gpus_per_node: 4\n")),
+            "job.yaml:4:19: cluster.tasks_per_node: 8 ranks per node but cluster.gpus_per_node "
+            "is 4; each rank of the cuda backend needs its own GPU");
+  EXPECT_TRUE(
+      load_errors(with_train("cluster:\n  tasks_per_node: 8\n  gpus_per_node: 4\n")).empty());
+}
+
+TEST(CrossField, CheckJobOnACodeBuiltConfig) {
+  JobConfig cfg;
+  EXPECT_EQ(check_job(cfg, 1).size(), 1u);  // only the missing training data
+  cfg.data.train = {"a.txt"};
+  EXPECT_TRUE(check_job(cfg, 1).empty());
+  cfg.model.heads = 7;
+  ASSERT_EQ(check_job(cfg, 1).size(), 1u);
+  EXPECT_EQ(check_job(cfg, 1)[0].str(), "model.width: 256 is not divisible by model.heads (7)");
+}
+
+}  // namespace
+}  // namespace rm

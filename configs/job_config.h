@@ -1,0 +1,108 @@
+// The typed job: what a YAML job file says once parsed, defaulted and validated.
+//
+// Field names are the YAML key names (model.width is JobConfig::model.width). Defaults here are
+// the documented defaults; configs/schema.cc binds every field to its key, type, range and
+// documentation, and is the single source of truth for docs/job-reference.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rm {
+
+struct ModelConfig {
+  std::string type = "gpt";  // gpt | mlp
+  int vocab_size = 256;      // 256 = bytes of text
+  int seq_len = 256;         // tokens per training sequence (GPT: its context length)
+  int layers = 4;            // GPT: transformer blocks; MLP: hidden layers
+  int heads = 4;             // GPT only
+  int width = 256;           // GPT: embedding width; MLP: hidden width
+  int mlp_embed = 32;        // MLP only: embedding width of each context token
+  int mlp_context = 8;       // MLP only: previous tokens that predict each next token
+};
+
+struct DataConfig {
+  std::string format = "text";     // text | tokens
+  std::vector<std::string> train;  // file paths or globs (relative to the working directory)
+  std::vector<std::string> val;    // optional; empty -> split train by val_fraction
+  double val_fraction = 0.1;
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int global_batch = 32;  // sequences per optimizer step, all ranks together
+  int micro_batch = 8;    // sequences per forward/backward on one rank
+  int eval_every = 100;   // 0 = never
+  int eval_batches = 8;   // micro-batches of validation data per evaluation
+  int log_every = 10;
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int64_t warmup_steps = 100;
+  std::string schedule = "cosine";  // cosine | linear | constant
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0 = off
+};
+
+struct ParallelConfig {
+  std::string backend = "auto";  // auto | cpu | cuda
+  std::string shard = "none";    // none | optimizer | gradients | full
+  double bucket_mb = 25;
+  bool overlap = true;
+  int threads_per_rank = 0;  // 0 = cores / local ranks
+  double timeout_s = 300;
+  std::string precision = "fp32";  // fp32 | bf16
+};
+
+struct CheckpointConfig {
+  int64_t every = 0;  // steps; 0 = only at the end and on signals
+  int keep = 3;
+  bool async = true;
+  bool on_signal = true;
+};
+
+struct ResilienceConfig {
+  int max_restarts = 3;
+  double step_timeout_s = 0;     // 0 = off
+  std::string on_nan = "abort";  // skip | rollback | abort
+};
+
+struct ClusterConfig {
+  int nodes = 1;
+  int tasks_per_node = 1;
+  int gpus_per_node = 0;
+  int cpus_per_task = 0;  // 0 = let Slurm decide
+  std::string partition;
+  std::string account;
+  std::string qos;
+  std::string time;  // Slurm time limit, e.g. "02:00:00"; empty = partition default
+  double signal_grace_s = 120;
+  std::vector<std::string> sbatch_extra;
+  std::map<std::string, std::string> env;
+};
+
+struct JobConfig {
+  std::string name = "job";
+  std::string run_dir;  // default runs/<name>
+  uint64_t seed = 1337;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+  ResilienceConfig resilience;
+  ClusterConfig cluster;
+
+  std::string source_path;  // the job file this came from ("" if built in code)
+};
+
+}  // namespace rm

@@ -1,0 +1,265 @@
+#include "configs/job_loader.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <yaml-cpp/yaml.h>
+
+#include "configs/job_checks.h"
+#include "configs/schema.h"
+#include "configs/suggest.h"
+#include "configs/value_parse.h"
+
+namespace rm {
+namespace {
+
+// Where a key or section got its value, so cross-field errors can point at it.
+struct Origin {
+  bool from_override = false;
+  YAML::Mark mark;  // in the job file
+};
+
+// One load: the config being filled, the errors so far, and what came from where.
+class Loader {
+ public:
+  Loader(std::string display_name, std::string source_path) : file_(std::move(display_name)) {
+    cfg_.source_path = std::move(source_path);
+  }
+
+  void load_text(const std::string& text);
+  void apply_override(const std::string& text);
+  // Fills derived defaults, runs the cross-field checks, throws if anything was wrong.
+  JobConfig finish(int dp_ranks);
+
+ private:
+  void walk_map(const YAML::Node& map, const std::string& prefix, ErrorSink& sink);
+  void apply(const std::string& path, const YAML::Node& value, const YAML::Mark& key_mark,
+             ErrorSink& sink);
+  // The map-typed key `path` is an entry of ("cluster.env.FOO" -> cluster.env), or nullptr.
+  static const KeySpec* map_parent(const std::string& path);
+  bool usable(std::string_view key) const;
+  void locate(ConfigError& e) const;
+
+  std::string file_;
+  JobConfig cfg_;
+  std::vector<ConfigError> errors_;
+  std::map<std::string, Origin> origins_;
+  std::set<std::string> bad_;  // keys and sections whose value was rejected; "" = the whole file
+};
+
+void Loader::load_text(const std::string& text) {
+  ErrorSink sink(file_, &errors_);
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    sink.add("", e.mark, "invalid YAML: " + e.msg);  // yaml-cpp stops at the first
+    bad_.insert("");
+    return;
+  }
+  for (size_t i = 1; i < docs.size(); ++i) {
+    if (docs[i].IsNull()) continue;  // a trailing "---" is harmless
+    sink.add("", docs[i].Mark(), "a job file holds one YAML document; found a second one");
+    bad_.insert("");
+    return;
+  }
+  const YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
+  if (!root.IsDefined() || root.IsNull()) return;  // empty: the required keys will say so
+  if (!root.IsMap()) {
+    sink.add("", root.Mark(),
+             "the top level must be a map of sections (name:, model:, data:, train:, ...), got " +
+                 describe_node(root));
+    bad_.insert("");
+    return;
+  }
+  walk_map(root, "", sink);
+}
+
+void Loader::walk_map(const YAML::Node& map, const std::string& prefix, ErrorSink& sink) {
+  std::map<std::string, int> seen;  // key -> its 1-based line
+  for (const auto& kv : map) {
+    const YAML::Mark key_mark = kv.first.Mark();
+    if (!kv.first.IsScalar()) {
+      sink.add(prefix, key_mark, "expected a key name, got " + describe_node(kv.first));
+      continue;
+    }
+    const std::string name = kv.first.Scalar();
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    const auto [first, fresh] = seen.emplace(name, key_mark.line + 1);
+    if (!fresh) {
+      // yaml-cpp keeps both entries of a duplicated key; YAML forbids them, and which one
+      // should win is a guess, so neither is applied silently.
+      sink.add(path, key_mark,
+               "duplicate key (first set on line " + std::to_string(first->second) + ")");
+      bad_.insert(path);
+      continue;
+    }
+    if (name.find('.') != std::string::npos) {
+      sink.add(path, key_mark,
+               "unknown key '" + name +
+                   "'; a job file nests keys as maps (model: then width: indented); dotted "
+                   "paths are for --set");
+      continue;
+    }
+    apply(path, kv.second, key_mark, sink);
+  }
+}
+
+const KeySpec* Loader::map_parent(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return nullptr;
+  const KeySpec* parent = find_key(path.substr(0, dot));
+  return parent && parent->type() == KeyType::kStringMap ? parent : nullptr;
+}
+
+void Loader::apply(const std::string& path, const YAML::Node& value, const YAML::Mark& key_mark,
+                   ErrorSink& sink) {
+  if (const KeySpec* spec = find_key(path)) {
+    origins_[path] = {sink.is_override(), value_mark(value, key_mark)};
+    if (parse_value(*spec, value, key_mark, cfg_, sink)) {
+      // A good override after a bad file value: the file's error stands, but the cross-field
+      // checks may use the value now.
+      bad_.erase(path);
+    } else {
+      bad_.insert(path);
+    }
+    return;
+  }
+  if (is_section(path)) {
+    origins_[path] = {sink.is_override(), key_mark};
+    if (!value.IsDefined() || value.IsNull()) return;  // an empty section: all defaults
+    if (!value.IsMap()) {
+      std::string keys;
+      for (const std::string& c : children(path)) keys += (keys.empty() ? "" : ", ") + c;
+      sink.add(
+          path, value_mark(value, key_mark),
+          "is a section: expected a map of its keys (" + keys + "), got " + describe_node(value));
+      bad_.insert(path);
+      return;
+    }
+    walk_map(value, path, sink);
+    return;
+  }
+  if (const KeySpec* parent = map_parent(path)) {
+    const std::string parent_path(parent->path);
+    origins_[parent_path] = {sink.is_override(), key_mark};
+    if (!parse_map_entry(*parent, path.substr(parent_path.size() + 1), value, key_mark, cfg_,
+                         sink)) {
+      bad_.insert(parent_path);
+    }
+    return;
+  }
+  std::string message = "unknown key";
+  const std::string guess = suggest_key(path);
+  if (!guess.empty()) message += "; did you mean " + guess + "?";
+  sink.add(path, key_mark, message);
+}
+
+void Loader::apply_override(const std::string& text) {
+  ErrorSink sink(kOverrideSource, &errors_);
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    sink.add(text, YAML::Mark::null_mark(), "expected key.path=value");
+    return;
+  }
+  const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  const KeySpec* spec = find_key(path);
+  const bool known = spec || is_section(path) || map_parent(path);
+  // Strings are taken verbatim: "cluster.time=24:00:00" or "name=" should not need YAML
+  // quoting on a shell command line.
+  if ((spec && spec->type() == KeyType::kString) || map_parent(path)) {
+    apply(path, YAML::Node(raw), YAML::Mark::null_mark(), sink);
+    return;
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(raw);
+  } catch (const YAML::Exception& e) {
+    if (known) {
+      sink.add(path, YAML::Mark::null_mark(), "cannot read '" + raw + "' as YAML: " + e.msg);
+      bad_.insert(path);
+      return;
+    }
+    value = YAML::Node();  // report the unknown key rather than its value
+  }
+  apply(path, value, YAML::Mark::null_mark(), sink);
+}
+
+bool Loader::usable(std::string_view key) const {
+  if (bad_.count(std::string(key))) return false;
+  for (size_t dot = 0; (dot = key.find('.', dot)) != std::string_view::npos; ++dot) {
+    if (bad_.count(std::string(key.substr(0, dot)))) return false;
+  }
+  return !bad_.count("");
+}
+
+void Loader::locate(ConfigError& e) const {
+  e.file = file_;
+  auto it = origins_.find(e.key);
+  if (it == origins_.end()) it = origins_.find(e.key.substr(0, e.key.find('.')));  // section
+  if (it == origins_.end()) return;
+  if (it->second.from_override) {
+    e.file = kOverrideSource;
+  } else if (!it->second.mark.is_null() && it->second.mark.line >= 0) {
+    e.line = it->second.mark.line + 1;
+    e.col = it->second.mark.column + 1;
+  }
+}
+
+JobConfig Loader::finish(int dp_ranks) {
+  if (cfg_.run_dir.empty()) cfg_.run_dir = "runs/" + cfg_.name;
+  for (ConfigError& e :
+       check_job_if(cfg_, dp_ranks, [this](std::string_view key) { return usable(key); })) {
+    locate(e);
+    errors_.push_back(std::move(e));
+  }
+  if (!errors_.empty()) throw JobConfigError(errors_);
+  return cfg_;
+}
+
+JobConfig load(const std::string& text, const std::string& display_name,
+               const std::string& source_path, const std::vector<std::string>& overrides,
+               int dp_ranks) {
+  if (dp_ranks < 1) {
+    throw std::invalid_argument("load_job: dp_ranks must be >= 1, got " + std::to_string(dp_ranks));
+  }
+  Loader loader(display_name, source_path);
+  loader.load_text(text);
+  for (const std::string& o : overrides) loader.apply_override(o);
+  return loader.finish(dp_ranks);
+}
+
+// Reads all of `path` into *text; returns 0 or the errno of the failure.
+int read_file(const std::string& path, std::string* text) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return errno;
+  char buf[1 << 14];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
+  const int err = std::ferror(f) ? errno : 0;  // e.g. EISDIR: fopen() opens a directory
+  std::fclose(f);
+  return err;
+}
+
+}  // namespace
+
+JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides,
+                   int dp_ranks) {
+  std::string text;
+  if (const int err = read_file(path, &text); err != 0) {
+    throw JobConfigError(
+        {ConfigError{path, 0, 0, "", "cannot read job file: " + std::string(std::strerror(err))}});
+  }
+  return load(text, path, path, overrides, dp_ranks);
+}
+
+JobConfig load_job_from_string(const std::string& yaml_text, const std::string& display_name,
+                               const std::vector<std::string>& overrides, int dp_ranks) {
+  return load(yaml_text, display_name, "", overrides, dp_ranks);
+}
+
+}  // namespace rm

@@ -1,0 +1,298 @@
+#include "configs/schema.h"
+
+#include "configs/yaml_format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <regex>
+
+namespace rm {
+namespace {
+
+// The allowed-value helpers keep the table to one line per key.
+Constraint any() {
+  return {};
+}
+Constraint at_least(double min) {
+  Constraint c;
+  c.min = min;
+  return c;
+}
+Constraint above(double min) {
+  Constraint c = at_least(min);
+  c.min_open = true;
+  return c;
+}
+Constraint between(double min, double max, bool max_open = false) {
+  Constraint c = at_least(min);
+  c.max = max;
+  c.max_open = max_open;
+  return c;
+}
+Constraint one_of(std::vector<std::string_view> choices) {
+  Constraint c;
+  c.choices = std::move(choices);
+  return c;
+}
+Constraint noted(std::string_view note) {
+  Constraint c;
+  c.note = note;
+  return c;
+}
+Constraint checked(std::string (*check)(const std::string&), std::string_view note) {
+  Constraint c = noted(note);
+  c.check = check;
+  return c;
+}
+
+// The job name becomes a directory name (run_dir) and the Slurm job name.
+std::string check_name(const std::string& v) {
+  static const std::regex re("[A-Za-z0-9._-]+");
+  if (v.empty()) return "must be non-empty";
+  if (v == "." || v == ".." || !std::regex_match(v, re)) {
+    return "must use only letters, digits, '.', '_' and '-' (it names a directory), got '" + v +
+           "'";
+  }
+  return "";
+}
+
+// Slurm's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; caught here rather than after
+// the job has queued for a day.
+std::string check_slurm_time(const std::string& v) {
+  static const std::regex re(R"(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2})");
+  if (v.empty() || std::regex_match(v, re)) return "";
+  return "must be a Slurm time limit (MIN, HH:MM:SS or D-HH:MM:SS), got '" + v + "'";
+}
+
+// RM_KEY(model.width, ...) binds the key "model.width" to JobConfig::model.width: the key path
+// is the member path, stringified.
+#define RM_KEY(member, allowed, doc)                                               \
+  KeySpec {                                                                        \
+#member, [](JobConfig & c) -> FieldRef { return &c.member; }, allowed, doc, "" \
+  }
+#define RM_KEY_DEFAULT(member, allowed, default_note, doc)                                   \
+  KeySpec {                                                                                  \
+#member, [](JobConfig & c) -> FieldRef { return &c.member; }, allowed, doc, default_note \
+  }
+
+std::vector<KeySpec> build_schema() {
+  return {
+      RM_KEY(name, checked(check_name, "letters, digits, `.`, `_`, `-`"),
+             "Job name; names the run directory and the Slurm job."),
+      RM_KEY_DEFAULT(run_dir, any(), "runs/<name>",
+                     "Directory for checkpoints, logs and the resolved job (relative to the "
+                     "working directory)."),
+      RM_KEY(seed, any(),
+             "Seed of every random draw (init, shuffle, dropout); same seed = same run on any "
+             "number of ranks."),
+
+      RM_KEY(model.type, one_of({"gpt", "mlp"}),
+             "Model family: `gpt` (decoder-only transformer) or `mlp` (next-token classifier "
+             "over a fixed context)."),
+      RM_KEY(model.vocab_size, at_least(2),
+             "Number of token ids; 256 for raw bytes (data.format text)."),
+      RM_KEY(model.seq_len, at_least(1),
+             "Tokens per training sequence; gpt: also its context length. Every position of a "
+             "sequence is a prediction target."),
+      RM_KEY(model.layers, at_least(1), "gpt: transformer blocks; mlp: hidden layers."),
+      RM_KEY(model.heads, at_least(1),
+             "gpt: attention heads (model.width must be divisible by it); ignored by mlp."),
+      RM_KEY(model.width, at_least(1), "gpt: embedding width; mlp: hidden layer width."),
+      RM_KEY(model.mlp_embed, at_least(1),
+             "mlp: embedding width of each context token; ignored by gpt."),
+      RM_KEY(model.mlp_context, at_least(1),
+             "mlp: how many previous tokens predict each next token (positions near the start "
+             "of a sequence see zero-padding); ignored by gpt."),
+
+      RM_KEY(data.format, one_of({"text", "tokens"}),
+             "`text`: any file, one token per byte; `tokens`: llm.c .bin shards of uint16 token "
+             "ids."),
+      RM_KEY(data.train, noted("non-empty"),
+             "Training files or globs, relative to the working directory; one string = a "
+             "one-item list."),
+      RM_KEY(data.val, any(),
+             "Validation files or globs; empty = hold out data.val_fraction of the training "
+             "data."),
+      RM_KEY(data.val_fraction, between(0, 0.5),
+             "Share of the training data held out for validation when data.val is empty."),
+
+      RM_KEY(train.steps, at_least(1), "Optimizer steps to train for."),
+      RM_KEY(train.global_batch, at_least(1),
+             "Sequences per optimizer step over all ranks = micro_batch × accumulation steps × "
+             "data-parallel ranks."),
+      RM_KEY(train.micro_batch, at_least(1), "Sequences per forward/backward pass on one rank."),
+      RM_KEY(train.eval_every, at_least(0), "Steps between evaluations; 0 = never."),
+      RM_KEY(train.eval_batches, at_least(0),
+             "Validation micro-batches per evaluation; >= 1 when train.eval_every > 0."),
+      RM_KEY(train.log_every, at_least(1), "Steps between metric log lines."),
+
+      RM_KEY(optimizer.name, one_of({"adamw"}), "Optimizer."),
+      RM_KEY(optimizer.lr, above(0), "Peak learning rate, reached after the warmup."),
+      RM_KEY(optimizer.min_lr, at_least(0),
+             "Learning rate at the end of the decay; <= optimizer.lr."),
+      RM_KEY(optimizer.warmup_steps, at_least(0), "Steps of linear warmup from 0 to optimizer.lr."),
+      RM_KEY(optimizer.schedule, one_of({"cosine", "linear", "constant"}),
+             "Decay from lr to min_lr over the steps after the warmup."),
+      RM_KEY(optimizer.beta1, between(0, 1, true), "AdamW first-moment decay."),
+      RM_KEY(optimizer.beta2, between(0, 1, true), "AdamW second-moment decay."),
+      RM_KEY(optimizer.eps, above(0), "AdamW denominator epsilon."),
+      RM_KEY(optimizer.weight_decay, at_least(0),
+             "Decoupled weight decay (matrices only, not biases or norms)."),
+      RM_KEY(optimizer.grad_clip, at_least(0), "Clip the global gradient norm to this; 0 = off."),
+
+      RM_KEY(parallel.backend, one_of({"auto", "cpu", "cuda"}),
+             "Compute and communication backend; `auto` = cuda if a GPU is found, else cpu."),
+      RM_KEY(parallel.shard, one_of({"none", "optimizer", "gradients", "full"}),
+             "ZeRO sharding: optimizer state (1), + gradients (2), + parameters (3)."),
+      RM_KEY(parallel.bucket_mb, above(0), "Size of a gradient all-reduce bucket, MiB."),
+      RM_KEY(parallel.overlap, any(), "Reduce gradient buckets while the backward pass runs."),
+      RM_KEY(parallel.threads_per_rank, at_least(0),
+             "CPU threads per rank; 0 = cores / ranks on the node."),
+      RM_KEY(parallel.timeout_s, above(0),
+             "Timeout of each collective, seconds; a stalled peer fails the job instead of "
+             "hanging it."),
+      RM_KEY(parallel.precision, one_of({"fp32", "bf16"}),
+             "Compute precision of matmuls and activations (master weights stay fp32)."),
+
+      RM_KEY(checkpoint.every, at_least(0),
+             "Steps between checkpoints; 0 = only at the end and on signals."),
+      RM_KEY(checkpoint.keep, at_least(1), "Newest verified checkpoints to keep."),
+      RM_KEY(checkpoint.async, any(),
+             "Write checkpoints in the background while training goes on."),
+      RM_KEY(checkpoint.on_signal, any(),
+             "Checkpoint before exiting on SIGTERM/SIGUSR1 (Slurm preemption, time limit)."),
+
+      RM_KEY(resilience.max_restarts, at_least(0),
+             "Times the launcher restarts a failed job from its last good checkpoint."),
+      RM_KEY(resilience.step_timeout_s, at_least(0),
+             "Abort a step that takes longer than this, seconds; 0 = off."),
+      RM_KEY(resilience.on_nan, one_of({"skip", "rollback", "abort"}),
+             "On a NaN/inf loss: skip the step, roll back to the last checkpoint, or abort."),
+
+      RM_KEY(cluster.nodes, at_least(1), "Slurm nodes (`--nodes`)."),
+      RM_KEY(cluster.tasks_per_node, at_least(1), "Ranks per node (`--ntasks-per-node`)."),
+      RM_KEY(cluster.gpus_per_node, at_least(0), "GPUs per node (`--gpus-per-node`); 0 = none."),
+      RM_KEY(cluster.cpus_per_task, at_least(0),
+             "CPU cores per rank (`--cpus-per-task`); 0 = Slurm's default."),
+      RM_KEY(cluster.partition, any(), "Slurm partition; empty = the cluster default."),
+      RM_KEY(cluster.account, any(), "Slurm account; empty = your default."),
+      RM_KEY(cluster.qos, any(), "Slurm QOS; empty = the default."),
+      RM_KEY(cluster.time, checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`"),
+             "Slurm time limit (`--time`); empty = the partition default."),
+      RM_KEY(cluster.signal_grace_s, at_least(0),
+             "Seconds between Slurm's warning signal and the kill; the job checkpoints in "
+             "between."),
+      RM_KEY(cluster.sbatch_extra, any(),
+             "Extra sbatch options, one per item (e.g. `--constraint=a100`)."),
+      RM_KEY(cluster.env, noted("names: letters, digits, `_`"),
+             "Environment variables set for every rank."),
+  };
+}
+
+#undef RM_KEY
+#undef RM_KEY_DEFAULT
+
+}  // namespace
+
+const std::vector<KeySpec>& job_schema() {
+  static const std::vector<KeySpec> schema = build_schema();
+  return schema;
+}
+
+const KeySpec* find_key(std::string_view path) {
+  for (const KeySpec& k : job_schema()) {
+    if (k.path == path) return &k;
+  }
+  return nullptr;
+}
+
+bool is_section(std::string_view path) {
+  if (path.empty()) return true;
+  for (const KeySpec& k : job_schema()) {
+    if (k.path.size() > path.size() && k.path.substr(0, path.size()) == path &&
+        k.path[path.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> children(std::string_view path) {
+  std::vector<std::string> out;
+  if (!is_section(path)) return out;
+  const size_t skip = path.empty() ? 0 : path.size() + 1;
+  for (const KeySpec& k : job_schema()) {
+    if (k.path.size() <= skip || k.path.substr(0, path.size()) != path) continue;
+    if (skip > 0 && k.path[path.size()] != '.') continue;
+    std::string_view rest = k.path.substr(skip);
+    std::string name(rest.substr(0, rest.find('.')));
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
+}
+
+std::string range_text(const Constraint& c) {
+  const bool has_min = std::isfinite(c.min), has_max = std::isfinite(c.max);
+  if (has_min && has_max) {
+    return std::string(c.min_open ? "(" : "[") + format_double(c.min) + ", " +
+           format_double(c.max) + (c.max_open ? ")" : "]");
+  }
+  if (has_min) return (c.min_open ? "> " : ">= ") + format_double(c.min);
+  if (has_max) return (c.max_open ? "< " : "<= ") + format_double(c.max);
+  return "";
+}
+
+KeyType KeySpec::type() const {
+  JobConfig probe;
+  FieldRef f = field(probe);
+  if (std::holds_alternative<double*>(f)) return KeyType::kFloat;
+  if (std::holds_alternative<bool*>(f)) return KeyType::kBool;
+  if (std::holds_alternative<std::string*>(f)) {
+    return allowed.choices.empty() ? KeyType::kString : KeyType::kEnum;
+  }
+  if (std::holds_alternative<std::vector<std::string>*>(f)) return KeyType::kStringList;
+  if (std::holds_alternative<std::map<std::string, std::string>*>(f)) return KeyType::kStringMap;
+  return KeyType::kInt;
+}
+
+std::string_view KeySpec::type_name() const {
+  JobConfig probe;
+  FieldRef f = field(probe);
+  if (std::holds_alternative<int64_t*>(f)) return "int64";
+  if (std::holds_alternative<uint64_t*>(f)) return "uint64";
+  switch (type()) {
+    case KeyType::kInt:
+      return "int";
+    case KeyType::kFloat:
+      return "float";
+    case KeyType::kBool:
+      return "bool";
+    case KeyType::kString:
+      return "string";
+    case KeyType::kEnum:
+      return "enum";
+    case KeyType::kStringList:
+      return "list of strings";
+    case KeyType::kStringMap:
+      return "map of strings";
+  }
+  return "?";
+}
+
+std::string KeySpec::default_text() const {
+  if (!default_note.empty()) return std::string(default_note);
+  JobConfig defaults;
+  return yaml_text(field(defaults));
+}
+
+std::string KeySpec::allowed_text() const {
+  std::string out;
+  for (std::string_view c : allowed.choices) {
+    out += (out.empty() ? "`" : ", `") + std::string(c) + "`";
+  }
+  if (out.empty()) out = range_text(allowed);
+  if (!allowed.note.empty()) out += (out.empty() ? "" : "; ") + std::string(allowed.note);
+  return out;
+}
+
+}  // namespace rm

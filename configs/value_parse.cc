@@ -1,0 +1,321 @@
+#include "configs/value_parse.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <regex>
+#include <type_traits>
+
+#include "configs/suggest.h"
+
+namespace rm {
+namespace {
+
+bool has_position(const YAML::Mark& m) {
+  return !m.is_null() && m.line >= 0;
+}
+
+bool is_plain_scalar(const YAML::Node& n) {
+  return n.IsScalar() && n.Tag() == "?";
+}
+
+// "" if v is inside c's range, else "must be >= 1, got 0" / "must be in [0, 0.5], got 0.7".
+std::string range_error(const Constraint& c, double v, const std::string& text) {
+  const bool below = c.min_open ? !(v > c.min) : !(v >= c.min);
+  const bool over = c.max_open ? !(v < c.max) : !(v <= c.max);
+  if (!below && !over) return "";
+  const bool two_sided = std::isfinite(c.min) && std::isfinite(c.max);
+  return std::string("must be ") + (two_sided ? "in " : "") + range_text(c) + ", got " + text;
+}
+
+// Integers: the text, then the field type's limits, then the key's range.
+template <typename T>
+bool set_integer(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark, T* field,
+                 ErrorSink& sink) {
+  const std::string key(spec.path);
+  if (!is_plain_scalar(value)) {
+    sink.add(key, mark, "expected an integer, got " + describe_node(value));
+    return false;
+  }
+  const std::string& text = value.Scalar();
+  T parsed;
+  bool ok;
+  if constexpr (std::is_unsigned_v<T>) {
+    unsigned long long u = 0;
+    ok = parse_unsigned_text(text, &u) && u <= std::numeric_limits<T>::max();
+    parsed = static_cast<T>(u);
+    if (!ok && !text.empty() && text[0] == '-' && parse_integer_text(text, nullptr)) {
+      sink.add(key, mark, "must be >= 0, got " + text);
+      return false;
+    }
+  } else {
+    long long s = 0;
+    ok = parse_integer_text(text, &s) && s >= std::numeric_limits<T>::min() &&
+         s <= std::numeric_limits<T>::max();
+    parsed = static_cast<T>(s);
+  }
+  if (!ok) {
+    // Digits that do not fit are a range error, anything else a type error.
+    static const std::regex digits("[+-]?[0-9]+");
+    if (std::regex_match(text, digits)) {
+      const bool negative = text[0] == '-';
+      const std::string limit = negative ? std::to_string(std::numeric_limits<T>::min())
+                                         : std::to_string(std::numeric_limits<T>::max());
+      sink.add(key, mark,
+               std::string("must be ") + (negative ? ">= " : "<= ") + limit + ", got " + text);
+    } else {
+      sink.add(key, mark, "expected an integer, got " + describe_node(value));
+    }
+    return false;
+  }
+  const std::string err = range_error(spec.allowed, static_cast<double>(parsed), text);
+  if (!err.empty()) {
+    sink.add(key, mark, err);
+    return false;
+  }
+  *field = parsed;
+  return true;
+}
+
+bool set_float(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark, double* field,
+               ErrorSink& sink) {
+  const std::string key(spec.path);
+  double v = 0;
+  if (!is_plain_scalar(value) || !parse_float_text(value.Scalar(), &v)) {
+    sink.add(key, mark, "expected a number, got " + describe_node(value));
+    return false;
+  }
+  const std::string err = range_error(spec.allowed, v, value.Scalar());
+  if (!err.empty()) {
+    sink.add(key, mark, err);
+    return false;
+  }
+  *field = v;
+  return true;
+}
+
+bool set_bool(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark, bool* field,
+              ErrorSink& sink) {
+  if (is_plain_scalar(value) && (value.Scalar() == "true" || value.Scalar() == "false")) {
+    *field = value.Scalar() == "true";
+    return true;
+  }
+  sink.add(std::string(spec.path), mark, "expected true or false, got " + describe_node(value));
+  return false;
+}
+
+bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
+                std::string* field, ErrorSink& sink) {
+  const std::string key(spec.path);
+  if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
+    sink.add(key, mark, "expected a string, got " + describe_node(value));
+    return false;
+  }
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  const Constraint& c = spec.allowed;
+  if (!c.choices.empty()) {
+    std::vector<std::string> words(c.choices.begin(), c.choices.end());
+    for (const std::string& w : words) {
+      if (w == text) {
+        *field = text;
+        return true;
+      }
+    }
+    std::string list;
+    for (const std::string& w : words) list += (list.empty() ? "" : "|") + w;
+    std::string msg = "must be one of " + list + ", got '" + text + "'";
+    const std::string guess = closest_word(text, words);
+    if (!guess.empty()) msg += "; did you mean " + guess + "?";
+    sink.add(key, mark, msg);
+    return false;
+  }
+  if (c.check) {
+    const std::string err = c.check(text);
+    if (!err.empty()) {
+      sink.add(key, mark, err);
+      return false;
+    }
+  }
+  *field = text;
+  return true;
+}
+
+bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
+              std::vector<std::string>* field, ErrorSink& sink) {
+  const std::string key(spec.path);
+  std::vector<std::string> items;
+  if (!value.IsDefined() || value.IsNull()) {
+    // an empty list
+  } else if (value.IsScalar()) {
+    if (value.Scalar().empty()) {
+      sink.add(key, mark, "expected a non-empty string or a list, got an empty string");
+      return false;
+    }
+    items.push_back(value.Scalar());
+  } else if (value.IsSequence()) {
+    bool ok = true;
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node item = value[i];
+      const std::string item_key = key + "[" + std::to_string(i) + "]";
+      if (!item.IsScalar() || item.Scalar().empty()) {
+        sink.add(item_key, value_mark(item, mark),
+                 "expected a non-empty string, got " +
+                     (item.IsScalar() ? "an empty string" : describe_node(item)));
+        ok = false;
+      } else {
+        items.push_back(item.Scalar());
+      }
+    }
+    if (!ok) return false;
+  } else {
+    sink.add(key, mark, "expected a string or a list of strings, got " + describe_node(value));
+    return false;
+  }
+  *field = std::move(items);
+  return true;
+}
+
+// Map entry names become environment variable names.
+bool check_entry(const std::string& key, const std::string& name, const YAML::Node& value,
+                 const YAML::Mark& mark, ErrorSink& sink) {
+  static const std::regex ident("[A-Za-z_][A-Za-z0-9_]*");
+  if (!std::regex_match(name, ident)) {
+    sink.add(key, mark,
+             "'" + name + "' is not a valid name (a letter or '_', then letters, digits, '_')");
+    return false;
+  }
+  if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
+    sink.add(key + "." + name, value_mark(value, mark),
+             "expected a string, got " + describe_node(value));
+    return false;
+  }
+  return true;
+}
+
+bool set_map(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
+             std::map<std::string, std::string>* field, ErrorSink& sink) {
+  const std::string key(spec.path);
+  std::map<std::string, std::string> entries;
+  if (value.IsDefined() && !value.IsNull()) {
+    if (!value.IsMap()) {
+      sink.add(key, mark, "expected a map of NAME: value, got " + describe_node(value));
+      return false;
+    }
+    bool ok = true;
+    for (const auto& kv : value) {
+      const YAML::Mark entry_mark = kv.first.Mark();
+      if (!kv.first.IsScalar()) {
+        sink.add(key, entry_mark,
+                 "expected a NAME: value entry, got a key that is " + describe_node(kv.first));
+        ok = false;
+        continue;
+      }
+      const std::string name = kv.first.Scalar();
+      if (!check_entry(key, name, kv.second, entry_mark, sink)) {
+        ok = false;
+      } else if (entries.count(name)) {
+        sink.add(key + "." + name, entry_mark, "duplicate key");
+        ok = false;
+      } else {
+        entries[name] = kv.second.IsScalar() ? kv.second.Scalar() : "";
+      }
+    }
+    if (!ok) return false;
+  }
+  *field = std::move(entries);
+  return true;
+}
+
+}  // namespace
+
+std::string describe_node(const YAML::Node& n) {
+  if (!n.IsDefined() || n.IsNull()) return "an empty value";
+  if (n.IsSequence()) return "a sequence";
+  if (n.IsMap()) return "a map";
+  if (n.Tag() != "?") return "the quoted string \"" + n.Scalar() + "\"";
+  return "'" + n.Scalar() + "'";
+}
+
+YAML::Mark value_mark(const YAML::Node& value, const YAML::Mark& key_mark) {
+  if (value.IsDefined() && !value.IsNull() && has_position(value.Mark())) return value.Mark();
+  return key_mark;
+}
+
+void ErrorSink::add(const std::string& key, const YAML::Mark& mark, const std::string& message) {
+  ConfigError e;
+  e.file = file_;
+  e.key = key;
+  e.message = message;
+  if (!is_override() && has_position(mark)) {
+    e.line = mark.line + 1;
+    e.col = mark.column + 1;
+  }
+  out_->push_back(std::move(e));
+}
+
+bool parse_integer_text(const std::string& text, long long* out) {
+  static const std::regex re("[+-]?[0-9]+");
+  if (!std::regex_match(text, re)) return false;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) return false;
+  if (out) *out = v;
+  return true;
+}
+
+bool parse_unsigned_text(const std::string& text, unsigned long long* out) {
+  static const std::regex re("[+]?[0-9]+");
+  if (!std::regex_match(text, re)) return false;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) return false;
+  if (out) *out = v;
+  return true;
+}
+
+bool parse_float_text(const std::string& text, double* out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_value(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& key_mark,
+                 JobConfig& cfg, ErrorSink& sink) {
+  const YAML::Mark mark = value_mark(value, key_mark);
+  struct Visitor {
+    const KeySpec& spec;
+    const YAML::Node& value;
+    const YAML::Mark& mark;
+    ErrorSink& sink;
+    bool operator()(int* f) { return set_integer(spec, value, mark, f, sink); }
+    bool operator()(int64_t* f) { return set_integer(spec, value, mark, f, sink); }
+    bool operator()(uint64_t* f) { return set_integer(spec, value, mark, f, sink); }
+    bool operator()(double* f) { return set_float(spec, value, mark, f, sink); }
+    bool operator()(bool* f) { return set_bool(spec, value, mark, f, sink); }
+    bool operator()(std::string* f) { return set_string(spec, value, mark, f, sink); }
+    bool operator()(std::vector<std::string>* f) { return set_list(spec, value, mark, f, sink); }
+    bool operator()(std::map<std::string, std::string>* f) {
+      return set_map(spec, value, mark, f, sink);
+    }
+  };
+  return std::visit(Visitor{spec, value, mark, sink}, spec.field(cfg));
+}
+
+bool parse_map_entry(const KeySpec& spec, const std::string& name, const YAML::Node& value,
+                     const YAML::Mark& key_mark, JobConfig& cfg, ErrorSink& sink) {
+  FieldRef ref = spec.field(cfg);
+  auto* field = std::get_if<std::map<std::string, std::string>*>(&ref);
+  if (!field) return false;
+  const std::string key(spec.path);
+  if (!check_entry(key, name, value, key_mark, sink)) return false;
+  (**field)[name] = value.IsScalar() ? value.Scalar() : "";
+  return true;
+}
+
+}  // namespace rm

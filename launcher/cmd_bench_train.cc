@@ -1,0 +1,121 @@
+// `ringmaster bench train JOB`: training throughput of a job beside the raw sgemm rate of the
+// same machine at the job's own GEMM shapes, measured in the same process.
+//
+// Model FLOP utilisation (MFU) here = achieved GFLOP/s / sgemm GFLOP/s at the step's shapes,
+// i.e. how close the whole step (element-wise kernels, attention, optimizer, data) comes to
+// spending all its time in GEMMs running as fast as the BLAS can run them in isolation.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "launcher/cmd_common.h"
+#include "launcher/exit_codes.h"
+#include "worker/trainer.h"
+
+namespace rm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Seconds for one issue of `g` (all `count` repetitions), median of `reps` runs. Attention's
+// per-head GEMMs run as independent single-threaded sgemms in parallel, as the kernel does.
+double time_gemm(const GemmShape& g, int reps) {
+  const size_t a_size = static_cast<size_t>(g.m) * g.k, b_size = static_cast<size_t>(g.k) * g.n,
+               c_size = static_cast<size_t>(g.m) * g.n;
+  const int copies = g.per_head ? std::max(1, omp_get_max_threads()) : 1;
+  std::vector<float> A(a_size * copies, 0.01f), B(b_size * copies, 0.02f), C(c_size * copies);
+  const int lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
+  auto run_once = [&] {
+    if (g.per_head) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < g.count; ++i) {
+        const int c = omp_get_thread_num() % copies;
+        cpu::sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, A.data() + c * a_size, lda,
+                   B.data() + c * b_size, ldb, 0.0f, C.data() + c * c_size, g.n);
+      }
+    } else {
+      for (int64_t i = 0; i < g.count; ++i) {
+        cpu::sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
+                   C.data(), g.n);
+      }
+    }
+  };
+  run_once();  // warm: first touch, BLAS thread start
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    run_once();
+    t.push_back(seconds(t0, Clock::now()));
+  }
+  return median(t);
+}
+
+}  // namespace
+
+int cmd_bench_train(const BenchTrainArgs& args) {
+  return report_errors([&] {
+    JobConfig job = load_job_args(args.job);
+    const int threads = configure_threads(job.parallel, 1);
+    TrainingData data = open_training_data(job);
+    Trainer trainer(job, data);
+    Model& model = trainer.model();
+    const int B = job.train.micro_batch;
+    const int accum = job.train.global_batch / B;
+
+    std::printf("# bench train: job '%s' | %s %.2fM params | micro_batch %d x seq_len %d, %d "
+                "micro-batches/step | 1 rank x %d threads\n",
+                job.name.c_str(), job.model.type.c_str(), model.layout().size() / 1e6, B,
+                job.model.seq_len, accum, threads);
+    std::printf("# sgemm baseline at the job's shapes (per micro-batch)\n");
+    std::printf("%6s %6s %6s %3s %6s %9s %9s %9s\n", "M", "N", "K", "op", "count", "GFLOP", "ms",
+                "GFLOP/s");
+    double gemm_flops = 0, gemm_seconds = 0;
+    for (const GemmShape& g : model.train_gemms(B)) {
+      const double s = time_gemm(g, 5);
+      gemm_flops += g.flops();
+      gemm_seconds += s;
+      std::printf("%6d %6d %6d %c%c%c %6lld %9.3f %9.2f %9.1f\n", g.m, g.n, g.k,
+                  g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.per_head ? 'h' : ' ',
+                  static_cast<long long>(g.count), g.flops() / 1e9, s * 1e3,
+                  g.flops() / s / 1e9);
+    }
+    const double sgemm_rate = gemm_flops / gemm_seconds;
+
+    for (int i = 0; i < args.warmup; ++i) trainer.train_step(i);
+    std::vector<double> step_s;
+    for (int i = 0; i < args.steps; ++i) {
+      const auto t0 = Clock::now();
+      trainer.train_step(args.warmup + i);
+      step_s.push_back(seconds(t0, Clock::now()));
+    }
+    const double med = median(step_s);
+    const double lo = *std::min_element(step_s.begin(), step_s.end());
+    const double hi = *std::max_element(step_s.begin(), step_s.end());
+    const double tokens = static_cast<double>(job.train.global_batch) * model.targets_per_sample();
+    const double flops = model.train_flops_per_sample() * job.train.global_batch;
+    const double achieved = flops / med;
+    std::printf("sgemm at these shapes: %.1f GFLOP/s (%.1f ms of GEMM per step)\n",
+                sgemm_rate / 1e9, gemm_seconds * accum * 1e3);
+    std::printf("train step: median %.1f ms [%.1f-%.1f] over %d steps | %.0f tokens/s | "
+                "%.1f GFLOP/s achieved | MFU vs sgemm %.1f%%\n",
+                med * 1e3, lo * 1e3, hi * 1e3, args.steps, tokens / med, achieved / 1e9,
+                100.0 * achieved / sgemm_rate);
+    return kExitOk;
+  });
+}
+
+}  // namespace rm

@@ -1,0 +1,82 @@
+// Using a trained model: `ringmaster sample RUN_DIR` and `ringmaster eval RUN_DIR --data F`.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "launcher/cmd_common.h"
+#include "launcher/exit_codes.h"
+#include "launcher/run_dir.h"
+#include "worker/evaluate.h"
+#include "worker/generate.h"
+#include "worker/training_data.h"
+
+namespace rm {
+namespace {
+
+// Byte-level models take the prompt as text; others take whitespace-separated token ids.
+std::vector<int> encode_prompt(const std::string& prompt, int vocab) {
+  std::vector<int> tokens;
+  if (vocab == 256) {
+    for (unsigned char c : prompt) tokens.push_back(c);
+  } else {
+    std::istringstream in(prompt);
+    std::string word;
+    while (in >> word) {
+      char* end = nullptr;
+      const long id = std::strtol(word.c_str(), &end, 10);
+      if (*end != '\0' || id < 0 || id >= vocab) {
+        throw std::invalid_argument("--prompt: '" + word + "' is not a token id below " +
+                                    std::to_string(vocab) +
+                                    " (models with a vocabulary other than bytes take ids)");
+      }
+      tokens.push_back(static_cast<int>(id));
+    }
+  }
+  if (tokens.empty()) throw std::invalid_argument("--prompt: empty");
+  return tokens;
+}
+
+}  // namespace
+
+int cmd_sample(const SampleArgs& args) {
+  return report_errors([&] {
+    LoadedRun run = load_run(args.run_dir, 1);
+    configure_threads(run.job.parallel, 1);
+    std::vector<int> prompt;
+    try {
+      prompt = encode_prompt(args.prompt, run.model->vocab_size());
+    } catch (const std::invalid_argument& e) {
+      print_error(e.what());
+      return kExitBadInput;
+    }
+    const std::vector<int> out =
+        generate(*run.model, run.params.data(), prompt, args.tokens, args.temperature, args.seed);
+    if (run.model->vocab_size() == 256) {
+      std::string text(args.prompt);
+      for (int t : out) text.push_back(static_cast<char>(t));
+      std::printf("%s\n", text.c_str());
+    } else {
+      for (int t : out) std::printf("%d ", t);
+      std::printf("\n");
+    }
+    return kExitOk;
+  });
+}
+
+int cmd_eval(const EvalArgs& args) {
+  return report_errors([&] {
+    LoadedRun run = load_run(args.run_dir, 0);
+    configure_threads(run.job.parallel, 1);
+    auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size());
+    const int per_window = run.model->targets_per_sample();
+    // Whole windows only, at least one: --max-tokens is an upper bound.
+    const uint64_t max_windows =
+        args.max_tokens > 0 ? std::max<uint64_t>(1, args.max_tokens / per_window) : 0;
+    const EvalResult r = evaluate_windows(*run.model, run.params.data(), *data, max_windows);
+    std::printf("loss=%.4f tokens=%lld\n", r.mean_loss, static_cast<long long>(r.targets));
+    return kExitOk;
+  });
+}
+
+}  // namespace rm

@@ -1,0 +1,53 @@
+// The subcommands of `ringmaster`. Each returns the process exit code (exit_codes.h) and
+// reports bad input as one clear message on stderr; main.cc only parses the command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rm {
+
+struct JobArgs {
+  std::string job;                // the YAML job file
+  std::vector<std::string> sets;  // --set key.path=value overrides, in order
+  int nproc = 1;                  // data-parallel ranks
+};
+
+int cmd_validate(const JobArgs& args);
+
+struct RunArgs {
+  JobArgs job;
+  bool fresh = false;
+};
+int cmd_run(const RunArgs& args);
+
+struct SampleArgs {
+  std::string run_dir;
+  std::string prompt = "\n";
+  int tokens = 200;
+  double temperature = 0.8;
+  uint64_t seed = 1337;
+};
+int cmd_sample(const SampleArgs& args);
+
+struct EvalArgs {
+  std::string run_dir;
+  std::string data;
+  int64_t max_tokens = 0;  // 0 = the whole file
+};
+int cmd_eval(const EvalArgs& args);
+
+struct BenchTrainArgs {
+  JobArgs job;
+  int steps = 10;
+  int warmup = 2;
+};
+int cmd_bench_train(const BenchTrainArgs& args);
+
+int cmd_docs_job_reference();
+
+// Prints an error for the user: "ringmaster: <message>" on stderr.
+void print_error(const std::string& message);
+
+}  // namespace rm

@@ -1,0 +1,88 @@
+// `ringmaster`: parses the command line and hands each subcommand to launcher/cmd_*.cc.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "launcher/commands.h"
+#include "launcher/exit_codes.h"
+
+namespace {
+
+void add_job_options(CLI::App* cmd, rm::JobArgs& a) {
+  cmd->add_option("job", a.job, "YAML job file")->required();
+  cmd->add_option("--set", a.sets, "override a key: --set model.width=512 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--nproc", a.nproc, "data-parallel ranks")->check(CLI::PositiveNumber);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Ringmaster: distributed training orchestrator"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  rm::JobArgs validate;
+  auto* v = app.add_subcommand("validate", "check a job file; exit 0, or print every error and exit 2");
+  add_job_options(v, validate);
+
+  rm::RunArgs run;
+  auto* r = app.add_subcommand("run", "train a job on this machine");
+  add_job_options(r, run.job);
+  r->add_flag("--fresh", run.fresh, "start over in a run directory that already holds a run");
+
+  rm::SampleArgs sample;
+  auto* s = app.add_subcommand("sample", "generate text from a run's newest weights");
+  s->add_option("run_dir", sample.run_dir, "run directory")->required();
+  s->add_option("--prompt", sample.prompt, "text to continue");
+  s->add_option("--tokens", sample.tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
+  s->add_option("--temperature", sample.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  s->add_option("--seed", sample.seed, "sampling seed");
+
+  rm::EvalArgs eval;
+  auto* e = app.add_subcommand("eval", "mean loss per token of a run's model on a file");
+  e->add_option("run_dir", eval.run_dir, "run directory")->required();
+  e->add_option("--data", eval.data, "text file or llm.c token shard")->required();
+  e->add_option("--max-tokens", eval.max_tokens, "score at most this many tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+
+  auto* bench = app.add_subcommand("bench", "benchmarks that print figures beside a baseline");
+  bench->require_subcommand(1);
+  rm::BenchTrainArgs bench_train;
+  auto* bt = bench->add_subcommand("train", "tokens/s and GFLOP/s of a job beside raw sgemm");
+  add_job_options(bt, bench_train.job);
+  bt->add_option("--steps", bench_train.steps, "timed steps")->check(CLI::PositiveNumber);
+  bt->add_option("--warmup", bench_train.warmup, "untimed steps first")
+      ->check(CLI::NonNegativeNumber);
+
+  auto* docs = app.add_subcommand("docs", "print generated documentation");
+  docs->require_subcommand(1);
+  auto* docs_ref = docs->add_subcommand("job-reference", "the job file reference (Markdown)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& h) {
+    return app.exit(h);
+  } catch (const CLI::CallForAllHelp& h) {
+    return app.exit(h);
+  } catch (const CLI::ParseError& err) {
+    app.exit(err);
+    return rm::kExitBadInput;
+  }
+
+  try {
+    if (*v) return rm::cmd_validate(validate);
+    if (*r) return rm::cmd_run(run);
+    if (*s) return rm::cmd_sample(sample);
+    if (*e) return rm::cmd_eval(eval);
+    if (*bt) return rm::cmd_bench_train(bench_train);
+    if (*docs_ref) return rm::cmd_docs_job_reference();
+  } catch (const std::exception& ex) {
+    // Commands report expected failures themselves; this is the last line of defence so that
+    // nothing escapes as an abort with a core dump.
+    rm::print_error(ex.what());
+    return rm::kExitFailure;
+  }
+  return rm::kExitBadInput;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Ringmaster builds and tests with, if any are missing.
+# As root: apt-get installs them. Otherwise: prints the exact command and exits 1.
+# Idempotent and quiet when everything is present (dpkg-query only, no network).
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config
+  openmpi-bin libopenmpi-dev          # MPI launcher and library (CPU collectives)
+  libyaml-cpp-dev                     # job files
+  libopenblas-openmp-dev              # sgemm for the CPU kernels (OpenMP build)
+  libgtest-dev                        # unit and multi-rank tests
+  libcli11-dev                        # command line
+  nlohmann-json3-dev                  # metrics.jsonl, manifests
+  libxxhash-dev                       # checksums of weights and checkpoints
+)
+if [[ "${RM_WITH_SLURM:-0}" == 1 ]]; then
+  packages+=(munge slurmctld slurmd slurm-client libpmix-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "ringmaster: missing Debian packages: ${missing[*]}" >&2
+  echo "run as root:  apt-get update && $cmd" >&2
+  exit 1
+fi
+echo "ringmaster: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends ${missing[*]} >/dev/null

@@ -1,0 +1,39 @@
+// Runs the real `ringmaster` binary as a child process for end-to-end tests and captures its
+// exit code, stdout and stderr. Test-only.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace rm::test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// `args` is appended to the binary's path as shell words; `scratch` is a directory for the
+// captured streams.
+inline CliResult run_cli(const std::string& args, const std::string& scratch) {
+  const std::string out = scratch + "/cli.out", err = scratch + "/cli.err";
+  const std::string cmd = std::string(RINGMASTER_BIN) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace rm::test

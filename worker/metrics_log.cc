@@ -1,0 +1,50 @@
+#include "worker/metrics_log.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace rm {
+
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!file_) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const StepMetrics& m) {
+  // JSON has no NaN: a non-finite value is written as null, which readers handle.
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+  nlohmann::json j = {{"step", m.step},           {"loss", num(m.loss)},
+                      {"lr", m.lr},               {"grad_norm", num(m.grad_norm)},
+                      {"tokens_per_s", m.tokens_per_s}, {"step_ms", m.step_ms}};
+  if (m.val_loss) j["val_loss"] = num(*m.val_loss);
+  if (m.skipped) j["skipped"] = true;
+  const std::string line = j.dump() + "\n";
+  if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
+    throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
+  }
+}
+
+std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf,
+                        "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | %7.1f ms",
+                        static_cast<long long>(m.step), static_cast<long long>(total_steps),
+                        m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms);
+  std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  if (m.val_loss) {
+    std::snprintf(buf, sizeof buf, " | val %.4f", *m.val_loss);
+    s += buf;
+  }
+  if (m.skipped) s += " | SKIPPED (non-finite)";
+  return s;
+}
+
+}  // namespace rm

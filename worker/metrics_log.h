@@ -1,0 +1,37 @@
+// Per-step metrics: one JSON object per line in RUN_DIR/metrics.jsonl (flushed every line so a
+// crash loses at most the line being written) and the human log line on stdout.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace rm {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0;
+  std::optional<double> val_loss;
+  bool skipped = false;  // update skipped (non-finite loss or gradient, on_nan: skip)
+};
+
+class MetricsLog {
+ public:
+  // Opens (truncate or append) path. Throws std::runtime_error naming the file on failure.
+  MetricsLog(const std::string& path, bool append);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const StepMetrics& m);
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// "step   50/2000 | loss 2.4512 | lr 1.00e-03 | norm 0.532 | 12345 tok/s | 85.2 ms"
+std::string format_log_line(const StepMetrics& m, int64_t total_steps);
+
+}  // namespace rm

@@ -1,0 +1,54 @@
+// An MLP next-token model (Bengio et al. 2003, makemore style): each position t of a sequence
+// is predicted from the embeddings of the `mlp_context` tokens up to and including t,
+// concatenated and fed through `layers` hidden layers of `width` units with GELU, then a linear
+// layer to vocab_size logits. Positions with fewer than mlp_context earlier tokens in the
+// sequence see zero vectors in place of the missing ones. Every position is a target, as in
+// the GPT, so the two models train on the same batches and report comparable losses.
+//
+// Flat layout: emb, fc.0 ... fc.{layers-1}, head; backward reports gradients ready from the
+// head down to the embedding, i.e. from the end of the buffer towards its start.
+#pragma once
+
+#include <vector>
+
+#include "worker/model.h"
+
+namespace rm {
+
+class MlpModel final : public Model {
+ public:
+  MlpModel(const ModelConfig& config, int max_batch);
+
+  const ParamLayout& layout() const override { return layout_; }
+  void init_params(float* params, uint64_t seed) const override;
+  int max_batch() const override { return max_batch_; }
+  int seq_len() const override { return T_; }
+  int vocab_size() const override { return V_; }
+  int targets_per_sample() const override { return T_; }
+
+  double forward_backward(const float* params, float* grads, const int* inputs,
+                          const int* targets, int B, float grad_scale,
+                          const GradReadyFn& on_grads_ready) override;
+  double forward_loss(const float* params, const int* inputs, const int* targets,
+                      int B) override;
+  const float* next_token_logits(const float* params, const int* context, int len) override;
+  std::vector<GemmShape> train_gemms(int B) const override;
+
+ private:
+  struct Layer {
+    size_t w, b;
+    int in, out;
+  };
+  // Forward over B sequences of T tokens (rows = B*T); logits end up in logits_.
+  void forward(const float* p, const int* inputs, int B, int T);
+
+  int V_, T_, K_, E_, W_, L_, max_batch_;  // K_ = context tokens per prediction
+  ParamLayout layout_;
+  size_t emb_;
+  std::vector<Layer> layers_;                   // hidden layers then the head
+  std::vector<float> x_;                        // [rows, K*E] concatenated embeddings
+  std::vector<std::vector<float>> pre_, post_;  // per hidden layer: before / after GELU
+  std::vector<float> logits_, dx_, dh_;
+};
+
+}  // namespace rm

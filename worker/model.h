@@ -1,0 +1,70 @@
+// The interface the trainer, evaluator and sampler use for any model.
+//
+// Contract:
+// - Parameters and gradients are flat float buffers laid out by layout(); the model owns only
+//   its activation and scratch memory, planned once for max_batch() samples at construction.
+//   Nothing on the step path allocates.
+// - forward_backward ACCUMULATES into grads (+=) so micro-batches can be summed; the caller
+//   zeroes grads once per optimizer step. grad_scale multiplies d(loss sum)/d(logits), so the
+//   caller chooses the normalisation (1 / tokens in the global batch gives the mean loss).
+// - on_grads_ready(begin, end) is called during backward each time the gradient of the flat
+//   range [begin, end) is final for this micro-batch. Ranges arrive from high offsets to low
+//   and together cover the whole buffer, so a communicator can start reducing buckets while
+//   backward continues.
+// - A model instance is not thread-safe: one step at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "configs/job_config.h"
+#include "worker/param_layout.h"
+
+namespace rm {
+
+// One sgemm of a training step, for the benchmark's flop count and sgemm baseline.
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int m = 0, n = 0, k = 0;
+  int64_t count = 1;          // how many times per micro-batch
+  bool per_head = false;      // issued as `count` independent sgemms in parallel (attention)
+  double flops() const { return 2.0 * m * n * k * static_cast<double>(count); }
+};
+
+using GradReadyFn = std::function<void(size_t begin, size_t end)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ParamLayout& layout() const = 0;
+  // Fills params from the counter-based RNG keyed by (seed, flat index): the same on every rank.
+  virtual void init_params(float* params, uint64_t seed) const = 0;
+
+  virtual int max_batch() const = 0;
+  virtual int seq_len() const = 0;
+  virtual int vocab_size() const = 0;
+  // Loss terms one sample contributes: seq_len for a GPT (every position), 1 for the MLP.
+  virtual int targets_per_sample() const = 0;
+
+  // inputs, targets: [B, seq_len] token ids, B <= max_batch(). Returns the loss SUM (nats).
+  virtual double forward_backward(const float* params, float* grads, const int* inputs,
+                                  const int* targets, int B, float grad_scale,
+                                  const GradReadyFn& on_grads_ready) = 0;
+  virtual double forward_loss(const float* params, const int* inputs, const int* targets,
+                              int B) = 0;
+  // Logits [vocab] for the token that follows context[0..len). len >= 1; only the last
+  // seq_len() tokens are used. The pointer stays valid until the next call.
+  virtual const float* next_token_logits(const float* params, const int* context, int len) = 0;
+
+  // The sgemms of one micro-batch's forward + backward, and the flops of one training sample
+  // (forward + backward, GEMMs only, i.e. the usual 6N + attention accounting).
+  virtual std::vector<GemmShape> train_gemms(int B) const = 0;
+  double train_flops_per_sample() const;
+};
+
+std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch);
+
+}  // namespace rm
