@@ -1,0 +1,74 @@
+#include "kernels/cpu/adamw.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/test_util.h"
+
+namespace rm::cpu {
+namespace {
+
+using testing::all_close;
+using testing::random_floats;
+
+// Worked by hand: p = 1, raw grad 0.5 with grad_scale 2 (so g = 1), lr 0.1, wd 0.1.
+// With a constant gradient the bias-corrected moments are exactly mhat = 1, vhat = 1:
+//   step 1: p = 1 * (1 - 0.01) - 0.1 * 1 / (1 + eps)          = 0.89
+//           m = 0.1, v = 0.001
+//   step 2: p = 0.89 * 0.99 - 0.1 * (0.19/0.19) / (1 + eps)   = 0.7811
+//           m = 0.9*0.1 + 0.1 = 0.19, v = 0.999*0.001 + 0.001 = 0.001999
+TEST(AdamW, HandComputedTwoSteps) {
+  std::vector<float> p = {1.0f}, g = {0.5f}, m = {0.0f}, v = {0.0f};
+  adamw_update(p.data(), g.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 2.0f);
+  EXPECT_NEAR(p[0], 0.89f, 1e-6);
+  EXPECT_NEAR(m[0], 0.1f, 1e-7);
+  EXPECT_NEAR(v[0], 0.001f, 5e-8);  // 0.999f is 0.999 - 1.3e-5 relative
+  adamw_update(p.data(), g.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, 2.0f);
+  EXPECT_NEAR(p[0], 0.7811f, 1e-6);
+  EXPECT_NEAR(m[0], 0.19f, 1e-7);
+  EXPECT_NEAR(v[0], 0.001999f, 5e-8);
+}
+
+// The spec's formula, literally, in double.
+void adamw_ref(std::vector<double>& p, const std::vector<float>& g, std::vector<double>& m,
+               std::vector<double>& v, double lr, double b1, double b2, double eps, double wd,
+               int t, double grad_scale) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double gi = g[i] * grad_scale;
+    p[i] -= lr * wd * p[i];
+    m[i] = b1 * m[i] + (1 - b1) * gi;
+    v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+    p[i] -= lr * (m[i] / (1 - std::pow(b1, t))) / (std::sqrt(v[i] / (1 - std::pow(b2, t))) + eps);
+  }
+}
+
+TEST(AdamW, MatchesDoubleReferenceOverSteps) {
+  for (size_t n : {size_t{1003}, size_t{100003}}) {  // serial and parallel paths
+    for (float wd : {0.0f, 0.1f}) {
+      const auto p0 = random_floats(n, 1);
+      std::vector<float> p = p0, m(n, 0.0f), v(n, 0.0f);
+      std::vector<double> rp(p0.begin(), p0.end()), rm(n, 0.0), rv(n, 0.0);
+      for (int t = 1; t <= 3; ++t) {
+        const auto g = random_floats(n, 10 + t, -2.0f, 2.0f);
+        adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, wd, t,
+                     0.5f);
+        adamw_ref(rp, g, rm, rv, 1e-2, 0.9f, 0.95f, 1e-8, wd, t, 0.5);
+      }
+      EXPECT_TRUE(all_close(p, rp, 1e-6, 1e-7)) << "n " << n << " wd " << wd;
+      EXPECT_TRUE(all_close(m, rm, 1e-5, 1e-7)) << "n " << n << " wd " << wd;
+      EXPECT_TRUE(all_close(v, rv, 1e-5, 1e-9)) << "n " << n << " wd " << wd;
+    }
+  }
+}
+
+TEST(AdamW, RejectsStepZero) {
+  float p = 0, g = 0, m = 0, v = 0;
+  EXPECT_THROW(adamw_update(&p, &g, &m, &v, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 1.0f),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace rm::cpu

@@ -1,0 +1,18 @@
+// Thread control for the CPU kernels.
+//
+// The kernels parallelise with OpenMP and call OpenBLAS (its OpenMP build), so both share one
+// OpenMP runtime: a BLAS call made inside a kernel's parallel region runs single-threaded, one
+// made outside uses the whole team. set_num_threads sets the team size for both.
+#pragma once
+
+namespace rm::cpu {
+
+// Sets the thread count of the OpenMP kernels and of OpenBLAS. n < 1 is treated as 1.
+// Affects the calling thread's OpenMP ICV (like omp_set_num_threads): call it from the thread
+// that runs the kernels, before the step loop.
+void set_num_threads(int n);
+
+// The thread count the next parallel kernel will use (omp_get_max_threads()).
+int num_threads();
+
+}  // namespace rm::cpu

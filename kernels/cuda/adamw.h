@@ -1,0 +1,19 @@
+// AdamW on the GPU: the contract and formula of kernels/cpu/adamw.h, computed with the shared
+// per-element update of kernels/elementwise_math.h.
+//
+// Pointers are device pointers. Launches are asynchronous on `stream`; a launch error throws
+// std::runtime_error, t < 1 throws std::invalid_argument.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rm::cuda {
+
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale, cudaStream_t stream);
+
+}  // namespace rm::cuda
