@@ -5,6 +5,7 @@
 // i.e. how close the whole step (element-wise kernels, attention, optimizer, data) comes to
 // spending all its time in GEMMs running as fast as the BLAS can run them in isolation.
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "collectives/self_communicator.h"
 #include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
+#include "launcher/mpi_launch.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -67,53 +70,79 @@ double time_gemm(const GemmShape& g, int reps) {
 }  // namespace
 
 int cmd_bench_train(const BenchTrainArgs& args) {
+  if (!launched_by_mpi() && args.job.nproc > 1) {
+    return report_errors([&]() -> int { exec_under_mpirun(args.job.nproc, args.argv); });
+  }
+  MpiSession mpi;
   return report_errors([&] {
-    JobConfig job = load_job_args(args.job);
-    const int threads = configure_threads(job.parallel, 1);
+    JobArgs job_args = args.job;
+    job_args.nproc = mpi.world();
+    JobConfig job = load_job_args(job_args);
+    auto comm = launched_by_mpi() ? mpi.communicator(job.parallel.timeout_s)
+                                  : make_self_communicator();
+    const bool rank0 = comm->rank() == 0;
+    const int threads = configure_threads(job.parallel, mpi.local_size());
     TrainingData data = open_training_data(job);
-    Trainer trainer(job, data);
+    Trainer trainer(job, data, *comm, {false, nullptr});
     Model& model = trainer.model();
     const int B = job.train.micro_batch;
-    const int accum = job.train.global_batch / B;
+    const int accum = job.train.global_batch / (B * comm->size());
+    auto say = [&](const char* fmt, auto... xs) {
+      if (rank0) std::printf(fmt, xs...);
+    };
 
-    std::printf("# bench train: job '%s' | %s %.2fM params | micro_batch %d x seq_len %d, %d "
-                "micro-batches/step | 1 rank x %d threads\n",
-                job.name.c_str(), job.model.type.c_str(), model.layout().size() / 1e6, B,
-                job.model.seq_len, accum, threads);
-    std::printf("# sgemm baseline at the job's shapes (per micro-batch)\n");
-    std::printf("%6s %6s %6s %3s %6s %9s %9s %9s\n", "M", "N", "K", "op", "count", "GFLOP", "ms",
-                "GFLOP/s");
+    say("# bench train: job '%s' | %s %.2fM params | micro_batch %d x seq_len %d, %d "
+        "micro-batches/step | %d rank%s x %d threads | shard %s, overlap %s, bucket %.0f MB\n",
+        job.name.c_str(), job.model.type.c_str(), model.layout().size() / 1e6, B,
+        job.model.seq_len, accum, comm->size(), comm->size() == 1 ? "" : "s", threads,
+        job.parallel.shard.c_str(), job.parallel.overlap ? "on" : "off", job.parallel.bucket_mb);
+    say("# sgemm baseline at the job's shapes (per micro-batch, every rank at once)\n");
+    say("%6s %6s %6s %3s %6s %9s %9s %9s\n", "M", "N", "K", "op", "count", "GFLOP", "ms",
+        "GFLOP/s");
     double gemm_flops = 0, gemm_seconds = 0;
+    comm->barrier();
     for (const GemmShape& g : model.train_gemms(B)) {
       const double s = time_gemm(g, 5);
       gemm_flops += g.flops();
       gemm_seconds += s;
-      std::printf("%6d %6d %6d %c%c%c %6lld %9.3f %9.2f %9.1f\n", g.m, g.n, g.k,
-                  g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.per_head ? 'h' : ' ',
-                  static_cast<long long>(g.count), g.flops() / 1e9, s * 1e3,
-                  g.flops() / s / 1e9);
+      say("%6d %6d %6d %c%c%c %6lld %9.3f %9.2f %9.1f\n", g.m, g.n, g.k, g.trans_a ? 'T' : 'N',
+          g.trans_b ? 'T' : 'N', g.per_head ? 'h' : ' ', static_cast<long long>(g.count),
+          g.flops() / 1e9, s * 1e3, g.flops() / s / 1e9);
     }
-    const double sgemm_rate = gemm_flops / gemm_seconds;
+    const double sgemm_rate = gemm_flops / gemm_seconds;  // per rank
 
     for (int i = 0; i < args.warmup; ++i) trainer.train_step(i);
-    std::vector<double> step_s;
+    comm->barrier();
+    std::vector<double> step_s, wait_ms;
     for (int i = 0; i < args.steps; ++i) {
       const auto t0 = Clock::now();
       trainer.train_step(args.warmup + i);
       step_s.push_back(seconds(t0, Clock::now()));
+      wait_ms.push_back(trainer.last_timing().comm_wait_ms);
     }
     const double med = median(step_s);
     const double lo = *std::min_element(step_s.begin(), step_s.end());
     const double hi = *std::max_element(step_s.begin(), step_s.end());
     const double tokens = static_cast<double>(job.train.global_batch) * model.targets_per_sample();
     const double flops = model.train_flops_per_sample() * job.train.global_batch;
-    const double achieved = flops / med;
-    std::printf("sgemm at these shapes: %.1f GFLOP/s (%.1f ms of GEMM per step)\n",
-                sgemm_rate / 1e9, gemm_seconds * accum * 1e3);
-    std::printf("train step: median %.1f ms [%.1f-%.1f] over %d steps | %.0f tokens/s | "
-                "%.1f GFLOP/s achieved | MFU vs sgemm %.1f%%\n",
-                med * 1e3, lo * 1e3, hi * 1e3, args.steps, tokens / med, achieved / 1e9,
-                100.0 * achieved / sgemm_rate);
+    const double achieved = flops / med;  // all ranks together
+    const double rank_rate = achieved / comm->size();
+    say("sgemm at these shapes: %.1f GFLOP/s per rank (%.1f ms of GEMM per step)\n",
+        sgemm_rate / 1e9, gemm_seconds * accum * 1e3);
+    say("train step: median %.1f ms [%.1f-%.1f] over %d steps | %.0f tokens/s (all ranks) | "
+        "%.1f GFLOP/s per rank | MFU vs sgemm %.1f%% | waiting on gradient communication "
+        "%.1f ms = %.1f%% of a step\n",
+        med * 1e3, lo * 1e3, hi * 1e3, args.steps, tokens / med, rank_rate / 1e9,
+        100.0 * rank_rate / sgemm_rate, median(wait_ms), median(wait_ms) / (med * 1e3) * 100);
+
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    const MemoryPlan plan = trainer.state().memory_plan();
+    say("memory per rank: params %.1f MB, grads %.1f MB, optimizer %.1f MB, shard scratch %.1f "
+        "MB = %.1f MB expected for state; peak RSS %.1f MB (rank 0, includes activations)\n",
+        plan.param_bytes / 1e6, plan.grad_bytes / 1e6, plan.optimizer_bytes / 1e6,
+        plan.scratch_bytes / 1e6, plan.total() / 1e6, ru.ru_maxrss / 1e3);
+    comm->barrier();
     return kExitOk;
   });
 }

@@ -11,8 +11,14 @@
 
 namespace rm {
 
+namespace {
+std::string g_error_prefix;
+}  // namespace
+
+void set_error_prefix(const std::string& prefix) { g_error_prefix = prefix; }
+
 void print_error(const std::string& message) {
-  std::fprintf(stderr, "ringmaster: %s\n", message.c_str());
+  std::fprintf(stderr, "ringmaster: %s%s\n", g_error_prefix.c_str(), message.c_str());
 }
 
 int report_errors(const std::function<int()>& body) {
@@ -20,8 +26,8 @@ int report_errors(const std::function<int()>& body) {
     return body();
   } catch (const JobConfigError& e) {
     for (const ConfigError& err : e.errors) std::fprintf(stderr, "%s\n", err.str().c_str());
-    std::fprintf(stderr, "ringmaster: %zu error%s in the job\n", e.errors.size(),
-                 e.errors.size() == 1 ? "" : "s");
+    print_error(std::to_string(e.errors.size()) + (e.errors.size() == 1 ? " error" : " errors") +
+                " in the job");
     return kExitBadInput;
   } catch (const DataError& e) {
     print_error(e.what());

@@ -1,48 +1,111 @@
-// `ringmaster run JOB`: validate everything that can be validated, then train and save.
+// `ringmaster run JOB [--nproc N]` and `ringmaster worker JOB`.
 //
-// Order matters for "nothing half-written": the job file, the data and the run directory are
-// all checked before the first byte is written into the run directory.
+// Outside MPI, `run` checks everything that can be checked (job file, data, run directory)
+// before the first byte is written, writes the resolved job, and then either trains in this
+// process (N = 1) or re-executes itself under `mpirun -np N`. Under MPI (mpirun, or srun
+// --mpi=pmix), every rank repeats the checks (cheap, and they must agree), the ranks agree on
+// the outcome before any collective, and then train together.
+#include <mpi.h>
+
 #include <cstdio>
+#include <memory>
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/weights_file.h"
+#include "collectives/self_communicator.h"
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
+#include "launcher/mpi_launch.h"
 #include "launcher/run_dir.h"
 #include "worker/trainer.h"
 
 namespace rm {
+namespace {
 
-int cmd_run(const RunArgs& args) {
-  return report_errors([&] {
-    if (args.job.nproc != 1) {
-      print_error("--nproc " + std::to_string(args.job.nproc) +
-                  ": multi-rank training is not built yet; run with --nproc 1");
-      return kExitBadInput;
-    }
-    const JobConfig job = load_job_args(args.job);
-    TrainingData data = open_training_data(job);
-    prepare_run_dir(job.run_dir, args.fresh);
-    const std::string resolved = to_yaml(job);
-    write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
+void write_resolved_job(const JobConfig& job) {
+  const std::string resolved = to_yaml(job);
+  write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
+}
 
-    const int threads = configure_threads(job.parallel, 1);
-    MetricsLog metrics(run_file(job.run_dir, "metrics.jsonl"), /*append=*/false);
-    Trainer trainer(job, data, {true, &metrics});
-    const Model& model = trainer.model();
-    std::printf("ringmaster: job '%s' | %s %.2fM parameters | %d steps x %d samples x %d tokens "
-                "| 1 rank x %d threads | run_dir %s\n",
-                job.name.c_str(), job.model.type.c_str(), model.layout().size() / 1e6,
-                static_cast<int>(job.train.steps), job.train.global_batch, job.model.seq_len,
-                threads, job.run_dir.c_str());
+int train(const JobConfig& job, TrainingData& data, Communicator& comm, int local_ranks) {
+  const bool rank0 = comm.rank() == 0;
+  const int threads = configure_threads(job.parallel, local_ranks);
+  std::unique_ptr<MetricsLog> metrics;
+  if (rank0) metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), false);
+  Trainer trainer(job, data, comm, {rank0, metrics.get()});
+  if (rank0) {
+    std::printf("ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
+                "tokens | %d rank%s x %d threads, shard %s | run_dir %s\n",
+                job.name.c_str(), job.model.type.c_str(),
+                trainer.model().layout().size() / 1e6, static_cast<long long>(job.train.steps),
+                job.train.global_batch, job.model.seq_len, comm.size(),
+                comm.size() == 1 ? "" : "s", threads, job.parallel.shard.c_str(),
+                job.run_dir.c_str());
     std::fflush(stdout);
-    trainer.run();
+  }
+  trainer.run();
+  const std::vector<float> params = trainer.state().full_params();
+  if (rank0) {
     const std::string weights = run_file(job.run_dir, "weights.bin");
-    save_weights(weights, trainer.params().data(), trainer.params().size());
+    save_weights(weights, params.data(), params.size());
     std::printf("ringmaster: done; weights in %s\n", weights.c_str());
+  }
+  comm.barrier();
+  return kExitOk;
+}
+
+int run_single_or_launch(const RunArgs& args) {
+  const JobConfig job = load_job_args(args.job);
+  TrainingData data = open_training_data(job);
+  prepare_run_dir(job.run_dir, args.fresh);
+  write_resolved_job(job);
+  if (args.job.nproc > 1) exec_under_mpirun(args.job.nproc, args.argv);
+  auto comm = make_self_communicator();
+  return train(job, data, *comm, 1);
+}
+
+int run_as_rank(const RunArgs& args) {
+  MpiSession mpi;
+  set_error_prefix("[rank " + std::to_string(mpi.rank()) + "] ");
+  JobArgs job_args = args.job;
+  if (job_args.nproc != 1 && job_args.nproc != mpi.world()) {
+    print_error("--nproc " + std::to_string(job_args.nproc) + " but MPI started " +
+                std::to_string(mpi.world()) + " ranks");
+    return kExitBadInput;
+  }
+  job_args.nproc = mpi.world();
+  JobConfig job;
+  TrainingData data;
+  int status = report_errors([&] {
+    job = load_job_args(job_args);
+    data = open_training_data(job);
+    if (mpi.rank() == 0) {
+      prepare_run_dir(job.run_dir, args.fresh);
+      write_resolved_job(job);
+    }
     return kExitOk;
   });
+  // Agree before the first collective of training: if any rank failed its checks, every rank
+  // leaves now (the failing ones have said why) instead of waiting for it in a collective.
+  int worst = status;
+  MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (worst != kExitOk) return worst;
+  return report_errors([&] {
+    auto comm = mpi.communicator(job.parallel.timeout_s);
+    return train(job, data, *comm, mpi.local_size());
+  });
+}
+
+}  // namespace
+
+int cmd_run(const RunArgs& args) {
+  if (launched_by_mpi()) return run_as_rank(args);
+  if (args.worker) {
+    print_error("worker: start it with mpirun or srun --mpi=pmix (or use `ringmaster run`)");
+    return kExitBadInput;
+  }
+  return report_errors([&] { return run_single_or_launch(args); });
 }
 
 }  // namespace rm

@@ -19,6 +19,8 @@ int cmd_validate(const JobArgs& args);
 struct RunArgs {
   JobArgs job;
   bool fresh = false;
+  bool worker = false;            // `ringmaster worker`: must be started by mpirun or srun
+  std::vector<std::string> argv;  // the command line after the program name, to re-exec
 };
 int cmd_run(const RunArgs& args);
 
@@ -42,12 +44,14 @@ struct BenchTrainArgs {
   JobArgs job;
   int steps = 10;
   int warmup = 2;
+  std::vector<std::string> argv;  // the command line after the program name, to re-exec
 };
 int cmd_bench_train(const BenchTrainArgs& args);
 
 int cmd_docs_job_reference();
 
-// Prints an error for the user: "ringmaster: <message>" on stderr.
+// Prints an error for the user: "ringmaster: <prefix><message>" on stderr.
 void print_error(const std::string& message);
+void set_error_prefix(const std::string& prefix);  // e.g. "[rank 3] " in a multi-rank job
 
 }  // namespace rm

@@ -28,9 +28,15 @@ int main(int argc, char** argv) {
   add_job_options(v, validate);
 
   rm::RunArgs run;
-  auto* r = app.add_subcommand("run", "train a job on this machine");
+  auto* r = app.add_subcommand("run", "train a job: here, or on --nproc ranks under mpirun");
   add_job_options(r, run.job);
   r->add_flag("--fresh", run.fresh, "start over in a run directory that already holds a run");
+
+  rm::RunArgs worker;
+  worker.worker = true;
+  auto* w = app.add_subcommand("worker", "one rank of a job, started by mpirun or srun --mpi=pmix");
+  add_job_options(w, worker.job);
+  w->add_flag("--fresh", worker.fresh, "start over in a run directory that already holds a run");
 
   rm::SampleArgs sample;
   auto* s = app.add_subcommand("sample", "generate text from a run's newest weights");
@@ -71,9 +77,12 @@ int main(int argc, char** argv) {
     return rm::kExitBadInput;
   }
 
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  run.argv = bench_train.argv = args;
   try {
     if (*v) return rm::cmd_validate(validate);
     if (*r) return rm::cmd_run(run);
+    if (*w) return rm::cmd_run(worker);
     if (*s) return rm::cmd_sample(sample);
     if (*e) return rm::cmd_eval(eval);
     if (*bt) return rm::cmd_bench_train(bench_train);

@@ -1,13 +1,16 @@
 #include "worker/adamw_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"
 
 namespace rm {
 
-AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout)
-    : config_(config), layout_(layout), m_(layout.size(), 0.0f), v_(layout.size(), 0.0f) {}
+AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout,
+                               size_t begin, size_t end)
+    : config_(config), layout_(layout), begin_(begin), end_(end), m_(end - begin, 0.0f),
+      v_(end - begin, 0.0f) {}
 
 double AdamWOptimizer::grad_norm(const float* grads, size_t n) {
   return std::sqrt(cpu::sum_squares(grads, n));
@@ -19,9 +22,12 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, double n
   if (config_.grad_clip > 0 && norm > config_.grad_clip) {
     scale = static_cast<float>(config_.grad_clip / (norm + 1e-6));
   }
+  // One kernel call per tensor that overlaps the range (its weight decay differs).
   for (const TensorSpec& t : layout_.tensors()) {
-    const size_t o = t.offset;
-    cpu::adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, t.numel,
+    const size_t lo = std::max(t.offset, begin_), hi = std::min(t.offset + t.numel, end_);
+    if (lo >= hi) continue;
+    const size_t o = lo - begin_;
+    cpu::adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, hi - lo,
                       static_cast<float>(lr), static_cast<float>(config_.beta1),
                       static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
                       t.decay ? static_cast<float>(config_.weight_decay) : 0.0f, t_, scale);

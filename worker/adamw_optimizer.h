@@ -1,7 +1,8 @@
-// AdamW over the flat parameter buffer: decoupled weight decay on the tensors the layout marks
-// `decay`, global-norm gradient clipping folded into the update, and a NaN/Inf guard.
+// AdamW over one contiguous range [begin, end) of the flat parameter layout: the whole buffer
+// when replicated, this rank's shard under ZeRO. Decoupled weight decay applies to the tensors
+// the layout marks `decay`; global-norm gradient clipping is folded into the update.
 //
-// The moments are flat buffers with the parameters' layout; this class owns them.
+// The moments cover only the range (this is where ZeRO-1 saves memory); this class owns them.
 // step() is not thread-safe; the kernels it calls use OpenMP inside.
 #pragma once
 
@@ -15,14 +16,21 @@ namespace rm {
 
 class AdamWOptimizer {
  public:
-  AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout);
+  AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout, size_t begin,
+                 size_t end);
+  AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout)
+      : AdamWOptimizer(config, layout, 0, layout.size()) {}
 
   // Global L2 norm of the gradient buffer (double accumulation).
   static double grad_norm(const float* grads, size_t n);
 
-  // One update with learning rate lr, given the gradient norm already computed (on all
-  // ranks, for sharded modes). Clips to optimizer.grad_clip when that is > 0.
+  // One update with learning rate lr, given the global gradient norm (computed over all ranks
+  // in sharded modes). params and grads address element `begin` of the range. Clips to
+  // optimizer.grad_clip when that is > 0.
   void step(float* params, const float* grads, double lr, double grad_norm);
+
+  size_t begin() const { return begin_; }
+  size_t end() const { return end_; }
 
   int64_t steps_taken() const { return t_; }
   std::vector<float>& m() { return m_; }
@@ -31,6 +39,7 @@ class AdamWOptimizer {
  private:
   OptimizerConfig config_;
   const ParamLayout& layout_;
+  size_t begin_, end_;
   std::vector<float> m_, v_;
   int64_t t_ = 0;
 };

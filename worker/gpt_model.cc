@@ -37,27 +37,33 @@ GptModel::GptModel(const ModelConfig& c, int max_batch)
   const int64_t C = C_;
   wte_ = layout_.add("wte", {V_, C}, true);
   wpe_ = layout_.add("wpe", {T_, C}, true);
+  units_.push_back({0, layout_.size()});
   for (int l = 0; l < L_; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
+    const size_t begin = layout_.size();
+    auto add = [&](const char* name, std::vector<int64_t> shape, bool decay) {
+      return layout_.add(h + name, std::move(shape), decay) - begin;
+    };
     BlockOffsets b;
-    b.begin = layout_.size();
-    b.ln1_w = layout_.add(h + "ln_1.weight", {C}, false);
-    b.ln1_b = layout_.add(h + "ln_1.bias", {C}, false);
-    b.qkv_w = layout_.add(h + "attn.c_attn.weight", {3 * C, C}, true);
-    b.qkv_b = layout_.add(h + "attn.c_attn.bias", {3 * C}, false);
-    b.proj_w = layout_.add(h + "attn.c_proj.weight", {C, C}, true);
-    b.proj_b = layout_.add(h + "attn.c_proj.bias", {C}, false);
-    b.ln2_w = layout_.add(h + "ln_2.weight", {C}, false);
-    b.ln2_b = layout_.add(h + "ln_2.bias", {C}, false);
-    b.fc_w = layout_.add(h + "mlp.c_fc.weight", {4 * C, C}, true);
-    b.fc_b = layout_.add(h + "mlp.c_fc.bias", {4 * C}, false);
-    b.fcproj_w = layout_.add(h + "mlp.c_proj.weight", {C, 4 * C}, true);
-    b.fcproj_b = layout_.add(h + "mlp.c_proj.bias", {C}, false);
-    b.end = layout_.size();
+    b.ln1_w = add("ln_1.weight", {C}, false);
+    b.ln1_b = add("ln_1.bias", {C}, false);
+    b.qkv_w = add("attn.c_attn.weight", {3 * C, C}, true);
+    b.qkv_b = add("attn.c_attn.bias", {3 * C}, false);
+    b.proj_w = add("attn.c_proj.weight", {C, C}, true);
+    b.proj_b = add("attn.c_proj.bias", {C}, false);
+    b.ln2_w = add("ln_2.weight", {C}, false);
+    b.ln2_b = add("ln_2.bias", {C}, false);
+    b.fc_w = add("mlp.c_fc.weight", {4 * C, C}, true);
+    b.fc_b = add("mlp.c_fc.bias", {4 * C}, false);
+    b.fcproj_w = add("mlp.c_proj.weight", {C, 4 * C}, true);
+    b.fcproj_b = add("mlp.c_proj.bias", {C}, false);
     blocks_.push_back(b);
+    units_.push_back({begin, layout_.size()});
   }
-  lnf_w_ = layout_.add("ln_f.weight", {C}, false);
-  lnf_b_ = layout_.add("ln_f.bias", {C}, false);
+  const size_t final_begin = layout_.size();
+  lnf_w_ = layout_.add("ln_f.weight", {C}, false) - final_begin;
+  lnf_b_ = layout_.add("ln_f.bias", {C}, false) - final_begin;
+  units_.push_back({final_begin, layout_.size()});
 
   // Activations for max_batch sequences of T tokens.
   const size_t N = static_cast<size_t>(max_batch) * T_;
@@ -125,14 +131,16 @@ void GptModel::init_params(float* params, uint64_t seed) const {
   }
 }
 
-void GptModel::forward(const float* p, const int* inputs, int B, int T) {
+void GptModel::forward(ParamAccess& access, const int* inputs, int B, int T) {
   if (B > max_batch_ || T > T_) throw std::logic_error("gpt: batch larger than planned");
   const int C = C_, N = B * T;
-  cpu::embedding_forward(encoded_, inputs, p + wte_, p + wpe_, B, T, C);
+  p0_ = access.acquire_params(0);
+  cpu::embedding_forward(encoded_, inputs, p0_ + wte_, p0_ + wpe_, B, T, C);
   const float* residual = encoded_;
   for (int l = 0; l < L_; ++l) {
     const BlockOffsets& w = blocks_[l];
     BlockActs& x = acts_[l];
+    const float* p = access.acquire_params(1 + l);
     cpu::layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N,
                            C);
     cpu::linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
@@ -145,28 +153,38 @@ void GptModel::forward(const float* p, const int* inputs, int B, int T) {
     cpu::gelu_forward(x.fch_gelu, x.fch, N * 4 * C);
     cpu::linear_forward(branch_, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
     cpu::add(x.res3, x.res2, branch_, static_cast<size_t>(N) * C);
+    access.release_params(1 + l);
     residual = x.res3;
   }
-  cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, p + lnf_w_, p + lnf_b_, N, C);
-  cpu::linear_forward(logits_, lnf_, p + wte_, nullptr, N, C, V_);
+  const float* pf = access.acquire_params(final_unit());
+  cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, pf + lnf_w_, pf + lnf_b_, N, C);
+  access.release_params(final_unit());
+  cpu::linear_forward(logits_, lnf_, p0_ + wte_, nullptr, N, C, V_);
 }
 
-void GptModel::backward(const float* p, float* g, const int* inputs, int B,
-                        const GradReadyFn& ready) {
-  // Expects dlogits in logits_. One residual-gradient buffer flows down the stack: each
-  // layernorm_backward adds its input gradient into it, which is exactly the residual rule.
+void GptModel::backward(ParamAccess& access, const int* inputs, int B) {
+  // One residual-gradient buffer flows down the stack: each layernorm_backward adds its input
+  // gradient into it, which is exactly the residual rule.
   const int C = C_, T = T_, N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
-  cpu::linear_backward(dln_, g + wte_, nullptr, logits_, lnf_, p + wte_, N, C, V_);
+  float* g0 = access.acquire_grads(0);
+  cpu::linear_backward(dln_, g0 + wte_, nullptr, logits_, lnf_, p0_ + wte_, N, C, V_);
   std::memset(dresidual_, 0, NC * sizeof(float));
   const float* last = L_ > 0 ? acts_[L_ - 1].res3 : encoded_;
-  cpu::layernorm_backward(dresidual_, g + lnf_w_, g + lnf_b_, dln_, last, p + lnf_w_, lnf_mean_,
-                          lnf_rstd_, N, C);
-  if (ready) ready(lnf_w_, layout_.size());
+  {
+    const float* pf = access.acquire_params(final_unit());
+    float* gf = access.acquire_grads(final_unit());
+    cpu::layernorm_backward(dresidual_, gf + lnf_w_, gf + lnf_b_, dln_, last, pf + lnf_w_,
+                            lnf_mean_, lnf_rstd_, N, C);
+    access.release_params(final_unit());
+    access.release_grads(final_unit());
+  }
   for (int l = L_ - 1; l >= 0; --l) {
     const BlockOffsets& w = blocks_[l];
     const BlockActs& x = acts_[l];
     const float* residual = l > 0 ? acts_[l - 1].res3 : encoded_;
+    const float* p = access.acquire_params(1 + l);
+    float* g = access.acquire_grads(1 + l);
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
     cpu::linear_backward(dfch_gelu_, g + w.fcproj_w, g + w.fcproj_b, dresidual_, x.fch_gelu,
                          p + w.fcproj_w, N, 4 * C, C);
@@ -182,31 +200,34 @@ void GptModel::backward(const float* p, float* g, const int* inputs, int B,
                          3 * C);
     cpu::layernorm_backward(dresidual_, g + w.ln1_w, g + w.ln1_b, dln_, residual, p + w.ln1_w,
                             x.ln1_mean, x.ln1_rstd, N, C);
-    if (ready) ready(w.begin, w.end);
+    access.release_params(1 + l);
+    access.release_grads(1 + l);
   }
-  cpu::embedding_backward(g + wte_, g + wpe_, dresidual_, inputs, B, T, C);
-  if (ready) ready(wte_, blocks_.empty() ? lnf_w_ : blocks_[0].begin);
+  cpu::embedding_backward(g0 + wte_, g0 + wpe_, dresidual_, inputs, B, T, C);
+  access.release_grads(0);
+  access.release_params(0);
 }
 
-double GptModel::forward_backward(const float* params, float* grads, const int* inputs,
-                                  const int* targets, int B, float grad_scale,
-                                  const GradReadyFn& on_grads_ready) {
-  forward(params, inputs, B, T_);
+double GptModel::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                  int B, float grad_scale) {
+  forward(access, inputs, B, T_);
   const double loss = cpu::cross_entropy_forward_backward(logits_, targets, B * T_, V_, grad_scale);
-  backward(params, grads, inputs, B, on_grads_ready);
+  backward(access, inputs, B);
   return loss;
 }
 
-double GptModel::forward_loss(const float* params, const int* inputs, const int* targets,
+double GptModel::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                               int B) {
-  forward(params, inputs, B, T_);
+  forward(access, inputs, B, T_);
+  access.release_params(0);
   return cpu::cross_entropy_forward(nullptr, logits_, targets, B * T_, V_);
 }
 
-const float* GptModel::next_token_logits(const float* params, const int* context, int len) {
+const float* GptModel::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("gpt: empty context");
   const int T = len < T_ ? len : T_;
-  forward(params, context + (len - T), 1, T);
+  forward(access, context + (len - T), 1, T);
+  access.release_params(0);
   return logits_ + static_cast<size_t>(T - 1) * V_;
 }
 

@@ -3,9 +3,11 @@
 // tied to the token embedding. Initialisation follows GPT-2: weights N(0, 0.02), the two
 // residual projections of each block N(0, 0.02 / sqrt(2 * layers)), biases 0, norms (1, 0).
 //
-// Flat layout (see ParamLayout): wte, wpe, h.0 ... h.{L-1}, ln_f. Backward finishes ln_f first,
-// then the blocks from last to first, then the embeddings, so gradients become final from the
-// end of the buffer towards its start: buckets of a suffix can be reduced while backward runs.
+// Flat layout (see ParamLayout) and units (param_access.h): unit 0 = wte, wpe; unit 1+l =
+// block h.l; unit L+1 = ln_f. Backward finishes ln_f first, then the blocks from last to
+// first, then the embeddings, so gradients become final from the end of the buffer towards
+// its start. The tied wte is used at both ends of the network: unit 0 stays acquired from the
+// start of forward to the end of backward.
 #pragma once
 
 #include <vector>
@@ -18,26 +20,30 @@ class GptModel final : public Model {
  public:
   GptModel(const ModelConfig& config, int max_batch);
 
+  using Model::forward_backward;
+  using Model::forward_loss;
+  using Model::next_token_logits;
+
   const ParamLayout& layout() const override { return layout_; }
+  const std::vector<ParamUnit>& units() const override { return units_; }
   void init_params(float* params, uint64_t seed) const override;
   int max_batch() const override { return max_batch_; }
   int seq_len() const override { return T_; }
   int vocab_size() const override { return V_; }
   int targets_per_sample() const override { return T_; }
 
-  double forward_backward(const float* params, float* grads, const int* inputs,
-                          const int* targets, int B, float grad_scale,
-                          const GradReadyFn& on_grads_ready) override;
-  double forward_loss(const float* params, const int* inputs, const int* targets,
+  double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                          float grad_scale) override;
+  double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                       int B) override;
-  const float* next_token_logits(const float* params, const int* context, int len) override;
+  const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
 
  private:
-  // Offsets of one block's tensors in the flat buffer.
+  // Offsets of one block's tensors from the start of its unit.
   struct BlockOffsets {
     size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,
-        fcproj_b, begin, end;
+        fcproj_b;
   };
   // Activations of one block, kept for backward.
   struct BlockActs {
@@ -46,12 +52,18 @@ class GptModel final : public Model {
   };
 
   // Runs the forward pass over B sequences of T tokens; leaves logits [B*T, V] in logits_.
-  void forward(const float* p, const int* inputs, int B, int T);
-  void backward(const float* p, float* g, const int* inputs, int B, const GradReadyFn& ready);
+  // Unit 0 (embeddings, tied LM head) is acquired into p0_ and left acquired; the caller
+  // releases it (backward does).
+  void forward(ParamAccess& access, const int* inputs, int B, int T);
+  // Expects dlogits in logits_ and unit 0's parameters in p0_; releases them at the end.
+  void backward(ParamAccess& access, const int* inputs, int B);
+  int final_unit() const { return L_ + 1; }
 
   int V_, T_, C_, H_, L_, max_batch_;
   ParamLayout layout_;
-  size_t wte_, wpe_, lnf_w_, lnf_b_;
+  std::vector<ParamUnit> units_;
+  size_t wte_, wpe_, lnf_w_, lnf_b_;  // wte_, wpe_ from unit 0; lnf_* from the final unit
+  const float* p0_ = nullptr;         // unit 0's parameters, held from forward to its release
   std::vector<BlockOffsets> blocks_;
 
   std::vector<float> act_memory_;  // every activation, planned once

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "worker/adamw_optimizer.h"
 #include "worker/data/counter_rng.h"
@@ -43,7 +44,7 @@ TEST(GptModel, GradientsMatchFiniteDifferencesOfTheWholeModel) {
   std::vector<int> in(N), tg(N);
   random_tokens(in, c.vocab_size, 1);
   random_tokens(tg, c.vocab_size, 2);
-  model.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f, nullptr);
+  model.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f);
 
   // Check the two largest-gradient entries of every tensor (wte gets both the LM head and
   // the embedding contributions, so the tying is checked too).
@@ -77,30 +78,66 @@ TEST(GptModel, GradientsAccumulateAcrossCalls) {
   std::vector<int> in(c.seq_len), tg(c.seq_len);
   random_tokens(in, c.vocab_size, 5);
   random_tokens(tg, c.vocab_size, 6);
-  model.forward_backward(p.data(), g1.data(), in.data(), tg.data(), 1, 1.0f, nullptr);
-  model.forward_backward(p.data(), g2.data(), in.data(), tg.data(), 1, 1.0f, nullptr);
-  model.forward_backward(p.data(), g2.data(), in.data(), tg.data(), 1, 1.0f, nullptr);
+  model.forward_backward(p.data(), g1.data(), in.data(), tg.data(), 1, 1.0f);
+  model.forward_backward(p.data(), g2.data(), in.data(), tg.data(), 1, 1.0f);
+  model.forward_backward(p.data(), g2.data(), in.data(), tg.data(), 1, 1.0f);
   for (size_t i = 0; i < p.size(); ++i) ASSERT_NEAR(g2[i], 2 * g1[i], 1e-5 + 1e-5 * std::abs(g1[i]));
 }
 
-TEST(GptModel, ReadyRangesCoverTheBufferFromTheEndDown) {
+// Records the ParamAccess calls a model makes, over whole buffers.
+class RecordingAccess final : public ParamAccess {
+ public:
+  RecordingAccess(const Model& m, const float* p, float* g) : m_(m), flat_(m.units(), p, g) {}
+  const float* acquire_params(int u) override {
+    EXPECT_EQ(params_held_.count(u), 0u) << "unit " << u << " acquired twice";
+    params_held_.insert(u);
+    return flat_.acquire_params(u);
+  }
+  void release_params(int u) override { EXPECT_EQ(params_held_.erase(u), 1u) << u; }
+  float* acquire_grads(int u) override {
+    EXPECT_EQ(grads_held_.count(u), 0u) << "unit " << u << " acquired twice";
+    grads_held_.insert(u);
+    return flat_.acquire_grads(u);
+  }
+  void release_grads(int u) override {
+    EXPECT_EQ(grads_held_.erase(u), 1u) << u;
+    released_.push_back(u);
+  }
+  std::set<int> params_held_, grads_held_;
+  std::vector<int> released_;
+
+ private:
+  const Model& m_;
+  FlatParamAccess flat_;
+};
+
+TEST(GptModel, UnitsTileTheLayoutAndBackwardReleasesThemLastToFirst) {
   const ModelConfig c = tiny_gpt();
   GptModel model(c, 1);
-  std::vector<float> p(model.layout().size()), g(p.size(), 0.0f);
+  size_t end = 0;
+  for (const ParamUnit& u : model.units()) {
+    EXPECT_EQ(u.begin, end);
+    end = u.end;
+  }
+  EXPECT_EQ(end, model.layout().size());
+  EXPECT_EQ(model.units().size(), static_cast<size_t>(c.layers + 2));
+
+  // (Two statements: GCC 12 warns falsely on `vector p(n), g(p.size())` after the loop above.)
+  const size_t n = model.layout().size();
+  std::vector<float> p(n);
+  std::vector<float> g(n, 0.0f);
   model.init_params(p.data(), 1);
   std::vector<int> in(c.seq_len, 1), tg(c.seq_len, 2);
-  std::vector<std::pair<size_t, size_t>> ranges;
-  model.forward_backward(p.data(), g.data(), in.data(), tg.data(), 1, 1.0f,
-                         [&](size_t b, size_t e) { ranges.emplace_back(b, e); });
-  ASSERT_FALSE(ranges.empty());
-  size_t expected_end = p.size();
-  for (auto [b, e] : ranges) {
-    EXPECT_EQ(e, expected_end);
-    EXPECT_LT(b, e);
-    expected_end = b;
-  }
-  EXPECT_EQ(expected_end, 0u);
-  EXPECT_EQ(ranges.size(), static_cast<size_t>(c.layers + 2));
+  RecordingAccess access(model, p.data(), g.data());
+  model.forward_backward(access, in.data(), tg.data(), 1, 1.0f);
+  EXPECT_TRUE(access.params_held_.empty());
+  EXPECT_TRUE(access.grads_held_.empty());
+  std::vector<int> expected;
+  for (int u = c.layers + 1; u >= 0; --u) expected.push_back(u);
+  EXPECT_EQ(access.released_, expected);
+  model.forward_loss(access, in.data(), tg.data(), 1);
+  model.next_token_logits(access, in.data(), 3);
+  EXPECT_TRUE(access.params_held_.empty()) << "inference releases what it acquires";
 }
 
 TEST(GptModel, NextTokenLogitsAreCausalAndMatchTheFullForward) {
@@ -110,8 +147,9 @@ TEST(GptModel, NextTokenLogitsAreCausalAndMatchTheFullForward) {
   model.init_params(p.data(), 11);
   std::vector<int> ctx(c.seq_len);
   random_tokens(ctx, c.vocab_size, 9);
-  const std::vector<float> prefix(model.next_token_logits(p.data(), ctx.data(), 3),
-                                  model.next_token_logits(p.data(), ctx.data(), 3) + c.vocab_size);
+  std::vector<float> prefix(c.vocab_size);
+  const float* logits3 = model.next_token_logits(p.data(), ctx.data(), 3);
+  std::copy(logits3, logits3 + c.vocab_size, prefix.begin());
   // Changing tokens after position 3 must not change the prediction made from the first 3.
   std::vector<int> changed = ctx;
   for (int t = 3; t < c.seq_len; ++t) changed[t] = (changed[t] + 1) % c.vocab_size;
@@ -142,7 +180,7 @@ TEST(GptModel, OverfitsOneBatch) {
   double loss = 0;
   for (int step = 0; step < 300; ++step) {
     std::fill(g.begin(), g.end(), 0.0f);
-    loss = model.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f / N, nullptr) / N;
+    loss = model.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f / N) / N;
     opt.step(p.data(), g.data(), 3e-3, AdamWOptimizer::grad_norm(g.data(), g.size()));
   }
   EXPECT_LT(loss, 0.1) << "random targets memorised by a 2-layer GPT";

@@ -14,18 +14,21 @@ namespace rm {
 MlpModel::MlpModel(const ModelConfig& c, int max_batch)
     : V_(c.vocab_size), T_(c.seq_len), K_(c.mlp_context), E_(c.mlp_embed), W_(c.width),
       L_(c.layers), max_batch_(max_batch) {
-  emb_ = layout_.add("emb", {V_, E_}, true);
+  layout_.add("emb", {V_, E_}, true);
+  units_.push_back({0, layout_.size()});
   int in = K_ * E_;
   for (int l = 0; l <= L_; ++l) {
     const bool head = l == L_;
     const int out = head ? V_ : W_;
     const std::string name = head ? "head" : "fc." + std::to_string(l);
+    const size_t begin = layout_.size();
     Layer layer;
-    layer.w = layout_.add(name + ".weight", {out, in}, true);
-    layer.b = layout_.add(name + ".bias", {out}, false);
+    layer.w = layout_.add(name + ".weight", {out, in}, true) - begin;
+    layer.b = layout_.add(name + ".bias", {out}, false) - begin;
     layer.in = in;
     layer.out = out;
     layers_.push_back(layer);
+    units_.push_back({begin, layout_.size()});
     in = out;
   }
   const size_t rows = static_cast<size_t>(max_batch) * T_;
@@ -54,9 +57,10 @@ void MlpModel::init_params(float* params, uint64_t seed) const {
   }
 }
 
-void MlpModel::forward(const float* p, const int* inputs, int B, int T) {
+void MlpModel::forward(ParamAccess& access, const int* inputs, int B, int T) {
   if (B > max_batch_ || T > T_) throw std::logic_error("mlp: batch larger than planned");
   const int rows = B * T, KE = K_ * E_;
+  const float* emb = access.acquire_params(0);
   // x[b,t] = emb[tok(t-K+1)] | ... | emb[tok(t)], zeros before the start of the sequence.
 #pragma omp parallel for
   for (int r = 0; r < rows; ++r) {
@@ -67,26 +71,29 @@ void MlpModel::forward(const float* p, const int* inputs, int B, int T) {
       if (src < 0) {
         std::memset(x + j * E_, 0, E_ * sizeof(float));
       } else {
-        const float* e = p + emb_ + static_cast<size_t>(inputs[b * T + src]) * E_;
+        const float* e = emb + static_cast<size_t>(inputs[b * T + src]) * E_;
         std::memcpy(x + j * E_, e, E_ * sizeof(float));
       }
     }
   }
+  access.release_params(0);
   const float* h = x_.data();
-  for (int l = 0; l < L_; ++l) {
+  for (int l = 0; l <= L_; ++l) {
     const Layer& layer = layers_[l];
-    cpu::linear_forward(pre_[l].data(), h, p + layer.w, p + layer.b, rows, layer.in, layer.out);
-    cpu::gelu_forward(post_[l].data(), pre_[l].data(), rows * layer.out);
-    h = post_[l].data();
+    const float* p = access.acquire_params(1 + l);
+    float* out = l < L_ ? pre_[l].data() : logits_.data();
+    cpu::linear_forward(out, h, p + layer.w, p + layer.b, rows, layer.in, layer.out);
+    access.release_params(1 + l);
+    if (l < L_) {
+      cpu::gelu_forward(post_[l].data(), pre_[l].data(), rows * layer.out);
+      h = post_[l].data();
+    }
   }
-  const Layer& head = layers_[L_];
-  cpu::linear_forward(logits_.data(), h, p + head.w, p + head.b, rows, head.in, head.out);
 }
 
-double MlpModel::forward_backward(const float* p, float* g, const int* inputs,
-                                  const int* targets, int B, float grad_scale,
-                                  const GradReadyFn& on_grads_ready) {
-  forward(p, inputs, B, T_);
+double MlpModel::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                  int B, float grad_scale) {
+  forward(access, inputs, B, T_);
   const int rows = B * T_;
   const double loss =
       cpu::cross_entropy_forward_backward(logits_.data(), targets, rows, V_, grad_scale);
@@ -94,9 +101,12 @@ double MlpModel::forward_backward(const float* p, float* g, const int* inputs,
   for (int l = L_; l >= 0; --l) {
     const Layer& layer = layers_[l];
     const float* in = l > 0 ? post_[l - 1].data() : x_.data();
+    const float* p = access.acquire_params(1 + l);
+    float* g = access.acquire_grads(1 + l);
     cpu::linear_backward(dx_.data(), g + layer.w, g + layer.b, dout, in, p + layer.w, rows,
                          layer.in, layer.out);
-    if (on_grads_ready) on_grads_ready(layer.w, layer.b + layer.out);
+    access.release_params(1 + l);
+    access.release_grads(1 + l);
     if (l > 0) {
       cpu::gelu_backward(dh_.data(), pre_[l - 1].data(), dx_.data(), rows * layer.in);
       dout = dh_.data();
@@ -104,7 +114,7 @@ double MlpModel::forward_backward(const float* p, float* g, const int* inputs,
   }
   // Scatter the input gradient back to the embedding rows. Serial: tokens repeat, and this is
   // rows * K * E adds, small next to the GEMMs.
-  float* demb = g + emb_;
+  float* demb = access.acquire_grads(0);
   const int KE = K_ * E_;
   for (int r = 0; r < rows; ++r) {
     const int b = r / T_, t = r % T_;
@@ -116,19 +126,20 @@ double MlpModel::forward_backward(const float* p, float* g, const int* inputs,
       for (int e = 0; e < E_; ++e) row[e] += d[j * E_ + e];
     }
   }
-  if (on_grads_ready) on_grads_ready(emb_, layers_[0].w);
+  access.release_grads(0);
   return loss;
 }
 
-double MlpModel::forward_loss(const float* p, const int* inputs, const int* targets, int B) {
-  forward(p, inputs, B, T_);
+double MlpModel::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
+                              int B) {
+  forward(access, inputs, B, T_);
   return cpu::cross_entropy_forward(nullptr, logits_.data(), targets, B * T_, V_);
 }
 
-const float* MlpModel::next_token_logits(const float* p, const int* context, int len) {
+const float* MlpModel::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("mlp: empty context");
   const int T = std::min(len, T_);
-  forward(p, context + (len - T), 1, T);
+  forward(access, context + (len - T), 1, T);
   return logits_.data() + static_cast<size_t>(T - 1) * V_;
 }
 

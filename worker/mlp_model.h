@@ -5,8 +5,8 @@
 // sequence see zero vectors in place of the missing ones. Every position is a target, as in
 // the GPT, so the two models train on the same batches and report comparable losses.
 //
-// Flat layout: emb, fc.0 ... fc.{layers-1}, head; backward reports gradients ready from the
-// head down to the embedding, i.e. from the end of the buffer towards its start.
+// Flat layout and units: emb (unit 0), fc.0 ... fc.{layers-1}, head (unit layers+1); backward
+// releases gradients from the head down to the embedding.
 #pragma once
 
 #include <vector>
@@ -19,32 +19,36 @@ class MlpModel final : public Model {
  public:
   MlpModel(const ModelConfig& config, int max_batch);
 
+  using Model::forward_backward;
+  using Model::forward_loss;
+  using Model::next_token_logits;
+
   const ParamLayout& layout() const override { return layout_; }
+  const std::vector<ParamUnit>& units() const override { return units_; }
   void init_params(float* params, uint64_t seed) const override;
   int max_batch() const override { return max_batch_; }
   int seq_len() const override { return T_; }
   int vocab_size() const override { return V_; }
   int targets_per_sample() const override { return T_; }
 
-  double forward_backward(const float* params, float* grads, const int* inputs,
-                          const int* targets, int B, float grad_scale,
-                          const GradReadyFn& on_grads_ready) override;
-  double forward_loss(const float* params, const int* inputs, const int* targets,
+  double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                          float grad_scale) override;
+  double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                       int B) override;
-  const float* next_token_logits(const float* params, const int* context, int len) override;
+  const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
 
  private:
-  struct Layer {
+  struct Layer {  // unit 1 + index; w and b relative to the unit
     size_t w, b;
     int in, out;
   };
   // Forward over B sequences of T tokens (rows = B*T); logits end up in logits_.
-  void forward(const float* p, const int* inputs, int B, int T);
+  void forward(ParamAccess& access, const int* inputs, int B, int T);
 
   int V_, T_, K_, E_, W_, L_, max_batch_;  // K_ = context tokens per prediction
   ParamLayout layout_;
-  size_t emb_;
+  std::vector<ParamUnit> units_;
   std::vector<Layer> layers_;                   // hidden layers then the head
   std::vector<float> x_;                        // [rows, K*E] concatenated embeddings
   std::vector<std::vector<float>> pre_, post_;  // per hidden layer: before / after GELU

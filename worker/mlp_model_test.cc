@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "collectives/self_communicator.h"
 #include "worker/data/counter_rng.h"
 #include "worker/data/test_util.h"
 #include "worker/trainer.h"
@@ -48,7 +49,8 @@ TEST(MlpModel, LearnsADeterministicSequenceToNearZeroLoss) {
   job.train.eval_batches = 4;
 
   TrainingData data = open_training_data(job);
-  Trainer trainer(job, data, {false, nullptr});
+  auto comm = make_self_communicator();
+  Trainer trainer(job, data, *comm, {false, nullptr});
   const double before = trainer.evaluate();
   trainer.run();
   const double after = trainer.evaluate();

@@ -1,16 +1,15 @@
 // The interface the trainer, evaluator and sampler use for any model.
 //
 // Contract:
-// - Parameters and gradients are flat float buffers laid out by layout(); the model owns only
-//   its activation and scratch memory, planned once for max_batch() samples at construction.
-//   Nothing on the step path allocates.
-// - forward_backward ACCUMULATES into grads (+=) so micro-batches can be summed; the caller
-//   zeroes grads once per optimizer step. grad_scale multiplies d(loss sum)/d(logits), so the
-//   caller chooses the normalisation (1 / tokens in the global batch gives the mean loss).
-// - on_grads_ready(begin, end) is called during backward each time the gradient of the flat
-//   range [begin, end) is final for this micro-batch. Ranges arrive from high offsets to low
-//   and together cover the whole buffer, so a communicator can start reducing buckets while
-//   backward continues.
+// - Parameters and gradients are flat float buffers laid out by layout(), reached unit by unit
+//   through a ParamAccess (param_access.h), so the trainer decides whether they are whole or
+//   sharded. The model owns only its activation and scratch memory, planned once for
+//   max_batch() samples at construction. Nothing on the step path allocates.
+// - forward_backward ACCUMULATES into the gradient buffers (+=) so micro-batches can be
+//   summed. grad_scale multiplies d(loss sum)/d(logits), so the caller chooses the
+//   normalisation (1 / targets in the global batch gives the gradient of the mean loss).
+// - During backward, gradient units are released from the last unit to the first as soon as
+//   each is final, so a communicator can reduce them while backward continues.
 // - A model instance is not thread-safe: one step at a time.
 #pragma once
 
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "configs/job_config.h"
+#include "worker/param_access.h"
 #include "worker/param_layout.h"
 
 namespace rm {
@@ -33,13 +33,13 @@ struct GemmShape {
   double flops() const { return 2.0 * m * n * k * static_cast<double>(count); }
 };
 
-using GradReadyFn = std::function<void(size_t begin, size_t end)>;
-
 class Model {
  public:
   virtual ~Model() = default;
 
   virtual const ParamLayout& layout() const = 0;
+  // Contiguous, in order, covering the layout exactly.
+  virtual const std::vector<ParamUnit>& units() const = 0;
   // Fills params from the counter-based RNG keyed by (seed, flat index): the same on every rank.
   virtual void init_params(float* params, uint64_t seed) const = 0;
 
@@ -50,14 +50,19 @@ class Model {
   virtual int targets_per_sample() const = 0;
 
   // inputs, targets: [B, seq_len] token ids, B <= max_batch(). Returns the loss SUM (nats).
-  virtual double forward_backward(const float* params, float* grads, const int* inputs,
-                                  const int* targets, int B, float grad_scale,
-                                  const GradReadyFn& on_grads_ready) = 0;
-  virtual double forward_loss(const float* params, const int* inputs, const int* targets,
+  virtual double forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                  int B, float grad_scale) = 0;
+  virtual double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                               int B) = 0;
   // Logits [vocab] for the token that follows context[0..len). len >= 1; only the last
   // seq_len() tokens are used. The pointer stays valid until the next call.
-  virtual const float* next_token_logits(const float* params, const int* context, int len) = 0;
+  virtual const float* next_token_logits(ParamAccess& access, const int* context, int len) = 0;
+
+  // Conveniences over whole buffers in this process (FlatParamAccess).
+  double forward_backward(const float* params, float* grads, const int* inputs,
+                          const int* targets, int B, float grad_scale);
+  double forward_loss(const float* params, const int* inputs, const int* targets, int B);
+  const float* next_token_logits(const float* params, const int* context, int len);
 
   // The sgemms of one micro-batch's forward + backward, and the flops of one training sample
   // (forward + backward, GEMMs only, i.e. the usual 6N + attention accounting).

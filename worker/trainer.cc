@@ -3,11 +3,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "worker/evaluate.h"
 #include "worker/lr_schedule.h"
 
 namespace rm {
@@ -21,15 +19,19 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
-Trainer::Trainer(const JobConfig& job, TrainingData& data, TrainerOptions options)
-    : job_(job), data_(data), options_(options) {
-  const int ranks = 1;
-  accum_steps_ = job.train.global_batch / (job.train.micro_batch * ranks);
+Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
+                 TrainerOptions options)
+    : job_(job), data_(data), comm_(comm), options_(options) {
+  const int per_step = job.train.micro_batch * comm.size();
+  if (job.train.global_batch % per_step != 0) {
+    throw std::invalid_argument("train.global_batch " + std::to_string(job.train.global_batch) +
+                                " is not a multiple of micro_batch x ranks = " +
+                                std::to_string(per_step));
+  }
+  accum_steps_ = job.train.global_batch / per_step;
   model_ = make_model(job.model, job.train.micro_batch);
-  params_.assign(model_->layout().size(), 0.0f);
-  grads_.assign(model_->layout().size(), 0.0f);
-  model_->init_params(params_.data(), job.seed);
-  optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model_->layout());
+  state_ = std::make_unique<ShardedState>(job_, *model_, comm);
+  state_->init_params(job.seed);
   const size_t tokens = static_cast<size_t>(job.train.micro_batch) * job.model.seq_len;
   inputs_.assign(tokens, 0);
   targets_.assign(tokens, 0);
@@ -38,29 +40,36 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, TrainerOptions option
 StepMetrics Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   const TrainConfig& tc = job_.train;
-  const int rank = 0, ranks = 1;
+  const int rank = comm_.rank(), ranks = comm_.size();
   const double lr = learning_rate(job_.optimizer, step, tc.steps);
   const double targets_in_batch =
       static_cast<double>(tc.global_batch) * model_->targets_per_sample();
-  // Every micro-batch's loss gradient is divided by the targets in the whole global batch, so
-  // the summed gradient is that of the mean loss, whatever the split into micro-batches.
+  // Every micro-batch's loss gradient is divided by the targets in the whole global batch and
+  // ranks sum their gradients, so the result is the gradient of the global mean loss whatever
+  // the split into ranks and micro-batches.
   const float grad_scale = static_cast<float>(1.0 / targets_in_batch);
 
-  std::memset(grads_.data(), 0, grads_.size() * sizeof(float));
+  state_->begin_step();
   double loss_sum = 0;
   for (int j = 0; j < accum_steps_; ++j) {
     const uint64_t first = static_cast<uint64_t>(step) * tc.global_batch +
                            static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
     data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs_.data(), targets_.data());
-    loss_sum += model_->forward_backward(params_.data(), grads_.data(), inputs_.data(),
-                                         targets_.data(), tc.micro_batch, grad_scale, nullptr);
+    state_->begin_micro_batch(j == accum_steps_ - 1);
+    loss_sum += model_->forward_backward(*state_, inputs_.data(), targets_.data(),
+                                         tc.micro_batch, grad_scale);
   }
+  const auto t_backward = Clock::now();
+  state_->finish_backward();
+  timing_.comm_wait_ms = ms_since(t_backward);
+  comm_.all_reduce(&loss_sum, 1, DType::kFloat64, ReduceOp::kSum)->wait();
 
   StepMetrics m;
   m.step = step + 1;
   m.lr = lr;
   m.loss = loss_sum / targets_in_batch;
-  m.grad_norm = AdamWOptimizer::grad_norm(grads_.data(), grads_.size());
+  m.grad_norm = state_->grad_norm();
+  // The loss and the norm are global, so every rank takes the same decision here.
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
     const std::string what = "step " + std::to_string(step + 1) + ": non-finite " +
                              (std::isfinite(m.loss) ? "gradient norm" : "loss");
@@ -73,28 +82,46 @@ StepMetrics Trainer::train_step(int64_t step) {
       throw std::runtime_error(what + " (resilience.on_nan: abort)");
     }
   }
-  if (!m.skipped) optimizer_->step(params_.data(), grads_.data(), lr, m.grad_norm);
+  if (!m.skipped) state_->optimizer_step(lr, m.grad_norm);
   next_step_ = step + 1;
   m.step_ms = ms_since(t0);
-  m.tokens_per_s = static_cast<double>(tc.global_batch) * model_->targets_per_sample() /
-                   (m.step_ms / 1e3);
+  timing_.compute_ms = m.step_ms - timing_.comm_wait_ms;
+  m.tokens_per_s = targets_in_batch / (m.step_ms / 1e3);
   return m;
 }
 
 double Trainer::evaluate() {
   if (!data_.val) throw std::logic_error("evaluate: the job has no validation data");
-  const uint64_t windows = static_cast<uint64_t>(job_.train.eval_batches) * job_.train.micro_batch;
-  return evaluate_windows(*model_, params_.data(), *data_.val, windows).mean_loss;
+  // Rank r takes micro-batches r, r+R, ...; every rank runs the same number of forwards (a
+  // ZeRO-3 forward is collective), the surplus ones counting nothing.
+  const int B = job_.train.micro_batch, R = comm_.size();
+  const int rounds = (job_.train.eval_batches + R - 1) / R;
+  double sums[2] = {0, 0};  // loss, targets
+  for (int i = 0; i < rounds; ++i) {
+    const int j = i * R + comm_.rank();
+    const bool counted = j < job_.train.eval_batches;
+    data_.val->fill_eval_batch(static_cast<uint64_t>(counted ? j : 0) * B, B, inputs_.data(),
+                               targets_.data());
+    const double loss = model_->forward_loss(*state_, inputs_.data(), targets_.data(), B);
+    if (counted) {
+      sums[0] += loss;
+      sums[1] += static_cast<double>(B) * model_->targets_per_sample();
+    }
+  }
+  comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
+  return sums[0] / sums[1];
 }
 
 void Trainer::run() {
   const TrainConfig& tc = job_.train;
+  const bool rank0 = comm_.rank() == 0;
   for (int64_t step = next_step_; step < tc.steps; ++step) {
     StepMetrics m = train_step(step);
     const bool last = step + 1 == tc.steps;
     if (data_.val && tc.eval_every > 0 && (m.step % tc.eval_every == 0 || last)) {
       m.val_loss = evaluate();
     }
+    if (!rank0) continue;
     if (options_.metrics) options_.metrics->write(m);
     if (options_.verbose && (m.step % tc.log_every == 0 || m.step == 1 || last || m.val_loss)) {
       std::printf("%s\n", format_log_line(m, tc.steps).c_str());

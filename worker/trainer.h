@@ -1,59 +1,71 @@
-// The step loop of one rank: micro-batches with gradient accumulation, the learning-rate
-// schedule, global-norm clipping, AdamW, periodic validation, metrics, and the NaN policy.
+// The step loop of one rank: micro-batches with gradient accumulation, gradient
+// synchronisation and sharding (sharded_state.h), the learning-rate schedule, global-norm
+// clipping, AdamW, periodic validation, metrics, and the NaN policy.
 //
 // Sample order: optimizer step s consumes global sample indices [s*G, (s+1)*G) with
 // G = train.global_batch; micro-batch j of rank r takes the contiguous slice starting at
 // s*G + (j*R + r)*micro_batch. The set of samples in a step is therefore the same for any
 // number of ranks R, and resuming only needs the step number.
+//
+// Every rank runs the same calls in the same order (they issue collectives); only rank 0
+// prints and writes metrics.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
+#include "collectives/communicator.h"
 #include "configs/job_config.h"
-#include "worker/adamw_optimizer.h"
 #include "worker/metrics_log.h"
 #include "worker/model.h"
+#include "worker/sharded_state.h"
 #include "worker/training_data.h"
 
 namespace rm {
 
 struct TrainerOptions {
   bool verbose = true;            // print the log line to stdout (rank 0)
-  MetricsLog* metrics = nullptr;  // optional metrics.jsonl sink
+  MetricsLog* metrics = nullptr;  // optional metrics.jsonl sink (rank 0)
+};
+
+// Time one step spent waiting for gradient communication after backward, for the benchmark.
+struct StepTiming {
+  double compute_ms = 0, comm_wait_ms = 0;
 };
 
 class Trainer {
  public:
-  // Plans every buffer once; initialises parameters from job.seed.
-  Trainer(const JobConfig& job, TrainingData& data, TrainerOptions options = {});
+  // Plans every buffer once; initialises parameters from job.seed. The communicator's size is
+  // the number of data-parallel ranks.
+  Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
+          TrainerOptions options = {});
 
   // One optimizer step (0-based index `step`); returns its metrics (val_loss not included).
   StepMetrics train_step(int64_t step);
   // Mean validation loss per target over train.eval_batches micro-batches of the first
-  // validation windows (the same windows every time). Requires validation data.
+  // validation windows (the same windows every time), split across ranks. Collective.
   double evaluate();
   // Runs steps [next_step(), train.steps), logging and evaluating as configured.
   void run();
 
   int64_t next_step() const { return next_step_; }
   Model& model() { return *model_; }
-  std::vector<float>& params() { return params_; }
-  std::vector<float>& grads() { return grads_; }
+  ShardedState& state() { return *state_; }
   const JobConfig& job() const { return job_; }
+  const StepTiming& last_timing() const { return timing_; }
 
  private:
   JobConfig job_;
   TrainingData& data_;
+  Communicator& comm_;
   TrainerOptions options_;
   int accum_steps_;
   std::unique_ptr<Model> model_;
-  std::vector<float> params_, grads_;
-  std::unique_ptr<AdamWOptimizer> optimizer_;
+  std::unique_ptr<ShardedState> state_;
   std::vector<int> inputs_, targets_;
   int64_t next_step_ = 0;
+  StepTiming timing_;
 };
 
 }  // namespace rm

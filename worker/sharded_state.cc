@@ -1,0 +1,254 @@
+#include "worker/sharded_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/cpu/kernels.h"
+
+namespace rm {
+
+ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicator& comm)
+    : job_(job), model_(model), comm_(comm), mode_(job.parallel.shard) {
+  const size_t total = model.layout().size();
+  full_params_ = mode_ != "full";
+  full_grads_ = mode_ == "none" || mode_ == "optimizer";
+  shard_counts_ = shard_counts(total, comm.size());
+  shard_begin_ = shard_offset(shard_counts_, comm.rank());
+  shard_end_ = shard_begin_ + shard_counts_[comm.rank()];
+  const size_t shard = shard_end_ - shard_begin_;
+
+  params_.assign(full_params_ ? total : shard, 0.0f);
+  grads_.assign(full_grads_ ? total : shard, 0.0f);
+  if (mode_ == "none") {
+    optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout());
+  } else {
+    optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), shard_begin_,
+                                                  shard_end_);
+  }
+  const auto& units = model.units();
+  unit_params_.assign(units.size(), nullptr);
+  unit_grads_.assign(units.size(), nullptr);
+
+  // Buckets for none/optimizer: whole units from the last one down, each bucket closed once it
+  // reaches bucket_mb (a unit larger than that is a bucket of its own).
+  const size_t bucket_elems =
+      std::max<size_t>(1, static_cast<size_t>(job.parallel.bucket_mb * 1024 * 1024 / 4));
+  size_t end = total;
+  for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
+    if (end - units[u].begin >= bucket_elems || u == 0) {
+      buckets_.push_back({units[u].begin, end, u});
+      end = units[u].begin;
+    }
+  }
+}
+
+ShardedState::~ShardedState() {
+  // Never leave MPI requests pointing at freed buffers (an exception may be unwinding).
+  for (Pending& p : pending_) {
+    if (p.work && !p.work->test()) comm_.abort("training stopped with a reduction in flight");
+  }
+}
+
+void ShardedState::init_params(uint64_t seed) {
+  // Counter-based init: any rank can produce any slice, so ZeRO-3 ranks make only their own.
+  std::vector<float> full(full_params_ ? 0 : model_.layout().size());
+  float* dst = full_params_ ? params_.data() : full.data();
+  model_.init_params(dst, seed);
+  if (!full_params_) {
+    std::copy(full.begin() + shard_begin_, full.begin() + shard_end_, params_.begin());
+  }
+}
+
+std::vector<size_t> ShardedState::counts_in(size_t begin, size_t end) const {
+  std::vector<size_t> counts(shard_counts_.size());
+  size_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const size_t lo = std::max(begin, offset), hi = std::min(end, offset + shard_counts_[r]);
+    counts[r] = hi > lo ? hi - lo : 0;
+    offset += shard_counts_[r];
+  }
+  return counts;
+}
+
+float* ShardedState::take_scratch(size_t n) {
+  // Smallest free buffer that fits; the pattern of sizes repeats every step, so after the
+  // first step this never allocates.
+  auto best = scratch_free_.end();
+  for (auto it = scratch_free_.begin(); it != scratch_free_.end(); ++it) {
+    if (it->second >= n && (best == scratch_free_.end() || it->second < best->second)) best = it;
+  }
+  if (best != scratch_free_.end()) {
+    float* p = best->first;
+    scratch_in_use_.emplace_back(p, best->second);
+    scratch_free_.erase(best);
+    return p;
+  }
+  scratch_owned_.push_back(std::make_unique<float[]>(n));
+  scratch_capacity_ += n;
+  scratch_in_use_.emplace_back(scratch_owned_.back().get(), n);
+  return scratch_owned_.back().get();
+}
+
+void ShardedState::give_back_scratch(float* p) {
+  for (auto it = scratch_in_use_.begin(); it != scratch_in_use_.end(); ++it) {
+    if (it->first == p) {
+      scratch_free_.push_back(*it);
+      scratch_in_use_.erase(it);
+      return;
+    }
+  }
+  throw std::logic_error("ShardedState: scratch buffer returned twice");
+}
+
+// ---- ParamAccess ---------------------------------------------------------------------------
+
+const float* ShardedState::acquire_params(int u) {
+  const ParamUnit& unit = model_.units()[u];
+  if (full_params_) return params_.data() + unit.begin;
+  // ZeRO-3: gather the unit from its owners into a scratch buffer.
+  float* buf = take_scratch(unit.size());
+  const std::vector<size_t> counts = counts_in(unit.begin, unit.end);
+  const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
+  if (hi > lo) {
+    std::memcpy(buf + (lo - unit.begin), params_.data() + (lo - shard_begin_),
+                (hi - lo) * sizeof(float));
+  }
+  comm_.all_gather(buf, counts, DType::kFloat32)->wait();
+  unit_params_[u] = buf;
+  return buf;
+}
+
+void ShardedState::release_params(int u) {
+  if (full_params_) return;
+  give_back_scratch(unit_params_[u]);
+  unit_params_[u] = nullptr;
+}
+
+float* ShardedState::acquire_grads(int u) {
+  const ParamUnit& unit = model_.units()[u];
+  if (full_grads_) return grads_.data() + unit.begin;
+  float* buf = take_scratch(unit.size());
+  std::memset(buf, 0, unit.size() * sizeof(float));
+  unit_grads_[u] = buf;
+  return buf;
+}
+
+void ShardedState::release_grads(int u) {
+  if (full_grads_) {
+    // Launch every bucket whose last unit this was (buckets are ordered high to low).
+    if (communicate_ && job_.parallel.overlap) {
+      while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].lowest_unit >= u) {
+        launch_bucket(buckets_[next_bucket_++]);
+      }
+    }
+  } else {
+    // ZeRO-2/3: reduce-scatter the unit's scratch gradients now; fold our slice in later.
+    const ParamUnit& unit = model_.units()[u];
+    Pending p;
+    p.unit = u;
+    p.scratch = unit_grads_[u];
+    unit_grads_[u] = nullptr;
+    p.work = comm_.reduce_scatter(p.scratch, counts_in(unit.begin, unit.end), DType::kFloat32,
+                                  ReduceOp::kSum);
+    pending_.push_back(std::move(p));
+  }
+  drain(/*wait_all=*/false);
+}
+
+// ---- Step ----------------------------------------------------------------------------------
+
+void ShardedState::begin_step() {
+  std::memset(grads_.data(), 0, grads_.size() * sizeof(float));
+}
+
+void ShardedState::begin_micro_batch(bool last_of_step) {
+  communicate_ = last_of_step;
+  next_bucket_ = 0;
+}
+
+void ShardedState::launch_bucket(const Bucket& b) {
+  Pending p;
+  if (mode_ == "none") {
+    p.work = comm_.all_reduce(grads_.data() + b.begin, b.end - b.begin, DType::kFloat32,
+                              ReduceOp::kSum);
+  } else {
+    p.work = comm_.reduce_scatter(grads_.data() + b.begin, counts_in(b.begin, b.end),
+                                  DType::kFloat32, ReduceOp::kSum);
+  }
+  pending_.push_back(std::move(p));
+}
+
+void ShardedState::complete(Pending& p) {
+  if (p.unit < 0) return;  // a bucket reduced in place
+  const ParamUnit& unit = model_.units()[p.unit];
+  const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
+  if (hi > lo) {
+    cpu::add_inplace(grads_.data() + (lo - shard_begin_), p.scratch + (lo - unit.begin), hi - lo);
+  }
+  give_back_scratch(p.scratch);
+}
+
+void ShardedState::drain(bool wait_all) {
+  comm_.progress();
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    if (wait_all) {
+      p.work->wait();
+    } else if (!p.work->test()) {
+      break;
+    }
+    complete(p);
+    pending_.pop_front();
+  }
+}
+
+void ShardedState::finish_backward() {
+  if (full_grads_ && communicate_) {
+    // Without overlap (or for buckets not reached), reduce now.
+    while (next_bucket_ < buckets_.size()) launch_bucket(buckets_[next_bucket_++]);
+  }
+  drain(/*wait_all=*/true);
+}
+
+double ShardedState::grad_norm() {
+  if (mode_ == "none") {
+    // Every rank holds the same reduced gradient: no communication needed.
+    return AdamWOptimizer::grad_norm(grads_.data(), grads_.size());
+  }
+  const float* mine = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
+  double sq = cpu::sum_squares(mine, shard_end_ - shard_begin_);
+  comm_.all_reduce(&sq, 1, DType::kFloat64, ReduceOp::kSum)->wait();
+  return std::sqrt(sq);
+}
+
+void ShardedState::optimizer_step(double lr, double norm) {
+  if (mode_ == "none") {
+    optimizer_->step(params_.data(), grads_.data(), lr, norm);
+    return;
+  }
+  float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
+  const float* g = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
+  optimizer_->step(p, g, lr, norm);
+  if (full_params_) comm_.all_gather(params_.data(), shard_counts_, DType::kFloat32)->wait();
+}
+
+std::vector<float> ShardedState::full_params() {
+  if (full_params_) return params_;
+  std::vector<float> all(model_.layout().size());
+  std::copy(params_.begin(), params_.end(), all.begin() + shard_begin_);
+  comm_.all_gather(all.data(), shard_counts_, DType::kFloat32)->wait();
+  return all;
+}
+
+MemoryPlan ShardedState::memory_plan() const {
+  MemoryPlan m;
+  m.param_bytes = params_.size() * sizeof(float);
+  m.grad_bytes = grads_.size() * sizeof(float);
+  m.optimizer_bytes = 2 * (optimizer_->end() - optimizer_->begin()) * sizeof(float);
+  m.scratch_bytes = scratch_capacity_ * sizeof(float);
+  return m;
+}
+
+}  // namespace rm

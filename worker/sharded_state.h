@@ -1,0 +1,119 @@
+// One rank's parameters, gradients and optimizer state under a parallel.shard mode, and the
+// gradient synchronisation between ranks. It is the ParamAccess the model runs against.
+//
+// Every rank owns one contiguous slice (shard) of the flat layout: shard_counts(total, world).
+//
+//   mode       params      grads                     Adam moments   after backward
+//   none       full        full                      full           all-reduce (buckets)
+//   optimizer  full        full                      shard          reduce-scatter (buckets),
+//                                                                   update shard, all-gather
+//   gradients  full        shard (+ unit scratch)    shard          reduce-scatter per unit,
+//                                                                   update shard, all-gather
+//   full       shard (+ unit gathers)  shard (+ scratch)  shard     reduce-scatter per unit;
+//                                                                   params gathered per unit
+//                                                                   before use, freed after
+//
+// Overlap: gradients are reduced while backward runs. none/optimizer group units into buckets
+// of parallel.bucket_mb in reverse layer order and start a bucket's reduction when its last
+// unit is released; gradients/full reduce-scatter each unit as it is released. Pending work is
+// progressed on every release (Open MPI makes no progress on its own: see communicator.h).
+// With gradient accumulation only the last micro-batch communicates in none/optimizer; ZeRO-2/3
+// keep no full gradient buffer, so they reduce-scatter every micro-batch (as DeepSpeed does).
+//
+// Not thread-safe; every rank must make the same calls in the same order (they issue
+// collectives).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "configs/job_config.h"
+#include "worker/adamw_optimizer.h"
+#include "worker/model.h"
+
+namespace rm {
+
+struct MemoryPlan {
+  size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, scratch_bytes = 0;
+  size_t total() const { return param_bytes + grad_bytes + optimizer_bytes + scratch_bytes; }
+};
+
+class ShardedState final : public ParamAccess {
+ public:
+  ShardedState(const JobConfig& job, const Model& model, Communicator& comm);
+  ~ShardedState() override;
+
+  // Initialises parameters from the seed (identically on every rank).
+  void init_params(uint64_t seed);
+
+  // Call order per optimizer step: begin_step, then per micro-batch begin_micro_batch and the
+  // model's forward_backward, then finish_backward, grad_norm, optimizer_step.
+  void begin_step();
+  void begin_micro_batch(bool last_of_step);
+  void finish_backward();
+  double grad_norm();  // the true global norm, identical on every rank
+  void optimizer_step(double lr, double grad_norm);
+  int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
+
+  // The whole parameter buffer on every rank (gathers it under ZeRO-3). Collective.
+  std::vector<float> full_params();
+
+  const std::string& mode() const { return mode_; }
+  MemoryPlan memory_plan() const;
+  Communicator& comm() { return comm_; }
+
+  // ParamAccess
+  const float* acquire_params(int unit) override;
+  void release_params(int unit) override;
+  float* acquire_grads(int unit) override;
+  void release_grads(int unit) override;
+
+ private:
+  struct Bucket {
+    size_t begin, end;
+    int lowest_unit;  // launched when this unit's gradients are released
+  };
+  struct Pending {
+    std::unique_ptr<Work> work;
+    int unit = -1;          // ZeRO-2/3: the unit whose scratch gradients are being reduced
+    float* scratch = nullptr;
+  };
+
+  std::vector<size_t> counts_in(size_t begin, size_t end) const;  // per-rank slice of a range
+  void launch_bucket(const Bucket& b);
+  void complete(Pending& p);    // after its work is done: fold ZeRO-2/3 results into the shard
+  void drain(bool wait_all);   // completes finished (or all) pending work, in order
+  float* take_scratch(size_t n);
+  void give_back_scratch(float* p);
+
+  const JobConfig& job_;
+  const Model& model_;
+  Communicator& comm_;
+  std::string mode_;
+  bool full_params_, full_grads_;  // whether this rank holds the whole buffer
+  std::vector<size_t> shard_counts_;
+  size_t shard_begin_, shard_end_;
+
+  std::vector<float> params_;  // full, or this rank's shard (ZeRO-3)
+  std::vector<float> grads_;   // full, or this rank's shard (ZeRO-2/3)
+  std::unique_ptr<AdamWOptimizer> optimizer_;
+
+  std::vector<Bucket> buckets_;
+  size_t next_bucket_ = 0;
+  bool communicate_ = false;
+  std::deque<Pending> pending_;
+
+  // Unit-sized scratch buffers, allocated on first use and reused: the step loop allocates
+  // nothing after the first step.
+  std::vector<std::unique_ptr<float[]>> scratch_owned_;
+  std::vector<std::pair<float*, size_t>> scratch_free_, scratch_in_use_;
+  std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
+  std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null
+  size_t scratch_capacity_ = 0;
+};
+
+}  // namespace rm
