@@ -24,10 +24,12 @@ inline std::string slurp(const std::string& path) {
 }
 
 // `args` is appended to the binary's path as shell words; `scratch` is a directory for the
-// captured streams.
-inline CliResult run_cli(const std::string& args, const std::string& scratch) {
+// captured streams; `env` is prepended as shell assignments (e.g. "A=1 B=2").
+inline CliResult run_cli(const std::string& args, const std::string& scratch,
+                         const std::string& env = "") {
   const std::string out = scratch + "/cli.out", err = scratch + "/cli.err";
-  const std::string cmd = std::string(RINGMASTER_BIN) + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = env + " " + std::string(RINGMASTER_BIN) + " " + args + " >" + out +
+                          " 2>" + err + " </dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

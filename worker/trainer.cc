@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
 
 namespace rm {
@@ -38,6 +39,7 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
+  maybe_inject_fault(comm_.rank(), step + 1);
   const auto t0 = Clock::now();
   const TrainConfig& tc = job_.train;
   const int rank = comm_.rank(), ranks = comm_.size();

@@ -1,0 +1,86 @@
+// Multi-rank jobs through the real binary: `run --nproc N` trains and agrees with one rank, and
+// a rank that stalls or dies makes the job fail within parallel.timeout_s plus a few seconds,
+// naming the operation and its sequence number: never a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+using Clock = std::chrono::steady_clock;
+
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: ranks
+run_dir: )" + dir.file("run") + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 6, eval_batches: 2, log_every: 1}
+parallel: {timeout_s: 4}
+)");
+}
+
+std::vector<double> losses(const std::string& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return out;
+}
+
+TEST(MultiRankCli, TwoRanksTrainLikeOne) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const auto one = run_cli("run " + job + " --set run_dir=" + dir.file("one"), dir.path());
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto two = run_cli("run " + job + " --nproc 2 --set parallel.shard=optimizer",
+                           dir.path());
+  ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+  EXPECT_NE(two.out.find("2 ranks"), std::string::npos) << two.out;
+  const auto a = losses(dir.file("one/metrics.jsonl")), b = losses(dir.file("run/metrics.jsonl"));
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u) << "only rank 0 writes metrics";
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * a[i]) << "step " << i + 1;
+  // The weights of the 2-rank run are usable by the single-process commands.
+  const auto s = run_cli("sample " + dir.file("run") + " --tokens 20", dir.path());
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+}
+
+TEST(MultiRankCli, BatchArithmeticIsCheckedForTheRankCount) {
+  TempDir dir;
+  const auto r = run_cli("run " + job_file(dir) + " --nproc 3", dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("train.global_batch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ranks (3)"), std::string::npos) << r.err;
+}
+
+
+class RankFault : public testing::TestWithParam<const char*> {};
+
+TEST_P(RankFault, OthersFailWithinTheTimeout) {
+  TempDir dir;
+  const std::string fault = GetParam();
+  const auto t0 = Clock::now();
+  const auto r = run_cli("run " + job_file(dir) + " --nproc 2",  dir.path(),
+                         "RM_TEST_FAULT=" + fault + ":1:3");
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 4 + 20) << "timeout_s is 4";
+  if (fault != "kill") {
+    // The surviving rank names the collective and its sequence number.
+    EXPECT_NE(r.err.find("seq="), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, RankFault, testing::Values("stop", "sleep", "kill"));
+
+}  // namespace
+}  // namespace rm
