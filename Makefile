@@ -4,7 +4,7 @@
 BUILD   ?= build
 JOBS    ?= 2
 CMAKE_FLAGS ?=
-NPROC   ?= 1
+NPROC   ?= 2
 
 .PHONY: all deps build demo test bench clean
 

@@ -38,22 +38,13 @@ TEST(ExampleJobs, AllValidate) {
 }
 
 TEST(ExampleJobs, Shakespeare) {
-  const JobConfig c = load_job(repo_path("configs/shakespeare.yaml"));
+  // What the README and `make demo` rely on; the tuning numbers are free to change.
+  const JobConfig c = load_job(repo_path("configs/shakespeare.yaml"), {}, 2);
   EXPECT_EQ(c.model.type, "gpt");
   EXPECT_EQ(c.model.vocab_size, 256);
-  EXPECT_EQ(c.model.seq_len, 128);
-  EXPECT_EQ(c.model.layers, 4);
-  EXPECT_EQ(c.model.heads, 4);
-  EXPECT_EQ(c.model.width, 128);
   EXPECT_EQ(c.data.train, std::vector<std::string>{"data/tinyshakespeare.txt"});
-  EXPECT_EQ(c.train.steps, 2000);
-  EXPECT_EQ(c.train.global_batch, 32);
-  EXPECT_EQ(c.train.micro_batch, 32);
-  EXPECT_EQ(c.optimizer.lr, 2e-3);
-  EXPECT_EQ(c.optimizer.min_lr, 2e-4);
-  EXPECT_EQ(c.optimizer.beta2, 0.99);
-  EXPECT_EQ(c.checkpoint.every, 500);
   EXPECT_EQ(c.run_dir, "runs/shakespeare");
+  EXPECT_NO_THROW(load_job(repo_path("configs/shakespeare.yaml"), {}, 1)) << "1 or 2 ranks";
   // The data file the default job names is in the repository.
   EXPECT_TRUE(std::filesystem::exists(repo_path(c.data.train[0])));
 }

@@ -70,7 +70,7 @@ TEST(ToYaml, Layout) {
             std::string::npos)
       << yaml;
   EXPECT_NE(yaml.find("  train: [data/tinyshakespeare.txt]\n"), std::string::npos);
-  EXPECT_NE(yaml.find("  lr: 0.002\n"), std::string::npos);
+  EXPECT_NE(yaml.find("  lr: 0.003\n"), std::string::npos);
   EXPECT_NE(yaml.find("  env: {}\n"), std::string::npos);
 }
 

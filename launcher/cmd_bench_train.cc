@@ -135,6 +135,10 @@ int cmd_bench_train(const BenchTrainArgs& args) {
         med * 1e3, lo * 1e3, hi * 1e3, args.steps, tokens / med, rank_rate / 1e9,
         100.0 * rank_rate / sgemm_rate, median(wait_ms), median(wait_ms) / (med * 1e3) * 100);
 
+    const OverlapStats& ov = trainer.state().overlap_stats();
+    say("overlap (last step): %d gradient reductions, %d started and %d finished while backward "
+        "was running\n",
+        ov.reductions, ov.started_in_backward, ov.finished_in_backward);
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     const MemoryPlan plan = trainer.state().memory_plan();

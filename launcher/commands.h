@@ -48,6 +48,15 @@ struct BenchTrainArgs {
 };
 int cmd_bench_train(const BenchTrainArgs& args);
 
+struct BenchAllreduceArgs {
+  int nproc = 2;
+  int max_mb = 256;
+  double seconds = 0.4;  // timed seconds per size and implementation
+  bool hugetlb = false;  // run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+  std::vector<std::string> argv;
+};
+int cmd_bench_allreduce(const BenchAllreduceArgs& args);
+
 int cmd_docs_job_reference();
 
 // Prints an error for the user: "ringmaster: <prefix><message>" on stderr.

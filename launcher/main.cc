@@ -62,6 +62,17 @@ int main(int argc, char** argv) {
   bt->add_option("--warmup", bench_train.warmup, "untimed steps first")
       ->check(CLI::NonNegativeNumber);
 
+  rm::BenchAllreduceArgs bench_ar;
+  auto* ba = bench->add_subcommand(
+      "allreduce", "all-reduce busbw of Ringmaster's communicator beside plain MPI_Allreduce");
+  ba->add_option("--np", bench_ar.nproc, "ranks")->check(CLI::PositiveNumber);
+  ba->add_option("--max-mb", bench_ar.max_mb, "largest message in MiB (from 4 KiB, doubling)")
+      ->check(CLI::Range(1, 4096));
+  ba->add_option("--seconds", bench_ar.seconds, "timed seconds per size and implementation")
+      ->check(CLI::PositiveNumber);
+  ba->add_flag("--hugetlb", bench_ar.hugetlb,
+               "run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the other baseline)");
+
   auto* docs = app.add_subcommand("docs", "print generated documentation");
   docs->require_subcommand(1);
   auto* docs_ref = docs->add_subcommand("job-reference", "the job file reference (Markdown)");
@@ -78,7 +89,7 @@ int main(int argc, char** argv) {
   }
 
   const std::vector<std::string> args(argv + 1, argv + argc);
-  run.argv = bench_train.argv = args;
+  run.argv = bench_train.argv = bench_ar.argv = args;
   try {
     if (*v) return rm::cmd_validate(validate);
     if (*r) return rm::cmd_run(run);
@@ -86,6 +97,7 @@ int main(int argc, char** argv) {
     if (*s) return rm::cmd_sample(sample);
     if (*e) return rm::cmd_eval(eval);
     if (*bt) return rm::cmd_bench_train(bench_train);
+    if (*ba) return rm::cmd_bench_allreduce(bench_ar);
     if (*docs_ref) return rm::cmd_docs_job_reference();
   } catch (const std::exception& ex) {
     // Commands report expected failures themselves; this is the last line of defence so that

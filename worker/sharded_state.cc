@@ -153,6 +153,8 @@ void ShardedState::release_grads(int u) {
     p.work = comm_.reduce_scatter(p.scratch, counts_in(unit.begin, unit.end), DType::kFloat32,
                                   ReduceOp::kSum);
     pending_.push_back(std::move(p));
+    ++overlap_.reductions;
+    ++overlap_.started_in_backward;
   }
   drain(/*wait_all=*/false);
 }
@@ -161,11 +163,13 @@ void ShardedState::release_grads(int u) {
 
 void ShardedState::begin_step() {
   std::memset(grads_.data(), 0, grads_.size() * sizeof(float));
+  overlap_ = OverlapStats();
 }
 
 void ShardedState::begin_micro_batch(bool last_of_step) {
   communicate_ = last_of_step;
   next_bucket_ = 0;
+  in_backward_ = true;
 }
 
 void ShardedState::launch_bucket(const Bucket& b) {
@@ -178,6 +182,8 @@ void ShardedState::launch_bucket(const Bucket& b) {
                                   DType::kFloat32, ReduceOp::kSum);
   }
   pending_.push_back(std::move(p));
+  ++overlap_.reductions;
+  if (in_backward_) ++overlap_.started_in_backward;
 }
 
 void ShardedState::complete(Pending& p) {
@@ -200,11 +206,13 @@ void ShardedState::drain(bool wait_all) {
       break;
     }
     complete(p);
+    if (in_backward_) ++overlap_.finished_in_backward;
     pending_.pop_front();
   }
 }
 
 void ShardedState::finish_backward() {
+  in_backward_ = false;
   if (full_grads_ && communicate_) {
     // Without overlap (or for buckets not reached), reduce now.
     while (next_bucket_ < buckets_.size()) launch_bucket(buckets_[next_bucket_++]);

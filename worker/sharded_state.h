@@ -37,6 +37,12 @@
 
 namespace rm {
 
+// Evidence of overlap for one step: how many gradient reductions were started, and finished,
+// while backward was still running (the rest started or finished in finish_backward).
+struct OverlapStats {
+  int reductions = 0, started_in_backward = 0, finished_in_backward = 0;
+};
+
 struct MemoryPlan {
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, scratch_bytes = 0;
   size_t total() const { return param_bytes + grad_bytes + optimizer_bytes + scratch_bytes; }
@@ -64,6 +70,7 @@ class ShardedState final : public ParamAccess {
 
   const std::string& mode() const { return mode_; }
   MemoryPlan memory_plan() const;
+  const OverlapStats& overlap_stats() const { return overlap_; }
   Communicator& comm() { return comm_; }
 
   // ParamAccess
@@ -106,6 +113,8 @@ class ShardedState final : public ParamAccess {
   size_t next_bucket_ = 0;
   bool communicate_ = false;
   std::deque<Pending> pending_;
+  bool in_backward_ = false;
+  OverlapStats overlap_;
 
   // Unit-sized scratch buffers, allocated on first use and reused: the step loop allocates
   // nothing after the first step.

@@ -1,0 +1,50 @@
+// collectives_bench: run_allreduce_bench without the ringmaster command, for measuring.
+//   mpirun -np 2 collectives_bench [--min-bytes B] [--max-bytes B] [--double] [--seconds S]
+//          [--rounds R] [--algorithm auto|shm|mpi] [--slot-bytes B] [--no-plain] [--no-mpi]
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "collectives/bench_allreduce.h"
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  rm::BenchOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--min-bytes") {
+      options.min_bytes = std::strtoull(value, nullptr, 0), ++i;
+    } else if (arg == "--max-bytes") {
+      options.max_bytes = std::strtoull(value, nullptr, 0), ++i;
+    } else if (arg == "--seconds") {
+      options.seconds_per_size = std::atof(value), ++i;
+    } else if (arg == "--rounds") {
+      options.rounds = std::max(1, std::atoi(value)), ++i;
+    } else if (arg == "--slot-bytes") {
+      options.mpi.shm_slot_bytes = std::strtoull(value, nullptr, 0), ++i;
+    } else if (arg == "--algorithm") {
+      const std::string a = value;
+      options.mpi.algorithm = a == "shm"   ? rm::MpiOptions::Algorithm::kSharedMemory
+                              : a == "mpi" ? rm::MpiOptions::Algorithm::kMpi
+                                           : rm::MpiOptions::Algorithm::kAuto;
+      ++i;
+    } else if (arg == "--double") {
+      options.dtype = rm::DType::kFloat64;
+    } else if (arg == "--no-mpi") {
+      options.compare_mpi = false;
+    } else if (arg == "--no-plain") {
+      options.plain_buffer = false;
+    } else {
+      std::fprintf(stderr, "collectives_bench: unknown argument %s\n", arg.c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  const int rc = rm::run_allreduce_bench(MPI_COMM_WORLD, options);
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,61 @@
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace rm {
+
+Work::~Work() = default;
+Communicator::~Communicator() = default;
+
+void Communicator::Free::operator()(void* p) const {
+  std::free(p);
+}
+
+void* Communicator::allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+  void* memory = std::aligned_alloc(4096, rounded);
+  if (memory == nullptr) throw std::bad_alloc();
+  allocations_.emplace_back(memory);
+  std::memset(memory, 0, rounded);
+  return memory;
+}
+
+size_t dtype_size(DType dtype) {
+  return dtype == DType::kFloat32 ? 4 : 8;
+}
+
+const char* dtype_name(DType dtype) {
+  return dtype == DType::kFloat32 ? "float" : "double";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  return op == ReduceOp::kSum ? "sum" : "avg";
+}
+
+std::vector<size_t> shard_counts(size_t total, int world) {
+  if (world < 1) throw std::invalid_argument("shard_counts: world must be >= 1");
+  const size_t n = static_cast<size_t>(world);
+  std::vector<size_t> counts(n, total / n);
+  for (size_t r = 0; r < total % n; ++r) ++counts[r];
+  return counts;
+}
+
+size_t shard_offset(const std::vector<size_t>& counts, int r) {
+  size_t offset = 0;
+  for (int i = 0; i < r; ++i) offset += counts.at(static_cast<size_t>(i));
+  return offset;
+}
+
+std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
+                        double timeout_s) {
+  char text[256];
+  std::snprintf(text, sizeof(text), "[rank %d/%d] %s(seq=%llu, bytes=%zu, timeout=%gs)", rank, size,
+                op, static_cast<unsigned long long>(seq), bytes, timeout_s);
+  return text;
+}
+
+}  // namespace rm

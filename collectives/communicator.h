@@ -1,0 +1,149 @@
+// The Communicator: collective operations over the ranks of a job, one interface for every
+// backend (mpi/ on host buffers, nccl/ on device buffers).
+//
+// Contract, for every backend:
+//  - Threading: one thread owns a communicator and makes every call on it (including
+//    Work::test/wait and progress). Nothing runs in the background; an operation advances only
+//    inside calls on its communicator (see "Progress" below).
+//  - Ordering: every rank issues the same operations, with the same counts, dtype, op and root,
+//    in the same order. Each issued operation (barrier included) takes the next sequence number
+//    (1, 2, ...), the same on every rank, so an error names the operation all ranks can find.
+//  - Buffers: operations work in place on the caller's buffer, which the caller owns; it must
+//    stay valid and untouched until the operation's Work completes. Host memory for mpi, device
+//    memory for nccl. Buffers that are communicated every step should come from allocate(),
+//    which makes the mpi backend up to several times faster (see allocate). Several operations
+//    may be outstanding at once; they complete in issue order, except on the mpi backend's MPI
+//    path (ranks across nodes), where they complete in any order.
+//  - Work handles must not outlive their communicator. Dropping a Work without waiting is
+//    allowed; the operation still completes during later calls.
+//  - Timeouts: an operation must complete within CommOptions::timeout_s of being issued
+//    (barrier: of being called). Past it, or on any error from the transport, the communicator
+//    prints "[rank r/n] op(seq=S, bytes=B, timeout=Ts) timed out after X s ..." (naming the
+//    ranks it waits for when it knows them) to stderr, then aborts the whole job (MPI_Abort) so
+//    that peers fail too instead of waiting. With abort_on_error=false (tests) it instead
+//    poisons the communicator (peers on the same node see it at once), marks it broken and
+//    throws CollectiveError; every later call on it throws too.
+//  - Creation (the backends' make_* factories), allocate() and destruction are collective
+//    over the given MPI communicator and blocking; destruction waits for outstanding operations.
+//
+// Progress (collectives_overlap_probe, Open MPI 4.1.4, 2 ranks on this 2-core machine, 64 MiB,
+// all-reduce started before ~200 ms of compute and waited for after): Open MPI's non-blocking
+// collectives (libnbc) make no progress unless the caller enters MPI. Without polling,
+// MPI_Wait still took 107-186 ms afterwards -- longer than a blocking MPI_Allreduce (51-76 ms);
+// with MPI_Test every ~1 ms the wait was 0, the work having run inside the MPI_Test calls
+// (the compute phase grew by 40-55 ms). This communicator works the same way by design: every
+// byte is moved by the caller's thread inside progress()/test()/wait() (there is no spare core
+// to hide it on), so call progress() between layers of backward; with progress() every ~1 ms
+// the final wait was 0 here too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rm {
+
+enum class DType { kFloat32, kFloat64 };
+enum class ReduceOp { kSum, kAvg };  // kAvg: the sum divided by size()
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);      // "float", "double" (as nccl-tests prints them)
+const char* reduce_op_name(ReduceOp op);  // "sum", "avg"
+
+// Thrown when an operation times out or its transport fails (and the communicator is not set to
+// abort the job instead), and by every call on a communicator that has failed before.
+class CollectiveError : public std::runtime_error {
+ public:
+  explicit CollectiveError(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A pending operation, returned by every collective.
+class Work {
+ public:
+  virtual ~Work();
+  // Drives the communicator once (like Communicator::progress) and returns whether this
+  // operation has completed. Throws CollectiveError if this or an earlier operation failed.
+  virtual bool test() = 0;
+  // Drives the communicator until this operation completes; times out per the contract above.
+  virtual void wait() = 0;
+};
+
+struct CommOptions {
+  // Seconds an operation may take from being issued to completing.
+  double timeout_s = 300;
+  // On timeout or transport error: true aborts the whole job (MPI_Abort, exit code 1) after
+  // printing why; false (tests only) poisons the communicator and throws CollectiveError.
+  bool abort_on_error = true;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi", "nccl"
+
+  // Memory for buffers that are communicated every step (flat gradients, ZeRO shards), allocated
+  // once at start-up: operations on it can skip staging copies (mpi on one node: peers read and
+  // write it directly, one pass over the data instead of three). Collective: every rank calls it
+  // with the same size, in the same order. Host memory (mpi) or device memory (nccl),
+  // zero-filled, valid until the communicator is destroyed. An operation's buffer must come from
+  // it on every rank or on none (the mpi backend checks and fails the operation otherwise).
+  // This default gives page-aligned host memory, touched once, owned by the communicator.
+  virtual void* allocate(size_t bytes);
+
+  // Every rank ends with the element-wise reduction of all ranks' buf[0, count).
+  virtual std::unique_ptr<Work> all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) = 0;
+  // Uneven shards (ZeRO): counts[r] elements belong to rank r, contiguous, in rank order; buf
+  // holds sum(counts) elements on every rank; counts.size() == size(), zeros allowed.
+  // Afterwards buf[shard_offset(counts, rank()), +counts[rank()]) holds the reduction of that
+  // slice over all ranks; the rest of buf is unspecified.
+  virtual std::unique_ptr<Work> reduce_scatter(void* buf, const std::vector<size_t>& counts,
+                                               DType dtype, ReduceOp op) = 0;
+  // Each rank contributes its slice (laid out as for reduce_scatter) in place; afterwards every
+  // rank holds every rank's slice.
+  virtual std::unique_ptr<Work> all_gather(void* buf, const std::vector<size_t>& counts,
+                                           DType dtype) = 0;
+  // Every rank ends with root's buf[0, count).
+  virtual std::unique_ptr<Work> broadcast(void* buf, size_t count, DType dtype, int root) = 0;
+  // Blocks until every rank has called barrier (and has completed every earlier operation on
+  // this communicator); times out like any operation.
+  virtual void barrier() = 0;
+  // Advances outstanding operations as far as possible without waiting for peers, and checks
+  // their deadlines. Call it between layers of backward to overlap communication with compute.
+  virtual void progress() = 0;
+  // Prints "[rank r/n] aborting: why" and fails every peer fast (MPI_Abort); never returns.
+  [[noreturn]] virtual void abort(const std::string& why) = 0;
+
+  // Operations issued so far; the next operation gets sequence() + 1.
+  uint64_t sequence() const { return sequence_; }
+
+ protected:
+  Communicator() = default;
+  uint64_t next_sequence() { return ++sequence_; }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  uint64_t sequence_ = 0;
+  std::vector<std::unique_ptr<void, Free>> allocations_;  // from the default allocate()
+};
+
+// Contiguous near-equal shards of `total` elements over `world` ranks: the first total % world
+// ranks get one extra element.
+std::vector<size_t> shard_counts(size_t total, int world);
+// Offset of rank r's shard: the sum of counts[0, r).
+size_t shard_offset(const std::vector<size_t>& counts, int r);
+
+// "[rank 1/2] all_reduce(seq=812, bytes=4194304, timeout=30s)": the prefix of every error.
+std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
+                        double timeout_s);
+
+}  // namespace rm

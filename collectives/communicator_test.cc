@@ -1,0 +1,473 @@
+// Multi-rank tests of the mpi backend (run under mpirun -np 1, 2 and 4 by CTest). Every rank can
+// compute every rank's input, so each checks its result against a local reference, exactly:
+// inputs are small integers, so sums are exact in fp32 and averages are the same division.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "collectives/mpi/mpi_communicator.h"
+
+namespace rm {
+namespace {
+
+using Algorithm = MpiOptions::Algorithm;
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+// Rank r's input at global element i.
+double input_value(int r, size_t i) {
+  return static_cast<double>((r + 1) * static_cast<int>((i * 7 + static_cast<size_t>(r)) % 13)) - 6;
+}
+
+template <typename T>
+DType dtype_of() {
+  return sizeof(T) == 4 ? DType::kFloat32 : DType::kFloat64;
+}
+
+// The reduction of element i over n ranks, in rank order, as every backend must compute it.
+template <typename T>
+T reference(size_t i, int n, ReduceOp op) {
+  T acc = static_cast<T>(input_value(0, i));
+  for (int r = 1; r < n; ++r) acc += static_cast<T>(input_value(r, i));
+  if (op == ReduceOp::kAvg) acc /= static_cast<T>(n);
+  return acc;
+}
+
+// A test buffer: its own std::vector, or a slice of memory from Communicator::allocate()
+// (carved in the same order on every rank).
+template <typename T>
+class Buf {
+ public:
+  Buf() = default;
+  Buf(const Buf&) = delete;
+  Buf(Buf&&) = default;  // a moved vector keeps its storage, so data_ stays valid
+  Buf& operator=(Buf&&) = default;
+  explicit Buf(size_t n, T fill) : own_(n, fill), data_(own_.data()), size_(n) {}
+  Buf(T* data, size_t n, T fill) : data_(data), size_(n) { std::fill(data, data + n, fill); }
+  T* data() { return data_; }
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  std::vector<T> own_;
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Counts the elements of buf[begin, end) that differ from want(i); describes the first.
+template <typename Buffer, typename Want>
+::testing::AssertionResult all_equal(const Buffer& buf, size_t begin, size_t end, Want want) {
+  size_t wrong = 0;
+  std::string first;
+  for (size_t i = begin; i < end; ++i) {
+    if (buf[i] != want(i)) {
+      if (wrong++ == 0) {
+        first = "element " + std::to_string(i) + ": got " + std::to_string(buf[i]) + ", want " +
+                std::to_string(want(i));
+      }
+    }
+  }
+  if (wrong == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << wrong << " of " << (end - begin) << " elements wrong; first " << first;
+}
+
+struct Param {
+  const char* name;
+  Algorithm algorithm;
+  size_t slot_bytes;
+  bool registered;  // buffers from Communicator::allocate()
+};
+
+class CommTest : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    CommOptions options;
+    options.timeout_s = 60;
+    MpiOptions mpi;
+    mpi.algorithm = GetParam().algorithm;
+    mpi.shm_slot_bytes = GetParam().slot_bytes;
+    comm_ = make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
+    rank_ = comm_->rank();
+    size_ = comm_->size();
+    if (GetParam().registered) arena_ = static_cast<char*>(comm_->allocate(kArenaBytes));
+  }
+
+  // A buffer of n elements set to `fill`: registered (from the arena) or not, per the param.
+  template <typename T>
+  Buf<T> make(size_t n, T fill = T{}) {
+    if (arena_ == nullptr) return Buf<T>(n, fill);
+    const size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+    if (used_ + bytes > kArenaBytes) ADD_FAILURE() << "test arena exhausted";
+    T* data = reinterpret_cast<T*>(arena_ + used_);
+    used_ += bytes;
+    return Buf<T>(data, n, fill);
+  }
+  void reset_arena() { used_ = 0; }  // only with nothing outstanding
+
+  template <typename T>
+  void check_all_reduce(size_t count, ReduceOp op) {
+    reset_arena();
+    Buf<T> buf = make<T>(count);
+    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<T>(input_value(rank_, i));
+    comm_->all_reduce(buf.data(), count, dtype_of<T>(), op)->wait();
+    EXPECT_TRUE(all_equal(buf, 0, count, [&](size_t i) { return reference<T>(i, size_, op); }))
+        << "all_reduce count=" << count << " " << reduce_op_name(op) << " "
+        << dtype_name(dtype_of<T>());
+  }
+
+  template <typename T>
+  void check_reduce_scatter(const std::vector<size_t>& counts, ReduceOp op) {
+    const size_t total = shard_offset(counts, size_);
+    reset_arena();
+    Buf<T> buf = make<T>(total);
+    for (size_t i = 0; i < total; ++i) buf[i] = static_cast<T>(input_value(rank_, i));
+    comm_->reduce_scatter(buf.data(), counts, dtype_of<T>(), op)->wait();
+    const size_t begin = shard_offset(counts, rank_);
+    EXPECT_TRUE(all_equal(buf, begin, begin + counts[static_cast<size_t>(rank_)],
+                          [&](size_t i) { return reference<T>(i, size_, op); }))
+        << "reduce_scatter total=" << total << " " << reduce_op_name(op) << " "
+        << dtype_name(dtype_of<T>());
+  }
+
+  template <typename T>
+  void check_all_gather(const std::vector<size_t>& counts) {
+    const size_t total = shard_offset(counts, size_);
+    reset_arena();
+    Buf<T> buf = make<T>(total, static_cast<T>(-999));
+    const size_t begin = shard_offset(counts, rank_);
+    for (size_t i = begin; i < begin + counts[static_cast<size_t>(rank_)]; ++i) {
+      buf[i] = static_cast<T>(input_value(rank_, i));
+    }
+    comm_->all_gather(buf.data(), counts, dtype_of<T>())->wait();
+    for (int s = 0; s < size_; ++s) {
+      const size_t from = shard_offset(counts, s);
+      EXPECT_TRUE(all_equal(buf, from, from + counts[static_cast<size_t>(s)],
+                            [&](size_t i) { return static_cast<T>(input_value(s, i)); }))
+          << "all_gather slice of rank " << s << ", total=" << total;
+    }
+  }
+
+  // Shard layouts: even, fewer elements than ranks, zeros in the middle, all on one rank.
+  std::vector<std::vector<size_t>> layouts(size_t big) const {
+    std::vector<std::vector<size_t>> all;
+    for (size_t total : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}, big}) {
+      all.push_back(shard_counts(total, size_));
+    }
+    std::vector<size_t> alternating(static_cast<size_t>(size_));
+    std::vector<size_t> last_only(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) alternating[static_cast<size_t>(r)] = r % 2 ? 37 * r + 5 : 0;
+    last_only.back() = 100003;
+    all.push_back(alternating);
+    all.push_back(last_only);
+    return all;
+  }
+
+  static constexpr size_t kArenaBytes = size_t{48} << 20;
+  std::unique_ptr<Communicator> comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  char* arena_ = nullptr;
+  size_t used_ = 0;
+};
+
+// 5 MiB + 3 elements: many pipeline steps, and a ragged last one.
+template <typename T>
+constexpr size_t kBig = (size_t{5} << 20) / sizeof(T) + 3;
+
+TEST_P(CommTest, ReportsRankSizeBackend) {
+  EXPECT_EQ(comm_->rank(), world_rank());
+  EXPECT_EQ(comm_->size(), world_size());
+  EXPECT_EQ(comm_->backend(), "mpi");
+  EXPECT_EQ(comm_->sequence(), 0u);
+}
+
+TEST_P(CommTest, AllReduceFloatSumAndAvg) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (size_t count :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{65537}, kBig<float>}) {
+      check_all_reduce<float>(count, op);
+    }
+  }
+}
+
+TEST_P(CommTest, AllReduceDoubleSumAndAvg) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{4099}, kBig<double>}) {
+      check_all_reduce<double>(count, op);
+    }
+  }
+}
+
+TEST_P(CommTest, ReduceScatterUnevenShards) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (const auto& counts : layouts(kBig<float>)) check_reduce_scatter<float>(counts, op);
+    for (const auto& counts : layouts(4099)) check_reduce_scatter<double>(counts, op);
+  }
+}
+
+TEST_P(CommTest, AllGatherUnevenShards) {
+  for (const auto& counts : layouts(kBig<float>)) check_all_gather<float>(counts);
+  for (const auto& counts : layouts(kBig<double>)) check_all_gather<double>(counts);
+}
+
+TEST_P(CommTest, BroadcastFromEveryRoot) {
+  for (int root = 0; root < size_; ++root) {
+    for (size_t count : {size_t{0}, size_t{5}, size_t{300001}}) {
+      reset_arena();
+      Buf<double> buf = make<double>(count, -999);
+      if (rank_ == root) {
+        for (size_t i = 0; i < count; ++i) buf[i] = input_value(root, i);
+      }
+      comm_->broadcast(buf.data(), count, DType::kFloat64, root)->wait();
+      EXPECT_TRUE(all_equal(buf, 0, count, [&](size_t i) { return input_value(root, i); }))
+          << "root " << root << " count " << count;
+    }
+  }
+  EXPECT_THROW(comm_->broadcast(nullptr, 0, DType::kFloat32, size_), std::invalid_argument);
+}
+
+TEST_P(CommTest, SequenceCountsEveryOperation) {
+  float x[3] = {1, 2, 3};
+  const uint64_t start = comm_->sequence();
+  comm_->all_reduce(x, 3, DType::kFloat32, ReduceOp::kSum)->wait();
+  comm_->barrier();
+  comm_->broadcast(x, 3, DType::kFloat32, 0)->wait();
+  comm_->all_gather(x, shard_counts(3, size_), DType::kFloat32)->wait();
+  EXPECT_EQ(comm_->sequence(), start + 4);
+}
+
+// Backward issues gradient buckets last-first; they are waited for later, in any order.
+TEST_P(CommTest, OutstandingBucketsIssuedInReverse) {
+  const std::vector<size_t> bucket_sizes = {70001, 1, 300007};
+  std::vector<size_t> offsets = {0};
+  for (size_t n : bucket_sizes) offsets.push_back(offsets.back() + n);
+  Buf<float> grads = make<float>(offsets.back());
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(input_value(rank_, i));
+  std::vector<std::unique_ptr<Work>> works;
+  for (size_t b = bucket_sizes.size(); b-- > 0;) {
+    works.push_back(comm_->all_reduce(grads.data() + offsets[b], bucket_sizes[b], DType::kFloat32,
+                                      ReduceOp::kAvg));
+    comm_->progress();  // as between layers of backward
+  }
+  works[1]->wait();
+  works[2]->wait();
+  works[0]->wait();
+  EXPECT_TRUE(all_equal(grads, 0, grads.size(),
+                        [&](size_t i) { return reference<float>(i, size_, ReduceOp::kAvg); }));
+}
+
+// Different operations outstanding together, completed by polling test() alone.
+TEST_P(CommTest, MixedOutstandingOperationsCompleteByPolling) {
+  const size_t n = 200003;
+  const auto counts = shard_counts(n, size_);
+  Buf<float> a = make<float>(n), rs = make<float>(n), ag = make<float>(n, -999);
+  Buf<double> bc = make<double>(1001, -999);
+  for (size_t i = 0; i < n; ++i) a[i] = rs[i] = static_cast<float>(input_value(rank_, i));
+  const size_t own = shard_offset(counts, rank_);
+  for (size_t i = own; i < own + counts[static_cast<size_t>(rank_)]; ++i) ag[i] = a[i];
+  if (rank_ == 0) {
+    for (size_t i = 0; i < bc.size(); ++i) bc[i] = input_value(0, i);
+  }
+  std::vector<std::unique_ptr<Work>> works;
+  works.push_back(comm_->all_reduce(a.data(), n, DType::kFloat32, ReduceOp::kSum));
+  works.push_back(comm_->reduce_scatter(rs.data(), counts, DType::kFloat32, ReduceOp::kSum));
+  works.push_back(comm_->broadcast(bc.data(), bc.size(), DType::kFloat64, 0));
+  works.push_back(comm_->all_gather(ag.data(), counts, DType::kFloat32));
+  for (bool all_done = false; !all_done;) {
+    all_done = true;
+    for (auto& work : works) all_done = work->test() && all_done;
+  }
+  auto sum = [&](size_t i) { return reference<float>(i, size_, ReduceOp::kSum); };
+  EXPECT_TRUE(all_equal(a, 0, n, sum));
+  EXPECT_TRUE(all_equal(rs, own, own + counts[static_cast<size_t>(rank_)], sum));
+  EXPECT_TRUE(all_equal(bc, 0, bc.size(), [](size_t i) { return input_value(0, i); }));
+  for (int s = 0; s < size_; ++s) {
+    const size_t from = shard_offset(counts, s);
+    EXPECT_TRUE(all_equal(ag, from, from + counts[static_cast<size_t>(s)],
+                          [&](size_t i) { return static_cast<float>(input_value(s, i)); }));
+  }
+}
+
+// Random sequences (the same on every rank: a fixed seed) of every kind of operation, with up to
+// four outstanding at a time: shakes out slot-reuse and ordering races across operations.
+TEST_P(CommTest, RandomSequencesOfOutstandingOperations) {
+  std::mt19937 rng(1234);
+  struct Pending {
+    std::unique_ptr<Work> work;
+    int kind;
+    Buf<float> buf;
+    std::vector<size_t> counts;
+  };
+  std::deque<Pending> pending;
+  auto check = [&](Pending& p) {
+    p.work->wait();
+    const size_t total = p.buf.size();
+    auto sum = [&](size_t i) { return reference<float>(i, size_, ReduceOp::kSum); };
+    if (p.kind == 0) {
+      EXPECT_TRUE(all_equal(p.buf, 0, total, sum)) << "all_reduce of " << total;
+    } else if (p.kind == 1) {
+      const size_t own = shard_offset(p.counts, rank_);
+      EXPECT_TRUE(all_equal(p.buf, own, own + p.counts[static_cast<size_t>(rank_)], sum))
+          << "reduce_scatter of " << total;
+    } else {
+      for (int s = 0; s < size_; ++s) {
+        const size_t from = shard_offset(p.counts, s);
+        EXPECT_TRUE(all_equal(p.buf, from, from + p.counts[static_cast<size_t>(s)],
+                              [&](size_t i) { return static_cast<float>(input_value(s, i)); }))
+            << "all_gather of " << total;
+      }
+    }
+  };
+  for (int i = 0; i < 150; ++i) {
+    Pending p;
+    p.kind = static_cast<int>(rng() % 3);
+    const size_t total = rng() % 4 == 0 ? rng() % 8 : rng() % 40000;
+    p.counts = shard_counts(total, size_);
+    if (rng() % 2) std::shuffle(p.counts.begin(), p.counts.end(), rng);  // uneven layouts
+    p.buf = make<float>(total, -999.0f);
+    const size_t own = shard_offset(p.counts, rank_);
+    for (size_t e = 0; e < total; ++e) {
+      const bool mine = e >= own && e < own + p.counts[static_cast<size_t>(rank_)];
+      if (p.kind != 2 || mine) p.buf[e] = static_cast<float>(input_value(rank_, e));
+    }
+    if (p.kind == 0) {
+      p.work = comm_->all_reduce(p.buf.data(), total, DType::kFloat32, ReduceOp::kSum);
+    } else if (p.kind == 1) {
+      p.work = comm_->reduce_scatter(p.buf.data(), p.counts, DType::kFloat32, ReduceOp::kSum);
+    } else {
+      p.work = comm_->all_gather(p.buf.data(), p.counts, DType::kFloat32);
+    }
+    pending.push_back(std::move(p));
+    if (pending.size() > rng() % 5) {
+      check(pending.front());
+      pending.pop_front();
+    }
+  }
+  for (auto& p : pending) check(p);
+}
+
+TEST_P(CommTest, BackToBackBarriersAndDroppedWork) {
+  Buf<float> x = make<float>(1000, 1.0f);
+  for (int i = 0; i < 20; ++i) {
+    comm_->all_reduce(x.data(), x.size(), DType::kFloat32, ReduceOp::kAvg);  // dropped
+    comm_->barrier();  // completes everything issued before it
+  }
+  EXPECT_TRUE(all_equal(x, 0, x.size(), [](size_t) { return 1.0f; }));
+}
+
+TEST_P(CommTest, RejectsCountsOfTheWrongLength) {
+  std::vector<size_t> counts(static_cast<size_t>(size_) + 1, 1);
+  EXPECT_THROW(comm_->reduce_scatter(nullptr, counts, DType::kFloat32, ReduceOp::kSum),
+               std::invalid_argument);
+  EXPECT_THROW(comm_->all_gather(nullptr, counts, DType::kFloat32), std::invalid_argument);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, CommTest,
+    ::testing::Values(Param{"auto", Algorithm::kAuto, MpiOptions{}.shm_slot_bytes, false},
+                      // Tiny slots: many pipeline steps and slot reuse even on small inputs.
+                      Param{"auto_tiny_slots", Algorithm::kAuto, 1024, false},
+                      Param{"auto_registered", Algorithm::kAuto, MpiOptions{}.shm_slot_bytes, true},
+                      Param{"mpi", Algorithm::kMpi, 0, false},
+                      Param{"mpi_registered", Algorithm::kMpi, 0, true}),
+    [](const ::testing::TestParamInfo<Param>& info) { return std::string(info.param.name); });
+
+TEST(ShardTest, CountsAndOffsets) {
+  EXPECT_EQ(shard_counts(10, 3), (std::vector<size_t>{4, 3, 3}));
+  EXPECT_EQ(shard_counts(2, 4), (std::vector<size_t>{1, 1, 0, 0}));
+  EXPECT_EQ(shard_counts(0, 2), (std::vector<size_t>{0, 0}));
+  EXPECT_EQ(shard_offset({4, 3, 3}, 0), 0u);
+  EXPECT_EQ(shard_offset({4, 3, 3}, 2), 7u);
+  EXPECT_EQ(shard_offset({4, 3, 3}, 3), 10u);
+  EXPECT_THROW(shard_counts(1, 0), std::invalid_argument);
+  EXPECT_EQ(describe_op(1, 2, "all_reduce", 812, 4194304, 30),
+            "[rank 1/2] all_reduce(seq=812, bytes=4194304, timeout=30s)");
+}
+
+// A rank that arrives late: the others time out, name the op, its sequence number and the rank
+// they wait for, and poison the communicator so the late rank fails at once too. Shared-memory
+// path only: after a timeout, MPI's own requests would stay pending into MPI_Finalize.
+TEST(FailureTest, TimeoutThrowsWithOperationAndSequence) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  CommOptions options;
+  options.timeout_s = 0.5;
+  options.abort_on_error = false;
+  MpiOptions mpi;
+  mpi.algorithm = Algorithm::kSharedMemory;
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
+  comm->barrier();  // seq=1
+  if (comm->rank() == 1) usleep(1500 * 1000);
+  float x[64] = {};
+  std::string message;
+  try {
+    comm->all_reduce(x, 64, DType::kFloat32, ReduceOp::kSum)->wait();
+  } catch (const CollectiveError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("all_reduce(seq=2, bytes=256, timeout=0.5s)"), std::string::npos)
+      << message;
+  if (comm->rank() == 1) {
+    EXPECT_NE(message.find("reported a failure"), std::string::npos) << message;
+  } else {
+    // The first to time out names rank 1; the others may learn of its failure first.
+    EXPECT_TRUE(message.find("timed out after") != std::string::npos ||
+                message.find("reported a failure") != std::string::npos)
+        << message;
+  }
+  if (comm->rank() == 0 && message.find("timed out") != std::string::npos) {
+    EXPECT_NE(message.find("waiting for rank 1"), std::string::npos) << message;
+  }
+  EXPECT_THROW(comm->barrier(), CollectiveError);  // broken for good
+  comm.reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Registered memory on one rank and ordinary memory on another: the ranks would run different
+// algorithms, so the mismatch must be detected and fail the operation everywhere.
+TEST(FailureTest, RegisteredBufferOnSomeRanksOnlyFailsEverywhere) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  CommOptions options;
+  options.timeout_s = 10;
+  options.abort_on_error = false;
+  MpiOptions mpi;
+  mpi.algorithm = Algorithm::kSharedMemory;
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
+  auto* registered = static_cast<float*>(comm->allocate(1024 * sizeof(float)));
+  std::vector<float> plain(1024);
+  float* buf = comm->rank() == 0 ? registered : plain.data();
+  std::string message;
+  try {
+    comm->all_reduce(buf, 1024, DType::kFloat32, ReduceOp::kSum)->wait();
+  } catch (const CollectiveError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("all_reduce(seq=1, bytes=4096"), std::string::npos) << message;
+  EXPECT_TRUE(message.find("passed a buffer from allocate() and rank") != std::string::npos ||
+              message.find("reported a failure") != std::string::npos)
+      << message;
+  comm.reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+}  // namespace rm

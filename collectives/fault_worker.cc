@@ -1,0 +1,65 @@
+// collectives_fault_worker: a job in which one rank misbehaves, started under mpirun by
+// fault_test. Every rank runs six 1 MiB all-reduces with a 2 s timeout; before the fourth
+// (seq=4) the victim rank applies the fault chosen by the test hooks in the environment:
+//   RM_TEST_FAULT=stall    sleep RM_TEST_STALL_SECONDS (default 60) before issuing it
+//   RM_TEST_FAULT=sigstop  issue it, make some progress, then raise(SIGSTOP)
+//   RM_TEST_FAULT=sigkill  issue it, make some progress, then raise(SIGKILL)
+//   RM_TEST_STALL_RANK     the victim (default 1); RM_TEST_ALGORITHM=auto|mpi;
+//   RM_TEST_BUFFER=plain|registered (from Communicator::allocate)
+#include <mpi.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "collectives/mpi/mpi_communicator.h"
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const std::string fault = env_or("RM_TEST_FAULT", "none");
+  const int victim = std::atoi(env_or("RM_TEST_STALL_RANK", "1").c_str());
+  const int stall_seconds = std::atoi(env_or("RM_TEST_STALL_SECONDS", "60").c_str());
+  rm::CommOptions options;
+  options.timeout_s = 2;
+  rm::MpiOptions mpi;
+  if (env_or("RM_TEST_ALGORITHM", "auto") == "mpi") mpi.algorithm = rm::MpiOptions::Algorithm::kMpi;
+  auto comm = rm::make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
+
+  const size_t count = size_t{1} << 18;
+  std::vector<float> plain(count, 1.0f);
+  float* buf = plain.data();
+  if (env_or("RM_TEST_BUFFER", "plain") == "registered") {
+    buf = static_cast<float*>(comm->allocate(count * sizeof(float)));
+  }
+  for (int op = 1; op <= 6; ++op) {
+    const bool hit = comm->rank() == victim && op == 4;
+    if (hit && fault == "stall") {
+      std::fprintf(stderr, "[rank %d] test hook: sleeping %d s before seq=%d\n", victim,
+                   stall_seconds, op);
+      sleep(static_cast<unsigned>(stall_seconds));
+    }
+    auto work = comm->all_reduce(buf, count, rm::DType::kFloat32, rm::ReduceOp::kAvg);
+    if (hit && (fault == "sigstop" || fault == "sigkill")) {
+      std::fprintf(stderr, "[rank %d] test hook: %s during seq=%d\n", victim, fault.c_str(), op);
+      work->test();
+      std::raise(fault == "sigstop" ? SIGSTOP : SIGKILL);
+    }
+    work->wait();
+  }
+  std::printf("[rank %d] all operations completed\n", comm->rank());
+  comm.reset();
+  MPI_Finalize();
+  return 0;
+}

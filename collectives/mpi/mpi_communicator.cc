@@ -1,0 +1,495 @@
+#include "collectives/mpi/mpi_communicator.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <vector>
+
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/shm_engine.h"
+#include "collectives/reduce_kernels.h"
+
+namespace rm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What an MPI-path operation still has to do once its request completes.
+enum class Finish { kNone, kDivide, kMoveShardThenDivide };
+
+struct Op {
+  uint64_t seq = 0;
+  const char* name = "";
+  size_t bytes = 0;
+  Clock::time_point issued;
+  Clock::time_point deadline;
+  bool done = false;
+  // Shared-memory path: the task, handed to the engine when the op reaches the queue's head.
+  bool shm_started = false;
+  detail::ShmTask task;
+  // MPI path: the request, the arrays MPI reads until completion, and the finishing touch.
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<int> counts;
+  std::vector<int> displs;
+  Finish finish = Finish::kNone;
+  char* buf = nullptr;
+  DType dtype = DType::kFloat32;
+  bool avg = false;
+  size_t finish_count = 0;   // elements to divide (kAvg)
+  size_t finish_offset = 0;  // bytes: where this rank's shard belongs (reduce-scatter)
+};
+
+class MpiCommunicator;
+
+// RM_MPI_CHECK handler inside an operation: reports the call with the op's context.
+struct OpError {
+  MpiCommunicator* comm;
+  const Op* op;
+  [[noreturn]] void operator()(const char* call, int code) const;
+};
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(MpiCommunicator* comm, std::shared_ptr<Op> op) : comm_(comm), op_(std::move(op)) {}
+  bool test() override;
+  void wait() override;
+
+ private:
+  MpiCommunicator* comm_;
+  std::shared_ptr<Op> op_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, CommOptions options, MpiOptions mpi_options);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  void* allocate(size_t bytes) override;
+
+  std::unique_ptr<Work> all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter(void* buf, const std::vector<size_t>& counts, DType dtype,
+                                       ReduceOp op) override;
+  std::unique_ptr<Work> all_gather(void* buf, const std::vector<size_t>& counts,
+                                   DType dtype) override;
+  std::unique_ptr<Work> broadcast(void* buf, size_t count, DType dtype, int root) override;
+  void barrier() override;
+  void progress() override { poll(); }
+  [[noreturn]] void abort(const std::string& why) override;
+
+  // Drives everything until `op` completes (or fails).
+  void wait_for(const Op& op);
+  // advance() for progress() and Work::test(): callers may spin on these, so once nothing has
+  // moved for a while each call also yields the core to the ranks being waited for.
+  void poll();
+  // Advances every outstanding op and checks deadlines; returns whether anything moved.
+  bool advance();
+  [[noreturn]] void fail(const Op& op, const std::string& what);
+
+ private:
+  std::shared_ptr<Op> new_op(const char* name, size_t bytes);
+  std::unique_ptr<Work> issue_shm(std::shared_ptr<Op> op, detail::ShmKind kind, void* buf,
+                                  std::vector<size_t> counts, DType dtype, ReduceOp rop);
+  std::unique_ptr<Work> issue_mpi(std::shared_ptr<Op> op);
+  std::unique_ptr<Work> done_op(std::shared_ptr<Op> op);
+  void finish_mpi(Op& op);
+  void wait_all();
+  void check_usable() const;
+  void check_counts(const Op& op, size_t count) const;
+  void check_shards(const std::vector<size_t>& counts) const;
+  MPI_Datatype mpi_type(DType dtype) const {
+    return dtype == DType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  CommOptions options_;
+  bool local_ = false;  // one rank and no MPI requested: every op is complete at once
+  std::unique_ptr<detail::ShmEngine> shm_;
+  std::deque<std::shared_ptr<Op>> shm_queue_;     // in issue order; the head is running
+  std::vector<std::shared_ptr<Op>> mpi_pending_;  // MPI requests, complete in any order
+  std::string broken_;                            // the failure that broke this communicator
+  Clock::time_point last_moved_;                  // when poll() last saw progress
+};
+
+// How long a waiting rank spins before it considers leaving the CPU, and how long at most while
+// the peers it waits for run elsewhere (see wait_for). Phases of a pipeline step take tens of
+// microseconds when every rank runs; a descheduled rank takes milliseconds.
+constexpr auto kSpin = std::chrono::microseconds(20);
+constexpr auto kSpinLimit = std::chrono::milliseconds(2);
+
+void OpError::operator()(const char* call, int code) const {
+  comm->fail(*op, std::string("failed: ") + call + ": " + detail::mpi_error_string(code));
+}
+
+bool MpiWork::test() {
+  if (!op_->done) comm_->poll();
+  return op_->done;
+}
+
+void MpiWork::wait() {
+  comm_->wait_for(*op_);
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options, MpiOptions mpi_options)
+    : options_(options) {
+  const detail::ThrowMpiError on_error{"make_mpi_communicator"};
+  RM_MPI_CHECK(MPI_Comm_dup(comm, &comm_), on_error);
+  RM_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), on_error);
+  RM_MPI_CHECK(MPI_Comm_rank(comm_, &rank_), on_error);
+  RM_MPI_CHECK(MPI_Comm_size(comm_, &size_), on_error);
+  using Algorithm = MpiOptions::Algorithm;
+  if (mpi_options.algorithm == Algorithm::kMpi) return;
+  if (size_ == 1) {
+    local_ = true;
+    return;
+  }
+  MPI_Comm node = MPI_COMM_NULL;
+  RM_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), on_error);
+  int node_size = 0;
+  RM_MPI_CHECK(MPI_Comm_size(node, &node_size), on_error);
+  MPI_Comm_free(&node);
+  if (node_size == size_) {
+    shm_ = std::make_unique<detail::ShmEngine>(comm_, mpi_options.shm_slot_bytes);
+  } else if (mpi_options.algorithm == Algorithm::kSharedMemory) {
+    throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
+                          "] make_mpi_communicator: shared memory requested but the ranks span " +
+                          "more than one node");
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (!broken_.empty()) return;  // peers may be gone: collective frees could hang; leak instead
+  try {
+    wait_all();
+    if (shm_) {
+      // The window is freed collectively; meet first, under the timeout, so a missing peer
+      // gives an error instead of a hang in MPI_Win_free.
+      auto op = new_op("destroy", 0);
+      op->task.kind = detail::ShmKind::kBarrier;
+      shm_queue_.push_back(op);
+      wait_for(*op);
+    }
+  } catch (const CollectiveError&) {
+    return;  // already reported
+  }
+  shm_.reset();
+  MPI_Comm_free(&comm_);
+}
+
+void* MpiCommunicator::allocate(size_t bytes) {
+  check_usable();
+  return shm_ ? shm_->allocate(bytes) : Communicator::allocate(bytes);
+}
+
+std::shared_ptr<Op> MpiCommunicator::new_op(const char* name, size_t bytes) {
+  auto op = std::make_shared<Op>();
+  op->seq = next_sequence();
+  op->name = name;
+  op->bytes = bytes;
+  op->issued = Clock::now();
+  op->deadline = op->issued + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(options_.timeout_s));
+  return op;
+}
+
+void MpiCommunicator::check_usable() const {
+  if (!broken_.empty()) {
+    throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
+                          "] communicator unusable after an earlier failure: " + broken_);
+  }
+}
+
+void MpiCommunicator::check_counts(const Op& op, size_t count) const {
+  // Every rank sees the same counts, so every rank throws here: nobody is left waiting.
+  if (count > static_cast<size_t>(INT_MAX)) {
+    throw CollectiveError(describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) +
+                          " backend mpi does not support more than INT_MAX elements per call " +
+                          "on its MPI path");
+  }
+}
+
+void MpiCommunicator::check_shards(const std::vector<size_t>& counts) const {
+  if (counts.size() != static_cast<size_t>(size_)) {
+    throw std::invalid_argument("collective: counts has " + std::to_string(counts.size()) +
+                                " entries for " + std::to_string(size_) + " ranks");
+  }
+}
+
+std::unique_ptr<Work> MpiCommunicator::done_op(std::shared_ptr<Op> op) {
+  op->done = true;
+  return std::make_unique<MpiWork>(this, std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::issue_shm(std::shared_ptr<Op> op, detail::ShmKind kind,
+                                                 void* buf, std::vector<size_t> counts, DType dtype,
+                                                 ReduceOp rop) {
+  op->task.kind = kind;
+  op->task.buf = static_cast<char*>(buf);
+  op->task.dtype = dtype;
+  op->task.op = rop;
+  op->task.counts = std::move(counts);
+  shm_queue_.push_back(op);
+  return std::make_unique<MpiWork>(this, std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::issue_mpi(std::shared_ptr<Op> op) {
+  mpi_pending_.push_back(op);
+  return std::make_unique<MpiWork>(this, std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType dtype,
+                                                  ReduceOp rop) {
+  check_usable();
+  auto op = new_op("all_reduce", count * dtype_size(dtype));
+  if (local_) return done_op(std::move(op));
+  if (shm_) {
+    return issue_shm(std::move(op), detail::ShmKind::kAllReduce, buf, shard_counts(count, size_),
+                     dtype, rop);
+  }
+  check_counts(*op, count);
+  op->buf = static_cast<char*>(buf);
+  op->dtype = dtype;
+  op->finish = rop == ReduceOp::kAvg ? Finish::kDivide : Finish::kNone;
+  op->finish_count = count;
+  RM_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(count), mpi_type(dtype), MPI_SUM,
+                              comm_, &op->request),
+               (OpError{this, op.get()}));
+  return issue_mpi(std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vector<size_t>& counts,
+                                                      DType dtype, ReduceOp rop) {
+  check_usable();
+  check_shards(counts);
+  const size_t total = shard_offset(counts, size_);
+  auto op = new_op("reduce_scatter", total * dtype_size(dtype));
+  if (local_) return done_op(std::move(op));
+  if (shm_) {
+    return issue_shm(std::move(op), detail::ShmKind::kReduceScatter, buf, counts, dtype, rop);
+  }
+  check_counts(*op, total);
+  op->counts.assign(counts.begin(), counts.end());
+  // In place, MPI leaves this rank's reduced shard at the start of buf; finish_mpi moves it.
+  op->buf = static_cast<char*>(buf);
+  op->dtype = dtype;
+  op->avg = rop == ReduceOp::kAvg;
+  op->finish = Finish::kMoveShardThenDivide;
+  op->finish_count = counts[static_cast<size_t>(rank_)];
+  op->finish_offset = shard_offset(counts, rank_) * dtype_size(dtype);
+  RM_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, buf, op->counts.data(), mpi_type(dtype), MPI_SUM,
+                                   comm_, &op->request),
+               (OpError{this, op.get()}));
+  return issue_mpi(std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_gather(void* buf, const std::vector<size_t>& counts,
+                                                  DType dtype) {
+  check_usable();
+  check_shards(counts);
+  const size_t total = shard_offset(counts, size_);
+  auto op = new_op("all_gather", total * dtype_size(dtype));
+  if (local_) return done_op(std::move(op));
+  if (shm_) {
+    return issue_shm(std::move(op), detail::ShmKind::kAllGather, buf, counts, dtype,
+                     ReduceOp::kSum);
+  }
+  check_counts(*op, total);
+  op->counts.assign(counts.begin(), counts.end());
+  op->displs.resize(counts.size());
+  for (int r = 0; r < size_; ++r) {
+    op->displs[static_cast<size_t>(r)] = static_cast<int>(shard_offset(counts, r));
+  }
+  RM_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, op->counts.data(),
+                               op->displs.data(), mpi_type(dtype), comm_, &op->request),
+               (OpError{this, op.get()}));
+  return issue_mpi(std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
+  check_usable();
+  if (root < 0 || root >= size_) {
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank");
+  }
+  auto op = new_op("broadcast", count * dtype_size(dtype));
+  if (local_) return done_op(std::move(op));
+  check_counts(*op, count);
+  // Rare (start-up, resume): MPI's own broadcast on either path.
+  RM_MPI_CHECK(MPI_Ibcast(buf, static_cast<int>(count), mpi_type(dtype), root, comm_, &op->request),
+               (OpError{this, op.get()}));
+  return issue_mpi(std::move(op));
+}
+
+void MpiCommunicator::barrier() {
+  check_usable();
+  auto op = new_op("barrier", 0);
+  if (local_) return;
+  if (shm_) {
+    op->task.kind = detail::ShmKind::kBarrier;
+    shm_queue_.push_back(op);
+  } else {
+    RM_MPI_CHECK(MPI_Ibarrier(comm_, &op->request), (OpError{this, op.get()}));
+    mpi_pending_.push_back(op);
+  }
+  wait_all();
+}
+
+void MpiCommunicator::finish_mpi(Op& op) {
+  const size_t esize = dtype_size(op.dtype);
+  if (op.finish_count == 0) {
+    // nothing to move or divide (and buf may be null)
+  } else if (op.finish == Finish::kMoveShardThenDivide) {
+    std::memmove(op.buf + op.finish_offset, op.buf, op.finish_count * esize);
+    if (op.avg)
+      detail::divide_in_place(op.dtype, op.buf + op.finish_offset, op.finish_count, size_);
+  } else if (op.finish == Finish::kDivide) {
+    detail::divide_in_place(op.dtype, op.buf, op.finish_count, size_);
+  }
+  op.done = true;
+}
+
+bool MpiCommunicator::advance() {
+  check_usable();
+  bool moved = false;
+  while (!shm_queue_.empty()) {
+    Op& head = *shm_queue_.front();
+    if (!head.shm_started) {
+      shm_->start(std::move(head.task));
+      head.shm_started = true;
+      moved = true;
+    }
+    const uint64_t before = shm_->phase();
+    const bool finished = shm_->advance();
+    moved = moved || shm_->phase() != before;
+    if (!shm_->error().empty()) fail(head, "failed: " + shm_->error());
+    if (!finished) break;
+    head.done = true;
+    shm_queue_.pop_front();
+  }
+  for (size_t i = 0; i < mpi_pending_.size();) {
+    Op& op = *mpi_pending_[i];
+    int flag = 0;
+    RM_MPI_CHECK(MPI_Test(&op.request, &flag, MPI_STATUS_IGNORE), (OpError{this, &op}));
+    if (flag) {
+      finish_mpi(op);
+      mpi_pending_[i] = std::move(mpi_pending_.back());
+      mpi_pending_.pop_back();
+      moved = true;
+    } else {
+      ++i;
+    }
+  }
+  if (moved || (shm_queue_.empty() && mpi_pending_.empty())) return moved;
+
+  // Nothing moved: is anyone overdue, or has a peer failed?
+  const auto now = Clock::now();
+  if (!shm_queue_.empty()) {
+    const Op& head = *shm_queue_.front();
+    const int failed = shm_->failed_peer();
+    if (failed >= 0) fail(head, "failed: rank " + std::to_string(failed) + " reported a failure");
+    if (now > head.deadline) {
+      char text[96];
+      std::snprintf(text, sizeof(text), "timed out after %.1f s",
+                    std::chrono::duration<double>(now - head.issued).count());
+      const std::string waiting = shm_->waiting_for();
+      fail(head, text + (waiting.empty() ? "" : "; waiting for " + waiting));
+    }
+  }
+  for (const auto& op : mpi_pending_) {
+    if (now > op->deadline) {
+      char text[128];
+      std::snprintf(text, sizeof(text),
+                    "timed out after %.1f s (MPI request still pending; MPI does not say which "
+                    "rank is missing)",
+                    std::chrono::duration<double>(now - op->issued).count());
+      fail(*op, text);
+    }
+  }
+  return false;
+}
+
+void MpiCommunicator::wait_for(const Op& op) {
+  // How to wait is about who needs this core. A peer that last ran on this CPU (more ranks than
+  // free cores) needs it now: sleep on its counter (futex) and let it run. A peer elsewhere will
+  // answer soon: keep spinning, because leaving the CPU -- by sleeping or sched_yield -- hands
+  // it to any other runnable process for a whole time slice (milliseconds: the kernel's EEVDF
+  // scheduler lets the current task run to the end of its slice before a waking one). Past
+  // kSpinLimit the peer is probably descheduled or stalled: sleep, checking deadlines between.
+  auto idle_since = Clock::now();
+  while (!op.done) {
+    if (advance()) {
+      idle_since = Clock::now();
+      continue;
+    }
+    if (op.done) break;
+    const auto idle = Clock::now() - idle_since;
+    if (idle < kSpin) continue;
+    if (shm_queue_.empty()) {
+      sched_yield();  // MPI requests: MPI gives no better signal
+    } else if (idle > kSpinLimit || shm_->waits_for_peer_on(sched_getcpu())) {
+      shm_->block(2000);  // short: MPI requests and deadlines are checked in between
+    }
+  }
+}
+
+void MpiCommunicator::poll() {
+  const auto now = Clock::now();
+  if (advance()) {
+    last_moved_ = now;
+  } else if (now - last_moved_ > kSpin) {
+    sched_yield();
+  }
+}
+
+void MpiCommunicator::wait_all() {
+  // Hold a reference: completing an op drops the queue's, and the Work may be gone already.
+  while (!shm_queue_.empty()) {
+    const std::shared_ptr<Op> last = shm_queue_.back();
+    wait_for(*last);
+  }
+  while (!mpi_pending_.empty()) {
+    const std::shared_ptr<Op> last = mpi_pending_.back();
+    wait_for(*last);
+  }
+}
+
+void MpiCommunicator::fail(const Op& op, const std::string& what) {
+  const std::string msg =
+      describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) + " " + what;
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::fflush(stderr);
+  if (shm_) shm_->poison();
+  if (options_.abort_on_error) {
+    MPI_Abort(comm_, 1);
+    std::abort();
+  }
+  broken_ = msg;
+  throw CollectiveError(msg);
+}
+
+void MpiCommunicator::abort(const std::string& why) {
+  std::fprintf(stderr, "[rank %d/%d] aborting: %s\n", rank_, size_, why.c_str());
+  std::fflush(stderr);
+  if (shm_) shm_->poison();
+  MPI_Abort(comm_, 1);
+  std::abort();
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, CommOptions options,
+                                                    MpiOptions mpi_options) {
+  return std::make_unique<MpiCommunicator>(comm, options, mpi_options);
+}
+
+}  // namespace rm

@@ -1,0 +1,118 @@
+// ShmEngine's registered buffers: allocation, announcement and the one-pass algorithms.
+#include <cstring>
+
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/shm_engine.h"
+#include "collectives/reduce_kernels.h"
+
+namespace rm::detail {
+namespace {
+
+// announce word: 0 for a buffer outside every region, else (region + 1) << 48 | byte offset.
+constexpr int kRegionShift = 48;
+constexpr uint64_t kOffsetMask = (uint64_t{1} << kRegionShift) - 1;
+
+}  // namespace
+
+void* ShmEngine::allocate(size_t bytes) {
+  const ThrowMpiError on_error{"Communicator::allocate"};
+  MPI_Info info;
+  RM_MPI_CHECK(MPI_Info_create(&info), on_error);
+  RM_MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"), on_error);
+  Region region;
+  char* raw = nullptr;
+  RM_MPI_CHECK(MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes + kShmPage), 1, info, comm_,
+                                       &raw, &region.win),
+               on_error);
+  MPI_Info_free(&info);
+  char* base = shm_page_align(raw);
+  std::memset(base, 0, bytes);  // the first touch, once, by the owner (its NUMA node)
+  for (int r = 0; r < size_; ++r) {
+    MPI_Aint part = 0;
+    int disp_unit = 0;
+    char* ptr = nullptr;
+    RM_MPI_CHECK(MPI_Win_shared_query(region.win, r, &part, &disp_unit, &ptr), on_error);
+    char* aligned = shm_page_align(ptr);
+    region.bases.push_back(aligned);
+    region.bytes.push_back(static_cast<size_t>(part) - static_cast<size_t>(aligned - ptr));
+  }
+  regions_.push_back(std::move(region));
+  return base;
+}
+
+int ShmEngine::find_region(const char* buf, size_t bytes, size_t* offset) const {
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const char* base = regions_[i].bases[static_cast<size_t>(rank_)];
+    if (buf >= base && buf + bytes <= base + regions_[i].bytes[static_cast<size_t>(rank_)]) {
+      *offset = static_cast<size_t>(buf - base);
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+uint64_t ShmEngine::announcement() const {
+  if (region_ < 0) return 0;
+  return static_cast<uint64_t>(region_ + 1) << kRegionShift | region_offset_;
+}
+
+bool ShmEngine::check_announcements() {
+  if (!check_pending_) return true;
+  const uint64_t mine = announcement();
+  size_t total = 0;
+  for (size_t count : task_.counts) total += count;
+  peer_offsets_.assign(static_cast<size_t>(size_), 0);
+  for (int r = 0; r < size_; ++r) {
+    // Ordered after the peer's phase, which the caller has acquired.
+    const uint64_t theirs = control_[static_cast<size_t>(r)]->announce[announced_tasks_ % 2].load(
+        std::memory_order_relaxed);
+    if ((theirs == 0) != (mine == 0)) {
+      error_ = "rank " + std::to_string(mine == 0 ? r : rank_) +
+               " passed a buffer from allocate() and rank " +
+               std::to_string(mine == 0 ? rank_ : r) + " did not; every rank must, or none";
+      return false;
+    }
+    if (mine == 0) continue;
+    const size_t offset = theirs & kOffsetMask;
+    if ((theirs >> kRegionShift) != (mine >> kRegionShift) ||
+        offset + total * esize_ >
+            regions_[static_cast<size_t>(region_)].bytes[static_cast<size_t>(r)]) {
+      error_ = "rank " + std::to_string(r) +
+               "'s buffer is not in the same allocate() block as this rank's";
+      return false;
+    }
+    peer_offsets_[static_cast<size_t>(r)] = offset;
+  }
+  check_pending_ = false;
+  return true;
+}
+
+char* ShmEngine::peer_buffer(int rank) const {
+  const auto r = static_cast<size_t>(rank);
+  return regions_[static_cast<size_t>(region_)].bases[r] + peer_offsets_[r];
+}
+
+void ShmEngine::direct_work() {
+  const auto own = static_cast<size_t>(rank_);
+  if (task_.kind == ShmKind::kAllGather) {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const size_t at = offsets_[static_cast<size_t>(r)];
+      std::memcpy(task_.buf + at, peer_buffer(r) + at,
+                  task_.counts[static_cast<size_t>(r)] * esize_);
+    }
+    return;
+  }
+  // This rank's shard, summed in rank order straight from every rank's buffer; all-reduce
+  // writes the result straight into every rank's buffer too.
+  const size_t at = offsets_[own];
+  for (int r = 0; r < size_; ++r) {
+    srcs_[static_cast<size_t>(r)] = peer_buffer(r) + at;
+    dsts_[static_cast<size_t>(r)] = peer_buffer(r) + at;
+  }
+  std::swap(dsts_[0], dsts_[own]);  // the own buffer first: with ndst = 1, only it
+  const int ndst = task_.kind == ShmKind::kAllReduce ? size_ : 1;
+  reduce_sources(task_.dtype, task_.op, size_, srcs_.data(), task_.counts[own], ndst, dsts_.data());
+}
+
+}  // namespace rm::detail

@@ -1,0 +1,419 @@
+#include "collectives/nccl/nccl_communicator.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/nccl/nccl_check.h"
+
+namespace rm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Op {
+  uint64_t seq = 0;
+  const char* name = "";
+  size_t bytes = 0;
+  Clock::time_point issued;
+  Clock::time_point deadline;
+  cudaEvent_t event = nullptr;  // recorded after the op's kernels; from the pool
+  bool done = false;
+};
+
+class NcclCommunicator;
+
+// RM_CUDA_CHECK / RM_NCCL_CHECK handler inside an operation.
+struct OpError {
+  NcclCommunicator* comm;
+  const Op* op;
+  [[noreturn]] void operator()(const char* call, const char* error) const;
+};
+
+// Handler for set-up calls made outside any operation.
+struct SetupError {
+  int rank;
+  [[noreturn]] void operator()(const char* call, const char* error) const {
+    throw CollectiveError("[rank " + std::to_string(rank) + "] make_nccl_communicator: " + call +
+                          " failed: " + error);
+  }
+};
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(NcclCommunicator* comm, std::shared_ptr<Op> op) : comm_(comm), op_(std::move(op)) {}
+  bool test() override;
+  void wait() override;
+
+ private:
+  NcclCommunicator* comm_;
+  std::shared_ptr<Op> op_;
+};
+
+ncclDataType_t nccl_type(DType dtype) {
+  return dtype == DType::kFloat32 ? ncclFloat32 : ncclFloat64;
+}
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::kSum ? ncclSum : ncclAvg;
+}
+
+bool all_equal(const std::vector<size_t>& counts) {
+  for (size_t c : counts) {
+    if (c != counts.front()) return false;
+  }
+  return true;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptions nccl_options);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+  void* allocate(size_t bytes) override;
+
+  std::unique_ptr<Work> all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter(void* buf, const std::vector<size_t>& counts, DType dtype,
+                                       ReduceOp op) override;
+  std::unique_ptr<Work> all_gather(void* buf, const std::vector<size_t>& counts,
+                                   DType dtype) override;
+  std::unique_ptr<Work> broadcast(void* buf, size_t count, DType dtype, int root) override;
+  void barrier() override;
+  void progress() override { advance(); }
+  [[noreturn]] void abort(const std::string& why) override;
+
+  void advance();
+  void wait_for(const Op& op);
+  [[noreturn]] void fail(const Op& op, const std::string& what);
+
+ private:
+  std::shared_ptr<Op> new_op(const char* name, size_t bytes);
+  // Polls until NCCL has enqueued the op's calls (non-blocking communicators may defer them).
+  void await_enqueued(const Op& op);
+  std::unique_ptr<Work> finish_issue(std::shared_ptr<Op> op);
+  void check_usable() const;
+  void check_shards(const std::vector<size_t>& counts) const;
+  std::string timed_out_text(const Op& op) const;
+
+  MPI_Comm mpi_comm_ = MPI_COMM_NULL;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = 0;
+  CommOptions options_;
+  float* scratch_ = nullptr;                  // one device float for barrier()
+  std::vector<cudaEvent_t> free_events_;      // reused: no allocation per operation
+  std::vector<void*> device_allocations_;     // from allocate(), freed with the communicator
+  std::vector<std::shared_ptr<Op>> pending_;  // in issue order
+  std::string broken_;
+};
+
+void OpError::operator()(const char* call, const char* error) const {
+  comm->fail(*op, std::string("failed: ") + call + ": " + error);
+}
+
+bool NcclWork::test() {
+  if (!op_->done) comm_->advance();
+  return op_->done;
+}
+
+void NcclWork::wait() {
+  comm_->wait_for(*op_);
+}
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptions nccl_options)
+    : options_(options) {
+  const detail::ThrowMpiError mpi_error{"make_nccl_communicator"};
+  RM_MPI_CHECK(MPI_Comm_dup(comm, &mpi_comm_), mpi_error);
+  RM_MPI_CHECK(MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN), mpi_error);
+  RM_MPI_CHECK(MPI_Comm_rank(mpi_comm_, &rank_), mpi_error);
+  RM_MPI_CHECK(MPI_Comm_size(mpi_comm_, &size_), mpi_error);
+  const SetupError setup_error{rank_};
+
+  device_ = nccl_options.device;
+  if (device_ < 0) {
+    MPI_Comm node = MPI_COMM_NULL;
+    RM_MPI_CHECK(MPI_Comm_split_type(mpi_comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                 mpi_error);
+    RM_MPI_CHECK(MPI_Comm_rank(node, &device_), mpi_error);
+    MPI_Comm_free(&node);
+  }
+  int devices = 0;
+  RM_CUDA_CHECK(cudaGetDeviceCount(&devices), setup_error);
+  if (device_ >= devices) {
+    throw CollectiveError("[rank " + std::to_string(rank_) + "] make_nccl_communicator: device " +
+                          std::to_string(device_) + " requested but only " +
+                          std::to_string(devices) + " visible");
+  }
+  RM_CUDA_CHECK(cudaSetDevice(device_), setup_error);
+  RM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), setup_error);
+  RM_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)), setup_error);
+
+  ncclUniqueId id;
+  if (rank_ == 0) RM_NCCL_CHECK(ncclGetUniqueId(&id), setup_error);
+  RM_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi_comm_), mpi_error);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  // Creation is an operation of its own (seq 0): it can time out like any other.
+  Op init;
+  init.name = "nccl_init";
+  init.issued = Clock::now();
+  init.deadline = init.issued + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options_.timeout_s));
+  RM_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), (OpError{this, &init}));
+  await_enqueued(init);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (broken_.empty()) {
+    try {
+      while (!pending_.empty()) {
+        const std::shared_ptr<Op> last = pending_.back();  // completing drops pending_'s copy
+        wait_for(*last);
+      }
+      ncclCommFinalize(comm_);  // non-blocking: flushes outstanding work
+      Op finalize;
+      finalize.name = "nccl_finalize";
+      finalize.issued = Clock::now();
+      finalize.deadline = finalize.issued + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(options_.timeout_s));
+      await_enqueued(finalize);
+      ncclCommDestroy(comm_);
+    } catch (const CollectiveError&) {
+      // reported, and the communicator aborted
+    }
+  }
+  for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
+  for (void* memory : device_allocations_) cudaFree(memory);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (broken_.empty()) MPI_Comm_free(&mpi_comm_);
+}
+
+void* NcclCommunicator::allocate(size_t bytes) {
+  check_usable();
+  // Plain device memory: NCCL needs nothing more for in-place collectives. (ncclMemAlloc plus
+  // ncclCommRegister would enable NVLS / zero-copy paths on hardware that has them.)
+  const SetupError on_error{rank_};
+  void* memory = nullptr;
+  RM_CUDA_CHECK(cudaMalloc(&memory, std::max<size_t>(bytes, 1)), on_error);
+  device_allocations_.push_back(memory);
+  RM_CUDA_CHECK(cudaMemset(memory, 0, bytes), on_error);
+  return memory;
+}
+
+std::shared_ptr<Op> NcclCommunicator::new_op(const char* name, size_t bytes) {
+  auto op = std::make_shared<Op>();
+  op->seq = next_sequence();
+  op->name = name;
+  op->bytes = bytes;
+  op->issued = Clock::now();
+  op->deadline = op->issued + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(options_.timeout_s));
+  if (free_events_.empty()) {
+    cudaEvent_t event = nullptr;
+    RM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                  (OpError{this, op.get()}));
+    free_events_.push_back(event);
+  }
+  op->event = free_events_.back();
+  free_events_.pop_back();
+  return op;
+}
+
+void NcclCommunicator::check_usable() const {
+  if (!broken_.empty()) {
+    throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
+                          "] communicator unusable after an earlier failure: " + broken_);
+  }
+}
+
+void NcclCommunicator::check_shards(const std::vector<size_t>& counts) const {
+  if (counts.size() != static_cast<size_t>(size_)) {
+    throw std::invalid_argument("collective: counts has " + std::to_string(counts.size()) +
+                                " entries for " + std::to_string(size_) + " ranks");
+  }
+}
+
+std::string NcclCommunicator::timed_out_text(const Op& op) const {
+  char text[64];
+  std::snprintf(text, sizeof(text), "timed out after %.1f s",
+                std::chrono::duration<double>(Clock::now() - op.issued).count());
+  return text;
+}
+
+void NcclCommunicator::await_enqueued(const Op& op) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    RM_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state), (OpError{this, &op}));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) fail(op, std::string("failed: ") + ncclGetErrorString(state));
+    if (Clock::now() > op.deadline) fail(op, timed_out_text(op) + " (NCCL still enqueuing)");
+    sched_yield();
+  }
+}
+
+std::unique_ptr<Work> NcclCommunicator::finish_issue(std::shared_ptr<Op> op) {
+  await_enqueued(*op);
+  RM_CUDA_CHECK(cudaEventRecord(op->event, stream_), (OpError{this, op.get()}));
+  pending_.push_back(op);
+  return std::make_unique<NcclWork>(this, std::move(op));
+}
+
+std::unique_ptr<Work> NcclCommunicator::all_reduce(void* buf, size_t count, DType dtype,
+                                                   ReduceOp rop) {
+  check_usable();
+  auto op = new_op("all_reduce", count * dtype_size(dtype));
+  RM_NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(rop), comm_, stream_),
+                (OpError{this, op.get()}));
+  return finish_issue(std::move(op));
+}
+
+std::unique_ptr<Work> NcclCommunicator::reduce_scatter(void* buf, const std::vector<size_t>& counts,
+                                                       DType dtype, ReduceOp rop) {
+  check_usable();
+  check_shards(counts);
+  const size_t esize = dtype_size(dtype);
+  auto op = new_op("reduce_scatter", shard_offset(counts, size_) * esize);
+  char* base = static_cast<char*>(buf);
+  const OpError on_error{this, op.get()};
+  if (all_equal(counts)) {
+    // In place as NCCL defines it: recvbuff == sendbuff + rank * recvcount.
+    RM_NCCL_CHECK(ncclReduceScatter(base, base + shard_offset(counts, rank_) * esize, counts[0],
+                                    nccl_type(dtype), nccl_op(rop), comm_, stream_),
+                  on_error);
+  } else {
+    // Uneven shards: one reduce per owner, fused into one launch.
+    RM_NCCL_CHECK(ncclGroupStart(), on_error);
+    for (int r = 0; r < size_; ++r) {
+      char* shard = base + shard_offset(counts, r) * esize;
+      RM_NCCL_CHECK(ncclReduce(shard, shard, counts[static_cast<size_t>(r)], nccl_type(dtype),
+                               nccl_op(rop), r, comm_, stream_),
+                    on_error);
+    }
+    RM_NCCL_CHECK(ncclGroupEnd(), on_error);
+  }
+  return finish_issue(std::move(op));
+}
+
+std::unique_ptr<Work> NcclCommunicator::all_gather(void* buf, const std::vector<size_t>& counts,
+                                                   DType dtype) {
+  check_usable();
+  check_shards(counts);
+  const size_t esize = dtype_size(dtype);
+  auto op = new_op("all_gather", shard_offset(counts, size_) * esize);
+  char* base = static_cast<char*>(buf);
+  const OpError on_error{this, op.get()};
+  if (all_equal(counts)) {
+    // In place as NCCL defines it: sendbuff == recvbuff + rank * sendcount.
+    RM_NCCL_CHECK(ncclAllGather(base + shard_offset(counts, rank_) * esize, base, counts[0],
+                                nccl_type(dtype), comm_, stream_),
+                  on_error);
+  } else {
+    RM_NCCL_CHECK(ncclGroupStart(), on_error);
+    for (int r = 0; r < size_; ++r) {
+      char* shard = base + shard_offset(counts, r) * esize;
+      RM_NCCL_CHECK(ncclBroadcast(shard, shard, counts[static_cast<size_t>(r)], nccl_type(dtype), r,
+                                  comm_, stream_),
+                    on_error);
+    }
+    RM_NCCL_CHECK(ncclGroupEnd(), on_error);
+  }
+  return finish_issue(std::move(op));
+}
+
+std::unique_ptr<Work> NcclCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
+  check_usable();
+  if (root < 0 || root >= size_) {
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank");
+  }
+  auto op = new_op("broadcast", count * dtype_size(dtype));
+  RM_NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, comm_, stream_),
+                (OpError{this, op.get()}));
+  return finish_issue(std::move(op));
+}
+
+void NcclCommunicator::barrier() {
+  check_usable();
+  auto op = new_op("barrier", 0);
+  RM_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
+                (OpError{this, op.get()}));
+  // The stream runs operations in order: this one completing means all earlier ones did.
+  finish_issue(op);
+  wait_for(*op);
+}
+
+void NcclCommunicator::advance() {
+  check_usable();
+  // The stream completes operations in issue order: stop at the first one still running.
+  size_t completed = 0;
+  for (; completed < pending_.size(); ++completed) {
+    Op& op = *pending_[completed];
+    const cudaError_t state = cudaEventQuery(op.event);
+    if (state == cudaErrorNotReady) break;
+    RM_CUDA_CHECK(state, (OpError{this, &op}));
+    op.done = true;
+    free_events_.push_back(op.event);
+    op.event = nullptr;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<long>(completed));
+  if (pending_.empty()) return;
+  const Op& head = *pending_.front();
+  // A peer's failure (or a network error) surfaces as an asynchronous error of the communicator.
+  ncclResult_t async = ncclSuccess;
+  RM_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async), (OpError{this, &head}));
+  if (async != ncclSuccess && async != ncclInProgress) {
+    fail(head, std::string("failed: ") + ncclGetErrorString(async));
+  }
+  if (Clock::now() > head.deadline) fail(head, timed_out_text(head));
+}
+
+void NcclCommunicator::wait_for(const Op& op) {
+  while (!op.done) {
+    advance();
+    if (!op.done) sched_yield();  // the GPU does the work; leave the core to others
+  }
+}
+
+void NcclCommunicator::fail(const Op& op, const std::string& what) {
+  const std::string msg =
+      describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) + " " + what;
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::fflush(stderr);
+  // Abort the NCCL communicator first: its kernels stop waiting for peers, and peers' pending
+  // operations fail instead of hanging.
+  if (comm_ != nullptr) ncclCommAbort(comm_);
+  comm_ = nullptr;
+  broken_ = msg;
+  if (options_.abort_on_error) {
+    MPI_Abort(mpi_comm_, 1);
+    std::abort();
+  }
+  throw CollectiveError(msg);
+}
+
+void NcclCommunicator::abort(const std::string& why) {
+  std::fprintf(stderr, "[rank %d/%d] aborting: %s\n", rank_, size_, why.c_str());
+  std::fflush(stderr);
+  if (comm_ != nullptr) ncclCommAbort(comm_);
+  MPI_Abort(mpi_comm_, 1);
+  std::abort();
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, CommOptions options,
+                                                     NcclOptions nccl_options) {
+  return std::make_unique<NcclCommunicator>(comm, options, nccl_options);
+}
+
+}  // namespace rm

@@ -1,0 +1,101 @@
+// The nccl backend on device buffers (CTest: mpirun -np 1 and 2). Skips at run time unless
+// every rank on this node has a GPU of its own; nothing here runs on a machine without GPUs.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <vector>
+
+#include "collectives/nccl/nccl_communicator.h"
+
+namespace rm {
+namespace {
+
+class NcclTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int local_ranks = 0;
+    MPI_Comm_size(node, &local_ranks);
+    MPI_Comm_free(&node);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+    int usable = devices >= local_ranks ? 1 : 0;
+    int all_usable = 0;
+    MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_usable) {
+      GTEST_SKIP() << "needs one GPU per rank on the node (found " << devices << " for "
+                   << local_ranks << " ranks)";
+    }
+    CommOptions options;
+    options.timeout_s = 60;
+    comm_ = make_nccl_communicator(MPI_COMM_WORLD, options);
+  }
+
+  // Uploads host data, runs `op` on the device copy, downloads the result.
+  template <typename Op>
+  std::vector<float> on_device(const std::vector<float>& host, Op op) {
+    float* dev = nullptr;
+    EXPECT_EQ(cudaMalloc(&dev, std::max<size_t>(1, host.size()) * sizeof(float)), cudaSuccess);
+    cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
+    op(dev);
+    std::vector<float> out(host.size());
+    cudaMemcpy(out.data(), dev, host.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(dev);
+    return out;
+  }
+
+  std::unique_ptr<Communicator> comm_;
+};
+
+float value(int r, size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>(i % 7));
+}
+
+TEST_F(NcclTest, AllReduceSumAndAvg) {
+  const int n = comm_->size();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    std::vector<float> in(100003);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = value(comm_->rank(), i);
+    auto out = on_device(
+        in, [&](float* dev) { comm_->all_reduce(dev, in.size(), DType::kFloat32, op)->wait(); });
+    for (size_t i = 0; i < in.size(); ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += value(r, i);
+      if (op == ReduceOp::kAvg) want /= static_cast<float>(n);
+      ASSERT_FLOAT_EQ(out[i], want) << "element " << i;
+    }
+  }
+}
+
+TEST_F(NcclTest, UnevenReduceScatterAndAllGather) {
+  const int n = comm_->size();
+  const int rank = comm_->rank();
+  std::vector<size_t> counts(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) counts[static_cast<size_t>(r)] = r % 2 ? 1000 + r : 0;
+  const size_t total = shard_offset(counts, n);
+  std::vector<float> in(total);
+  for (size_t i = 0; i < total; ++i) in[i] = value(rank, i);
+  auto scattered = on_device(in, [&](float* dev) {
+    comm_->reduce_scatter(dev, counts, DType::kFloat32, ReduceOp::kSum)->wait();
+  });
+  const size_t own = shard_offset(counts, rank);
+  for (size_t i = own; i < own + counts[static_cast<size_t>(rank)]; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += value(r, i);
+    ASSERT_EQ(scattered[i], want) << "element " << i;
+  }
+  auto gathered =
+      on_device(in, [&](float* dev) { comm_->all_gather(dev, counts, DType::kFloat32)->wait(); });
+  for (int s = 0; s < n; ++s) {
+    for (size_t i = shard_offset(counts, s); i < shard_offset(counts, s + 1); ++i) {
+      ASSERT_EQ(gathered[i], value(s, i)) << "element " << i;
+    }
+  }
+  comm_->barrier();
+  EXPECT_EQ(comm_->sequence(), 3u);
+}
+
+}  // namespace
+}  // namespace rm

@@ -1,0 +1,60 @@
+#include "collectives/self_communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace rm {
+namespace {
+
+class DoneWork final : public Work {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
+class SelfCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "self"; }
+
+  std::unique_ptr<Work> all_reduce(void*, size_t, DType, ReduceOp) override { return done(); }
+  std::unique_ptr<Work> reduce_scatter(void*, const std::vector<size_t>& counts, DType,
+                                       ReduceOp) override {
+    check(counts);
+    return done();
+  }
+  std::unique_ptr<Work> all_gather(void*, const std::vector<size_t>& counts, DType) override {
+    check(counts);
+    return done();
+  }
+  std::unique_ptr<Work> broadcast(void*, size_t, DType, int root) override {
+    if (root != 0) throw std::invalid_argument("self communicator: broadcast root must be 0");
+    return done();
+  }
+  void barrier() override { next_sequence(); }
+  void progress() override {}
+  [[noreturn]] void abort(const std::string& why) override {
+    std::fprintf(stderr, "[rank 0/1] abort: %s\n", why.c_str());
+    std::exit(1);
+  }
+
+ private:
+  std::unique_ptr<Work> done() {
+    next_sequence();
+    return std::make_unique<DoneWork>();
+  }
+  static void check(const std::vector<size_t>& counts) {
+    if (counts.size() != 1)
+      throw std::invalid_argument("self communicator: counts must have 1 entry");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator() {
+  return std::make_unique<SelfCommunicator>();
+}
+
+}  // namespace rm

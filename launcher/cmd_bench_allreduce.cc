@@ -1,0 +1,30 @@
+// `ringmaster bench allreduce [--np N] [--max-mb M]`: nccl-tests style rows for Ringmaster's
+// communicator beside plain MPI_Allreduce in the same run, every result checked.
+//
+// Open MPI's own large all-reduce allocates temporaries on every call, which glibc can back
+// with huge pages: `--hugetlb` runs the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1, the
+// better of the two baselines on our machines; compare both runs' MPI rows to Ringmaster's.
+#include <cstdlib>
+
+#include "collectives/bench_allreduce.h"
+#include "launcher/cmd_common.h"
+#include "launcher/exit_codes.h"
+#include "launcher/mpi_launch.h"
+
+namespace rm {
+
+int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
+  if (!launched_by_mpi()) {
+    return report_errors([&]() -> int {
+      if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
+      exec_under_mpirun(args.nproc, args.argv);
+    });
+  }
+  MpiSession mpi;
+  BenchOptions options;
+  options.max_bytes = static_cast<size_t>(args.max_mb) << 20;
+  options.seconds_per_size = args.seconds;
+  return run_allreduce_bench(MPI_COMM_WORLD, options);
+}
+
+}  // namespace rm
