@@ -28,7 +28,9 @@ void write_resolved_job(const JobConfig& job) {
   write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
 }
 
-int train(const JobConfig& job, TrainingData& data, Communicator& comm, int local_ranks) {
+// `where` describes rank 0's place (host, Slurm job, restart count) for the log.
+int train(const JobConfig& job, TrainingData& data, Communicator& comm, int local_ranks,
+          const std::string& where) {
   const bool rank0 = comm.rank() == 0;
   const int threads = configure_threads(job.parallel, local_ranks);
   std::unique_ptr<MetricsLog> metrics;
@@ -42,6 +44,7 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
                 job.train.global_batch, job.model.seq_len, comm.size(),
                 comm.size() == 1 ? "" : "s", threads, job.parallel.shard.c_str(),
                 job.run_dir.c_str());
+    if (!where.empty()) std::printf("ringmaster: %s\n", where.c_str());
     std::fflush(stdout);
   }
   trainer.run();
@@ -62,7 +65,7 @@ int run_single_or_launch(const RunArgs& args) {
   write_resolved_job(job);
   if (args.job.nproc > 1) exec_under_mpirun(args.job.nproc, args.argv);
   auto comm = make_self_communicator();
-  return train(job, data, *comm, 1);
+  return train(job, data, *comm, 1, "");
 }
 
 int run_as_rank(const RunArgs& args) {
@@ -93,7 +96,7 @@ int run_as_rank(const RunArgs& args) {
   if (worst != kExitOk) return worst;
   return report_errors([&] {
     auto comm = mpi.communicator(job.parallel.timeout_s);
-    return train(job, data, *comm, mpi.local_size());
+    return train(job, data, *comm, mpi.local_size(), mpi.describe());
   });
 }
 

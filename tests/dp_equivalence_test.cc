@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -83,6 +84,33 @@ TEST_P(DataParallel, MatchesOneRank) {
   EXPECT_EQ(bad, 0u) << "parameters differing by more than 1e-5; worst " << worst;
   // And training really happened: the loss fell.
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.5);
+}
+
+TEST_P(DataParallel, PerRankStateShrinksWithTheRankCount) {
+  const auto [shard, overlap] = GetParam();
+  const JobConfig job = small_job(shard, overlap);
+  CommOptions options;
+  options.timeout_s = 60;
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options);
+  TrainingData data = open_training_data(job);
+  Trainer trainer(job, data, *comm, {false, nullptr});
+  trainer.train_step(0);
+  const size_t total = trainer.model().layout().size() * sizeof(float);
+  const size_t mine = shard_counts(trainer.model().layout().size(), comm->size())[comm->rank()] *
+                      sizeof(float);
+  const MemoryPlan m = trainer.state().memory_plan();
+  const bool zero1 = shard != "none", zero2 = shard == "gradients" || shard == "full",
+             zero3 = shard == "full";
+  EXPECT_EQ(m.optimizer_bytes, 2 * (zero1 ? mine : total));
+  EXPECT_EQ(m.grad_bytes, zero2 ? mine : total);
+  EXPECT_EQ(m.param_bytes, zero3 ? mine : total);
+  // Unit scratch (ZeRO-2/3) is a few units' worth (held, being reduced), not a full copy.
+  size_t largest = 0;
+  for (const ParamUnit& u : trainer.model().units()) largest = std::max(largest, u.size());
+  EXPECT_LE(m.scratch_bytes, 5 * largest * sizeof(float));
+  if (!zero2) {
+    EXPECT_EQ(m.scratch_bytes, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -19,8 +19,8 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
   shard_end_ = shard_begin_ + shard_counts_[comm.rank()];
   const size_t shard = shard_end_ - shard_begin_;
 
-  params_.assign(full_params_ ? total : shard, 0.0f);
-  grads_.assign(full_grads_ ? total : shard, 0.0f);
+  params_ = allocate(full_params_ ? total : shard);
+  grads_ = allocate(full_grads_ ? total : shard);
   if (mode_ == "none") {
     optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout());
   } else {
@@ -51,6 +51,12 @@ ShardedState::~ShardedState() {
   }
 }
 
+ShardedState::Buffer ShardedState::allocate(size_t floats) {
+  // Zero-filled, owned by the communicator (and so freed with it).
+  return {static_cast<float*>(comm_.allocate(std::max<size_t>(1, floats) * sizeof(float))),
+          floats};
+}
+
 void ShardedState::init_params(uint64_t seed) {
   // Counter-based init: any rank can produce any slice, so ZeRO-3 ranks make only their own.
   std::vector<float> full(full_params_ ? 0 : model_.layout().size());
@@ -73,22 +79,31 @@ std::vector<size_t> ShardedState::counts_in(size_t begin, size_t end) const {
 }
 
 float* ShardedState::take_scratch(size_t n) {
-  // Smallest free buffer that fits; the pattern of sizes repeats every step, so after the
-  // first step this never allocates.
-  auto best = scratch_free_.end();
-  for (auto it = scratch_free_.begin(); it != scratch_free_.end(); ++it) {
-    if (it->second >= n && (best == scratch_free_.end() || it->second < best->second)) best = it;
+  // allocate() is collective, so every rank must decide to allocate at the same call, yet which
+  // buffers are free depends on when each rank's reductions happened to finish. So: reuse any
+  // free buffer that fits (the smallest); failing that, wait for in-flight reductions, which
+  // frees their buffers; allocate only when nothing is in flight. Then the set of buffers is
+  // the same on every rank, by induction, and after the first step nothing is allocated.
+  for (;;) {
+    auto best = scratch_free_.end();
+    for (auto it = scratch_free_.begin(); it != scratch_free_.end(); ++it) {
+      if (it->second >= n && (best == scratch_free_.end() || it->second < best->second)) best = it;
+    }
+    if (best != scratch_free_.end()) {
+      float* p = best->first;
+      scratch_in_use_.push_back(*best);
+      scratch_free_.erase(best);
+      return p;
+    }
+    if (pending_.empty()) break;
+    pending_.front().work->wait();
+    complete(pending_.front());
+    pending_.pop_front();
   }
-  if (best != scratch_free_.end()) {
-    float* p = best->first;
-    scratch_in_use_.emplace_back(p, best->second);
-    scratch_free_.erase(best);
-    return p;
-  }
-  scratch_owned_.push_back(std::make_unique<float[]>(n));
+  float* p = allocate(n).data();
   scratch_capacity_ += n;
-  scratch_in_use_.emplace_back(scratch_owned_.back().get(), n);
-  return scratch_owned_.back().get();
+  scratch_in_use_.emplace_back(p, n);
+  return p;
 }
 
 void ShardedState::give_back_scratch(float* p) {
@@ -243,7 +258,7 @@ void ShardedState::optimizer_step(double lr, double norm) {
 }
 
 std::vector<float> ShardedState::full_params() {
-  if (full_params_) return params_;
+  if (full_params_) return std::vector<float>(params_.begin(), params_.end());
   std::vector<float> all(model_.layout().size());
   std::copy(params_.begin(), params_.end(), all.begin() + shard_begin_);
   comm_.all_gather(all.data(), shard_counts_, DType::kFloat32)->wait();

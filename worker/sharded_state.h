@@ -105,8 +105,19 @@ class ShardedState final : public ParamAccess {
   std::vector<size_t> shard_counts_;
   size_t shard_begin_, shard_end_;
 
-  std::vector<float> params_;  // full, or this rank's shard (ZeRO-3)
-  std::vector<float> grads_;   // full, or this rank's shard (ZeRO-2/3)
+  // Communicated buffers come from comm.allocate(): the MPI backend then reduces them in place
+  // across ranks with one pass over the data instead of staging copies (several times faster).
+  struct Buffer {
+    float* ptr = nullptr;
+    size_t len = 0;
+    float* data() const { return ptr; }
+    size_t size() const { return len; }
+    float* begin() const { return ptr; }
+    float* end() const { return ptr + len; }
+  };
+  Buffer allocate(size_t floats);
+  Buffer params_;  // full, or this rank's shard (ZeRO-3)
+  Buffer grads_;   // full, or this rank's shard (ZeRO-2/3)
   std::unique_ptr<AdamWOptimizer> optimizer_;
 
   std::vector<Bucket> buckets_;
@@ -116,9 +127,9 @@ class ShardedState final : public ParamAccess {
   bool in_backward_ = false;
   OverlapStats overlap_;
 
-  // Unit-sized scratch buffers, allocated on first use and reused: the step loop allocates
-  // nothing after the first step.
-  std::vector<std::unique_ptr<float[]>> scratch_owned_;
+  // Unit-sized scratch buffers (comm.allocate), allocated on first use and reused: the step loop
+  // allocates nothing after the first step. Every rank makes the same requests in the same
+  // order, as allocate() requires.
   std::vector<std::pair<float*, size_t>> scratch_free_, scratch_in_use_;
   std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null

@@ -88,8 +88,7 @@ class MpiCommunicator final : public Communicator {
 
   // Drives everything until `op` completes (or fails).
   void wait_for(const Op& op);
-  // advance() for progress() and Work::test(): callers may spin on these, so once nothing has
-  // moved for a while each call also yields the core to the ranks being waited for.
+  // advance() for progress() and Work::test(), which callers may spin on.
   void poll();
   // Advances every outstanding op and checks deadlines; returns whether anything moved.
   bool advance();
@@ -119,7 +118,6 @@ class MpiCommunicator final : public Communicator {
   std::deque<std::shared_ptr<Op>> shm_queue_;     // in issue order; the head is running
   std::vector<std::shared_ptr<Op>> mpi_pending_;  // MPI requests, complete in any order
   std::string broken_;                            // the failure that broke this communicator
-  Clock::time_point last_moved_;                  // when poll() last saw progress
 };
 
 // How long a waiting rank spins before it considers leaving the CPU, and how long at most while
@@ -443,10 +441,9 @@ void MpiCommunicator::wait_for(const Op& op) {
 }
 
 void MpiCommunicator::poll() {
-  const auto now = Clock::now();
-  if (advance()) {
-    last_moved_ = now;
-  } else if (now - last_moved_ > kSpin) {
+  // Callers may spin on test(): hand the core over if a peer we wait for needs it (see
+  // wait_for), but never otherwise -- that would cost a whole time slice on a busy machine.
+  if (!advance() && !shm_queue_.empty() && shm_->waits_for_peer_on(sched_getcpu())) {
     sched_yield();
   }
 }

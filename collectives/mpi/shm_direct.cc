@@ -1,5 +1,8 @@
 // ShmEngine's registered buffers: allocation, announcement and the one-pass algorithms.
+#include <sys/statvfs.h>
+
 #include <cstring>
+#include <string>
 
 #include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/shm_engine.h"
@@ -16,6 +19,24 @@ constexpr uint64_t kOffsetMask = (uint64_t{1} << kRegionShift) - 1;
 
 void* ShmEngine::allocate(size_t bytes) {
   const ThrowMpiError on_error{"Communicator::allocate"};
+  // Open MPI backs shared windows with files in /dev/shm. tmpfs hands out pages lazily, so a
+  // window larger than its free space would not fail here but crash with SIGBUS on first touch
+  // (Docker's default /dev/shm is 64 MiB). Check first -- every rank, agreeing, so that all
+  // throw or none enters the collective allocation.
+  const double need = static_cast<double>(bytes + kShmPage) * size_;
+  struct statvfs fs;
+  double free_bytes = statvfs("/dev/shm", &fs) == 0
+                          ? static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize)
+                          : need;  // no /dev/shm: nothing to check
+  RM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_DOUBLE, MPI_MIN, comm_), on_error);
+  if (free_bytes < need) {
+    throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
+                          "] Communicator::allocate(" + std::to_string(bytes) + "): /dev/shm has " +
+                          std::to_string(static_cast<long>(free_bytes / 1e6)) +
+                          " MB free, the shared window needs " +
+                          std::to_string(static_cast<long>(need / 1e6)) +
+                          " MB (enlarge it, e.g. docker run --shm-size)");
+  }
   MPI_Info info;
   RM_MPI_CHECK(MPI_Info_create(&info), on_error);
   RM_MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"), on_error);

@@ -106,6 +106,8 @@ class NcclCommunicator final : public Communicator {
   MPI_Comm mpi_comm_ = MPI_COMM_NULL;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t compute_stream_ = nullptr;  // null: the legacy default stream
+  cudaEvent_t compute_ready_ = nullptr;    // recorded on compute_stream_ at each issue
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
@@ -156,6 +158,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptio
   }
   RM_CUDA_CHECK(cudaSetDevice(device_), setup_error);
   RM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), setup_error);
+  compute_stream_ = static_cast<cudaStream_t>(nccl_options.compute_stream);
+  RM_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming), setup_error);
   RM_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)), setup_error);
 
   ncclUniqueId id;
@@ -193,6 +197,7 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
+  if (compute_ready_ != nullptr) cudaEventDestroy(compute_ready_);
   for (void* memory : device_allocations_) cudaFree(memory);
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -208,6 +213,7 @@ void* NcclCommunicator::allocate(size_t bytes) {
   RM_CUDA_CHECK(cudaMalloc(&memory, std::max<size_t>(bytes, 1)), on_error);
   device_allocations_.push_back(memory);
   RM_CUDA_CHECK(cudaMemset(memory, 0, bytes), on_error);
+  RM_CUDA_CHECK(cudaDeviceSynchronize(), on_error);  // start-up only; no stream sees it unset
   return memory;
 }
 
@@ -227,6 +233,9 @@ std::shared_ptr<Op> NcclCommunicator::new_op(const char* name, size_t bytes) {
   }
   op->event = free_events_.back();
   free_events_.pop_back();
+  // The operation reads what the compute stream has queued so far.
+  RM_CUDA_CHECK(cudaEventRecord(compute_ready_, compute_stream_), (OpError{this, op.get()}));
+  RM_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0), (OpError{this, op.get()}));
   return op;
 }
 

@@ -3,9 +3,10 @@
 // Bootstrap: rank 0's ncclUniqueId is broadcast over the given MPI communicator. The NCCL
 // communicator is created non-blocking (ncclConfig_t::blocking = 0), so that creation and every
 // operation can be polled against the timeout and aborted with ncclCommAbort instead of hanging
-// inside NCCL. Operations run in issue order on the communicator's own CUDA stream; a Work
-// completes when the CUDA event recorded after its kernel has fired (cudaEventQuery), and the
-// caller's streams are not synchronised with it: wait() before touching the buffer.
+// inside NCCL. Operations run in issue order on the communicator's own CUDA stream, each after
+// the work already queued on the compute stream (NcclOptions) when it is issued; a Work completes
+// when the CUDA event recorded after its kernel has fired (cudaEventQuery). The compute stream
+// does not wait for the operation: wait() before touching the buffer again.
 //
 // Requirements on the caller: MPI is initialised; buffers are device memory on this rank's
 // device (the one make_nccl_communicator selected); the same thread makes every call.
@@ -22,6 +23,9 @@ namespace rm {
 struct NcclOptions {
   // CUDA device of this rank; -1: the rank's index among the ranks on its node.
   int device = -1;
+  // The cudaStream_t that produces the buffers (kernels queued on it before an operation is
+  // issued are seen by it); null: the legacy default stream.
+  void* compute_stream = nullptr;
 };
 
 // Collective over `comm` (duplicated). Selects the device (cudaSetDevice) and creates the NCCL
