@@ -1,6 +1,7 @@
 #include "worker/sharded_state.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -151,6 +152,7 @@ float* ShardedState::acquire_grads(int u) {
 }
 
 void ShardedState::release_grads(int u) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (full_grads_) {
     // Launch every bucket whose last unit this was (buckets are ordered high to low).
     if (communicate_ && job_.parallel.overlap) {
@@ -172,6 +174,8 @@ void ShardedState::release_grads(int u) {
     ++overlap_.started_in_backward;
   }
   drain(/*wait_all=*/false);
+  overlap_.comm_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // ---- Step ----------------------------------------------------------------------------------

@@ -39,8 +39,12 @@ namespace rm {
 
 // Evidence of overlap for one step: how many gradient reductions were started, and finished,
 // while backward was still running (the rest started or finished in finish_backward).
+// comm_ms: time this rank spent inside communicator calls during backward (issuing, progressing
+// and completing reductions: on one node the shared-memory engine moves the bytes in these
+// calls, and waits there for slower peers).
 struct OverlapStats {
   int reductions = 0, started_in_backward = 0, finished_in_backward = 0;
+  double comm_ms = 0;
 };
 
 struct MemoryPlan {
