@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace rm {
 namespace {
@@ -26,7 +27,7 @@ std::string parent_dir(const std::string& path) {
 }  // namespace
 
 void fsync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) fail(dir, "cannot open directory");
   if (::fsync(fd) != 0) {
     const int e = errno;
@@ -37,38 +38,62 @@ void fsync_directory(const std::string& dir) {
   ::close(fd);
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t size) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, "cannot create");
+AtomicFileWriter::AtomicFileWriter(std::string path)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(tmp_, "cannot create");
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) abandon();
+}
+
+void AtomicFileWriter::abandon() {
+  const int e = errno;  // keep the errno of the failure being reported
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  errno = e;
+}
+
+void AtomicFileWriter::append(const void* data, size_t size) {
+  if (fd_ < 0) throw IoError(tmp_ + ": append after commit or failure");
   const char* p = static_cast<const char*>(data);
-  size_t left = size;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      errno = e;
-      fail(tmp, "write failed");
+      abandon();
+      fail(tmp_, "write failed");
     }
     p += n;
-    left -= static_cast<size_t>(n);
+    size -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail(tmp, "fsync failed");
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw IoError(tmp_ + ": commit after commit or failure");
+  if (::fsync(fd_) != 0) {
+    abandon();
+    fail(tmp_, "fsync failed");
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail(path, "rename failed");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    abandon();
+    fail(tmp_, "close failed");
   }
-  fsync_directory(parent_dir(path));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    abandon();
+    fail(path_, "rename failed");
+  }
+  fsync_directory(parent_dir(path_));
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  AtomicFileWriter out(path);
+  out.append(data, size);
+  out.commit();
 }
 
 std::string read_file(const std::string& path) {

@@ -4,15 +4,17 @@
 #pragma once
 
 #include <cstddef>
-#include <stdexcept>
 #include <string>
+
+#include "checkpoint/checkpoint_error.h"
 
 namespace rm {
 
-// An I/O failure; what() starts with the path.
-class IoError : public std::runtime_error {
+// An I/O failure; what() starts with the path and ends with the errno text. A CheckpointError,
+// so callers of checkpoint/ catch one type; still a std::runtime_error as before.
+class IoError : public CheckpointError {
  public:
-  using std::runtime_error::runtime_error;
+  using CheckpointError::CheckpointError;
 };
 
 // Atomically replaces `path` with `size` bytes of `data`. Throws IoError.
@@ -23,5 +25,27 @@ void fsync_directory(const std::string& dir);
 
 // Reads a whole file. Throws IoError naming the file.
 std::string read_file(const std::string& path);
+
+// The same recipe for content produced piece by piece (a safetensors export of several GiB
+// should not be gathered into one string first). Bytes go straight from the caller's buffers to
+// write(2). Until commit() the target is untouched; destroying an uncommitted writer removes the
+// temporary file. Not thread-safe. Every method throws IoError.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void append(const void* data, size_t size);
+  // fsync, close, rename over the target, fsync the directory. Call at most once.
+  void commit();
+
+ private:
+  void abandon();  // close and unlink the temporary file, ignoring errors
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
 
 }  // namespace rm

@@ -1,0 +1,111 @@
+// Saving a rank's shard of a checkpoint without stopping training.
+//
+// AsyncCheckpointWriter owns one background thread and one staging buffer. save() copies the
+// caller's slices into the staging buffer (memcpy speed) and returns; the thread then does the
+// slow part: write + fsync the shard (checkpoint_writer.h) and, on the rank that commits, wait
+// for every rank's shard, commit the checkpoint and apply retention. Training may modify its
+// buffers as soon as save() returns.
+//
+//   - One save in flight: the next save() (or wait()) first waits for the previous one, so the
+//     staging buffer is reused. It is allocated on first use (or by reserve()) and only grows.
+//   - Errors: a failure on the thread is rethrown (as thrown: CheckpointError) by the next
+//     save() or wait(), once. The destructor waits for the save in flight; it cannot throw, so it
+//     prints a failure of that last save to stderr -- call wait() before destruction to see it.
+//   - Mode::kSync: the same API and results, the write done inline inside save(), straight from
+//     the caller's memory (no staging copy); errors are thrown by save() itself.
+//
+// Multi-rank: no collective is needed, which matters because a Communicator may only be used by
+// its owning thread. Every rank calls save() for the same step with its own slices; the rank
+// with commit=true (rank 0) waits on its thread for the others' shard descriptors to appear in
+// step_N.tmp/ (collect_shards), then commits. Before the first save of a job, rank 0 must call
+// remove_incomplete_checkpoints() and all ranks must pass a barrier (so no rank writes into a
+// stale step_N.tmp/ left by a crashed run). Steps must differ from one save to the next: a
+// second save of the step just saved (a signal checkpoint right after the periodic one) could
+// write into step_N.tmp/ before rank 0 has committed the first -- skip it instead. To be sure a
+// checkpoint is committed (before exit, on a preemption signal), call wait() on rank 0.
+//
+// Thread-safety: one thread calls save()/wait()/reserve(); the class synchronises with its own
+// background thread internally.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/manifest.h"
+
+namespace rm {
+
+struct SaveRequest {
+  std::string run_dir;
+  int64_t step = 0;
+  int rank = 0;
+  std::vector<ShardSlice> slices;  // caller's memory; copied (async) before save() returns
+
+  // The committing rank only: once the shards of ranks 0..writers-1 are on disk (waiting up to
+  // collect_timeout_s for them), commit `manifest` (everything but files, which are collected
+  // from the shard descriptors; its step must be `step`), then apply retention if keep > 0.
+  bool commit = false;
+  int writers = 1;
+  Manifest manifest;
+  double collect_timeout_s = 600;
+  int keep = 0;
+  int64_t keep_every = 0;
+};
+
+struct SaveResult {
+  int64_t step = -1;                 // -1: nothing saved yet
+  ShardFileInfo shard;               // this rank's shard
+  std::string committed_path;        // set when this rank committed
+  std::vector<std::string> removed;  // by retention
+  double seconds = 0;                // spent writing (and committing), excluding the copy
+};
+
+class AsyncCheckpointWriter {
+ public:
+  enum class Mode { kAsync, kSync };
+  explicit AsyncCheckpointWriter(Mode mode = Mode::kAsync);
+  ~AsyncCheckpointWriter();
+  AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
+  AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
+
+  // Grows the staging buffer to `floats` now (allocation and first touch cost ~1 s per 2 GiB:
+  // do it at start-up rather than at the first save). No effect in kSync mode.
+  void reserve(size_t floats);
+  // Waits for the previous save (rethrowing its error), then starts this one. In kAsync mode it
+  // returns once the slices are copied.
+  void save(const SaveRequest& request);
+  // Waits for the save in flight, rethrows its error, returns the last save's result.
+  SaveResult wait();
+  // True when no save is in flight (non-blocking).
+  bool idle() const;
+  Mode mode() const { return mode_; }
+
+ private:
+  static SaveResult run(const SaveRequest& request);
+  void thread_main();
+  void grow(size_t floats);  // only while no job is in flight
+  void wait_idle_and_rethrow(std::unique_lock<std::mutex>& lock);
+
+  const Mode mode_;
+  std::unique_ptr<float[]> staging_;
+  size_t staging_floats_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool has_job_ = false;  // a job is queued or running
+  bool stop_ = false;
+  SaveRequest job_;
+  SaveResult result_;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: started after everything it uses
+};
+
+}  // namespace rm

@@ -1,0 +1,196 @@
+// The async writer: save() returns after copying, overlapping saves wait for each other,
+// errors from the thread come back on the next call, several ranks commit without a collective.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "checkpoint/async_writer.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_test_util.h"
+
+namespace rm {
+namespace {
+
+using testutil::buffer_at;
+using testutil::TempDir;
+
+constexpr uint64_t kN = 30011;
+
+// One rank's request for `step`: its uneven slice of every buffer in `data`.
+SaveRequest request(const std::string& run_dir, int64_t step, int rank, int world,
+                    const std::vector<std::vector<float>>& data) {
+  SaveRequest req;
+  req.run_dir = run_dir;
+  req.step = step;
+  req.rank = rank;
+  const auto slice = testutil::uneven_split(kN, world)[rank];
+  for (size_t b = 0; b < data.size(); ++b) {
+    req.slices.push_back(ShardSlice{testutil::buffer_names()[b], slice.first, slice.second,
+                                    data[b].data() + slice.first});
+  }
+  if (rank == 0) {
+    req.commit = true;
+    req.writers = world;
+    req.manifest = testutil::manifest_template(step, world, kN);
+    req.collect_timeout_s = 30;
+  }
+  return req;
+}
+
+std::vector<std::vector<float>> data_at(int64_t step) {
+  std::vector<std::vector<float>> data;
+  for (int b = 0; b < 3; ++b) data.push_back(buffer_at(step, b, kN));
+  return data;
+}
+
+void expect_checkpoint(const std::string& run_dir, int64_t step) {
+  const std::string ckpt = checkpoint_path(run_dir, step);
+  const VerifyResult v = verify_checkpoint(ckpt);
+  ASSERT_TRUE(v.ok) << v.error;
+  CheckpointReader reader(ckpt);
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(reader.read_buffer(testutil::buffer_names()[b]), buffer_at(step, b, kN));
+  }
+}
+
+TEST(AsyncWriter, SaveCopiesSoTheCallerMayOverwriteAtOnce) {
+  TempDir dir;
+  auto data = data_at(5);
+  AsyncCheckpointWriter writer;
+  writer.save(request(dir.path(), 5, 0, 1, data));
+  for (auto& buf : data) std::fill(buf.begin(), buf.end(), -1.0f);  // training goes on
+  const SaveResult r = writer.wait();
+  EXPECT_EQ(r.step, 5);
+  EXPECT_EQ(r.committed_path, checkpoint_path(dir.path(), 5));
+  EXPECT_EQ(r.shard.name, "shard_00000.bin");
+  expect_checkpoint(dir.path(), 5);
+}
+
+TEST(AsyncWriter, OverlappingSavesWaitForThePreviousOne) {
+  TempDir dir;
+  AsyncCheckpointWriter writer;
+  writer.reserve(3 * kN);
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto data = data_at(step);
+    writer.save(request(dir.path(), step, 0, 1, data));  // waits for step - 1 first
+  }
+  EXPECT_EQ(writer.wait().step, 4);
+  EXPECT_TRUE(writer.idle());
+  for (int64_t step = 1; step <= 4; ++step) expect_checkpoint(dir.path(), step);
+}
+
+TEST(AsyncWriter, RetentionRunsAfterCommit) {
+  TempDir dir;
+  AsyncCheckpointWriter writer;
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto data = data_at(step);
+    SaveRequest req = request(dir.path(), step, 0, 1, data);
+    req.keep = 2;
+    writer.save(req);
+  }
+  const SaveResult last = writer.wait();
+  EXPECT_EQ(last.removed, std::vector<std::string>{checkpoint_path(dir.path(), 2)});
+  const auto list = list_checkpoints(dir.path());
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].step, 3);
+  EXPECT_EQ(list[1].step, 4);
+}
+
+TEST(AsyncWriter, ErrorIsRethrownOnTheNextCallThenTheWriterWorksAgain) {
+  TempDir dir;
+  std::ofstream(dir.sub("not_a_dir")) << "a regular file";
+  auto data = data_at(1);
+  AsyncCheckpointWriter writer;
+  writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data));  // fails on the thread
+  try {
+    writer.wait();
+    FAIL() << "the error was lost";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("not_a_dir/run"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Not a directory"), std::string::npos) << e.what();
+  }
+  writer.wait();  // reported once
+  writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data));
+  auto data2 = data_at(2);
+  EXPECT_THROW(writer.save(request(dir.path(), 2, 0, 1, data2)), CheckpointError);  // next call
+  writer.save(request(dir.path(), 2, 0, 1, data2));
+  writer.wait();
+  expect_checkpoint(dir.path(), 2);
+}
+
+TEST(AsyncWriter, SyncModeThrowsFromSave) {
+  TempDir dir;
+  std::ofstream(dir.sub("not_a_dir")) << "a regular file";
+  auto data = data_at(1);
+  AsyncCheckpointWriter writer(AsyncCheckpointWriter::Mode::kSync);
+  EXPECT_THROW(writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data)), CheckpointError);
+  writer.save(request(dir.path(), 1, 0, 1, data));
+  EXPECT_EQ(writer.wait().committed_path, checkpoint_path(dir.path(), 1));
+  expect_checkpoint(dir.path(), 1);
+}
+
+TEST(AsyncWriter, ThreeRanksCommitWithoutACollective) {
+  // One writer per "rank", each used from its own thread, as in three processes.
+  for (const auto mode :
+       {AsyncCheckpointWriter::Mode::kAsync, AsyncCheckpointWriter::Mode::kSync}) {
+    TempDir dir;
+    auto data = data_at(12);
+    std::vector<std::thread> ranks;
+    std::vector<std::string> errors(3);
+    for (int r = 0; r < 3; ++r) {
+      ranks.emplace_back([&, r] {
+        try {
+          AsyncCheckpointWriter writer(mode);
+          writer.save(request(dir.path(), 12, r, 3, data));
+          writer.wait();
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    expect_checkpoint(dir.path(), 12);
+    EXPECT_EQ(load_manifest(checkpoint_path(dir.path(), 12)).files.size(), 3u);
+  }
+}
+
+TEST(AsyncWriter, CommitGivesUpWhenARankNeverWrites) {
+  TempDir dir;
+  auto data = data_at(3);
+  AsyncCheckpointWriter writer;
+  SaveRequest req = request(dir.path(), 3, 0, 2, data);  // rank 1 never saves
+  req.collect_timeout_s = 0.2;
+  writer.save(req);
+  try {
+    writer.wait();
+    FAIL() << "committed without rank 1";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(io::exists(checkpoint_path(dir.path(), 3)));
+  EXPECT_FALSE(find_resume_checkpoint(dir.path()));
+}
+
+TEST(AsyncWriter, DestructorWaitsForTheSaveInFlight) {
+  TempDir dir;
+  {
+    auto data = data_at(8);
+    AsyncCheckpointWriter writer;
+    writer.save(request(dir.path(), 8, 0, 1, data));
+  }
+  expect_checkpoint(dir.path(), 8);
+}
+
+TEST(AsyncWriter, ManifestStepMustMatch) {
+  TempDir dir;
+  auto data = data_at(1);
+  SaveRequest req = request(dir.path(), 1, 0, 1, data);
+  req.manifest.step = 2;
+  AsyncCheckpointWriter writer(AsyncCheckpointWriter::Mode::kSync);
+  EXPECT_THROW(writer.save(req), CheckpointError);
+}
+
+}  // namespace
+}  // namespace rm

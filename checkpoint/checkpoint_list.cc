@@ -1,0 +1,121 @@
+// verify_checkpoint, list_checkpoints, find_resume_checkpoint (declared in checkpoint_reader.h).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/posix_io.h"
+
+namespace rm {
+namespace {
+
+struct Entry {
+  std::string path;
+  StepDirName name;
+};
+
+// The checkpoint directories under RUN_DIR/checkpoints/, sorted by (step, committed).
+std::vector<Entry> scan(const std::string& run_dir) {
+  std::vector<Entry> out;
+  const std::string root = checkpoints_root(run_dir);
+  if (!io::exists(root)) return out;
+  for (const std::string& name : io::list_dir(root)) {
+    const auto parsed = parse_step_dir_name(name);
+    const std::string path = io::join(root, name);
+    if (parsed && io::is_directory(path)) out.push_back(Entry{path, *parsed});
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.name.step, a.name.committed) < std::tie(b.name.step, b.name.committed);
+  });
+  return out;
+}
+
+VerifyResult incomplete(const std::string& path) {
+  VerifyResult r;
+  r.error = path + ": incomplete (never committed)";
+  return r;
+}
+
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const std::string& name : io::list_dir(dir)) {
+    struct stat st;
+    if (::lstat(io::join(dir, name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      total += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  return total;
+}
+
+CheckpointInfo describe(const Entry& e, VerifyResult verify) {
+  CheckpointInfo info;
+  info.path = e.path;
+  info.step = e.name.step;
+  info.committed = e.name.committed;
+  info.verify = std::move(verify);
+  // Size and time are informational: a directory that vanishes meanwhile (retention in another
+  // process) reads as zero rather than failing the whole listing.
+  try {
+    info.bytes = dir_bytes(e.path);
+    const std::string manifest = io::join(e.path, kManifestFileName);
+    info.mtime_unix = io::mtime_unix(io::exists(manifest) ? manifest : e.path);
+  } catch (const CheckpointError&) {
+  }
+  return info;
+}
+
+}  // namespace
+
+VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
+  VerifyResult result;
+  try {
+    CheckpointReader reader(ckpt_dir);
+    const Manifest& m = reader.manifest();
+    result.step = m.step;
+    result.data_bytes = m.data_bytes();
+    // A manifest copied into the wrong directory would resume the wrong step.
+    if (const auto name = parse_step_dir_name(io::base_name(ckpt_dir))) {
+      if (name->step != m.step) {
+        throw CheckpointError(io::join(ckpt_dir, kManifestFileName) +
+                              ": step: " + std::to_string(m.step) + ", but the directory is " +
+                              io::base_name(ckpt_dir));
+      }
+    }
+    reader.check_files();
+    if (level == VerifyLevel::kChecksums) reader.verify_all();
+    result.ok = true;
+  } catch (const CheckpointError& e) {
+    result.error = e.what();
+  } catch (const std::bad_alloc&) {
+    result.error = ckpt_dir + ": out of memory while verifying";
+  }
+  return result;
+}
+
+std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyLevel level) {
+  std::vector<CheckpointInfo> out;
+  for (const Entry& e : scan(run_dir)) {
+    out.push_back(
+        describe(e, e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e.path)));
+  }
+  return out;
+}
+
+std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
+                                                     std::vector<std::string>* report) {
+  const std::vector<Entry> entries = scan(run_dir);
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    if (!it->name.committed) {
+      if (report) report->push_back("ignored " + incomplete(it->path).error);
+      continue;
+    }
+    VerifyResult v = verify_checkpoint(it->path, VerifyLevel::kChecksums);
+    if (v.ok) return describe(*it, std::move(v));
+    if (report) report->push_back("skipped " + it->path + ": " + v.error);
+  }
+  return std::nullopt;
+}
+
+}  // namespace rm

@@ -1,0 +1,37 @@
+// Where a checkpoint lives on disk:
+//
+//   RUN_DIR/checkpoints/step_00001200/        a committed checkpoint (8+ digits, zero-padded)
+//                       manifest.json         what the directory holds (manifest.h)
+//                       shard_00000.bin ...   one file per writing rank
+//   RUN_DIR/checkpoints/step_00001300.tmp/    being written, or left by a crash: never read
+//   RUN_DIR/checkpoints/step_00001100.del.tmp being deleted by retention
+//
+// A directory is a checkpoint only under its committed name, which only an atomic rename gives
+// it after everything inside is durable; every other name is scratch. Pure string functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace rm {
+
+inline constexpr const char* kManifestFileName = "manifest.json";
+inline constexpr int64_t kMaxStep = 999999999999;  // 12 digits: a bound, not a plan
+
+std::string checkpoints_root(const std::string& run_dir);  // RUN_DIR/checkpoints
+std::string step_dir_name(int64_t step);                   // "step_00001200"
+std::string checkpoint_path(const std::string& run_dir, int64_t step);
+std::string checkpoint_tmp_path(const std::string& run_dir, int64_t step);  // "...step_N.tmp"
+std::string shard_file_name(int rank);                                      // "shard_00003.bin"
+std::string shard_descriptor_name(int rank);  // "shard_00003.json" (written beside the shard)
+
+// Classifies an entry of checkpoints/. Committed: exactly step_dir_name(step). Scratch: that
+// name followed by a suffix starting with '.' and ending in ".tmp". Anything else: nullopt.
+struct StepDirName {
+  int64_t step = 0;
+  bool committed = false;
+};
+std::optional<StepDirName> parse_step_dir_name(const std::string& name);
+
+}  // namespace rm

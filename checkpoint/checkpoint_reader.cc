@@ -1,0 +1,215 @@
+#include "checkpoint/checkpoint_reader.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/posix_io.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "checkpoint files store floats little-endian, as they are in memory here");
+
+namespace rm {
+namespace {
+
+constexpr size_t kBounceBytes = size_t{8} << 20;
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct XxhState {
+  XXH64_state_t* s = XXH64_createState();
+  XxhState() {
+    if (s == nullptr) throw std::bad_alloc();
+    XXH64_reset(s, 0);
+  }
+  ~XxhState() { XXH64_freeState(s); }
+};
+
+}  // namespace
+
+Manifest load_manifest(const std::string& ckpt_dir) {
+  const std::string path = io::join(ckpt_dir, kManifestFileName);
+  io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  if (size > kMaxManifestBytes) throw CheckpointError(path + ": larger than 256 MiB");
+  std::string text(size, '\0');
+  io::pread_exact(fd.get(), text.data(), text.size(), 0, path);
+  return parse_manifest(text, path);
+}
+
+CheckpointReader::CheckpointReader(std::string ckpt_dir)
+    : CheckpointReader(ckpt_dir, load_manifest(ckpt_dir)) {}
+
+CheckpointReader::CheckpointReader(std::string ckpt_dir, Manifest manifest)
+    : dir_(std::move(ckpt_dir)), manifest_(std::move(manifest)) {
+  validate_manifest(manifest_, io::join(dir_, kManifestFileName));
+  fds_.assign(manifest_.files.size(), -1);
+  verified_.resize(manifest_.files.size());
+  index_.resize(manifest_.buffers.size());
+  for (size_t f = 0; f < manifest_.files.size(); ++f) {
+    const auto& pieces = manifest_.files[f].pieces;
+    verified_[f].assign(pieces.size(), false);
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      if (pieces[p].end == pieces[p].begin) continue;
+      size_t b = 0;
+      while (manifest_.buffers[b].name != pieces[p].buffer) ++b;  // validated: it exists
+      index_[b].push_back(PieceRef{pieces[p].begin, pieces[p].end, f, p});
+    }
+  }
+  for (auto& refs : index_) {
+    std::sort(refs.begin(), refs.end(),
+              [](const PieceRef& a, const PieceRef& b) { return a.begin < b.begin; });
+  }
+}
+
+CheckpointReader::~CheckpointReader() {
+  for (int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+std::string CheckpointReader::file_path(size_t file) const {
+  return io::join(dir_, manifest_.files[file].name);
+}
+
+int CheckpointReader::file_fd(size_t file) {
+  if (fds_[file] >= 0) return fds_[file];
+  const std::string path = file_path(file);
+  if (!io::exists(path)) {
+    throw CheckpointError(path + ": missing (listed in " + kManifestFileName + ")");
+  }
+  io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  const uint64_t want = manifest_.files[file].size;
+  if (size != want) {
+    throw CheckpointError(path + ": " + std::to_string(size) + " bytes, manifest says " +
+                          std::to_string(want) + (size < want ? " (truncated)" : ""));
+  }
+  fds_[file] = fd.release();
+  return fds_[file];
+}
+
+void CheckpointReader::check_files() {
+  for (size_t f = 0; f < manifest_.files.size(); ++f) file_fd(f);
+}
+
+void CheckpointReader::hash_bytes(int fd, uint64_t offset, uint64_t bytes, const std::string& path,
+                                  void* state) {
+  if (bytes == 0) return;
+  if (bounce_.empty()) bounce_.resize(kBounceBytes);
+  while (bytes > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes, bounce_.size()));
+    io::pread_exact(fd, bounce_.data(), n, offset, path);
+    XXH64_update(static_cast<XXH64_state_t*>(state), bounce_.data(), n);
+    offset += n;
+    bytes -= n;
+  }
+}
+
+void CheckpointReader::checksum_mismatch(size_t file, size_t piece, uint64_t got) const {
+  const PieceInfo& p = manifest_.files[file].pieces[piece];
+  throw CheckpointError(file_path(file) + ": checksum mismatch in piece " + p.buffer + "[" +
+                        std::to_string(p.begin) + "," + std::to_string(p.end) + ") at bytes [" +
+                        std::to_string(p.offset) + "," + std::to_string(p.offset + p.bytes) +
+                        "): manifest says xxh64 " + hex64(p.xxh64) + ", data hashes to " +
+                        hex64(got) + " (the file is corrupted)");
+}
+
+void CheckpointReader::verify_piece(size_t file, size_t piece) {
+  if (verified_[file][piece]) return;
+  const PieceInfo& p = manifest_.files[file].pieces[piece];
+  const int fd = file_fd(file);
+  XxhState h;
+  hash_bytes(fd, p.offset, p.bytes, file_path(file), h.s);
+  const uint64_t got = XXH64_digest(h.s);
+  if (got != p.xxh64) checksum_mismatch(file, piece, got);
+  verified_[file][piece] = true;
+}
+
+void CheckpointReader::verify_all() {
+  for (size_t f = 0; f < manifest_.files.size(); ++f) {
+    for (size_t p = 0; p < manifest_.files[f].pieces.size(); ++p) verify_piece(f, p);
+  }
+}
+
+// Reads elements [begin, end) (inside the piece) straight into dst. If the piece has not been
+// verified yet, the rest of it is hashed too (through the bounce buffer) and the checksum is
+// compared before returning: the wanted part costs no extra copy.
+void CheckpointReader::read_piece(const PieceRef& ref, uint64_t begin, uint64_t end, float* dst) {
+  const PieceInfo& p = manifest_.files[ref.file].pieces[ref.piece];
+  const int fd = file_fd(ref.file);
+  const std::string path = file_path(ref.file);
+  const uint64_t part_offset = p.offset + (begin - p.begin) * sizeof(float);
+  const uint64_t part_bytes = (end - begin) * sizeof(float);
+  char* out = reinterpret_cast<char*>(dst);
+  if (verified_[ref.file][ref.piece]) {
+    io::pread_exact(fd, out, part_bytes, part_offset, path);
+    return;
+  }
+  XxhState h;
+  hash_bytes(fd, p.offset, part_offset - p.offset, path, h.s);
+  for (uint64_t done = 0; done < part_bytes;) {
+    // Hash each chunk right after reading it, while it is in cache.
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(part_bytes - done, kBounceBytes));
+    io::pread_exact(fd, out + done, n, part_offset + done, path);
+    XXH64_update(h.s, out + done, n);
+    done += n;
+  }
+  const uint64_t part_end = part_offset + part_bytes;
+  hash_bytes(fd, part_end, p.offset + p.bytes - part_end, path, h.s);
+  const uint64_t got = XXH64_digest(h.s);
+  if (got != p.xxh64) checksum_mismatch(ref.file, ref.piece, got);
+  verified_[ref.file][ref.piece] = true;
+}
+
+void CheckpointReader::read_range(const std::string& buffer, uint64_t begin, uint64_t end,
+                                  float* dst) {
+  size_t b = 0;
+  while (b < manifest_.buffers.size() && manifest_.buffers[b].name != buffer) ++b;
+  if (b == manifest_.buffers.size()) {
+    throw CheckpointError(dir_ + ": no buffer '" + buffer + "' in this checkpoint");
+  }
+  const uint64_t count = manifest_.buffers[b].count;
+  if (begin > end || end > count) {
+    throw CheckpointError(dir_ + ": cannot read [" + std::to_string(begin) + "," +
+                          std::to_string(end) + ") of buffer '" + buffer + "' (" +
+                          std::to_string(count) + " elements)");
+  }
+  if (begin == end) return;
+  const std::vector<PieceRef>& refs = index_[b];
+  // The first piece that ends after `begin`: pieces tile the buffer, so it contains `begin`.
+  auto it = std::upper_bound(refs.begin(), refs.end(), begin,
+                             [](uint64_t x, const PieceRef& r) { return x < r.end; });
+  for (uint64_t at = begin; at < end; ++it) {
+    if (it == refs.end() || it->begin > at) {  // impossible after validate_manifest
+      throw CheckpointError(dir_ + ": buffer '" + buffer + "' has no piece at element " +
+                            std::to_string(at));
+    }
+    const uint64_t stop = std::min(end, it->end);
+    read_piece(*it, at, stop, dst + (at - begin));
+    at = stop;
+  }
+}
+
+std::vector<float> CheckpointReader::read_buffer(const std::string& buffer) {
+  const BufferInfo* b = manifest_.find_buffer(buffer);
+  if (b == nullptr) throw CheckpointError(dir_ + ": no buffer '" + buffer + "' in this checkpoint");
+  std::vector<float> out(b->count);
+  read_range(buffer, 0, b->count, out.data());
+  return out;
+}
+
+void read_range(const std::string& ckpt_dir, const Manifest& manifest, const std::string& buffer,
+                uint64_t begin, uint64_t end, float* dst) {
+  CheckpointReader(ckpt_dir, manifest).read_range(buffer, begin, end, dst);
+}
+
+}  // namespace rm

@@ -1,0 +1,117 @@
+// Reading checkpoints: verification, listing, choosing where to resume, and resharding reads.
+//
+// Loading executes nothing the files say without checking it first: the manifest is parsed by
+// parse_manifest (which trusts nothing), every file's actual size is compared with the manifest
+// before any byte is read, and every piece's XXH64 is checked before its data is handed out.
+//
+// Resharding: read_range() reads any element range of a buffer, whatever the number of ranks
+// and the shard mode that wrote it, by walking the pieces that overlap the range. A job saved by
+// N ranks resumes on M ranks with each rank reading its own new slice (or the whole buffer).
+//
+// Threading: the free functions are thread-safe (no shared state). A CheckpointReader is not;
+// use one per thread. Everything blocks on file I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/manifest.h"
+
+namespace rm {
+
+enum class VerifyLevel {
+  kStructure,  // manifest parses and matches the directory name; every file present, exact size
+  kChecksums,  // and every piece's XXH64 matches (reads all the data)
+};
+
+struct VerifyResult {
+  bool ok = false;
+  // When !ok, the bad file's path and what failed, e.g.
+  //   ".../step_00001200/shard_00001.bin: checksum mismatch in piece params[1000,2000) ..."
+  std::string error;
+  int64_t step = -1;        // from the manifest, when it parsed
+  uint64_t data_bytes = 0;  // sum of the shard files' sizes, when the manifest parsed
+  explicit operator bool() const { return ok; }
+};
+
+// Never throws for a bad checkpoint: every problem becomes the result's error.
+VerifyResult verify_checkpoint(const std::string& ckpt_dir,
+                               VerifyLevel level = VerifyLevel::kChecksums);
+
+// ckpt_dir/manifest.json, parsed and validated. Throws CheckpointError.
+Manifest load_manifest(const std::string& ckpt_dir);
+
+struct CheckpointInfo {
+  std::string path;
+  int64_t step = 0;
+  bool committed = false;  // false: a step_N*.tmp directory, never read
+  uint64_t bytes = 0;      // total size of the files in the directory
+  int64_t mtime_unix = 0;  // of manifest.json, or of the directory if there is none
+  VerifyResult verify;     // for scratch directories: not ok, "incomplete (never committed)"
+};
+
+// Every checkpoint directory under RUN_DIR/checkpoints/ (committed and scratch), sorted by
+// step (scratch before committed at equal steps), each verified at `level`. An absent
+// checkpoints/ directory is an empty list. Throws CheckpointError if it cannot be listed.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir,
+                                             VerifyLevel level = VerifyLevel::kChecksums);
+
+// The newest committed checkpoint that verifies with checksums, or nullopt. Appends to *report
+// (if given) one line per newer directory passed over and why, newest first, e.g.
+//   "skipped .../step_00001300: .../shard_00001.bin: checksum mismatch in piece ..."
+//   "ignored .../step_00001400.tmp: incomplete (never committed)"
+// Verifies newest first and stops at the first good one.
+std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
+                                                     std::vector<std::string>* report = nullptr);
+
+// Reads a checkpoint piece by piece. Files are opened (and their sizes checked) on first use;
+// a piece's checksum is checked, over the whole piece, the first time any part of it is read.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(std::string ckpt_dir);            // loads manifest.json
+  CheckpointReader(std::string ckpt_dir, Manifest manifest);  // validates the given manifest
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const Manifest& manifest() const { return manifest_; }
+  const std::string& dir() const { return dir_; }
+
+  // Opens every file and checks its size (VerifyLevel::kStructure).
+  void check_files();
+  // Checks every piece's checksum not checked yet (VerifyLevel::kChecksums).
+  void verify_all();
+  // Elements [begin, end) of `buffer` into dst (end - begin floats). Throws CheckpointError on
+  // a bad range, file or checksum; dst's contents are then unspecified.
+  void read_range(const std::string& buffer, uint64_t begin, uint64_t end, float* dst);
+  std::vector<float> read_buffer(const std::string& buffer);  // the whole buffer
+
+ private:
+  struct PieceRef {
+    uint64_t begin, end;
+    size_t file, piece;
+  };
+  int file_fd(size_t file);
+  std::string file_path(size_t file) const;
+  // Hashes a byte range of a file through the bounce buffer into state (an XXH64_state_t*).
+  void hash_bytes(int fd, uint64_t offset, uint64_t bytes, const std::string& path, void* state);
+  void verify_piece(size_t file, size_t piece);
+  void read_piece(const PieceRef& ref, uint64_t begin, uint64_t end, float* dst);
+  [[noreturn]] void checksum_mismatch(size_t file, size_t piece, uint64_t got) const;
+
+  std::string dir_;
+  Manifest manifest_;
+  std::vector<int> fds_;                      // -1 until opened
+  std::vector<std::vector<bool>> verified_;   // [file][piece]
+  std::vector<std::vector<PieceRef>> index_;  // [buffer]: its non-empty pieces, by begin
+  std::vector<char> bounce_;                  // allocated on first use
+};
+
+// One-shot form of CheckpointReader::read_range for a manifest the caller already holds (it is
+// validated again: nothing here trusts its input).
+void read_range(const std::string& ckpt_dir, const Manifest& manifest, const std::string& buffer,
+                uint64_t begin, uint64_t end, float* dst);
+
+}  // namespace rm

@@ -1,0 +1,239 @@
+#include "checkpoint/checkpoint_writer.h"
+
+#include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/manifest_checks.h"
+#include "checkpoint/posix_io.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "checkpoint files store floats little-endian, as they are in memory here");
+
+namespace rm {
+namespace {
+
+// Large enough that write(2) overhead vanishes, small enough that a chunk hashed just before
+// it is written is still in cache when write(2) copies it into the page cache.
+constexpr size_t kChunkBytes = size_t{8} << 20;
+
+std::atomic<CheckpointPhaseHook> g_phase_hook{nullptr};
+
+struct XxhState {
+  XXH64_state_t* s = XXH64_createState();
+  XxhState() {
+    if (s == nullptr) throw std::bad_alloc();
+    XXH64_reset(s, 0);
+  }
+  ~XxhState() { XXH64_freeState(s); }
+};
+
+// Exchanges two directory entries atomically, or returns false where the filesystem cannot.
+bool exchange(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
+  if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) return false;
+  io::throw_errno(a, "cannot exchange with " + b, errno);
+}
+
+}  // namespace
+
+void set_checkpoint_phase_hook(CheckpointPhaseHook hook) {
+  g_phase_hook.store(hook);
+}
+
+void checkpoint_phase(const char* phase) {
+  if (CheckpointPhaseHook hook = g_phase_hook.load()) hook(phase);
+}
+
+std::string prepare_checkpoint_dir(const std::string& run_dir, int64_t step) {
+  if (step < 0 || step > kMaxStep) {
+    throw CheckpointError(run_dir + ": checkpoint step " + std::to_string(step) + " out of range");
+  }
+  io::make_dir(run_dir);
+  io::make_dir(checkpoints_root(run_dir));
+  const std::string tmp = checkpoint_tmp_path(run_dir, step);
+  io::make_dir(tmp);
+  return tmp;
+}
+
+ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
+                          const std::vector<ShardSlice>& slices) {
+  ShardFileInfo info;
+  info.name = shard_file_name(rank);
+  info.rank = rank;
+  const std::string path = io::join(tmp_dir, info.name);
+  // Lay the file out and check it before writing a byte.
+  for (const ShardSlice& s : slices) {
+    if (s.end < s.begin || (s.end > s.begin && s.data == nullptr)) {
+      throw CheckpointError(path + ": slice of '" + s.buffer + "' [" + std::to_string(s.begin) +
+                            "," + std::to_string(s.end) + ") is empty-but-reversed or has no data");
+    }
+    PieceInfo p;
+    p.buffer = s.buffer;
+    p.begin = s.begin;
+    p.end = s.end;
+    p.offset = info.size;
+    p.bytes = (s.end - s.begin) * sizeof(float);
+    info.size += p.bytes;
+    info.pieces.push_back(std::move(p));
+  }
+  validate_file_entry(info, kMaxWorldSize, path, "shard");
+
+  // A descriptor left from an earlier attempt must not outlive the shard it described.
+  const std::string descriptor = io::join(tmp_dir, shard_descriptor_name(rank));
+  io::unlink_file(descriptor);
+
+  checkpoint_phase("shard:write");
+  io::Fd fd = io::open_write_truncate(path);
+  for (size_t i = 0; i < slices.size(); ++i) {
+    XxhState h;
+    const char* p = reinterpret_cast<const char*>(slices[i].data);
+    for (uint64_t left = info.pieces[i].bytes; left > 0;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, kChunkBytes));
+      XXH64_update(h.s, p, n);
+      io::write_all(fd.get(), p, n, path);
+      p += n;
+      left -= n;
+    }
+    info.pieces[i].xxh64 = XXH64_digest(h.s);
+  }
+  checkpoint_phase("shard:fsync");
+  io::fsync_fd(fd.get(), path);
+  fd.close_checked(path);
+
+  // The descriptor need not be durable, only visible and whole: it exists to tell rank 0 that
+  // the shard is durable, and commit_checkpoint fsyncs the directory (every entry in it) before
+  // the rename. Skipping its fsyncs saves two per rank.
+  checkpoint_phase("shard:descriptor");
+  io::write_file_visible(descriptor, shard_descriptor_to_json(step, info));
+  return info;
+}
+
+std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t step, int writers,
+                                          double timeout_s) {
+  if (writers < 1 || writers > kMaxWorldSize) {
+    throw CheckpointError(tmp_dir + ": cannot collect shards of " + std::to_string(writers) +
+                          " writers");
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(std::max(0.0, timeout_s));
+  std::vector<ShardFileInfo> files(writers);
+  std::vector<bool> have(writers, false);
+  int missing = writers;
+  for (;;) {
+    for (int r = 0; r < writers; ++r) {
+      if (have[r]) continue;
+      const std::string path = io::join(tmp_dir, shard_descriptor_name(r));
+      if (!io::exists(path)) continue;
+      ShardFileInfo f = parse_shard_descriptor(read_file(path), path, step);
+      if (f.rank != r || f.name != shard_file_name(r)) {
+        throw CheckpointError(path + ": describes " + f.name + " of rank " +
+                              std::to_string(f.rank) + ", expected rank " + std::to_string(r));
+      }
+      files[r] = std::move(f);
+      have[r] = true;
+      --missing;
+    }
+    if (missing == 0) break;
+    if (Clock::now() >= deadline) {
+      std::string ranks;
+      for (int r = 0; r < writers; ++r) {
+        if (!have[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      }
+      throw CheckpointError(tmp_dir + ": gave up after " + std::to_string(timeout_s) +
+                            " s waiting for the shards of rank(s) " + ranks +
+                            " (did those ranks fail or save a different step?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return files;
+}
+
+std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Manifest& manifest) {
+  const std::string tmp = checkpoint_tmp_path(run_dir, step);
+  const std::string final_dir = checkpoint_path(run_dir, step);
+  if (manifest.step != step) {
+    throw CheckpointError(tmp + ": manifest is for step " + std::to_string(manifest.step) +
+                          ", committing step " + std::to_string(step));
+  }
+  validate_manifest(manifest, io::join(tmp, kManifestFileName));
+  if (!io::is_directory(tmp)) throw CheckpointError(tmp + ": no such directory to commit");
+
+  // Cheap structural check of what the ranks wrote: every listed file present, exact size.
+  // (Their checksums were computed from memory while writing; resume verifies them.)
+  std::set<std::string> listed;
+  for (const ShardFileInfo& f : manifest.files) {
+    const std::string path = io::join(tmp, f.name);
+    io::Fd fd = io::open_read(path);
+    const uint64_t size = io::regular_file_size(fd.get(), path);
+    if (size != f.size) {
+      throw CheckpointError(path + ": " + std::to_string(size) + " bytes, manifest says " +
+                            std::to_string(f.size));
+    }
+    listed.insert(f.name);
+  }
+  // The descriptors (and any stray file) go; the fsync below makes the removals durable too.
+  for (const std::string& name : io::list_dir(tmp)) {
+    if (listed.count(name) > 0) continue;
+    const std::string path = io::join(tmp, name);
+    if (io::is_directory(path)) {
+      io::remove_tree(path);
+    } else {
+      io::unlink_file(path);
+    }
+  }
+
+  checkpoint_phase("commit:manifest");
+  const std::string text = to_json(manifest);
+  // Atomic within the directory too, then fsyncs step_N.tmp/: every entry in it is durable
+  // before the rename can make it visible.
+  write_file_atomic(io::join(tmp, kManifestFileName), text.data(), text.size());
+
+  checkpoint_phase("commit:rename");
+  const std::string root = checkpoints_root(run_dir);
+  if (!io::exists(final_dir)) {
+    io::rename_path(tmp, final_dir);
+  } else if (exchange(tmp, final_dir)) {
+    // step_N now holds the new checkpoint, step_N.tmp the old one.
+    fsync_directory(root);
+    io::remove_tree(tmp);
+  } else {
+    // No RENAME_EXCHANGE here: move the old one aside first. A crash in between leaves step_N
+    // missing (resume falls back to an older checkpoint) but never a mix.
+    const std::string old = final_dir + ".replaced.tmp";
+    io::remove_tree(old);
+    io::rename_path(final_dir, old);
+    io::rename_path(tmp, final_dir);
+    fsync_directory(root);
+    io::remove_tree(old);
+  }
+  checkpoint_phase("commit:fsync");
+  fsync_directory(root);
+  checkpoint_phase("commit:done");
+  return final_dir;
+}
+
+std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir) {
+  std::vector<std::string> removed;
+  const std::string root = checkpoints_root(run_dir);
+  if (!io::is_directory(root)) return removed;
+  for (const std::string& name : io::list_dir(root)) {
+    const auto parsed = parse_step_dir_name(name);
+    if (parsed && !parsed->committed) {
+      io::remove_tree(io::join(root, name));
+      removed.push_back(io::join(root, name));
+    }
+  }
+  return removed;
+}
+
+}  // namespace rm

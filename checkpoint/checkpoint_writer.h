@@ -1,0 +1,78 @@
+// Writing a checkpoint: every rank writes its shard into step_N.tmp/, then rank 0 commits the
+// step by writing manifest.json and renaming step_N.tmp -> step_N.
+//
+// Protocol (the order is what makes a crash at any moment harmless):
+//   1. every rank   prepare_checkpoint_dir(run_dir, step)          -> tmp_dir (mkdir -p)
+//   2. every rank   write_shard(tmp_dir, rank, slices)             -> ShardFileInfo
+//                   shard_RRRRR.bin is written and fsynced, THEN its descriptor
+//                   shard_RRRRR.json appears (whole, by rename; not itself fsynced): a
+//                   descriptor means a durable shard.
+//   3. rank 0       once every rank is done -- either the caller synchronises (barrier, or a
+//                   gather of the ShardFileInfos) or rank 0 waits for the descriptors with
+//                   collect_shards() -- fills manifest.files and calls commit_checkpoint(),
+//                   which checks the manifest and the files' sizes, writes and fsyncs
+//                   manifest.json, fsyncs step_N.tmp/, renames it to step_N and fsyncs
+//                   checkpoints/.
+// Until the rename, step_N does not exist and readers ignore step_N.tmp; after it, step_N is
+// complete and durable. A crash leaves earlier checkpoints untouched and at worst a .tmp
+// directory, which is never read and is removed by remove_incomplete_checkpoints() (call it on
+// rank 0 at start-up, before any rank saves) and by apply_retention() after a later commit.
+// Re-committing an existing step (a job that resumed from an older checkpoint and reached the
+// step again) atomically exchanges the directories, so step_N is never missing.
+//
+// Write path: one file and one fsync per rank; slices are written back to back with write(2)
+// calls of up to 8 MiB straight from the caller's memory (no copy), each chunk hashed (XXH64)
+// just before it is written, while it is in cache.
+//
+// All functions block, are safe to call from any thread (no shared state), and throw
+// CheckpointError (IoError for failed system calls, with the errno text).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/manifest.h"
+
+namespace rm {
+
+// A slice of a flat buffer to save: elements [begin, end) of `buffer`, read from `data`
+// (end - begin floats, owned by the caller, only read during the call).
+struct ShardSlice {
+  std::string buffer;
+  uint64_t begin = 0, end = 0;
+  const float* data = nullptr;
+};
+
+// Creates RUN_DIR/checkpoints/step_N.tmp/ (and its parents) if missing; returns its path.
+// Ranks may call it concurrently.
+std::string prepare_checkpoint_dir(const std::string& run_dir, int64_t step);
+
+// Writes `slices`, in order, to tmp_dir/shard_RRRRR.bin, fsyncs it, then writes the descriptor
+// tmp_dir/shard_RRRRR.json. Returns the file's entry for the manifest.
+ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
+                          const std::vector<ShardSlice>& slices);
+
+// Reads the descriptors of ranks 0..writers-1 from tmp_dir, waiting up to timeout_s seconds for
+// missing ones (0: no waiting). Checks each against its shard file's size. The way for rank 0
+// to learn the other ranks' pieces without a collective (e.g. from a background thread).
+std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t step, int writers,
+                                          double timeout_s);
+
+// Rank 0, after every shard is written: commits step_N.tmp as step_N (see above). manifest.files
+// must list every shard file; files in step_N.tmp that it does not list (the descriptors) are
+// removed. Returns the checkpoint's path.
+std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Manifest& manifest);
+
+// Removes every scratch directory (step_*.tmp) under RUN_DIR/checkpoints/; returns their paths.
+// Only when no save is in flight (at start-up, on rank 0, before the ranks' first save).
+std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir);
+
+// Testing: called with a phase name ("shard:write", "shard:fsync", "shard:descriptor",
+// "commit:manifest", "commit:rename", "commit:fsync", "commit:done") as each begins, so a crash
+// test can record where its SIGKILL landed. nullptr (the default) disables it.
+using CheckpointPhaseHook = void (*)(const char* phase);
+void set_checkpoint_phase_hook(CheckpointPhaseHook hook);
+void checkpoint_phase(const char* phase);  // calls the hook, if any
+
+}  // namespace rm

@@ -1,0 +1,158 @@
+// parse_manifest trusts nothing: each broken field is rejected with the path and the field.
+#include "checkpoint/manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace rm {
+namespace {
+
+using nlohmann::json;
+
+const char* const kPath = "/run/checkpoints/step_00000010/manifest.json";
+
+// Two ranks, buffers "params" and "adam_m" of 10 elements, rank 0 holding [0,4).
+Manifest good() {
+  Manifest m;
+  m.step = 10;
+  m.world_size = 2;
+  m.shard_mode = "optimizer";
+  m.job = "model: {kind: mlp}\n";
+  m.buffers = {{"params", "f32", 10}, {"adam_m", "f32", 10}};
+  m.tensors = {{"w", "f32", {2, 4}, 0}, {"b", "f32", {2}, 8}};
+  for (int r = 0; r < 2; ++r) {
+    ShardFileInfo f;
+    f.name = r == 0 ? "shard_00000.bin" : "shard_00001.bin";
+    f.rank = r;
+    const uint64_t b = r == 0 ? 0 : 4, e = r == 0 ? 4 : 10;
+    f.pieces.push_back({"params", b, e, 0, (e - b) * 4, 0x1234 + uint64_t(r)});
+    f.pieces.push_back({"adam_m", b, e, (e - b) * 4, (e - b) * 4, 0xfedcba9876543210ull});
+    f.size = 2 * (e - b) * 4;
+    m.files.push_back(f);
+  }
+  m.state = {{"data_cursor", 640}, {"rng", {1, 2, 3}}};
+  return m;
+}
+
+void expect_rejected(const std::function<void(json&)>& edit, const std::string& message) {
+  json j = json::parse(to_json(good()));
+  edit(j);
+  try {
+    parse_manifest(j.dump(), kPath);
+    ADD_FAILURE() << "accepted; expected: " << message;
+  } catch (const CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(std::string(kPath) + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find(message), std::string::npos) << what;
+  }
+}
+
+TEST(Manifest, RoundTrip) {
+  const Manifest m = good();
+  const std::string text = to_json(m);
+  const Manifest back = parse_manifest(text, kPath);
+  EXPECT_EQ(to_json(back), text);
+  EXPECT_EQ(back.files[1].pieces[1].xxh64, 0xfedcba9876543210ull);
+  EXPECT_EQ(back.state, m.state);
+  EXPECT_EQ(back.data_bytes(), 80u);
+  EXPECT_NE(text.find("\"xxh64\": \"fedcba9876543210\""), std::string::npos);
+}
+
+TEST(Manifest, RejectsBadJsonAndTypes) {
+  EXPECT_THROW(parse_manifest("", kPath), CheckpointError);
+  EXPECT_THROW(parse_manifest("[]", kPath), CheckpointError);
+  EXPECT_THROW(parse_manifest(std::string(1000, '['), kPath), CheckpointError);
+  expect_rejected([](json& j) { j.erase("buffers"); }, "buffers: missing");
+  expect_rejected([](json& j) { j["extra"] = 1; }, "extra: unknown field");
+  expect_rejected([](json& j) { j["format"] = "other"; }, "format: 'other'");
+  expect_rejected([](json& j) { j["step"] = 1.5; }, "step: expected a non-negative integer");
+  expect_rejected([](json& j) { j["step"] = -1; }, "step: -1 is negative");
+  expect_rejected([](json& j) { j["world_size"] = 0; }, "world_size: 0 is outside");
+  expect_rejected([](json& j) { j["world_size"] = uint64_t{1} << 40; }, "world_size");
+  expect_rejected([](json& j) { j["shard_mode"] = 3; }, "shard_mode: expected a string");
+  expect_rejected([](json& j) { j["state"] = json::array(); }, "state: expected an object");
+  expect_rejected([](json& j) { j["buffers"][0]["dtype"] = "f16"; }, "buffers[0].dtype");
+  expect_rejected([](json& j) { j["buffers"][1]["name"] = "params"; }, "duplicate 'params'");
+  expect_rejected([](json& j) { j["buffers"][1]["name"] = "a b"; }, "buffers[1].name");
+  expect_rejected([](json& j) { j["files"][0]["pieces"][0]["xxh64"] = 12; },
+                  "files[0].pieces[0].xxh64: expected a string");
+  expect_rejected([](json& j) { j["files"][0]["pieces"][0]["xxh64"] = "ABCDEF0123456789"; },
+                  "not 16 lowercase hex digits");
+  expect_rejected([](json& j) { j["files"][0]["rank"] = 2; }, "files[0].rank: 2 is outside");
+  expect_rejected(
+      [](json& j) {
+        j["state"]["deep"] = json::parse(std::string(70, '[') + std::string(70, ']'));
+      },
+      "nested deeper");
+}
+
+TEST(Manifest, RejectsBadNames) {
+  for (const char* name :
+       {"..", ".", "../x", "a/b", "/abs", ".hidden", "manifest.json", "", "x\ny", "sp ace"}) {
+    expect_rejected([&](json& j) { j["files"][0]["name"] = name; }, "is not a plain file name");
+  }
+  expect_rejected([](json& j) { j["files"][1]["name"] = "shard_00000.bin"; }, "duplicate");
+  expect_rejected([](json& j) { j["tensors"][1]["name"] = "w"; }, "tensors[1].name: duplicate");
+}
+
+TEST(Manifest, RejectsBadRanges) {
+  auto piece = [](json& j, int f, int p) -> json& { return j["files"][f]["pieces"][p]; };
+  expect_rejected([&](json& j) { piece(j, 0, 0)["bytes"] = 12; }, "bytes: 12 != 4 * 4 elements");
+  expect_rejected([&](json& j) { piece(j, 0, 0)["end"] = 3; }, "!= 4 * 3 elements");
+  expect_rejected(
+      [&](json& j) {
+        piece(j, 1, 0)["begin"] = 3;  // overlaps rank 0's [0,4)
+        piece(j, 1, 0)["bytes"] = 28;
+        piece(j, 1, 1)["offset"] = 28;
+        j["files"][1]["size"] = 52;
+      },
+      "overlaps");
+  expect_rejected(
+      [&](json& j) {
+        piece(j, 1, 0)["begin"] = 5;
+        piece(j, 1, 0)["bytes"] = 20;
+      },
+      "elements [4,5) are in no piece");
+  expect_rejected([&](json& j) { j["buffers"][0]["count"] = 11; }, "elements [10,11) are in no");
+  expect_rejected([&](json& j) { j["buffers"][0]["count"] = 9; }, "past the end of buffer");
+  expect_rejected([&](json& j) { piece(j, 0, 1)["offset"] = 8; }, "overlap bytes");
+  expect_rejected([&](json& j) { piece(j, 0, 1)["offset"] = 20; }, "past the end of the file");
+  expect_rejected([&](json& j) { piece(j, 0, 0)["begin"] = 5; }, "end 4 < begin 5");
+  expect_rejected([&](json& j) { piece(j, 0, 0)["buffer"] = "grads"; }, "'grads' is not in");
+  expect_rejected([&](json& j) { j["tensors"][1]["offset"] = 9; }, "past the end of buffer");
+  expect_rejected([&](json& j) { j["tensors"][0]["shape"] = {-2, 4}; }, "is negative");
+  expect_rejected(
+      [&](json& j) {
+        j["tensors"][0]["shape"] = {1u << 30, 1u << 30};
+      },
+      "more than 2^48 elements");
+  expect_rejected([&](json& j) { piece(j, 0, 0)["end"] = uint64_t{1} << 62; }, "larger than");
+}
+
+TEST(Manifest, EmptyPiecesAndBuffersAreFine) {
+  Manifest m = good();
+  m.files[0].pieces.push_back({"params", 4, 4, 32, 0, 0xef46db3751d8e999ull});
+  m.tensors.clear();  // tensors must lie inside every buffer, an empty one included
+  m.buffers.push_back({"empty", "f32", 0});
+  EXPECT_NO_THROW(parse_manifest(to_json(m), kPath));
+}
+
+TEST(Manifest, ShardDescriptorRoundTrip) {
+  const Manifest m = good();
+  const std::string text = shard_descriptor_to_json(10, m.files[1]);
+  const ShardFileInfo f = parse_shard_descriptor(text, "d.json", 10);
+  EXPECT_EQ(f.name, "shard_00001.bin");
+  EXPECT_EQ(f.pieces.size(), 2u);
+  EXPECT_THROW(parse_shard_descriptor(text, "d.json", 11), CheckpointError);
+  EXPECT_THROW(parse_shard_descriptor(to_json(m), "d.json", 10), CheckpointError);
+}
+
+TEST(Manifest, ToJsonRejectsInvalidUtf8) {
+  Manifest m = good();
+  m.job = "\xff\xfe";
+  EXPECT_THROW(to_json(m), CheckpointError);
+}
+
+}  // namespace
+}  // namespace rm

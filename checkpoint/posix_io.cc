@@ -1,0 +1,205 @@
+#include "checkpoint/posix_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "checkpoint/atomic_file.h"
+
+namespace rm {
+namespace io {
+
+void throw_errno(const std::string& path, const std::string& what, int err) {
+  throw IoError(path + ": " + what + ": " + std::strerror(err));
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Fd& Fd::operator=(Fd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+void Fd::close_checked(const std::string& path) {
+  // On Linux the descriptor is released even when close fails, so never retry it.
+  if (fd_ >= 0 && ::close(release()) != 0) throw_errno(path, "close failed", errno);
+}
+
+Fd open_read(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno(path, "cannot open", errno);
+  return Fd(fd);
+}
+
+Fd open_write_truncate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno(path, "cannot create", errno);
+  return Fd(fd);
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(path, "write of " + std::to_string(size) + " bytes failed", errno);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void pread_exact(int fd, void* data, size_t size, uint64_t offset, const std::string& path) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(path, "read at byte " + std::to_string(offset) + " failed", errno);
+    }
+    if (n == 0) {
+      throw IoError(path + ": file ends at byte " + std::to_string(offset) + ", " +
+                    std::to_string(size) + " more bytes expected (truncated while reading?)");
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+void fsync_fd(int fd, const std::string& path) {
+  if (::fsync(fd) != 0) throw_errno(path, "fsync failed", errno);
+}
+
+uint64_t regular_file_size(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw_errno(path, "fstat failed", errno);
+  if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void make_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0) return;
+  const int err = errno;
+  if (err == EEXIST && is_directory(path)) return;
+  throw_errno(path, "cannot create directory", err);
+}
+
+std::vector<std::string> list_dir(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) throw_errno(path, "cannot open directory", errno);
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);
+    if (e == nullptr) {
+      const int err = errno;
+      ::closedir(dir);
+      if (err != 0) throw_errno(path, "cannot read directory", err);
+      return names;
+    }
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+}
+
+void unlink_file(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno(path, "cannot delete", errno);
+}
+
+void rename_path(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    throw_errno(from, "cannot rename to " + to, errno);
+  }
+}
+
+void write_file_visible(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Fd fd = open_write_truncate(tmp);
+  write_all(fd.get(), bytes.data(), bytes.size(), tmp);
+  fd.close_checked(tmp);
+  rename_path(tmp, path);
+}
+
+namespace {
+
+void remove_tree_no_sync(const std::string& path, int depth) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw_errno(path, "cannot stat", errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    unlink_file(path);
+    return;
+  }
+  // Checkpoint directories are flat; the bound only guards against a pathological tree.
+  if (depth > 16) throw IoError(path + ": directory tree too deep to remove");
+  for (const std::string& name : list_dir(path)) remove_tree_no_sync(join(path, name), depth + 1);
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
+    throw_errno(path, "cannot remove directory", errno);
+  }
+}
+
+}  // namespace
+
+void remove_tree(const std::string& path) {
+  remove_tree_no_sync(path, 0);
+  fsync_directory(parent_dir(path));
+}
+
+int64_t mtime_unix(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw_errno(path, "cannot stat", errno);
+  return static_cast<int64_t>(st.st_mtime);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+std::string parent_dir(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return p.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace io
+}  // namespace rm

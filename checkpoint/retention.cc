@@ -1,0 +1,94 @@
+#include "checkpoint/retention.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/posix_io.h"
+
+namespace rm {
+namespace {
+
+struct Entry {
+  std::string name;
+  int64_t step;
+  bool committed;
+};
+
+std::vector<Entry> scan_newest_first(const std::string& root) {
+  std::vector<Entry> out;
+  for (const std::string& name : io::list_dir(root)) {
+    const auto parsed = parse_step_dir_name(name);
+    if (parsed && io::is_directory(io::join(root, name))) {
+      out.push_back(Entry{name, parsed->step, parsed->committed});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
+    return a.step != b.step ? a.step > b.step : a.committed > b.committed;
+  });
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> apply_retention(const std::string& run_dir, int keep, int64_t keep_every) {
+  if (keep < 1) {
+    throw CheckpointError(run_dir + ": retention must keep at least one checkpoint (keep=" +
+                          std::to_string(keep) + ")");
+  }
+  std::vector<std::string> removed;
+  const std::string root = checkpoints_root(run_dir);
+  if (!io::is_directory(root)) return removed;
+  const std::vector<Entry> entries = scan_newest_first(root);
+
+  size_t anchor = entries.size();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].committed &&
+        verify_checkpoint(io::join(root, entries[i].name), VerifyLevel::kChecksums).ok) {
+      anchor = i;
+      break;
+    }
+  }
+  if (anchor == entries.size()) return removed;
+
+  int kept = 1;  // the anchor
+  std::vector<std::string> doomed;
+  for (size_t i = anchor + 1; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    const std::string path = io::join(root, e.name);
+    if (!e.committed) {
+      // Scratch of a step at or before the anchor's (sorted after the anchor): stale, as every
+      // rank had finished that step's save before the anchor could be committed.
+      doomed.push_back(e.name);
+      continue;
+    }
+    if (!verify_checkpoint(path, VerifyLevel::kStructure).ok) continue;  // leave for a person
+    if (kept < keep) {
+      ++kept;
+    } else if (!(keep_every > 0 && e.step % keep_every == 0)) {
+      doomed.push_back(e.name);
+    }
+  }
+
+  for (const std::string& name : doomed) {
+    std::string path = io::join(root, name);
+    if (parse_step_dir_name(name)->committed) {
+      const std::string scratch = path + ".del.tmp";
+      io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
+      io::rename_path(path, scratch);
+      fsync_directory(root);
+      removed.push_back(path);
+      path = scratch;
+    } else {
+      removed.push_back(path);
+    }
+    checkpoint_phase("retention:delete");
+    io::remove_tree(path);  // files, then the directory, then fsync checkpoints/
+  }
+  return removed;
+}
+
+}  // namespace rm

@@ -1,0 +1,33 @@
+// Retention: which checkpoints to delete once a newer one is committed.
+//
+// apply_retention(run_dir, keep, keep_every):
+//   - the anchor is the newest committed checkpoint that verifies with checksums (normally the
+//     one just committed; it is read back once, which is the verification "a checkpoint is done
+//     when it is verified" asks for). No anchor: nothing is deleted.
+//   - kept: the anchor and the keep-1 next older checkpoints that verify structurally
+//     (manifest, files, sizes), plus every one whose step is divisible by keep_every (> 0).
+//   - deleted: the other structurally valid checkpoints older than the anchor. Checkpoints newer
+//     than the anchor (they failed verification) and ones that fail even the structural check
+//     are left alone for a person to look at: retention bounds disk use, it does not destroy
+//     evidence. The anchor is never deleted.
+//   - scratch directories (step_*.tmp) of steps up to the anchor's are removed: a save of a later
+//     step may still be in flight on another rank and is left alone.
+// Deletion renames step_N to step_N.del.tmp first (one atomic step: a crash mid-way leaves
+// scratch, never a half-deleted checkpoint that looks committed), then removes the files, the
+// directory, and fsyncs checkpoints/.
+//
+// Call it on one rank (rank 0) after a commit; never concurrently with another apply_retention
+// or a commit in the same run directory. Blocks; throws CheckpointError (keep < 1, I/O errors).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rm {
+
+// Returns the paths removed (checkpoints and scratch directories).
+std::vector<std::string> apply_retention(const std::string& run_dir, int keep,
+                                         int64_t keep_every = 0);
+
+}  // namespace rm

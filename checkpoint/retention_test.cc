@@ -1,0 +1,104 @@
+#include "checkpoint/retention.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_test_util.h"
+
+namespace rm {
+namespace {
+
+using testutil::TempDir;
+
+std::vector<std::string> names(const std::string& run_dir) {
+  std::vector<std::string> out = io::list_dir(checkpoints_root(run_dir));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void save_steps(const std::string& run_dir, int64_t first, int64_t last) {
+  for (int64_t s = first; s <= last; ++s) testutil::save_steps_checkpoint(run_dir, s, 2, 64);
+}
+
+void corrupt(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "\x7f", 1, 5), 1);
+  ::close(fd);
+}
+
+TEST(Retention, KeepsTheNewest) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 6);
+  const auto removed = apply_retention(dir.path(), 2);
+  EXPECT_EQ(removed.size(), 4u);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000005", "step_00000006"}));
+  EXPECT_TRUE(apply_retention(dir.path(), 2).empty());  // idempotent
+}
+
+TEST(Retention, KeepEveryKeepsMilestones) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 10);
+  apply_retention(dir.path(), 2, 4);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000004", "step_00000008",
+                                                         "step_00000009", "step_00000010"}));
+}
+
+TEST(Retention, NeverDeletesTheNewestVerifiedOne) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 4);
+  corrupt(io::join(checkpoint_path(dir.path(), 4), "shard_00001.bin"));
+  apply_retention(dir.path(), 1);
+  // 3 is the newest that verifies: kept. 4 failed: left for a person. 1, 2: deleted.
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000003", "step_00000004"}));
+  EXPECT_EQ(find_resume_checkpoint(dir.path())->step, 3);
+}
+
+TEST(Retention, NothingVerifiesNothingDeleted) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 2);
+  corrupt(io::join(checkpoint_path(dir.path(), 1), "shard_00000.bin"));
+  corrupt(io::join(checkpoint_path(dir.path(), 2), "shard_00000.bin"));
+  EXPECT_TRUE(apply_retention(dir.path(), 1).empty());
+  EXPECT_EQ(names(dir.path()).size(), 2u);
+}
+
+TEST(Retention, LeavesStructurallyBrokenOnesAlone) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 3);
+  io::unlink_file(io::join(checkpoint_path(dir.path(), 1), kManifestFileName));
+  apply_retention(dir.path(), 1);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001", "step_00000003"}));
+}
+
+TEST(Retention, RemovesStaleScratchButNotASaveInFlight) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 5);
+  const std::string root = checkpoints_root(dir.path());
+  for (const char* name :
+       {"step_00000002.tmp", "step_00000004.del.tmp", "step_00000005.tmp", "step_00000009.tmp"}) {
+    io::make_dir(io::join(root, name));
+    std::ofstream(io::join(io::join(root, name), "shard_00000.bin")) << "partial";
+  }
+  const auto removed = apply_retention(dir.path(), 3);
+  EXPECT_EQ(removed.size(), 5u);  // steps 1, 2 and three scratch directories
+  // step_00000009.tmp may be a later save still being written by another rank.
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000003", "step_00000004",
+                                                         "step_00000005", "step_00000009.tmp"}));
+  EXPECT_EQ(remove_incomplete_checkpoints(dir.path()).size(), 1u);  // at start-up: all scratch
+  EXPECT_EQ(names(dir.path()).size(), 3u);
+}
+
+TEST(Retention, RejectsKeepBelowOne) {
+  TempDir dir;
+  EXPECT_THROW(apply_retention(dir.path(), 0), CheckpointError);
+  EXPECT_TRUE(apply_retention(dir.path(), 1).empty());  // no checkpoints/ yet
+}
+
+}  // namespace
+}  // namespace rm
