@@ -28,14 +28,24 @@ void write_resolved_job(const JobConfig& job) {
   write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
 }
 
+bool prepare(const JobConfig& job, const RunArgs& args) {
+  const bool resuming = prepare_run_dir(job.run_dir, args.fresh, to_yaml(job));
+  write_resolved_job(job);
+  return resuming || !args.from.empty();
+}
+
 // `where` describes rank 0's place (host, Slurm job, restart count) for the log.
 int train(const JobConfig& job, TrainingData& data, Communicator& comm, int local_ranks,
-          const std::string& where) {
+          const std::string& where, bool resuming, const std::string& from) {
   const bool rank0 = comm.rank() == 0;
   const int threads = configure_threads(job.parallel, local_ranks);
   std::unique_ptr<MetricsLog> metrics;
-  if (rank0) metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), false);
+  if (rank0) {
+    metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), resuming);
+  }
   Trainer trainer(job, data, comm, {rank0, metrics.get()});
+  trainer.enable_checkpoints(to_yaml(job));
+  if (resuming) trainer.resume(from);
   if (rank0) {
     std::printf("ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
                 "tokens | %d rank%s x %d threads, shard %s | run_dir %s\n",
@@ -48,6 +58,7 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
     std::fflush(stdout);
   }
   trainer.run();
+  trainer.wait_for_checkpoints();
   const std::vector<float> params = trainer.state().full_params();
   if (rank0) {
     const std::string weights = run_file(job.run_dir, "weights.bin");
@@ -61,11 +72,10 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
 int run_single_or_launch(const RunArgs& args) {
   const JobConfig job = load_job_args(args.job);
   TrainingData data = open_training_data(job);
-  prepare_run_dir(job.run_dir, args.fresh);
-  write_resolved_job(job);
+  const bool resuming = prepare(job, args);
   if (args.job.nproc > 1) exec_under_mpirun(args.job.nproc, args.argv);
   auto comm = make_self_communicator();
-  return train(job, data, *comm, 1, "");
+  return train(job, data, *comm, 1, "", resuming, args.from);
 }
 
 int run_as_rank(const RunArgs& args) {
@@ -80,13 +90,11 @@ int run_as_rank(const RunArgs& args) {
   job_args.nproc = mpi.world();
   JobConfig job;
   TrainingData data;
+  int resuming = 0;
   int status = report_errors([&] {
     job = load_job_args(job_args);
     data = open_training_data(job);
-    if (mpi.rank() == 0) {
-      prepare_run_dir(job.run_dir, args.fresh);
-      write_resolved_job(job);
-    }
+    if (mpi.rank() == 0) resuming = prepare(job, args) ? 1 : 0;
     return kExitOk;
   });
   // Agree before the first collective of training: if any rank failed its checks, every rank
@@ -94,9 +102,10 @@ int run_as_rank(const RunArgs& args) {
   int worst = status;
   MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (worst != kExitOk) return worst;
+  MPI_Bcast(&resuming, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return report_errors([&] {
     auto comm = mpi.communicator(job.parallel.timeout_s);
-    return train(job, data, *comm, mpi.local_size(), mpi.describe());
+    return train(job, data, *comm, mpi.local_size(), mpi.describe(), resuming != 0, args.from);
   });
 }
 

@@ -20,6 +20,7 @@ struct RunArgs {
   JobArgs job;
   bool fresh = false;
   bool worker = false;            // `ringmaster worker`: must be started by mpirun or srun
+  std::string from;               // --from: resume from this checkpoint directory
   std::vector<std::string> argv;  // the command line after the program name, to re-exec
 };
 int cmd_run(const RunArgs& args);

@@ -31,12 +31,14 @@ int main(int argc, char** argv) {
   auto* r = app.add_subcommand("run", "train a job: here, or on --nproc ranks under mpirun");
   add_job_options(r, run.job);
   r->add_flag("--fresh", run.fresh, "start over in a run directory that already holds a run");
+  r->add_option("--from", run.from, "resume from this checkpoint directory");
 
   rm::RunArgs worker;
   worker.worker = true;
   auto* w = app.add_subcommand("worker", "one rank of a job, started by mpirun or srun --mpi=pmix");
   add_job_options(w, worker.job);
   w->add_flag("--fresh", worker.fresh, "start over in a run directory that already holds a run");
+  w->add_option("--from", worker.from, "resume from this checkpoint directory");
 
   rm::SampleArgs sample;
   auto* s = app.add_subcommand("sample", "generate text from a run's newest weights");

@@ -19,7 +19,30 @@ std::string run_file(const std::string& run_dir, const char* name) {
   return (fs::path(run_dir) / name).string();
 }
 
-void prepare_run_dir(const std::string& run_dir, bool fresh) {
+namespace {
+
+// Whether two resolved jobs train the same thing: everything but how it runs (parallel,
+// checkpoint, resilience, cluster), which may change between a run and its resume (e.g. 4 ranks
+// in ZeRO-1 resumed on 2 ranks in ZeRO-3).
+bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
+  auto normal = [](const std::string& text) {
+    JobConfig j = load_job_from_string(text, "config.yaml");
+    j.parallel = ParallelConfig();
+    j.checkpoint = CheckpointConfig();
+    j.resilience = ResilienceConfig();
+    j.cluster = ClusterConfig();
+    return to_yaml(j);
+  };
+  try {
+    return normal(a_yaml) == normal(b_yaml);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+bool prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw IoError(run_dir + ": cannot create run directory: " + ec.message());
@@ -27,12 +50,30 @@ void prepare_run_dir(const std::string& run_dir, bool fresh) {
   if (::access(run_dir.c_str(), W_OK | X_OK) != 0) {
     throw IoError(run_dir + ": run directory is not writable: " + std::strerror(errno));
   }
+  const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
+  if (fresh) {
+    for (const fs::path& p : {checkpoints, fs::path(run_file(run_dir, "metrics.jsonl")),
+                              fs::path(run_file(run_dir, "weights.bin"))}) {
+      fs::remove_all(p, ec);
+      if (ec) throw IoError(p.string() + ": cannot remove: " + ec.message());
+    }
+    return false;
+  }
+  if (fs::is_directory(checkpoints) && !fs::is_empty(checkpoints)) {
+    const std::string previous = run_file(run_dir, "config.yaml");
+    if (fs::exists(previous) && !same_training(read_file(previous), resolved_job)) {
+      throw IoError(run_dir + ": holds checkpoints of a different job (" + previous +
+                    " differs); pass --fresh to start over, or set run_dir");
+    }
+    return true;
+  }
   for (const char* name : {"weights.bin", "metrics.jsonl"}) {
-    if (!fresh && fs::exists(run_file(run_dir, name))) {
+    if (fs::exists(run_file(run_dir, name))) {
       throw IoError(run_dir + ": already holds a run (" + name +
                     "); pass --fresh to start it over, or set run_dir to a new directory");
     }
   }
+  return false;
 }
 
 LoadedRun load_run(const std::string& run_dir, int max_batch) {

@@ -16,10 +16,13 @@ namespace rm {
 
 std::string run_file(const std::string& run_dir, const char* name);
 
-// Makes RUN_DIR ready for a new run: creates it and its parents, proves it writable, and
-// refuses (IoError) to reuse a directory that already holds a run unless `fresh`.
-// Writes nothing else, so a job that fails validation later leaves no trace.
-void prepare_run_dir(const std::string& run_dir, bool fresh);
+// Makes RUN_DIR ready: creates it and its parents and proves it writable.
+//  - fresh: removes a previous run's checkpoints, metrics and weights (start over).
+//  - otherwise, a directory with checkpoints is resumed, but only by the same job
+//    (config.yaml equal to resolved_job); one that holds a finished run without checkpoints is
+//    refused (IoError), so nothing is overwritten by accident.
+// Returns true when the run will resume (checkpoints present). Writes nothing else.
+bool prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job);
 
 // A finished run, loaded for sampling or evaluation.
 struct LoadedRun {

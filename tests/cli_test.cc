@@ -97,10 +97,11 @@ TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
   EXPECT_EQ(tokens, 3200);
   EXPECT_LT(loss, std::log(256.0) - 1.0);
 
-  // Running again into the same directory without --fresh is refused; with --fresh it works.
+  // Running the same job again resumes from its last checkpoint: nothing left to do.
   const auto again = run_cli("run " + dir.file("job.yaml"), dir.path());
-  EXPECT_EQ(again.exit_code, 2);
-  EXPECT_NE(again.err.find("--fresh"), std::string::npos) << again.err;
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("step     30/30"), std::string::npos) << "no step is run twice";
 }
 
 TEST(Cli, MissingJobFile) {

@@ -33,8 +33,11 @@ class AdamWOptimizer {
   size_t end() const { return end_; }
 
   int64_t steps_taken() const { return t_; }
+  void set_steps_taken(int64_t t) { t_ = t; }  // on resume: bias correction continues exactly
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
+  const std::vector<float>& m() const { return m_; }
+  const std::vector<float>& v() const { return v_; }
 
  private:
   OptimizerConfig config_;

@@ -80,36 +80,56 @@ std::vector<size_t> ShardedState::counts_in(size_t begin, size_t end) const {
 }
 
 float* ShardedState::take_scratch(size_t n) {
-  // allocate() is collective, so every rank must decide to allocate at the same call, yet which
-  // buffers are free depends on when each rank's reductions happened to finish. So: reuse any
-  // free buffer that fits (the smallest); failing that, wait for in-flight reductions, which
-  // frees their buffers; allocate only when nothing is in flight. Then the set of buffers is
-  // the same on every rank, by induction, and after the first step nothing is allocated.
-  for (;;) {
-    auto best = scratch_free_.end();
-    for (auto it = scratch_free_.begin(); it != scratch_free_.end(); ++it) {
-      if (it->second >= n && (best == scratch_free_.end() || it->second < best->second)) best = it;
+  // Two constraints from the communicator: allocate() is collective, and a collective's buffers
+  // must be the same allocate() block on every rank. Which buffers are free at a given moment
+  // depends on when each rank's reductions finished, so the choice must not: candidates are
+  // the free buffers AND those held by reductions in flight (the same set on every rank, as it
+  // follows program order); take the smallest that fits (ties: the oldest), waiting for its
+  // reduction if need be; allocate only when none fits. After the first step this never
+  // allocates.
+  const Scratch* best = nullptr;
+  auto consider = [&](const Scratch& s) {
+    if (s.n >= n && (!best || s.n < best->n || (s.n == best->n && s.id < best->id))) best = &s;
+  };
+  for (const Scratch& s : scratch_free_) consider(s);
+  for (const Pending& p : pending_) {
+    if (!p.scratch) continue;
+    for (const Scratch& s : scratch_in_use_) {
+      if (s.p == p.scratch) consider(s);
     }
-    if (best != scratch_free_.end()) {
-      float* p = best->first;
-      scratch_in_use_.push_back(*best);
-      scratch_free_.erase(best);
-      return p;
+  }
+  float* chosen = best ? best->p : nullptr;
+  if (!chosen) {
+    chosen = allocate(n).data();
+    scratch_capacity_ += n;
+    scratch_in_use_.push_back({chosen, n, next_scratch_id_++});
+    return chosen;
+  }
+  // Wait (in issue order) until the chosen buffer's reduction, if any, has completed.
+  auto is_free = [&] {
+    for (const Scratch& s : scratch_free_) {
+      if (s.p == chosen) return true;
     }
-    if (pending_.empty()) break;
+    return false;
+  };
+  while (!is_free()) {
     pending_.front().work->wait();
     complete(pending_.front());
     pending_.pop_front();
   }
-  float* p = allocate(n).data();
-  scratch_capacity_ += n;
-  scratch_in_use_.emplace_back(p, n);
-  return p;
+  for (auto it = scratch_free_.begin(); it != scratch_free_.end(); ++it) {
+    if (it->p == chosen) {
+      scratch_in_use_.push_back(*it);
+      scratch_free_.erase(it);
+      break;
+    }
+  }
+  return chosen;
 }
 
 void ShardedState::give_back_scratch(float* p) {
   for (auto it = scratch_in_use_.begin(); it != scratch_in_use_.end(); ++it) {
-    if (it->first == p) {
+    if (it->p == p) {
       scratch_free_.push_back(*it);
       scratch_in_use_.erase(it);
       return;
@@ -267,6 +287,25 @@ std::vector<float> ShardedState::full_params() {
   std::copy(params_.begin(), params_.end(), all.begin() + shard_begin_);
   comm_.all_gather(all.data(), shard_counts_, DType::kFloat32)->wait();
   return all;
+}
+
+std::vector<ShardSlice> ShardedState::checkpoint_slices() const {
+  const float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
+  const size_t o = shard_begin_ - optimizer_->begin();
+  return {{"params", shard_begin_, shard_end_, p},
+          {"adam_m", shard_begin_, shard_end_, optimizer_->m().data() + o},
+          {"adam_v", shard_begin_, shard_end_, optimizer_->v().data() + o}};
+}
+
+void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {
+  if (full_params_) {
+    reader.read_range("params", 0, params_.size(), params_.data());
+  } else {
+    reader.read_range("params", shard_begin_, shard_end_, params_.data());
+  }
+  reader.read_range("adam_m", optimizer_->begin(), optimizer_->end(), optimizer_->m().data());
+  reader.read_range("adam_v", optimizer_->begin(), optimizer_->end(), optimizer_->v().data());
+  optimizer_->set_steps_taken(optimizer_steps);
 }
 
 MemoryPlan ShardedState::memory_plan() const {

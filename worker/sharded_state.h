@@ -30,6 +30,8 @@
 #include <memory>
 #include <vector>
 
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
 #include "worker/adamw_optimizer.h"
@@ -71,6 +73,12 @@ class ShardedState final : public ParamAccess {
 
   // The whole parameter buffer on every rank (gathers it under ZeRO-3). Collective.
   std::vector<float> full_params();
+
+  // Checkpointing: this rank's slice [shard_begin, shard_end) of "params", "adam_m" and
+  // "adam_v" (every rank writes only its own slice, whatever the mode), and the restore of a
+  // rank's state from any checkpoint (written by any number of ranks in any mode).
+  std::vector<ShardSlice> checkpoint_slices() const;
+  void restore(CheckpointReader& reader, int64_t optimizer_steps);
 
   const std::string& mode() const { return mode_; }
   MemoryPlan memory_plan() const;
@@ -134,7 +142,13 @@ class ShardedState final : public ParamAccess {
   // Unit-sized scratch buffers (comm.allocate), allocated on first use and reused: the step loop
   // allocates nothing after the first step. Every rank makes the same requests in the same
   // order, as allocate() requires.
-  std::vector<std::pair<float*, size_t>> scratch_free_, scratch_in_use_;
+  struct Scratch {
+    float* p;
+    size_t n;
+    int id;  // allocation order: the same on every rank, unlike addresses
+  };
+  std::vector<Scratch> scratch_free_, scratch_in_use_;
+  int next_scratch_id_ = 0;
   std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null
   size_t scratch_capacity_ = 0;

@@ -114,6 +114,20 @@ double Trainer::evaluate() {
   return sums[0] / sums[1];
 }
 
+void Trainer::enable_checkpoints(const std::string& resolved_job) {
+  checkpoints_ = std::make_unique<Checkpointing>(job_, resolved_job, *model_, *state_, comm_);
+}
+
+int64_t Trainer::resume(const std::string& path) {
+  if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
+  next_step_ = checkpoints_->resume(path);
+  return next_step_;
+}
+
+void Trainer::wait_for_checkpoints() {
+  if (checkpoints_) checkpoints_->wait();
+}
+
 void Trainer::run() {
   const TrainConfig& tc = job_.train;
   const bool rank0 = comm_.rank() == 0;
@@ -122,6 +136,9 @@ void Trainer::run() {
     const bool last = step + 1 == tc.steps;
     if (data_.val && tc.eval_every > 0 && (m.step % tc.eval_every == 0 || last)) {
       m.val_loss = evaluate();
+    }
+    if (checkpoints_ && (last || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
+      checkpoints_->save(m.step);
     }
     if (!rank0) continue;
     if (options_.metrics) options_.metrics->write(m);

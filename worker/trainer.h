@@ -17,6 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
+#include "worker/checkpointing.h"
 #include "worker/metrics_log.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
@@ -46,8 +47,19 @@ class Trainer {
   // Mean validation loss per target over train.eval_batches micro-batches of the first
   // validation windows (the same windows every time), split across ranks. Collective.
   double evaluate();
-  // Runs steps [next_step(), train.steps), logging and evaluating as configured.
+  // Runs steps [next_step(), train.steps), logging and evaluating as configured, and saving
+  // checkpoints (every checkpoint.every steps and at the end) once enabled.
   void run();
+
+  // Writes checkpoints into job.run_dir/checkpoints/ from now on; resolved_job is recorded in
+  // each manifest.
+  void enable_checkpoints(const std::string& resolved_job);
+  // Continues from `path` or (empty) the run's newest verified checkpoint, if any: parameters,
+  // Adam moments and step; the data position and schedule follow from the step. Returns the
+  // steps already done. Requires enable_checkpoints.
+  int64_t resume(const std::string& path);
+  // Waits for the last checkpoint to be on disk.
+  void wait_for_checkpoints();
 
   int64_t next_step() const { return next_step_; }
   Model& model() { return *model_; }
@@ -63,6 +75,7 @@ class Trainer {
   int accum_steps_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ShardedState> state_;
+  std::unique_ptr<Checkpointing> checkpoints_;
   std::vector<int> inputs_, targets_;
   int64_t next_step_ = 0;
   StepTiming timing_;

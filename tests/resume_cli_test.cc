@@ -1,0 +1,85 @@
+// Resume through the real binary: a run killed mid-way and started again continues from its
+// newest verified checkpoint, bit for bit at the same world size, and within floating-point
+// tolerance on another number of ranks in another shard mode.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: resume
+run_dir: )" + dir.file("straight") + R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
+checkpoint: {every: 4, keep: 2, async: true}
+)");
+}
+
+// The loss of each step, the last line for a step winning (a resumed run repeats some).
+std::map<int, double> losses(const std::string& metrics) {
+  std::map<int, double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    out[j["step"].get<int>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+TEST(ResumeCli, KilledRunResumesBitForBit) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string b = " --set run_dir=" + dir.file("killed");
+  const auto killed = run_cli("run " + job + b, dir.path(), "RM_TEST_FAULT=kill:0:7");
+  EXPECT_NE(killed.exit_code, 0);
+  const auto resumed = run_cli("run " + job + b, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")), test::slurp(dir.file("killed/weights.bin")))
+      << "parameters after resume differ from the uninterrupted run";
+  EXPECT_EQ(losses(dir.file("straight/metrics.jsonl")), losses(dir.file("killed/metrics.jsonl")));
+}
+
+TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string b = " --set run_dir=" + dir.file("moved");
+  const auto killed = run_cli("run " + job + b + " --nproc 2 --set parallel.shard=optimizer",
+                              dir.path(), "RM_TEST_FAULT=kill:1:7");
+  EXPECT_NE(killed.exit_code, 0);
+  const auto resumed = run_cli("run " + job + b + " --set parallel.shard=full", dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
+  const auto a = losses(dir.file("straight/metrics.jsonl"));
+  const auto m = losses(dir.file("moved/metrics.jsonl"));
+  ASSERT_EQ(m.size(), 12u);
+  for (const auto& [step, loss] : a) EXPECT_NEAR(m.at(step), loss, 1e-5 * loss) << step;
+}
+
+TEST(ResumeCli, ADifferentJobNeedsFresh) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const auto r = run_cli("run " + job + " --set model.width=64", dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("different job"), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli("run " + job + " --set model.width=64 --fresh", dir.path()).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace rm

@@ -1,0 +1,98 @@
+#include "worker/checkpointing.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+
+namespace rm {
+
+Checkpointing::Checkpointing(const JobConfig& job, const std::string& resolved_job,
+                             const Model& model, ShardedState& state, Communicator& comm)
+    : job_(job), resolved_job_(resolved_job), model_(model), state_(state), comm_(comm),
+      writer_(job.checkpoint.async ? AsyncCheckpointWriter::Mode::kAsync
+                                   : AsyncCheckpointWriter::Mode::kSync) {
+  // A save interrupted by a crash leaves step_N.tmp/ behind; it must go before anyone saves.
+  if (comm.rank() == 0) remove_incomplete_checkpoints(job.run_dir);
+  size_t floats = 0;
+  for (const ShardSlice& s : state.checkpoint_slices()) floats += s.end - s.begin;
+  writer_.reserve(floats);  // touch the staging memory now, not during the first save
+  comm.barrier();
+}
+
+Checkpointing::~Checkpointing() {
+  try {
+    writer_.wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringmaster: checkpoint save failed: %s\n", e.what());
+  }
+}
+
+void Checkpointing::save(int64_t steps_done) {
+  if (steps_done == last_saved_) return;
+  last_saved_ = steps_done;
+  SaveRequest r;
+  r.run_dir = job_.run_dir;
+  r.step = steps_done;
+  r.rank = comm_.rank();
+  r.slices = state_.checkpoint_slices();
+  r.commit = comm_.rank() == 0;
+  r.writers = comm_.size();
+  r.keep = job_.checkpoint.keep;
+  if (r.commit) {
+    Manifest& m = r.manifest;
+    m.step = steps_done;
+    m.world_size = comm_.size();
+    m.shard_mode = job_.parallel.shard;
+    m.job = resolved_job_;
+    const uint64_t total = model_.layout().size();
+    m.buffers = {{"params", "f32", total}, {"adam_m", "f32", total}, {"adam_v", "f32", total}};
+    for (const TensorSpec& t : model_.layout().tensors()) {
+      m.tensors.push_back({t.name, "f32", t.shape, t.offset});
+    }
+    m.state = {{"steps_done", steps_done},
+               {"optimizer_steps", state_.optimizer_steps()},
+               {"global_sample_cursor", steps_done * job_.train.global_batch},
+               {"seed", job_.seed}};
+  }
+  writer_.save(r);
+}
+
+void Checkpointing::wait() { writer_.wait(); }
+
+int64_t Checkpointing::resume(const std::string& path) {
+  // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others.
+  double step = -1;
+  std::string chosen = path;
+  if (comm_.rank() == 0) {
+    if (chosen.empty()) {
+      std::vector<std::string> report;
+      const auto found = find_resume_checkpoint(job_.run_dir, &report);
+      for (const std::string& line : report) std::printf("ringmaster: %s\n", line.c_str());
+      if (found) chosen = found->path;
+    }
+    if (!chosen.empty()) {
+      const VerifyResult v = verify_checkpoint(chosen);
+      if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
+      step = static_cast<double>(v.step);
+      std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
+                  static_cast<long long>(v.step));
+      std::fflush(stdout);
+    }
+  }
+  comm_.broadcast(&step, 1, DType::kFloat64, 0)->wait();
+  if (step < 0) return 0;
+  const int64_t steps_done = static_cast<int64_t>(step);
+  CheckpointReader reader(path.empty() ? checkpoint_path(job_.run_dir, steps_done) : path);
+  const Manifest& m = reader.manifest();
+  if (m.buffers.empty() || m.buffers[0].count != model_.layout().size()) {
+    throw CheckpointError(reader.dir() + ": holds a model of a different size than this job's");
+  }
+  state_.restore(reader, m.state.value("optimizer_steps", steps_done));
+  last_saved_ = steps_done;
+  return steps_done;
+}
+
+}  // namespace rm

@@ -1,0 +1,48 @@
+// Saving and resuming a training run through checkpoint/: every rank writes its own slice of
+// the parameters and Adam moments (asynchronously when checkpoint.async), rank 0 commits the
+// manifest with the job and the state exact continuation needs (the next step; the data cursor,
+// schedule position and RNG counters are all functions of it and of the seed), and resume reads
+// each rank's new slice from the newest checkpoint that verifies, written by any number of
+// ranks in any shard mode.
+//
+// Collective: every rank makes the same calls in the same order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "checkpoint/async_writer.h"
+#include "collectives/communicator.h"
+#include "configs/job_config.h"
+#include "worker/model.h"
+#include "worker/sharded_state.h"
+
+namespace rm {
+
+class Checkpointing {
+ public:
+  Checkpointing(const JobConfig& job, const std::string& resolved_job, const Model& model,
+                ShardedState& state, Communicator& comm);
+  ~Checkpointing();
+
+  // Saves the state after `steps_done` optimizer steps (a no-op if that step is already saved).
+  void save(int64_t steps_done);
+  // Waits until the last save is on disk (rank 0: committed).
+  void wait();
+  // Restores from `path`, or (empty path) from the newest verified checkpoint of the run, if
+  // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
+  // what it skipped.
+  int64_t resume(const std::string& path);
+
+ private:
+  const JobConfig& job_;
+  std::string resolved_job_;
+  const Model& model_;
+  ShardedState& state_;
+  Communicator& comm_;
+  AsyncCheckpointWriter writer_;
+  int64_t last_saved_ = -1;
+};
+
+}  // namespace rm
