@@ -9,6 +9,7 @@
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/posix_io.h"
+#include "checkpoint/xxh_state.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint files store floats little-endian, as they are in memory here");
@@ -23,15 +24,6 @@ std::string hex64(uint64_t v) {
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
-
-struct XxhState {
-  XXH64_state_t* s = XXH64_createState();
-  XxhState() {
-    if (s == nullptr) throw std::bad_alloc();
-    XXH64_reset(s, 0);
-  }
-  ~XxhState() { XXH64_freeState(s); }
-};
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/manifest_checks.h"
 #include "checkpoint/posix_io.h"
+#include "checkpoint/xxh_state.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint files store floats little-endian, as they are in memory here");
@@ -27,15 +28,6 @@ namespace {
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
 std::atomic<CheckpointPhaseHook> g_phase_hook{nullptr};
-
-struct XxhState {
-  XXH64_state_t* s = XXH64_createState();
-  XxhState() {
-    if (s == nullptr) throw std::bad_alloc();
-    XXH64_reset(s, 0);
-  }
-  ~XxhState() { XXH64_freeState(s); }
-};
 
 // Exchanges two directory entries atomically, or returns false where the filesystem cannot.
 bool exchange(const std::string& a, const std::string& b) {

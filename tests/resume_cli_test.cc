@@ -44,7 +44,11 @@ TEST(ResumeCli, KilledRunResumesBitForBit) {
   const std::string job = job_file(dir);
   ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
   const std::string b = " --set run_dir=" + dir.file("killed");
-  const auto killed = run_cli("run " + job + b, dir.path(), "RM_TEST_FAULT=kill:0:7");
+  // Synchronous saves in the run that is killed, so that step 4's checkpoint is surely
+  // committed before the kill at step 7, however loaded the machine (async saves are covered
+  // by checkpoint/async_writer_test.cc); the resumed run saves asynchronously again.
+  const auto killed = run_cli("run " + job + b + " --set checkpoint.async=false", dir.path(),
+                              "RM_TEST_FAULT=kill:0:7");
   EXPECT_NE(killed.exit_code, 0);
   const auto resumed = run_cli("run " + job + b, dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
@@ -59,7 +63,8 @@ TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
   const std::string job = job_file(dir);
   ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
   const std::string b = " --set run_dir=" + dir.file("moved");
-  const auto killed = run_cli("run " + job + b + " --nproc 2 --set parallel.shard=optimizer",
+  const auto killed = run_cli("run " + job + b +
+                                  " --nproc 2 --set parallel.shard=optimizer --set checkpoint.async=false",
                               dir.path(), "RM_TEST_FAULT=kill:1:7");
   EXPECT_NE(killed.exit_code, 0);
   const auto resumed = run_cli("run " + job + b + " --set parallel.shard=full", dir.path());
