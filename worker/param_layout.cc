@@ -18,11 +18,4 @@ size_t ParamLayout::add(const std::string& name, std::vector<int64_t> shape, boo
   return tensors_.back().offset;
 }
 
-const TensorSpec& ParamLayout::get(const std::string& name) const {
-  for (const auto& t : tensors_) {
-    if (t.name == name) return t;
-  }
-  throw std::out_of_range("ParamLayout: no tensor named " + name);
-}
-
 }  // namespace rm

@@ -25,7 +25,6 @@ class ParamLayout {
   size_t add(const std::string& name, std::vector<int64_t> shape, bool decay);
 
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
-  const TensorSpec& get(const std::string& name) const;  // throws std::out_of_range
   size_t size() const { return size_; }                  // total floats
 
  private:
