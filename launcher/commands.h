@@ -58,6 +58,26 @@ struct BenchAllreduceArgs {
 };
 int cmd_bench_allreduce(const BenchAllreduceArgs& args);
 
+struct BenchCkptArgs {
+  std::string dir = "runs/bench-ckpt";  // where the files are written (and then removed)
+  double gib = 1.0;                     // checkpoint size: parameters + Adam moments
+  int ranks = 2;                        // shard files per checkpoint
+  int repeats = 3;                      // timed repetitions of each measurement (medians)
+};
+int cmd_bench_ckpt(const BenchCkptArgs& args);
+
+// `ringmaster ckpt ...`: PATH is a checkpoint directory (RUN_DIR/checkpoints/step_N) or, where
+// noted, a run directory.
+struct CkptArgs {
+  std::string path;
+  std::string format = "safetensors";  // export
+  std::string output;                  // export: -o FILE
+};
+int cmd_ckpt_list(const CkptArgs& args);     // path: a run directory
+int cmd_ckpt_verify(const CkptArgs& args);   // exit 0, or exit 1 naming the bad file
+int cmd_ckpt_inspect(const CkptArgs& args);  // tensors, shapes, state and job
+int cmd_ckpt_export(const CkptArgs& args);   // whole model to one safetensors file
+
 int cmd_docs_job_reference();
 
 // Prints an error for the user: "ringmaster: <prefix><message>" on stderr.

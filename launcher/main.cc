@@ -75,6 +75,31 @@ int main(int argc, char** argv) {
   ba->add_flag("--hugetlb", bench_ar.hugetlb,
                "run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the other baseline)");
 
+  rm::BenchCkptArgs bench_ckpt;
+  auto* bc = bench->add_subcommand(
+      "ckpt", "checkpoint save GB/s beside plain write+fsync, async stall, restore time");
+  bc->add_option("--dir", bench_ckpt.dir, "directory to write in (on the disk to measure)");
+  bc->add_option("--gib", bench_ckpt.gib, "checkpoint size in GiB")->check(CLI::Range(0.001, 256.0));
+  bc->add_option("--ranks", bench_ckpt.ranks, "shard files per checkpoint")
+      ->check(CLI::Range(1, 64));
+  bc->add_option("--repeats", bench_ckpt.repeats, "repetitions (medians are reported)")
+      ->check(CLI::Range(1, 100));
+
+  auto* ckpt = app.add_subcommand("ckpt", "list, verify, inspect and export checkpoints");
+  ckpt->require_subcommand(1);
+  rm::CkptArgs ckpt_args;
+  auto* cl = ckpt->add_subcommand("list", "a run's checkpoints: step, time, size, verified or why not");
+  cl->add_option("run_dir", ckpt_args.path, "run directory")->required();
+  auto* cv = ckpt->add_subcommand("verify", "check every file and checksum; exit 0, or 1 naming the bad file");
+  cv->add_option("path", ckpt_args.path, "checkpoint directory")->required();
+  auto* ci = ckpt->add_subcommand("inspect", "tensors, shapes, training state and job of a checkpoint");
+  ci->add_option("path", ckpt_args.path, "checkpoint directory")->required();
+  auto* ce = ckpt->add_subcommand("export", "write a checkpoint's model as one file");
+  ce->add_option("path", ckpt_args.path, "checkpoint directory")->required();
+  ce->add_option("--format", ckpt_args.format, "output format")
+      ->check(CLI::IsMember({"safetensors"}));
+  ce->add_option("-o,--output", ckpt_args.output, "output file")->required();
+
   auto* docs = app.add_subcommand("docs", "print generated documentation");
   docs->require_subcommand(1);
   auto* docs_ref = docs->add_subcommand("job-reference", "the job file reference (Markdown)");
@@ -100,6 +125,11 @@ int main(int argc, char** argv) {
     if (*e) return rm::cmd_eval(eval);
     if (*bt) return rm::cmd_bench_train(bench_train);
     if (*ba) return rm::cmd_bench_allreduce(bench_ar);
+    if (*bc) return rm::cmd_bench_ckpt(bench_ckpt);
+    if (*cl) return rm::cmd_ckpt_list(ckpt_args);
+    if (*cv) return rm::cmd_ckpt_verify(ckpt_args);
+    if (*ci) return rm::cmd_ckpt_inspect(ckpt_args);
+    if (*ce) return rm::cmd_ckpt_export(ckpt_args);
     if (*docs_ref) return rm::cmd_docs_job_reference();
   } catch (const std::exception& ex) {
     // Commands report expected failures themselves; this is the last line of defence so that
