@@ -1,12 +1,180 @@
-// `ringmaster ckpt list|verify|inspect|export`: placeholder while being written.
-#include "launcher/commands.h"
+// `ringmaster ckpt list|verify|inspect|export`: the checkpoint tools.
+//
+// Exit codes: 0 when the checkpoints asked about are good; 1 when one is bad (verify names the
+// file and what failed); 2 when the path is not there at all or the arguments are wrong.
+// Reports go to stdout; errors to stderr.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/safetensors_writer.h"
+#include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
+#include "launcher/loaded_run.h"
+#include "worker/model_export.h"
 
 namespace rm {
 
-int cmd_ckpt_list(const CkptArgs&) { return kExitFailure; }
-int cmd_ckpt_verify(const CkptArgs&) { return kExitFailure; }
-int cmd_ckpt_inspect(const CkptArgs&) { return kExitFailure; }
-int cmd_ckpt_export(const CkptArgs&) { return kExitFailure; }
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string utc_time(int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+void require_directory(const std::string& path) {
+  if (!fs::is_directory(path)) throw IoError(path + ": no such directory");
+}
+
+// A run directory (as opposed to one checkpoint) is recognised by its checkpoints/ folder.
+bool is_run_dir(const std::string& path) {
+  return fs::is_directory(fs::path(path) / "checkpoints") &&
+         !fs::exists(fs::path(path) / "manifest.json");
+}
+
+// One line per checkpoint: step, time, size, and "ok" or why not. Returns how many are bad
+// (scratch directories of a save in progress or interrupted are listed but not counted).
+int print_checkpoint_table(const std::vector<CheckpointInfo>& list) {
+  std::printf("%-14s %-20s %10s  %s\n", "step", "saved (UTC)", "size", "status");
+  int bad = 0;
+  for (const CheckpointInfo& c : list) {
+    std::string step = std::to_string(c.step) + (c.committed ? "" : " (tmp)");
+    std::printf("%-14s %-20s %10s  %s\n", step.c_str(), utc_time(c.mtime_unix).c_str(),
+                human_bytes(c.bytes).c_str(), c.verify ? "ok" : c.verify.error.c_str());
+    if (c.committed && !c.verify) ++bad;
+  }
+  return bad;
+}
+
+}  // namespace
+
+int cmd_ckpt_list(const CkptArgs& args) {
+  return report_errors([&] {
+    require_directory(args.path);
+    const auto list = list_checkpoints(args.path, VerifyLevel::kChecksums);
+    if (list.empty()) {
+      std::printf("%s: no checkpoints\n", args.path.c_str());
+      return kExitOk;
+    }
+    std::printf("%s: %zu checkpoint%s\n", args.path.c_str(), list.size(), list.size() == 1 ? "" : "s");
+    print_checkpoint_table(list);
+    const auto newest_good = std::find_if(list.rbegin(), list.rend(), [](const CheckpointInfo& c) {
+      return c.committed && c.verify.ok;
+    });
+    if (newest_good != list.rend()) {
+      std::printf("a resume would start from %s\n", newest_good->path.c_str());
+    } else {
+      std::printf("no checkpoint verifies: a run would start from the beginning\n");
+    }
+    return kExitOk;
+  });
+}
+
+int cmd_ckpt_verify(const CkptArgs& args) {
+  return report_errors([&] {
+    require_directory(args.path);
+    if (is_run_dir(args.path)) {
+      const int bad = print_checkpoint_table(list_checkpoints(args.path, VerifyLevel::kChecksums));
+      if (bad > 0) {
+        print_error(args.path + ": " + std::to_string(bad) + " checkpoint" +
+                    (bad == 1 ? " does" : "s do") + " not verify");
+        return kExitFailure;
+      }
+      return kExitOk;
+    }
+    const VerifyResult r = verify_checkpoint(args.path, VerifyLevel::kChecksums);
+    if (!r) {
+      print_error(r.error);
+      return kExitFailure;
+    }
+    std::printf("%s: ok (step %" PRId64 ", %s, every file's size and every checksum verified)\n",
+                args.path.c_str(), r.step, human_bytes(r.data_bytes).c_str());
+    return kExitOk;
+  });
+}
+
+int cmd_ckpt_inspect(const CkptArgs& args) {
+  return report_errors([&] {
+    require_directory(args.path);
+    Manifest m;
+    try {
+      m = load_manifest(args.path);
+    } catch (const CheckpointError& e) {
+      print_error(e.what());
+      return kExitFailure;
+    }
+    const VerifyResult files = verify_checkpoint(args.path, VerifyLevel::kStructure);
+    std::printf("checkpoint  %s\n", args.path.c_str());
+    std::printf("step        %" PRId64 "\n", m.step);
+    std::printf("written by  %d rank%s, shard mode %s\n", m.world_size, m.world_size == 1 ? "" : "s",
+                m.shard_mode.c_str());
+    std::printf("files       %zu, %s: %s\n", m.files.size(), human_bytes(m.data_bytes()).c_str(),
+                files ? "all present with the right sizes (checksums: ringmaster ckpt verify)"
+                      : files.error.c_str());
+    std::printf("state       %s\n", m.state.dump().c_str());
+    std::printf("buffers    ");
+    for (const BufferInfo& b : m.buffers) {
+      std::printf(" %s[%" PRIu64 "] %s", b.name.c_str(), b.count, b.dtype.c_str());
+    }
+    std::printf("\n\n%-40s %-6s %-18s %12s %12s\n", "tensor", "dtype", "shape", "offset", "elements");
+    for (const TensorInfo& t : m.tensors) {
+      std::string shape = "[";
+      uint64_t n = 1;
+      for (size_t i = 0; i < t.shape.size(); ++i) {
+        shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+        n *= static_cast<uint64_t>(t.shape[i]);
+      }
+      shape += "]";
+      std::printf("%-40s %-6s %-18s %12" PRIu64 " %12" PRIu64 "\n", t.name.c_str(), t.dtype.c_str(),
+                  shape.c_str(), t.offset, n);
+    }
+    std::printf("\njob (resolved):\n%s", m.job.c_str());
+    if (!m.job.empty() && m.job.back() != '\n') std::printf("\n");
+    return files ? kExitOk : kExitFailure;
+  });
+}
+
+int cmd_ckpt_export(const CkptArgs& args) {
+  return report_errors([&] {
+    LoadedRun run = load_trained_model(args.path, 1);
+    const ModelExport exported = export_model(run.job.model, *run.model, run.params.data());
+    std::vector<SafetensorsTensor> tensors;
+    uint64_t bytes = 0;
+    for (const ExportedTensor& t : exported.tensors) {
+      tensors.push_back({t.name, "F32", t.shape, t.data});
+      uint64_t n = 4;
+      for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+      bytes += n;
+    }
+    auto metadata = exported.metadata;
+    metadata["ringmaster.source"] = run.source;
+    if (run.step >= 0) metadata["ringmaster.step"] = std::to_string(run.step);
+    write_safetensors(args.output, tensors, metadata);
+    std::printf("wrote %s: %zu tensors, %s, from %s%s\n", args.output.c_str(), tensors.size(),
+                human_bytes(bytes).c_str(), run.source.c_str(),
+                run.job.model.type == "gpt" ? " (Hugging Face GPT2LMHeadModel names)" : "");
+    return kExitOk;
+  });
+}
 
 }  // namespace rm

@@ -1,4 +1,5 @@
-// Using a trained model: `ringmaster sample RUN_DIR` and `ringmaster eval RUN_DIR --data F`.
+// Using a trained model: `ringmaster sample PATH` and `ringmaster eval PATH --data F`, where PATH
+// is a run directory or a checkpoint (launcher/loaded_run.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -6,7 +7,7 @@
 
 #include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
-#include "launcher/run_dir.h"
+#include "launcher/loaded_run.h"
 #include "worker/evaluate.h"
 #include "worker/generate.h"
 #include "worker/training_data.h"
@@ -37,11 +38,22 @@ std::vector<int> encode_prompt(const std::string& prompt, int vocab) {
   return tokens;
 }
 
+// On stderr, so that stdout stays the output alone (a sample can be piped).
+void describe_source(const LoadedRun& run) {
+  if (run.step >= 0) {
+    std::fprintf(stderr, "ringmaster: using checkpoint %s (step %lld)\n", run.source.c_str(),
+                 static_cast<long long>(run.step));
+  } else {
+    std::fprintf(stderr, "ringmaster: using %s\n", run.source.c_str());
+  }
+}
+
 }  // namespace
 
 int cmd_sample(const SampleArgs& args) {
   return report_errors([&] {
-    LoadedRun run = load_run(args.run_dir, 1);
+    LoadedRun run = load_trained_model(args.run_dir, 1);
+    describe_source(run);
     configure_threads(run.job.parallel, 1);
     std::vector<int> prompt;
     try {
@@ -66,7 +78,8 @@ int cmd_sample(const SampleArgs& args) {
 
 int cmd_eval(const EvalArgs& args) {
   return report_errors([&] {
-    LoadedRun run = load_run(args.run_dir, 0);
+    LoadedRun run = load_trained_model(args.run_dir, 0);
+    describe_source(run);
     configure_threads(run.job.parallel, 1);
     auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size());
     const int per_window = run.model->targets_per_sample();
@@ -74,7 +87,7 @@ int cmd_eval(const EvalArgs& args) {
     const uint64_t max_windows =
         args.max_tokens > 0 ? std::max<uint64_t>(1, args.max_tokens / per_window) : 0;
     const EvalResult r = evaluate_windows(*run.model, run.params.data(), *data, max_windows);
-    std::printf("loss=%.4f tokens=%lld\n", r.mean_loss, static_cast<long long>(r.targets));
+    std::printf("loss=%.6f tokens=%lld\n", r.mean_loss, static_cast<long long>(r.targets));
     return kExitOk;
   });
 }

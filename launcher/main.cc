@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   w->add_option("--from", worker.from, "resume from this checkpoint directory");
 
   rm::SampleArgs sample;
-  auto* s = app.add_subcommand("sample", "generate text from a run's newest weights");
-  s->add_option("run_dir", sample.run_dir, "run directory")->required();
+  auto* s = app.add_subcommand("sample", "generate text from a run's weights (or a checkpoint's)");
+  s->add_option("path", sample.run_dir, "run directory or checkpoint directory")->required();
   s->add_option("--prompt", sample.prompt, "text to continue");
   s->add_option("--tokens", sample.tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
   s->add_option("--temperature", sample.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
 
   rm::EvalArgs eval;
   auto* e = app.add_subcommand("eval", "mean loss per token of a run's model on a file");
-  e->add_option("run_dir", eval.run_dir, "run directory")->required();
+  e->add_option("path", eval.run_dir, "run directory or checkpoint directory")->required();
   e->add_option("--data", eval.data, "text file or llm.c token shard")->required();
   e->add_option("--max-tokens", eval.max_tokens, "score at most this many tokens (0 = all)")
       ->check(CLI::NonNegativeNumber);

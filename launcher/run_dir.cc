@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "checkpoint/atomic_file.h"
-#include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 
 namespace rm {
@@ -23,10 +22,13 @@ namespace {
 
 // Whether two resolved jobs train the same thing: everything but how it runs (parallel,
 // checkpoint, resilience, cluster), which may change between a run and its resume (e.g. 4 ranks
-// in ZeRO-1 resumed on 2 ranks in ZeRO-3).
+// in ZeRO-1 resumed on 2 ranks in ZeRO-3), and where it lives (name, run_dir: a run directory
+// that was moved or copied resumes from its new place).
 bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
   auto normal = [](const std::string& text) {
     JobConfig j = load_job_from_string(text, "config.yaml");
+    j.name.clear();
+    j.run_dir.clear();
     j.parallel = ParallelConfig();
     j.checkpoint = CheckpointConfig();
     j.resilience = ResilienceConfig();
@@ -74,18 +76,6 @@ bool prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& 
     }
   }
   return false;
-}
-
-LoadedRun load_run(const std::string& run_dir, int max_batch) {
-  LoadedRun run;
-  const std::string config = run_file(run_dir, "config.yaml");
-  if (!fs::exists(config)) {
-    throw IoError(config + ": no such file (is " + run_dir + " a run directory?)");
-  }
-  run.job = load_job(config);
-  run.model = make_model(run.job.model, max_batch > 0 ? max_batch : run.job.train.micro_batch);
-  run.params = load_weights(run_file(run_dir, "weights.bin"), run.model->layout().size());
-  return run;
 }
 
 }  // namespace rm

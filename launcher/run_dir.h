@@ -5,12 +5,8 @@
 //   RUN_DIR/weights.bin     the final weights (checkpoint/weights_file.h)
 #pragma once
 
-#include <memory>
 #include <string>
-#include <vector>
 
-#include "configs/job_config.h"
-#include "worker/model.h"
 
 namespace rm {
 
@@ -23,16 +19,5 @@ std::string run_file(const std::string& run_dir, const char* name);
 //    refused (IoError), so nothing is overwritten by accident.
 // Returns true when the run will resume (checkpoints present). Writes nothing else.
 bool prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job);
-
-// A finished run, loaded for sampling or evaluation.
-struct LoadedRun {
-  JobConfig job;
-  std::unique_ptr<Model> model;
-  std::vector<float> params;
-};
-
-// Reads RUN_DIR/config.yaml and RUN_DIR/weights.bin; plans the model for max_batch samples
-// (0 = the job's micro_batch). Throws JobConfigError or IoError naming the file.
-LoadedRun load_run(const std::string& run_dir, int max_batch);
 
 }  // namespace rm

@@ -14,6 +14,11 @@ packages=(
   nlohmann-json3-dev                  # metrics.jsonl, manifests
   libxxhash-dev                       # checksums of weights and checkpoints
 )
+# PyTorch: only tests/hf_gpt2_loss.py, which loads `ckpt export` files the way Hugging Face's
+# GPT-2 does (its test skips without it). Large, so opt-in; CI opts in.
+if [[ "${RM_WITH_TORCH:-0}" == 1 ]]; then
+  packages+=(python3-torch python3-numpy)
+fi
 if [[ "${RM_WITH_SLURM:-0}" == 1 ]]; then
   packages+=(munge slurmctld slurmd slurm-client libpmix-dev)
 fi

@@ -1,0 +1,74 @@
+#include "launcher/loaded_run.h"
+
+#include <filesystem>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/weights_file.h"
+#include "configs/job_loader.h"
+
+namespace rm {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch) {
+  CheckpointReader reader(ckpt_dir);
+  const Manifest& m = reader.manifest();
+  LoadedRun run;
+  run.job = load_job_from_string(m.job, (fs::path(ckpt_dir) / "manifest.json").string());
+  run.model = make_model(run.job.model, max_batch > 0 ? max_batch : run.job.train.micro_batch);
+  // The manifest's tensor table must be the model its job describes: a checkpoint whose job
+  // and tensors disagree was not written by Ringmaster, and its bytes mean nothing.
+  const auto& specs = run.model->layout().tensors();
+  bool same = m.tensors.size() == specs.size();
+  for (size_t i = 0; same && i < specs.size(); ++i) {
+    same = m.tensors[i].name == specs[i].name && m.tensors[i].shape == specs[i].shape &&
+           m.tensors[i].offset == specs[i].offset;
+  }
+  const BufferInfo* params = m.find_buffer("params");
+  if (!same || !params || params->count != run.model->layout().size()) {
+    throw CheckpointError(ckpt_dir + "/manifest.json: tensors: do not match the model of the "
+                          "job it records (" + std::to_string(specs.size()) + " tensors, " +
+                          std::to_string(run.model->layout().size()) + " parameters expected)");
+  }
+  run.params = reader.read_buffer("params");
+  run.source = ckpt_dir;
+  run.step = m.step;
+  return run;
+}
+
+}  // namespace
+
+LoadedRun load_trained_model(const std::string& path, int max_batch) {
+  if (!fs::is_directory(path)) {
+    throw IoError(path + ": no such directory (expected a run directory or a checkpoint)");
+  }
+  if (fs::exists(fs::path(path) / "manifest.json")) return load_checkpoint(path, max_batch);
+
+  const std::string config = (fs::path(path) / "config.yaml").string();
+  const std::string weights = (fs::path(path) / "weights.bin").string();
+  if (!fs::exists(config)) {
+    throw IoError(config + ": no such file (is " + path + " a run directory or a checkpoint?)");
+  }
+  if (!fs::exists(weights)) {
+    std::vector<std::string> skipped;
+    const auto ckpt = find_resume_checkpoint(path, &skipped);
+    if (!ckpt) {
+      std::string why;
+      for (const std::string& s : skipped) why += "\n  " + s;
+      throw IoError(path + ": has neither weights.bin (the run has not finished) nor a "
+                    "checkpoint that verifies" + why);
+    }
+    return load_checkpoint(ckpt->path, max_batch);
+  }
+  LoadedRun run;
+  run.job = load_job(config);
+  run.model = make_model(run.job.model, max_batch > 0 ? max_batch : run.job.train.micro_batch);
+  run.params = load_weights(weights, run.model->layout().size());
+  run.source = weights;
+  return run;
+}
+
+}  // namespace rm
