@@ -17,7 +17,7 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
   if (!launched_by_mpi()) {
     return report_errors([&]() -> int {
       if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
-      exec_under_mpirun(args.nproc, args.argv);
+      return run_under_mpirun(args.nproc, args.argv);
     });
   }
   MpiSession mpi;

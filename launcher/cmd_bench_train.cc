@@ -71,7 +71,7 @@ double time_gemm(const GemmShape& g, int reps) {
 
 int cmd_bench_train(const BenchTrainArgs& args) {
   if (!launched_by_mpi() && args.job.nproc > 1) {
-    return report_errors([&]() -> int { exec_under_mpirun(args.job.nproc, args.argv); });
+    return report_errors([&] { return run_under_mpirun(args.job.nproc, args.argv); });
   }
   MpiSession mpi;
   return report_errors([&] {

@@ -2,11 +2,12 @@
 //
 // Outside MPI, `run` checks everything that can be checked (job file, data, run directory)
 // before the first byte is written, writes the resolved job, and then either trains in this
-// process (N = 1) or re-executes itself under `mpirun -np N`. Under MPI (mpirun, or srun
+// process (N = 1) or runs itself under `mpirun -np N`. Under MPI (mpirun, or srun
 // --mpi=pmix), every rank repeats the checks (cheap, and they must agree), the ranks agree on
 // the outcome before any collective, and then train together.
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -18,6 +19,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_launch.h"
 #include "launcher/run_dir.h"
+#include "worker/stop_signal.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -26,6 +28,15 @@ namespace {
 void write_resolved_job(const JobConfig& job) {
   const std::string resolved = to_yaml(job);
   write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
+}
+
+std::string sigabbrev(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGINT: return "SIGINT";
+    default: return "signal " + std::to_string(sig);
+  }
 }
 
 bool prepare(const JobConfig& job, const RunArgs& args) {
@@ -39,14 +50,14 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
           const std::string& where, bool resuming, const std::string& from) {
   const bool rank0 = comm.rank() == 0;
   const int threads = configure_threads(job.parallel, local_ranks);
+  if (job.checkpoint.on_signal) install_stop_signal_handlers();
+  Trainer trainer(job, data, comm, {rank0, nullptr});
+  trainer.enable_checkpoints(to_yaml(job));
+  const int64_t steps_done = resuming ? trainer.resume(from) : 0;
   std::unique_ptr<MetricsLog> metrics;
   if (rank0) {
-    metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), resuming);
-  }
-  Trainer trainer(job, data, comm, {rank0, metrics.get()});
-  trainer.enable_checkpoints(to_yaml(job));
-  if (resuming) trainer.resume(from);
-  if (rank0) {
+    metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
+    trainer.set_metrics(metrics.get());
     std::printf("ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
                 "tokens | %d rank%s x %d threads, shard %s | run_dir %s\n",
                 job.name.c_str(), job.model.type.c_str(),
@@ -57,8 +68,22 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
     if (!where.empty()) std::printf("ringmaster: %s\n", where.c_str());
     std::fflush(stdout);
   }
-  trainer.run();
+  const Trainer::Outcome outcome = trainer.run();
   trainer.wait_for_checkpoints();
+  if (outcome == Trainer::Outcome::kStopped) {
+    // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
+    // mpirun a rank that exits early with a non-zero code gets the others killed.
+    comm.barrier();
+    if (rank0) {
+      const int sig = trainer.stop_signal();
+      std::printf("ringmaster: stopped by %s after step %lld; checkpoint saved; run the same "
+                  "command again to resume\n",
+                  sig != 0 ? sigabbrev(sig).c_str() : "a signal to another rank",
+                  static_cast<long long>(trainer.next_step()));
+      std::fflush(stdout);
+    }
+    return kExitStopped;
+  }
   const std::vector<float> params = trainer.state().full_params();
   if (rank0) {
     const std::string weights = run_file(job.run_dir, "weights.bin");
@@ -73,7 +98,7 @@ int run_single_or_launch(const RunArgs& args) {
   const JobConfig job = load_job_args(args.job);
   TrainingData data = open_training_data(job);
   const bool resuming = prepare(job, args);
-  if (args.job.nproc > 1) exec_under_mpirun(args.job.nproc, args.argv);
+  if (args.job.nproc > 1) return run_under_mpirun(args.job.nproc, args.argv);
   auto comm = make_self_communicator();
   return train(job, data, *comm, 1, "", resuming, args.from);
 }

@@ -13,8 +13,16 @@ namespace rm {
 // True when this process was started by an MPI launcher (mpirun, or srun with PMIx).
 bool launched_by_mpi();
 
-// Replaces this process with `mpirun -np N <this binary> <args>`. Throws on failure to exec.
-[[noreturn]] void exec_under_mpirun(int nproc, const std::vector<std::string>& args);
+// Runs `mpirun -np N <this binary> <args>` as a child and returns its exit code (128 + the
+// signal if it was killed). Throws if mpirun cannot be started.
+//
+// This process stays as a supervisor so that stop signals reach the ranks intact: mpirun
+// answers SIGTERM and SIGINT by killing the job (SIGTERM, then SIGKILL a moment later, too
+// soon for a checkpoint of any size), but forwards SIGUSR1 untouched. So mpirun runs in its
+// own process group (a Ctrl-C in the terminal reaches only this process), and SIGTERM, SIGINT
+// and SIGUSR1 received here are passed on to mpirun as SIGUSR1. A second signal of the same
+// kind is passed on as SIGKILL to mpirun's process group: the way out of a stuck job.
+int run_under_mpirun(int nproc, const std::vector<std::string>& args);
 
 // MPI_Init on construction (funneled: only the main thread calls MPI; OpenMP threads don't),
 // MPI_Finalize on destruction. A null object outside MPI.

@@ -3,14 +3,38 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_file.h"
+
 namespace rm {
 
-MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+namespace {
+
+// The lines of an existing metrics file whose step is at most steps_done.
+std::string lines_through(const std::string& path, int64_t steps_done) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= steps_done) {
+      kept += line + "\n";
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, int64_t steps_done) : path_(path) {
+  // Replaced atomically, so that a crash now cannot lose the history the run had.
+  const std::string kept = steps_done > 0 ? lines_through(path, steps_done) : std::string();
+  write_file_atomic(path, kept.data(), kept.size());
+  file_ = std::fopen(path.c_str(), "a");
   if (!file_) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
 }
 

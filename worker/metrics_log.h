@@ -18,8 +18,12 @@ struct StepMetrics {
 
 class MetricsLog {
  public:
-  // Opens (truncate or append) path. Throws std::runtime_error naming the file on failure.
-  MetricsLog(const std::string& path, bool append);
+  // Opens path for a run that starts after `steps_done` steps: 0 starts the file afresh; a
+  // resumed run keeps the lines of steps 1..steps_done and drops later ones (steps the crashed
+  // run logged after its last checkpoint, which the resumed run repeats), so the file holds
+  // each step once. Unparsable lines (a crash mid-line) are dropped too. Throws
+  // std::runtime_error naming the file on failure.
+  MetricsLog(const std::string& path, int64_t steps_done);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

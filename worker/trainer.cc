@@ -8,6 +8,7 @@
 
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
+#include "worker/stop_signal.h"
 
 namespace rm {
 namespace {
@@ -64,7 +65,13 @@ StepMetrics Trainer::train_step(int64_t step) {
   const auto t_backward = Clock::now();
   state_->finish_backward();
   timing_.comm_wait_ms = ms_since(t_backward);
-  comm_.all_reduce(&loss_sum, 1, DType::kFloat64, ReduceOp::kSum)->wait();
+  // The stop flag rides in the loss all-reduce: every rank learns whether any rank was
+  // signalled, at the same step, for free.
+  stop_signal_ = stop_signal_received();
+  double sums[2] = {loss_sum, stop_signal_ != 0 ? 1.0 : 0.0};
+  comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
+  loss_sum = sums[0];
+  stop_requested_ = sums[1] > 0;
 
   StepMetrics m;
   m.step = step + 1;
@@ -128,25 +135,34 @@ void Trainer::wait_for_checkpoints() {
   if (checkpoints_) checkpoints_->wait();
 }
 
-void Trainer::run() {
+Trainer::Outcome Trainer::run() {
   const TrainConfig& tc = job_.train;
   const bool rank0 = comm_.rank() == 0;
   for (int64_t step = next_step_; step < tc.steps; ++step) {
     StepMetrics m = train_step(step);
     const bool last = step + 1 == tc.steps;
+    const bool stop = stop_requested_ && !last;
     if (data_.val && tc.eval_every > 0 && (m.step % tc.eval_every == 0 || last)) {
       m.val_loss = evaluate();
     }
-    if (checkpoints_ && (last || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
+    // The step's metrics line before its checkpoint: once a checkpoint of step k is committed,
+    // the line of step k is written, and a run resumed from k (which keeps lines 1..k) has
+    // every step's line.
+    if (rank0) {
+      if (options_.metrics) options_.metrics->write(m);
+      if (options_.verbose &&
+          (m.step % tc.log_every == 0 || m.step == 1 || last || stop || m.val_loss)) {
+        std::printf("%s\n", format_log_line(m, tc.steps).c_str());
+        std::fflush(stdout);
+      }
+    }
+    if (checkpoints_ &&
+        (last || stop || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
       checkpoints_->save(m.step);
     }
-    if (!rank0) continue;
-    if (options_.metrics) options_.metrics->write(m);
-    if (options_.verbose && (m.step % tc.log_every == 0 || m.step == 1 || last || m.val_loss)) {
-      std::printf("%s\n", format_log_line(m, tc.steps).c_str());
-      std::fflush(stdout);
-    }
+    if (stop) return Outcome::kStopped;
   }
+  return Outcome::kFinished;
 }
 
 }  // namespace rm

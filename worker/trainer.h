@@ -48,8 +48,16 @@ class Trainer {
   // validation windows (the same windows every time), split across ranks. Collective.
   double evaluate();
   // Runs steps [next_step(), train.steps), logging and evaluating as configured, and saving
-  // checkpoints (every checkpoint.every steps and at the end) once enabled.
-  void run();
+  // checkpoints (every checkpoint.every steps and at the end) once enabled. A stop signal
+  // (stop_signal.h) received by any rank ends the run after the step in progress, with a
+  // checkpoint of that step when checkpoints are enabled: run() then returns kStopped and
+  // stop_signal() names the signal (on the ranks that received one).
+  enum class Outcome { kFinished, kStopped };
+  Outcome run();
+  int stop_signal() const { return stop_signal_; }
+
+  // Where rank 0 writes one line per step; may be set (or changed) before run().
+  void set_metrics(MetricsLog* metrics) { options_.metrics = metrics; }
 
   // Writes checkpoints into job.run_dir/checkpoints/ from now on; resolved_job is recorded in
   // each manifest.
@@ -79,6 +87,8 @@ class Trainer {
   std::vector<int> inputs_, targets_;
   int64_t next_step_ = 0;
   StepTiming timing_;
+  int stop_signal_ = 0;          // the stop signal this rank received (0: none)
+  bool stop_requested_ = false;  // some rank received one (agreed in the loss all-reduce)
 };
 
 }  // namespace rm

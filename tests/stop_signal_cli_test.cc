@@ -1,0 +1,198 @@
+// Stopping on a signal (checkpoint.on_signal), through the real binary and real signals: the
+// run saves a checkpoint of the step it was in, exits with 75, and the same command resumes it
+// to the weights of an uninterrupted run, bit for bit, with each step in metrics.jsonl once.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+
+constexpr int kStopped = 75;  // launcher/exit_codes.h: kExitStopped
+
+// Enough steps that a signal sent once 30 steps are logged always lands mid-run.
+std::string job_file(const TempDir& dir, bool on_signal) {
+  return dir.write("job.yaml", R"(name: sig
+run_dir: )" + dir.file("straight") + R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 400, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 100}
+checkpoint: {every: 1000, keep: 2, on_signal: )" + (on_signal ? "true" : "false") + R"(}
+parallel: {threads_per_rank: 1, timeout_s: 20}
+)");
+}
+
+// A ringmaster process in the background, its output in files.
+struct Child {
+  pid_t pid = -1;
+  std::string out, err;
+};
+
+Child spawn(const std::string& args, const TempDir& dir) {
+  Child c;
+  c.out = dir.file("bg.out");
+  c.err = dir.file("bg.err");
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    const std::string cmd =
+        "exec " + std::string(RINGMASTER_BIN) + " " + args + " >" + c.out + " 2>" + c.err;
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return c;
+}
+
+int wait_exit(const Child& c) {
+  int status = 0;
+  ::waitpid(c.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Steps logged so far (every step is a line of metrics.jsonl).
+std::vector<int> logged_steps(const std::string& metrics) {
+  std::vector<int> steps;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) steps.push_back(j["step"].get<int>());
+  }
+  return steps;
+}
+
+// Waits until the run has logged `steps` steps (60 s at most).
+bool wait_for_steps(const std::string& metrics, size_t steps) {
+  for (int i = 0; i < 6000; ++i) {
+    if (logged_steps(metrics).size() >= steps) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// The pids of a process's children (from /proc).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
+      out.push_back(std::stoi(name));
+    }
+  }
+  return out;
+}
+
+// Every step 1..n exactly once, in order.
+void expect_each_step_once(const std::string& metrics, int n) {
+  const std::vector<int> steps = logged_steps(metrics);
+  ASSERT_EQ(steps.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(steps[i], i + 1);
+}
+
+struct Case {
+  const char* name;
+  int nproc;
+  int signal;
+  bool one_rank_only;  // signal one rank directly (as a node's own shutdown would) not the launcher
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class StopSignal : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StopSignal, SavesStopsAndResumesExactly) {
+  const Case& c = GetParam();
+  TempDir dir;
+  const std::string job = job_file(dir, true);
+  const std::string np = " --nproc " + std::to_string(c.nproc);
+  ASSERT_EQ(run_cli("run " + job + np, dir.path()).exit_code, 0);
+
+  const std::string run = dir.file("stopped");
+  const std::string args = "run " + job + np + " --set run_dir=" + run;
+  const Child child = spawn(args, dir);
+  ASSERT_TRUE(wait_for_steps(run + "/metrics.jsonl", 30)) << test::slurp(child.err);
+  pid_t target = child.pid;
+  if (c.one_rank_only) {
+    // ringmaster (supervisor) -> mpirun -> ranks; signal the last rank found.
+    const auto mpirun = children_of(child.pid);
+    ASSERT_EQ(mpirun.size(), 1u);
+    const auto ranks = children_of(mpirun[0]);
+    ASSERT_EQ(ranks.size(), static_cast<size_t>(c.nproc));
+    target = ranks.back();
+  }
+  ASSERT_EQ(::kill(target, c.signal), 0);
+  const int code = wait_exit(child);
+  const std::string out = test::slurp(child.out), err = test::slurp(child.err);
+  ASSERT_EQ(code, kStopped) << out << err;
+  EXPECT_NE(out.find("checkpoint saved; run the same command again to resume"),
+            std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(run + "/weights.bin"));
+
+  // The checkpoint is of the step the run stopped after, and verifies.
+  const std::vector<int> steps = logged_steps(run + "/metrics.jsonl");
+  ASSERT_FALSE(steps.empty());
+  const int stopped_at = steps.back();
+  EXPECT_LT(stopped_at, 400);
+  char name[32];
+  std::snprintf(name, sizeof name, "/checkpoints/step_%08d", stopped_at);
+  const auto verify = run_cli("ckpt verify " + run + name, dir.path());
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+
+  const auto resumed = run_cli(args, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find(std::string("resuming from ") + run + name), std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")))
+      << "stopped and resumed run differs from the uninterrupted one";
+  expect_each_step_once(run + "/metrics.jsonl", 400);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Signals, StopSignal,
+    ::testing::Values(Case{"sigterm_one_rank", 1, SIGTERM, false},
+                      Case{"sigint_one_rank", 1, SIGINT, false},
+                      Case{"sigterm_to_launcher_of_two_ranks", 2, SIGTERM, false},
+                      Case{"sigusr1_to_one_of_two_ranks", 2, SIGUSR1, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// checkpoint.on_signal: false keeps the default action: the signal kills the run, which saves
+// nothing (the last periodic checkpoint is all there is).
+TEST(StopSignalOff, SignalKillsWithoutSaving) {
+  TempDir dir;
+  const std::string job = job_file(dir, false);
+  const Child child = spawn("run " + job, dir);
+  ASSERT_TRUE(wait_for_steps(dir.file("straight/metrics.jsonl"), 30)) << test::slurp(child.err);
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(child), 128 + SIGTERM);
+  EXPECT_TRUE(!fs::exists(dir.file("straight/checkpoints")) ||
+              fs::is_empty(dir.file("straight/checkpoints")));
+}
+
+}  // namespace
+}  // namespace rm
