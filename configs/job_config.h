@@ -65,6 +65,7 @@ struct ParallelConfig {
 struct CheckpointConfig {
   int64_t every = 0;  // steps; 0 = only at the end and on signals
   int keep = 3;
+  int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
   bool async = true;
   bool on_signal = true;
 };

@@ -157,10 +157,13 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(checkpoint.every, at_least(0),
              "Steps between checkpoints; 0 = only at the end and on signals."),
       RM_KEY(checkpoint.keep, at_least(1), "Newest verified checkpoints to keep."),
+      RM_KEY(checkpoint.keep_every, at_least(0),
+             "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
       RM_KEY(checkpoint.async, any(),
              "Write checkpoints in the background while training goes on."),
       RM_KEY(checkpoint.on_signal, any(),
-             "Checkpoint before exiting on SIGTERM/SIGUSR1 (Slurm preemption, time limit)."),
+             "On SIGTERM, SIGUSR1 or SIGINT (Slurm preemption, time limit, Ctrl-C): finish the step, "
+             "checkpoint it and exit with 75; false: the signal kills the run."),
 
       RM_KEY(resilience.max_restarts, at_least(0),
              "Times the launcher restarts a failed job from its last good checkpoint."),

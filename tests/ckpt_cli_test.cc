@@ -173,6 +173,20 @@ TEST_P(CkptDamage, VerifyNamesItAndResumeSkipsIt) {
 INSTANTIATE_TEST_SUITE_P(Kinds, CkptDamage, ::testing::ValuesIn(kDamages),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// checkpoint.keep newest, plus every keep_every-th step for good.
+TEST_F(CkptCli, RetentionKeepsTheNewestAndEveryKth) {
+  const std::string run = scratch_.file("retention");
+  const auto r = run_cli("run " + job() + " --set run_dir=" + run +
+                             " --set 'checkpoint={every: 2, keep: 2, keep_every: 6, async: true}'",
+                         scratch_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints")) {
+    left.insert(e.path().filename().string());
+  }
+  EXPECT_EQ(left, (std::set<std::string>{"step_00000006", "step_00000010", "step_00000012"}));
+}
+
 TEST_F(CkptCli, InspectShowsTensorsStateAndJob) {
   const auto r = run_cli("ckpt inspect " + ckpt(run_dir(), 8), scratch_.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;

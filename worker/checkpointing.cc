@@ -41,6 +41,7 @@ void Checkpointing::save(int64_t steps_done) {
   r.commit = comm_.rank() == 0;
   r.writers = comm_.size();
   r.keep = job_.checkpoint.keep;
+  r.keep_every = job_.checkpoint.keep_every;
   if (r.commit) {
     Manifest& m = r.manifest;
     m.step = steps_done;
