@@ -70,16 +70,20 @@ int64_t Checkpointing::resume(const std::string& path) {
   if (comm_.rank() == 0) {
     if (chosen.empty()) {
       std::vector<std::string> report;
-      const auto found = find_resume_checkpoint(job_.run_dir, &report);
+      const auto found = find_resume_checkpoint(job_.run_dir, &report);  // verified already
       for (const std::string& line : report) std::printf("ringmaster: %s\n", line.c_str());
-      if (found) chosen = found->path;
-    }
-    if (!chosen.empty()) {
+      if (found) {
+        chosen = found->path;
+        step = static_cast<double>(found->step);
+      }
+    } else {
       const VerifyResult v = verify_checkpoint(chosen);
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
       step = static_cast<double>(v.step);
+    }
+    if (step >= 0) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
-                  static_cast<long long>(v.step));
+                  static_cast<long long>(step));
       std::fflush(stdout);
     }
   }
