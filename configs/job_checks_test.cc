@@ -103,12 +103,33 @@ TEST(CrossField, VocabFitsTheDataFormat) {
 }
 
 TEST(CrossField, OneGpuPerCudaRank) {
-  EXPECT_EQ(one_error(with_train("parallel:\n  backend: cuda\ncluster:\n  tasks_per_node: 8\n"
-                                 "  gpus_per_node: 4\n")),
+  // Two errors while the CUDA path is not built: the backend itself, and the rank count.
+  const auto errors = load_errors(with_train("parallel:\n  backend: cuda\ncluster:\n  tasks_per_node: 8\n"
+                                             "  gpus_per_node: 4\n"));
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[1],
             "job.yaml:4:19: cluster.tasks_per_node: 8 ranks per node but cluster.gpus_per_node "
             "is 4; each rank of the cuda backend needs its own GPU");
   EXPECT_TRUE(
       load_errors(with_train("cluster:\n  tasks_per_node: 8\n  gpus_per_node: 4\n")).empty());
+}
+
+// Keys whose implementation has not landed are refused, not silently ignored.
+TEST(CrossField, NotImplementedYetIsRefused) {
+  EXPECT_EQ(one_error(with_train("parallel:\n  backend: cuda\n")),
+            "job.yaml:2:12: parallel.backend: 'cuda' is not implemented yet: training runs on the "
+            "CPU (kernels/cuda holds element-wise kernels only); use auto or cpu");
+  EXPECT_EQ(one_error(with_train("parallel:\n  precision: bf16\n")),
+            "job.yaml:2:14: parallel.precision: 'bf16' is not implemented yet: the CPU kernels "
+            "compute in fp32 (bf16 comes with the CUDA kernels); use fp32");
+  EXPECT_EQ(one_error(with_train("resilience:\n  step_timeout_s: 60\n")),
+            "job.yaml:2:19: resilience.step_timeout_s: is not implemented yet; set 0 "
+            "(parallel.timeout_s already bounds every collective)");
+  EXPECT_EQ(one_error(with_train("resilience:\n  on_nan: rollback\n")),
+            "job.yaml:2:11: resilience.on_nan: rollback needs checkpoints to roll back to: set "
+            "checkpoint.every > 0");
+  EXPECT_TRUE(load_errors(with_train("resilience:\n  on_nan: rollback\ncheckpoint:\n  every: 10\n"))
+                  .empty());
 }
 
 TEST(CrossField, CheckJobOnACodeBuiltConfig) {
