@@ -1,2 +1,110 @@
-// Being written.
+// `ringmaster bench ckpt` through the real binary at a tiny size: every row printed with its
+// numbers, the directory left as it was found, and bad directories named in one message.
+// No timing is asserted: the figures depend on the machine.
 #include <gtest/gtest.h>
+
+#include <sys/statvfs.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+
+// Each timed row: median, min and max seconds, then GiB/s.
+const char* const kRows[] = {
+    "plain write+fsync (baseline)",
+    "checkpoint save",
+    "sync save() (baseline)",
+    "async save(): staging copy",
+    "async save() until wait() returns",
+    "plain read, cold (baseline)",
+    "checkpoint restore, cold",
+    "plain read, warm (baseline)",
+    "checkpoint restore, warm",
+};
+
+void expect_table(const std::string& out) {
+  EXPECT_NE(out.find("bench ckpt: "), std::string::npos) << out;
+  const std::string num = R"(\s+([0-9]+\.[0-9]+))";
+  for (const char* row : kRows) {
+    const std::string escaped = std::regex_replace(row, std::regex(R"([().+])"), R"(\$&)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("\n  " + escaped + num + num + num + num)))
+        << "no row with numbers for '" << row << "' in\n"
+        << out;
+    EXPECT_LE(std::stod(m[2]), std::stod(m[1])) << row;  // min <= median <= max
+    EXPECT_LE(std::stod(m[1]), std::stod(m[3])) << row;
+  }
+  // The two ratios with a goal say what the goal is and whether it was met.
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(checkpoint save .* [0-9.]+x speed \(goal >= 0\.80x: (met|NOT met)\))")))
+      << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(staging copy .* [0-9.]+x time \(goal <= 0\.10x: (met|NOT met)\))")))
+      << out;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  return names;
+}
+
+TEST(BenchCkptCli, ExistingDirIsLeftAsItWas) {
+  TempDir tmp;
+  tmp.write("keep.txt", "not ours");
+  const auto r = run_cli("bench ckpt --gib 0.01 --repeats 1 --dir " + tmp.path(), tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_table(r.out);
+  // Only the files that were there before (and the runner's captured streams).
+  for (const std::string& name : entries(tmp.path())) {
+    EXPECT_TRUE(name == "keep.txt" || name == "cli.out" || name == "cli.err") << name;
+  }
+}
+
+TEST(BenchCkptCli, CreatedDirIsRemovedWithOddShardsAndRepeats) {
+  TempDir tmp;
+  const std::string dir = tmp.file("a/b");
+  const auto r = run_cli("bench ckpt --gib 0.002 --ranks 3 --repeats 2 --dir " + dir, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_table(r.out);
+  EXPECT_NE(r.out.find("in 3 shards under " + dir + ", 2 repeats"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp.file("a"))) << "the directories it created must be removed";
+}
+
+TEST(BenchCkptCli, DirUnderARegularFileIsNamed) {
+  TempDir tmp;
+  const std::string file = tmp.write("file", "x");
+  const std::string dir = file + "/sub";
+  const auto r = run_cli("bench ckpt --gib 0.01 --repeats 1 --dir " + dir, tmp.path());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find(dir), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("checkpoint save"), std::string::npos) << "no table after an error";
+  EXPECT_TRUE(fs::is_regular_file(file));
+}
+
+TEST(BenchCkptCli, TooLittleFreeSpaceIsNamedBeforeWriting) {
+  TempDir tmp;
+  struct statvfs st;
+  ASSERT_EQ(::statvfs(tmp.path().c_str(), &st), 0);
+  const double free_gib = static_cast<double>(st.f_bavail) * st.f_frsize / (1 << 30);
+  if (free_gib > 200) GTEST_SKIP() << "this filesystem has room for a 256 GiB checkpoint";
+  const std::string dir = tmp.file("big");
+  const auto r = run_cli("bench ckpt --gib 256 --repeats 1 --dir " + dir, tmp.path());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find(dir + ": "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB free"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+}  // namespace
+}  // namespace rm

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
 #include "worker/data/test_util.h"
 
 namespace rm {
@@ -25,18 +26,6 @@ data: {train: data/tinyshakespeare.txt}
 train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
 checkpoint: {every: 4, keep: 2, async: true}
 )");
-}
-
-// The loss of each step, the last line for a step winning (a resumed run repeats some).
-std::map<int, double> losses(const std::string& metrics) {
-  std::map<int, double> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    out[j["step"].get<int>()] = j["loss"].get<double>();
-  }
-  return out;
 }
 
 TEST(ResumeCli, KilledRunResumesBitForBit) {
@@ -55,7 +44,7 @@ TEST(ResumeCli, KilledRunResumesBitForBit) {
   EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
   EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")), test::slurp(dir.file("killed/weights.bin")))
       << "parameters after resume differ from the uninterrupted run";
-  EXPECT_EQ(losses(dir.file("straight/metrics.jsonl")), losses(dir.file("killed/metrics.jsonl")));
+  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")), test::losses_by_step(dir.file("killed/metrics.jsonl")));
 }
 
 TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
@@ -70,8 +59,8 @@ TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
   const auto resumed = run_cli("run " + job + b + " --set parallel.shard=full", dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
-  const auto a = losses(dir.file("straight/metrics.jsonl"));
-  const auto m = losses(dir.file("moved/metrics.jsonl"));
+  const auto a = test::losses_by_step(dir.file("straight/metrics.jsonl"));
+  const auto m = test::losses_by_step(dir.file("moved/metrics.jsonl"));
   ASSERT_EQ(m.size(), 12u);
   for (const auto& [step, loss] : a) EXPECT_NEAR(m.at(step), loss, 1e-5 * loss) << step;
 }

@@ -11,20 +11,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
 #include "worker/data/test_util.h"
 
 namespace rm {
 namespace {
 
 namespace fs = std::filesystem;
+using test::logged_steps;
 using test::run_cli;
 
 constexpr int kStopped = 75;  // launcher/exit_codes.h: kExitStopped
@@ -65,18 +64,6 @@ int wait_exit(const Child& c) {
   int status = 0;
   ::waitpid(c.pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Steps logged so far (every step is a line of metrics.jsonl).
-std::vector<int> logged_steps(const std::string& metrics) {
-  std::vector<int> steps;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object()) steps.push_back(j["step"].get<int>());
-  }
-  return steps;
 }
 
 // Waits until the run has logged `steps` steps (60 s at most).

@@ -30,7 +30,7 @@ Checkpointing::~Checkpointing() {
   }
 }
 
-void Checkpointing::save(int64_t steps_done) {
+void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) {
   if (steps_done == last_saved_) return;
   last_saved_ = steps_done;
   SaveRequest r;
@@ -57,6 +57,7 @@ void Checkpointing::save(int64_t steps_done) {
                {"optimizer_steps", state_.optimizer_steps()},
                {"global_sample_cursor", steps_done * job_.train.global_batch},
                {"seed", job_.seed}};
+    m.state.update(extra_state);
   }
   writer_.save(r);
 }
@@ -96,6 +97,7 @@ int64_t Checkpointing::resume(const std::string& path) {
     throw CheckpointError(reader.dir() + ": holds a model of a different size than this job's");
   }
   state_.restore(reader, m.state.value("optimizer_steps", steps_done));
+  resumed_state_ = m.state;
   last_saved_ = steps_done;
   return steps_done;
 }

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/async_writer.h"
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
@@ -27,13 +29,16 @@ class Checkpointing {
   ~Checkpointing();
 
   // Saves the state after `steps_done` optimizer steps (a no-op if that step is already saved).
-  void save(int64_t steps_done);
+  // `extra_state` (a JSON object) is merged into the manifest's state, overriding defaults.
+  void save(int64_t steps_done, const nlohmann::json& extra_state = nlohmann::json::object());
   // Waits until the last save is on disk (rank 0: committed).
   void wait();
   // Restores from `path`, or (empty path) from the newest verified checkpoint of the run, if
   // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
   // what it skipped.
   int64_t resume(const std::string& path);
+  // The manifest state of the checkpoint the last resume() read (empty object if none).
+  const nlohmann::json& resumed_state() const { return resumed_state_; }
 
  private:
   const JobConfig& job_;
@@ -43,6 +48,7 @@ class Checkpointing {
   Communicator& comm_;
   AsyncCheckpointWriter writer_;
   int64_t last_saved_ = -1;
+  nlohmann::json resumed_state_ = nlohmann::json::object();
 };
 
 }  // namespace rm

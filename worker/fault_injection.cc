@@ -3,40 +3,158 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/checkpoint_writer.h"
 
 namespace rm {
 namespace {
 
+enum class Kind { kNone, kStop, kKill, kSleep, kSaveKill, kNan };
+
 struct Fault {
-  char kind[16] = "";
+  Kind kind = Kind::kNone;
+  const char* name = "";
   int rank = -1;
-  long long step = -1;
+  long long at = -1;  // the step (stop, kill, sleep, nan) or the phase event (savekill)
+  long long delay_us = 0;
 };
 
-Fault parse() {
+// One fault of the comma-separated list; kind kNone if malformed.
+Fault parse_one(const std::string& spec) {
   Fault f;
-  const char* spec = std::getenv("RM_TEST_FAULT");
-  if (spec && std::sscanf(spec, "%15[a-z]:%d:%lld", f.kind, &f.rank, &f.step) != 3) {
-    std::fprintf(stderr, "ringmaster: ignoring malformed RM_TEST_FAULT='%s'\n", spec);
-    f.rank = -1;
+  char kind[16] = "";
+  int rank = -1;
+  long long at = -1, delay_us = 0;
+  char extra = '\0';
+  const int n =
+      std::sscanf(spec.c_str(), "%15[a-z]:%d:%lld:%lld%c", kind, &rank, &at, &delay_us, &extra);
+  static const struct {
+    const char* name;
+    Kind kind;
+  } kinds[] = {{"stop", Kind::kStop},
+               {"kill", Kind::kKill},
+               {"sleep", Kind::kSleep},
+               {"savekill", Kind::kSaveKill},
+               {"nan", Kind::kNan}};
+  for (const auto& k : kinds) {
+    if (std::strcmp(kind, k.name) == 0) {
+      f.kind = k.kind;
+      f.name = k.name;
+    }
   }
+  const bool ok = f.kind != Kind::kNone && rank >= 0 && at >= 1 &&
+                  (n == 3 || (n == 4 && f.kind == Kind::kSaveKill && delay_us >= 0));
+  if (!ok) return Fault{};
+  f.rank = rank;
+  f.at = at;
+  f.delay_us = delay_us;
   return f;
+}
+
+std::vector<Fault> parse() {
+  std::vector<Fault> faults;
+  const char* env = std::getenv("RM_TEST_FAULT");
+  if (env == nullptr) return faults;
+  const std::string spec(env);
+  for (size_t begin = 0; begin <= spec.size();) {
+    const size_t comma = std::min(spec.find(',', begin), spec.size());
+    const Fault f = parse_one(spec.substr(begin, comma - begin));
+    if (f.kind == Kind::kNone) {
+      std::fprintf(stderr, "ringmaster: ignoring malformed RM_TEST_FAULT='%s'\n", env);
+      return {};
+    }
+    faults.push_back(f);
+    begin = comma + 1;
+  }
+  return faults;
+}
+
+// The savekill state: written once before the hook is installed, then only read by the hook.
+Fault g_savekill;
+int g_rank = -1;
+std::atomic<long long> g_events{0};  // phase events seen (the hook may run on a save thread)
+std::atomic<bool> g_kill_pending{false};
+
+[[noreturn]] void kill_self() {
+  ::kill(::getpid(), SIGKILL);
+  for (;;) ::pause();  // SIGKILL cannot be caught; this only waits for it to be delivered
+}
+
+void kill_if_pending_at_exit() {
+  if (g_kill_pending.load()) kill_self();
+}
+
+void on_checkpoint_phase(const char* phase) {
+  const long long n = g_events.fetch_add(1) + 1;
+  if (n != g_savekill.at) return;
+  std::fprintf(stderr,
+               "ringmaster: [rank %d] RM_TEST_FAULT: savekill at checkpoint phase event %lld "
+               "(%s), SIGKILL after %lld us\n",
+               g_rank, n, phase, g_savekill.delay_us);
+  std::fflush(stderr);
+  if (g_savekill.delay_us == 0) kill_self();
+  g_kill_pending.store(true);
+  std::thread([delay = g_savekill.delay_us] {
+    std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    kill_self();
+  }).detach();
+}
+
+// Parses the environment; for a savekill of this rank, installs the phase hook (and the kill
+// at exit that keeps a delayed kill from being outrun by the end of the process).
+std::vector<Fault> setup(int rank) {
+  std::vector<Fault> faults = parse();
+  for (const Fault& f : faults) {
+    if (f.kind == Kind::kSaveKill && f.rank == rank && g_rank < 0) {
+      g_savekill = f;
+      g_rank = rank;
+      std::atexit(kill_if_pending_at_exit);
+      set_checkpoint_phase_hook(on_checkpoint_phase);
+    }
+  }
+  return faults;
+}
+
+std::vector<Fault>& faults(int rank) {
+  static std::vector<Fault> list = setup(rank);
+  return list;
+}
+
+void announce(int rank, const Fault& f) {
+  std::fprintf(stderr, "ringmaster: [rank %d] RM_TEST_FAULT: %s at step %lld\n", rank, f.name,
+               f.at);
+  std::fflush(stderr);
 }
 
 }  // namespace
 
 void maybe_inject_fault(int rank, int64_t step) {
-  static const Fault fault = parse();
-  if (fault.rank != rank || fault.step != step) return;
-  std::fprintf(stderr, "ringmaster: [rank %d] RM_TEST_FAULT: %s at step %lld\n", rank,
-               fault.kind, fault.step);
-  std::fflush(stderr);
-  if (std::strcmp(fault.kind, "stop") == 0) raise(SIGSTOP);
-  if (std::strcmp(fault.kind, "kill") == 0) raise(SIGKILL);
-  if (std::strcmp(fault.kind, "sleep") == 0) sleep(3600);
+  for (const Fault& f : faults(rank)) {
+    if (f.at != step || f.rank != rank) continue;
+    if (f.kind == Kind::kStop) announce(rank, f), raise(SIGSTOP);
+    if (f.kind == Kind::kKill) announce(rank, f), raise(SIGKILL);
+    if (f.kind == Kind::kSleep) announce(rank, f), sleep(3600);
+  }
+}
+
+bool fault_poisons_loss(int rank, int64_t step) {
+  for (Fault& f : faults(rank)) {
+    if (f.kind == Kind::kNan && f.rank == rank && f.at == step) {
+      announce(rank, f);
+      f.kind = Kind::kNone;  // once: the step retried after a rollback trains normally
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace rm

@@ -1,15 +1,41 @@
-// Test hook: makes one rank misbehave at a chosen step so that tests can check that the others
-// fail fast and loudly instead of hanging. Driven by the environment variable
-//   RM_TEST_FAULT=KIND:RANK:STEP     KIND = stop (SIGSTOP itself), kill (SIGKILL itself),
-//                                    sleep (sleep 3600 s)
-// e.g. RM_TEST_FAULT=stop:1:3 stops rank 1 at the start of step 3 (1-based). Unset: no effect,
-// at the cost of one comparison per step.
+// Test hook: makes one rank misbehave at a chosen moment so that tests can check that the others
+// fail fast and loudly instead of hanging, and that a crash at any moment of a checkpoint save
+// leaves a run that resumes. Driven by the environment variable
+//   RM_TEST_FAULT=KIND:RANK:STEP          KIND = stop (SIGSTOP itself), kill (SIGKILL itself),
+//                                         sleep (sleep 3600 s), at the start of step STEP
+//                                         (1-based)
+//   RM_TEST_FAULT=savekill:RANK:N[:DELAY_US]
+//                                         SIGKILL at the N-th (1-based) checkpoint phase event
+//                                         of rank RANK (checkpoint_writer.h's phase hook: shard
+//                                         write/fsync/descriptor, commit phases, retention
+//                                         deletes), counted across all the saves of this process
+//                                         and on whichever thread saves. With DELAY_US > 0 the
+//                                         phase goes on and a helper thread kills the process
+//                                         DELAY_US microseconds later (so the kill can land in
+//                                         the middle of a write or fsync, or after the save), or
+//                                         when the process exits, whichever comes first: once
+//                                         event N is reached the process never exits normally.
+//   RM_TEST_FAULT=nan:RANK:STEP           the loss of rank RANK at step STEP is NaN, once (the
+//                                         step retried after a rollback is left alone)
+// Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill).
+// e.g. RM_TEST_FAULT=stop:1:3 stops rank 1 at the start of step 3; RM_TEST_FAULT=savekill:0:5
+// kills rank 0 as its 5th phase event begins. Each fault prints one line to stderr, starting
+// "ringmaster: [rank R] RM_TEST_FAULT: ", as it strikes.
+//
+// Unset: no effect, at the cost of one comparison per step and no phase hook. The environment
+// is read once, at the first call; a malformed value is reported on stderr and ignored.
 #pragma once
 
 #include <cstdint>
 
 namespace rm {
 
+// Called by every rank at the start of each step (1-based), before any save of the process.
+// The first call installs the savekill phase hook, when the fault asks for one on this rank.
 void maybe_inject_fault(int rank, int64_t step);
+
+// True once, when a nan fault names this rank and step (1-based): the trainer then makes its
+// loss NaN.
+bool fault_poisons_loss(int rank, int64_t step);
 
 }  // namespace rm

@@ -31,11 +31,19 @@ std::string lines_through(const std::string& path, int64_t steps_done) {
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, int64_t steps_done) : path_(path) {
+  rewind(steps_done);
+}
+
+void MetricsLog::rewind(int64_t steps_done) {
+  if (file_) {
+    std::fclose(file_);
+    file_ = nullptr;
+  }
   // Replaced atomically, so that a crash now cannot lose the history the run had.
-  const std::string kept = steps_done > 0 ? lines_through(path, steps_done) : std::string();
-  write_file_atomic(path, kept.data(), kept.size());
-  file_ = std::fopen(path.c_str(), "a");
-  if (!file_) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
+  const std::string kept = steps_done > 0 ? lines_through(path_, steps_done) : std::string();
+  write_file_atomic(path_, kept.data(), kept.size());
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw std::runtime_error(path_ + ": cannot open for writing: " + std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {

@@ -14,6 +14,7 @@ struct StepMetrics {
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0;
   std::optional<double> val_loss;
   bool skipped = false;  // update skipped (non-finite loss or gradient, on_nan: skip)
+  bool rollback = false;  // on_nan: rollback asks the trainer to roll back (never logged)
 };
 
 class MetricsLog {
@@ -29,6 +30,8 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void write(const StepMetrics& m);
+  // Drops the lines after step `steps_done` (a rollback to that step), as on opening.
+  void rewind(int64_t steps_done);
 
  private:
   std::string path_;

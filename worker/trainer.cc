@@ -55,13 +55,14 @@ StepMetrics Trainer::train_step(int64_t step) {
   state_->begin_step();
   double loss_sum = 0;
   for (int j = 0; j < accum_steps_; ++j) {
-    const uint64_t first = static_cast<uint64_t>(step) * tc.global_batch +
+    const uint64_t first = static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
                            static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
     data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs_.data(), targets_.data());
     state_->begin_micro_batch(j == accum_steps_ - 1);
     loss_sum += model_->forward_backward(*state_, inputs_.data(), targets_.data(),
                                          tc.micro_batch, grad_scale);
   }
+  if (fault_poisons_loss(rank, step + 1)) loss_sum = std::nan("");
   const auto t_backward = Clock::now();
   state_->finish_backward();
   timing_.comm_wait_ms = ms_since(t_backward);
@@ -84,11 +85,12 @@ StepMetrics Trainer::train_step(int64_t step) {
                              (std::isfinite(m.loss) ? "gradient norm" : "loss");
     if (job_.resilience.on_nan == "skip") {
       m.skipped = true;
-    } else if (job_.resilience.on_nan == "rollback") {
-      throw std::runtime_error(what + " (resilience.on_nan: rollback restarts from the last "
-                                      "checkpoint; this run has none to roll back to)");
+    } else if (job_.resilience.on_nan == "rollback" && checkpoints_) {
+      m.skipped = true;
+      m.rollback = true;
     } else {
-      throw std::runtime_error(what + " (resilience.on_nan: abort)");
+      throw std::runtime_error(what + " (resilience.on_nan: " + job_.resilience.on_nan +
+                               (checkpoints_ ? ")" : ", and no checkpoints to roll back to)"));
     }
   }
   if (!m.skipped) state_->optimizer_step(lr, m.grad_norm);
@@ -128,6 +130,17 @@ void Trainer::enable_checkpoints(const std::string& resolved_job) {
 int64_t Trainer::resume(const std::string& path) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
   next_step_ = checkpoints_->resume(path);
+  // The batches skipped by rollbacks before the checkpoint are skipped again.
+  skipped_batches_.clear();
+  const nlohmann::json& state = checkpoints_->resumed_state();
+  if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
+    for (const auto& x : state["skipped_batches"]) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0) {
+        throw std::runtime_error("checkpoint state: skipped_batches: not a list of steps");
+      }
+      skipped_batches_.push_back(x.get<int64_t>());
+    }
+  }
   return next_step_;
 }
 
@@ -135,11 +148,59 @@ void Trainer::wait_for_checkpoints() {
   if (checkpoints_) checkpoints_->wait();
 }
 
+int64_t Trainer::batch_index(int64_t step) const {
+  int64_t shift = 0;
+  for (int64_t from : skipped_batches_) shift += from <= step ? 1 : 0;
+  return step + shift;
+}
+
+nlohmann::json Trainer::data_state(int64_t steps_done) const {
+  return {{"global_sample_cursor", batch_index(steps_done) * job_.train.global_batch},
+          {"skipped_batches", skipped_batches_}};
+}
+
+void Trainer::roll_back(const StepMetrics& bad) {
+  const bool rank0 = comm_.rank() == 0;
+  // Isolated spikes days apart each get their rollback; a step that stays bad however many
+  // batches it skips ends the run.
+  if (bad.step > last_bad_step_) rollbacks_at_step_ = 0;
+  last_bad_step_ = bad.step;
+  if (++rollbacks_at_step_ > kMaxRollbacks) {
+    throw std::runtime_error("step " + std::to_string(bad.step) + ": non-finite loss or "
+                             "gradient again after " + std::to_string(kMaxRollbacks) +
+                             " rollbacks at this step (resilience.on_nan: rollback); giving up");
+  }
+  if (rank0) {
+    std::printf("ringmaster: step %lld: non-finite %s; rolling back to the newest verified "
+                "checkpoint, and step %lld will train on the next batch instead\n",
+                static_cast<long long>(bad.step),
+                std::isfinite(bad.loss) ? "gradient norm" : "loss",
+                static_cast<long long>(bad.step));
+    std::fflush(stdout);
+  }
+  checkpoints_->wait();  // the newest save must be on disk before choosing
+  const int64_t steps_done = checkpoints_->resume("");
+  if (steps_done == 0) {
+    throw std::runtime_error("step " + std::to_string(bad.step) + ": non-finite loss or "
+                             "gradient, and no checkpoint verifies to roll back to");
+  }
+  // From the bad step on, every step takes the batch after the one it would have taken. The
+  // steps replayed before it take the same batches as the first time, so they repeat exactly.
+  skipped_batches_.push_back(bad.step - 1);
+  next_step_ = steps_done;
+  if (rank0 && options_.metrics) options_.metrics->rewind(steps_done);
+}
+
 Trainer::Outcome Trainer::run() {
   const TrainConfig& tc = job_.train;
   const bool rank0 = comm_.rank() == 0;
-  for (int64_t step = next_step_; step < tc.steps; ++step) {
+  while (next_step_ < tc.steps) {
+    const int64_t step = next_step_;
     StepMetrics m = train_step(step);
+    if (m.rollback) {
+      roll_back(m);
+      continue;
+    }
     const bool last = step + 1 == tc.steps;
     const bool stop = stop_requested_ && !last;
     if (data_.val && tc.eval_every > 0 && (m.step % tc.eval_every == 0 || last)) {
@@ -158,7 +219,7 @@ Trainer::Outcome Trainer::run() {
     }
     if (checkpoints_ &&
         (last || stop || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
-      checkpoints_->save(m.step);
+      checkpoints_->save(m.step, data_state(m.step));
     }
     if (stop) return Outcome::kStopped;
   }

@@ -5,7 +5,9 @@
 // Sample order: optimizer step s consumes global sample indices [s*G, (s+1)*G) with
 // G = train.global_batch; micro-batch j of rank r takes the contiguous slice starting at
 // s*G + (j*R + r)*micro_batch. The set of samples in a step is therefore the same for any
-// number of ranks R, and resuming only needs the step number.
+// number of ranks R, and resuming only needs the step number. (With resilience.on_nan: rollback,
+// a step that produced a non-finite loss is retried after the rollback on the next batch, and
+// every later step shifts by one batch too; the list of such steps is saved in checkpoints.)
 //
 // Every rank runs the same calls in the same order (they issue collectives); only rank 0
 // prints and writes metrics.
@@ -14,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
@@ -87,6 +91,15 @@ class Trainer {
   std::vector<int> inputs_, targets_;
   int64_t next_step_ = 0;
   StepTiming timing_;
+  // resilience.on_nan: rollback. Each entry x: from step x (0-based) on, every step takes the
+  // batch after the one it took before (batch_index); saved in checkpoints.
+  static constexpr int kMaxRollbacks = 3;  // at one step
+  std::vector<int64_t> skipped_batches_;
+  int64_t last_bad_step_ = 0;
+  int rollbacks_at_step_ = 0;
+  int64_t batch_index(int64_t step) const;
+  nlohmann::json data_state(int64_t steps_done) const;
+  void roll_back(const StepMetrics& bad);
   int stop_signal_ = 0;          // the stop signal this rank received (0: none)
   bool stop_requested_ = false;  // some rank received one (agreed in the loss all-reduce)
 };
