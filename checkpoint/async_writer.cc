@@ -76,8 +76,23 @@ void AsyncCheckpointWriter::save(const SaveRequest& request) {
   }
   if (total > staging_floats_) grow(total);
 
-  // The thread is idle: job_ and the staging buffer are ours until has_job_ is set.
+  // The thread is idle: job_ and the staging buffer are ours until has_job_ is set. The copy is
+  // the thread's first task (thread_main), so that it overlaps the caller's next computation.
   job_ = request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    has_job_ = true;
+    staged_ = false;
+  }
+  cv_.notify_all();
+}
+
+void AsyncCheckpointWriter::wait_staged() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return staged_; });
+}
+
+void AsyncCheckpointWriter::stage_job() {
   float* at = staging_.get();
   for (ShardSlice& s : job_.slices) {
     const size_t n = static_cast<size_t>(s.end - s.begin);
@@ -85,11 +100,6 @@ void AsyncCheckpointWriter::save(const SaveRequest& request) {
     s.data = at;
     at += n;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    has_job_ = true;
-  }
-  cv_.notify_all();
 }
 
 SaveResult AsyncCheckpointWriter::wait() {
@@ -108,6 +118,11 @@ void AsyncCheckpointWriter::thread_main() {
   for (;;) {
     cv_.wait(lock, [this] { return has_job_ || stop_; });
     if (!has_job_) return;  // stop_ and nothing queued
+    lock.unlock();
+    stage_job();
+    lock.lock();
+    staged_ = true;
+    cv_.notify_all();
     lock.unlock();
     SaveResult result;
     std::exception_ptr error;

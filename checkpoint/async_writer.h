@@ -1,10 +1,15 @@
 // Saving a rank's shard of a checkpoint without stopping training.
 //
-// AsyncCheckpointWriter owns one background thread and one staging buffer. save() copies the
-// caller's slices into the staging buffer (memcpy speed) and returns; the thread then does the
-// slow part: write + fsync the shard (checkpoint_writer.h) and, on the rank that commits, wait
-// for every rank's shard, commit the checkpoint and apply retention. Training may modify its
-// buffers as soon as save() returns.
+// AsyncCheckpointWriter owns one background thread and one staging buffer. save() hands the
+// caller's slices to the thread and returns at once; the thread copies them into the staging
+// buffer (memcpy speed), signals that they are staged, then does the slow part: write + fsync
+// the shard (checkpoint_writer.h) and, on the rank that commits, wait for every rank's shard,
+// commit the checkpoint and apply retention.
+//
+//   - The caller's memory is read until wait_staged() returns: call it before modifying the
+//     saved buffers. A trainer saves after step k and calls wait_staged() just before the
+//     optimizer update of step k+1, so the copy overlaps that step's forward and backward and
+//     the stall is only what the copy takes beyond them (usually nothing).
 //
 //   - One save in flight: the next save() (or wait()) first waits for the previous one, so the
 //     staging buffer is reused. It is allocated on first use (or by reserve()) and only grows.
@@ -47,7 +52,7 @@ struct SaveRequest {
   std::string run_dir;
   int64_t step = 0;
   int rank = 0;
-  std::vector<ShardSlice> slices;  // caller's memory; copied (async) before save() returns
+  std::vector<ShardSlice> slices;  // caller's memory; read until wait_staged() returns
 
   // The committing rank only: once the shards of ranks 0..writers-1 are on disk (waiting up to
   // collect_timeout_s for them), commit `manifest` (everything but files, which are collected
@@ -79,9 +84,13 @@ class AsyncCheckpointWriter {
   // Grows the staging buffer to `floats` now (allocation and first touch cost ~1 s per 2 GiB:
   // do it at start-up rather than at the first save). No effect in kSync mode.
   void reserve(size_t floats);
-  // Waits for the previous save (rethrowing its error), then starts this one. In kAsync mode it
-  // returns once the slices are copied.
+  // Waits for the previous save (rethrowing its error), then starts this one and returns (kSync:
+  // returns when it is done).
   void save(const SaveRequest& request);
+  // Waits until the save in flight no longer reads the caller's memory (its slices are copied
+  // into the staging buffer); returns at once if there is none, and in kSync mode. Never throws:
+  // a failed copy cannot happen, and later failures surface from the next save() or wait().
+  void wait_staged();
   // Waits for the save in flight, rethrows its error, returns the last save's result.
   SaveResult wait();
   // True when no save is in flight (non-blocking).
@@ -91,6 +100,7 @@ class AsyncCheckpointWriter {
  private:
   static SaveResult run(const SaveRequest& request);
   void thread_main();
+  void stage_job();  // on the thread: copies job_'s slices into staging_ and repoints them
   void grow(size_t floats);  // only while no job is in flight
   void wait_idle_and_rethrow(std::unique_lock<std::mutex>& lock);
 
@@ -101,6 +111,7 @@ class AsyncCheckpointWriter {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool has_job_ = false;  // a job is queued or running
+  bool staged_ = true;    // the job in flight has copied the caller's slices (or there is none)
   bool stop_ = false;
   SaveRequest job_;
   SaveResult result_;

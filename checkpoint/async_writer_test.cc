@@ -1,4 +1,4 @@
-// The async writer: save() returns after copying, overlapping saves wait for each other,
+// The async writer: save() returns at once and wait_staged() after the copy, overlapping saves wait for each other,
 // errors from the thread come back on the next call, several ranks commit without a collective.
 #include <gtest/gtest.h>
 
@@ -54,11 +54,12 @@ void expect_checkpoint(const std::string& run_dir, int64_t step) {
   }
 }
 
-TEST(AsyncWriter, SaveCopiesSoTheCallerMayOverwriteAtOnce) {
+TEST(AsyncWriter, SaveCopiesSoTheCallerMayOverwriteOnceStaged) {
   TempDir dir;
   auto data = data_at(5);
   AsyncCheckpointWriter writer;
   writer.save(request(dir.path(), 5, 0, 1, data));
+  writer.wait_staged();
   for (auto& buf : data) std::fill(buf.begin(), buf.end(), -1.0f);  // training goes on
   const SaveResult r = writer.wait();
   EXPECT_EQ(r.step, 5);
@@ -74,6 +75,7 @@ TEST(AsyncWriter, OverlappingSavesWaitForThePreviousOne) {
   for (int64_t step = 1; step <= 4; ++step) {
     auto data = data_at(step);
     writer.save(request(dir.path(), step, 0, 1, data));  // waits for step - 1 first
+    writer.wait_staged();  // before `data` goes
   }
   EXPECT_EQ(writer.wait().step, 4);
   EXPECT_TRUE(writer.idle());
@@ -88,6 +90,7 @@ TEST(AsyncWriter, RetentionRunsAfterCommit) {
     SaveRequest req = request(dir.path(), step, 0, 1, data);
     req.keep = 2;
     writer.save(req);
+    writer.wait_staged();  // before `data` goes
   }
   const SaveResult last = writer.wait();
   EXPECT_EQ(last.removed, std::vector<std::string>{checkpoint_path(dir.path(), 2)});

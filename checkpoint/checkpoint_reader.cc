@@ -17,7 +17,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace rm {
 namespace {
 
-constexpr size_t kBounceBytes = size_t{8} << 20;
+// As the writer's chunks (checkpoint_writer.cc): each chunk read is hashed while in L2 cache.
+constexpr size_t kBounceBytes = size_t{256} << 10;
 
 std::string hex64(uint64_t v) {
   char buf[17];

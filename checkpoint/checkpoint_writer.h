@@ -21,8 +21,9 @@
 // step again) atomically exchanges the directories, so step_N is never missing.
 //
 // Write path: one file and one fsync per rank; slices are written back to back with write(2)
-// calls of up to 8 MiB straight from the caller's memory (no copy), each chunk hashed (XXH64)
-// just before it is written, while it is in cache.
+// calls of 256 KiB straight from the caller's memory (no copy), each chunk hashed (XXH64)
+// just before it is written, while it is in the L2 cache (8 MiB chunks read every byte from
+// memory twice: a 1 GiB save took 1.88 s against 1.31 s with 256 KiB, plain write 1.01 s).
 //
 // All functions block, are safe to call from any thread (no shared state), and throw
 // CheckpointError (IoError for failed system calls, with the errno text).

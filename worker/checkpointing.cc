@@ -1,5 +1,6 @@
 #include "worker/checkpointing.h"
 
+#include <chrono>
 #include <cstdio>
 #include <vector>
 
@@ -59,10 +60,27 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
                {"seed", job_.seed}};
     m.state.update(extra_state);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   writer_.save(r);
+  staging_ = true;
+  blocked_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Checkpointing::wait() { writer_.wait(); }
+
+void Checkpointing::wait_staged() {
+  if (!staging_) return;
+  staging_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  writer_.wait_staged();
+  blocked_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double Checkpointing::take_blocked_ms() {
+  const double ms = blocked_ms_;
+  blocked_ms_ = 0;
+  return ms;
+}
 
 int64_t Checkpointing::resume(const std::string& path) {
   // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others.

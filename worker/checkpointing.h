@@ -33,6 +33,11 @@ class Checkpointing {
   void save(int64_t steps_done, const nlohmann::json& extra_state = nlohmann::json::object());
   // Waits until the last save is on disk (rank 0: committed).
   void wait();
+  // Waits until the last save no longer reads the training buffers: call before modifying
+  // parameters or optimizer moments (the optimizer update).
+  void wait_staged();
+  // Milliseconds the caller spent blocked in save() and wait_staged() since the last call.
+  double take_blocked_ms();
   // Restores from `path`, or (empty path) from the newest verified checkpoint of the run, if
   // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
   // what it skipped.
@@ -48,6 +53,8 @@ class Checkpointing {
   Communicator& comm_;
   AsyncCheckpointWriter writer_;
   int64_t last_saved_ = -1;
+  double blocked_ms_ = 0;
+  bool staging_ = false;  // a save may still read the training buffers
   nlohmann::json resumed_state_ = nlohmann::json::object();
 };
 

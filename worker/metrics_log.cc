@@ -58,6 +58,7 @@ void MetricsLog::write(const StepMetrics& m) {
                       {"tokens_per_s", m.tokens_per_s}, {"step_ms", m.step_ms}};
   if (m.val_loss) j["val_loss"] = num(*m.val_loss);
   if (m.skipped) j["skipped"] = true;
+  if (m.ckpt_stall_ms > 0) j["ckpt_stall_ms"] = m.ckpt_stall_ms;
   const std::string line = j.dump() + "\n";
   if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
     throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));

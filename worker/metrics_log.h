@@ -15,6 +15,9 @@ struct StepMetrics {
   std::optional<double> val_loss;
   bool skipped = false;  // update skipped (non-finite loss or gradient, on_nan: skip)
   bool rollback = false;  // on_nan: rollback asks the trainer to roll back (never logged)
+  // Time this step (and the end of the previous one) spent blocked by checkpoint saves; logged
+  // when > 0. Async saves block only if their copy outlasts a forward and backward.
+  double ckpt_stall_ms = 0;
 };
 
 class MetricsLog {

@@ -93,6 +93,12 @@ StepMetrics Trainer::train_step(int64_t step) {
                                (checkpoints_ ? ")" : ", and no checkpoints to roll back to)"));
     }
   }
+  if (checkpoints_) {
+    // A save started after the previous step may still be copying the buffers the update is
+    // about to change; it has had this step's forward and backward to finish.
+    checkpoints_->wait_staged();
+    m.ckpt_stall_ms = checkpoints_->take_blocked_ms();
+  }
   if (!m.skipped) state_->optimizer_step(lr, m.grad_norm);
   next_step_ = step + 1;
   m.step_ms = ms_since(t0);
