@@ -226,8 +226,11 @@ int run(const BenchCkptArgs& args) {
 
   // One row: median seconds, min, max, GiB/s, and the comparison with the baseline.
   auto row = [&](const char* name, const Series& x, const std::string& vs) {
-    std::printf("  %-34s %9.4f %9.4f %9.4f %8.2f   %s\n", name, x.median(), x.min(), x.max(),
-                gib / x.median(), vs.c_str());
+    // Under a millisecond nothing was moved (async save() only hands pointers over): no rate.
+    char rate[16] = "       -";
+    if (x.median() >= 1e-3) std::snprintf(rate, sizeof rate, "%8.2f", gib / x.median());
+    std::printf("  %-34s %9.4f %9.4f %9.4f %s   %s\n", name, x.median(), x.min(), x.max(), rate,
+                vs.c_str());
   };
   auto ratio = [](double r, const char* what, const std::string& goal) {
     char buf[96];
