@@ -78,7 +78,7 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
       const int sig = trainer.stop_signal();
       std::printf("ringmaster: stopped by %s after step %lld; checkpoint saved; run the same "
                   "command again to resume\n",
-                  sig != 0 ? sigabbrev(sig).c_str() : "a signal to another rank",
+                  sig != 0 ? sigabbrev(sig).c_str() : "a signal (first seen on another rank)",
                   static_cast<long long>(trainer.next_step()));
       std::fflush(stdout);
     }

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Preemption notice under real Slurm: `scancel --signal=USR1` (what `sbatch --signal=USR1@120`
+# delivers before a time limit) to a 2-node `srun --mpi=pmix ringmaster worker JOB` step makes
+# both ranks checkpoint the step they are in and exit 75; running the same step again resumes
+# from that checkpoint and finishes, with each step in metrics.jsonl once. Skips (exit 77) when
+# no Slurm cluster answers (CI starts one with ../shared/slurm/start-local-slurm).
+#   slurm_signal_test.sh RINGMASTER_BIN REPO_ROOT
+set -euo pipefail
+bin=$1 repo=$2
+if ! command -v srun >/dev/null; then echo "SKIP: no Slurm client"; exit 77; fi
+for attempt in 1 2 3; do
+  if why=$(timeout 20 sinfo -h -o %D 2>&1); then break; fi
+  if [[ $attempt == 3 ]]; then echo "SKIP: no Slurm cluster answers: $why"; exit 77; fi
+  sleep 2
+done
+dir=$(mktemp -d)
+name="rm-signal-$$"
+trap 'scancel -n "$name" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+cat >"$dir/job.yaml" <<EOT
+name: slurm-signal
+run_dir: $dir/run
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: $repo/data/tinyshakespeare.txt}
+train: {steps: 3000, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 500}
+checkpoint: {every: 1000, keep: 2}
+parallel: {timeout_s: 30, threads_per_rank: 1}
+EOT
+step() { timeout 300 srun --mpi=pmix -N 2 -n 2 -t 5 -J "$name" "$bin" worker "$dir/job.yaml"; }
+
+step >"$dir/first.out" 2>&1 &
+srun_pid=$!
+for _ in $(seq 600); do  # until 30 steps are logged (60 s at most)
+  [[ -f $dir/run/metrics.jsonl && $(wc -l <"$dir/run/metrics.jsonl") -ge 30 ]] && break
+  sleep 0.1
+done
+jobid=$(squeue -h -n "$name" -o %i | head -1)
+[[ -n $jobid ]] || { cat "$dir/first.out"; echo "FAIL: job not found in squeue"; exit 1; }
+scancel --signal=USR1 "$jobid"
+code=0
+wait "$srun_pid" || code=$?
+cat "$dir/first.out"
+[[ $code == 75 ]] || { echo "FAIL: srun exited $code, not 75"; exit 1; }
+grep -q "stopped by .* checkpoint saved" "$dir/first.out" || { echo "FAIL: no stop message"; exit 1; }
+stopped=$(wc -l <"$dir/run/metrics.jsonl")
+(( stopped < 3000 )) || { echo "FAIL: the run finished before the signal"; exit 1; }
+ckpt=$(printf "%s/run/checkpoints/step_%08d" "$dir" "$stopped")
+"$bin" ckpt verify "$ckpt" || { echo "FAIL: no verified checkpoint of step $stopped"; exit 1; }
+
+out=$(step 2>&1) || { echo "$out"; echo "FAIL: the resumed step failed"; exit 1; }
+echo "$out" | grep -v "^step"
+grep -q "resuming from $ckpt" <<<"$out" || { echo "FAIL: did not resume from $ckpt"; exit 1; }
+[[ -s $dir/run/weights.bin ]] || { echo "FAIL: no weights after the resumed run"; exit 1; }
+steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/run/metrics.jsonl")
+[[ $steps == "$(seq -s ' ' 1 3000)" ]] || { echo "FAIL: metrics.jsonl does not hold steps 1..3000 once each"; exit 1; }
+echo "PASS: stopped after step $stopped with 75, resumed, finished"
