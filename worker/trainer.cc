@@ -161,7 +161,14 @@ int64_t Trainer::batch_index(int64_t step) const {
 }
 
 nlohmann::json Trainer::data_state(int64_t steps_done) const {
-  return {{"global_sample_cursor", batch_index(steps_done) * job_.train.global_batch},
+  // For people and tools: a resume needs only steps_done and skipped_batches, everything else
+  // (data position, schedule, random draws) being a function of them and the seed.
+  const int64_t cursor = batch_index(steps_done) * job_.train.global_batch;
+  const uint64_t per_epoch = data_.train->num_windows();
+  return {{"global_sample_cursor", cursor},
+          {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
+          {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
+          {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
           {"skipped_batches", skipped_batches_}};
 }
 
