@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,9 +85,14 @@ int run_under_mpirun(int nproc, const std::vector<std::string>& args) {
   }
   ::sigprocmask(SIG_BLOCK, &stop_signals, &previous);
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    // In its own process group mpirun no longer dies with a `kill -9` of this process (or of
+    // its group), so it is told to: SIGTERM, on which it stops the ranks.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
     ::setpgid(0, 0);
     for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::signal(sig, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);

@@ -21,7 +21,8 @@ bool launched_by_mpi();
 // soon for a checkpoint of any size), but forwards SIGUSR1 untouched. So mpirun runs in its
 // own process group (a Ctrl-C in the terminal reaches only this process), and SIGTERM, SIGINT
 // and SIGUSR1 received here are passed on to mpirun as SIGUSR1. A second signal of the same
-// kind is passed on as SIGKILL to mpirun's process group: the way out of a stuck job.
+// kind is passed on as SIGKILL to mpirun's process group: the way out of a stuck job. If this
+// process dies (even by SIGKILL), mpirun gets SIGTERM (PR_SET_PDEATHSIG) and stops the ranks.
 int run_under_mpirun(int nproc, const std::vector<std::string>& args);
 
 // MPI_Init on construction (funneled: only the main thread calls MPI; OpenMP threads don't),
