@@ -71,7 +71,7 @@ struct CheckpointConfig {
 };
 
 struct ResilienceConfig {
-  int max_restarts = 3;
+  int max_restarts = 0;  // `ringmaster run` restarts a failed job this many times
   double step_timeout_s = 0;     // 0 = off
   std::string on_nan = "abort";  // skip | rollback | abort
 };

@@ -166,7 +166,8 @@ std::vector<KeySpec> build_schema() {
              "checkpoint it and exit with 75; false: the signal kills the run."),
 
       RM_KEY(resilience.max_restarts, at_least(0),
-             "Times the launcher restarts a failed job from its last good checkpoint."),
+             "Times `ringmaster run` restarts a failed job from its newest verified checkpoint "
+             "(as torchrun --max-restarts); 0 = never."),
       RM_KEY(resilience.step_timeout_s, at_least(0),
              "Abort a step that takes longer than this, seconds; 0 = off."),
       RM_KEY(resilience.on_nan, one_of({"skip", "rollback", "abort"}),

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "collectives/bench_allreduce.h"
+#include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_launch.h"
@@ -17,7 +18,7 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
   if (!launched_by_mpi()) {
     return report_errors([&]() -> int {
       if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
-      return run_under_mpirun(args.nproc, args.argv);
+      return run_child(mpirun_command(args.nproc, args.argv), SignalForwarding::kSame);
     });
   }
   MpiSession mpi;

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "collectives/self_communicator.h"
+#include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_launch.h"
@@ -71,7 +72,9 @@ double time_gemm(const GemmShape& g, int reps) {
 
 int cmd_bench_train(const BenchTrainArgs& args) {
   if (!launched_by_mpi() && args.job.nproc > 1) {
-    return report_errors([&] { return run_under_mpirun(args.job.nproc, args.argv); });
+    return report_errors([&] {
+      return run_child(mpirun_command(args.job.nproc, args.argv), SignalForwarding::kSame);
+    });
   }
   MpiSession mpi;
   return report_errors([&] {

@@ -1,14 +1,16 @@
 // `ringmaster run JOB [--nproc N]` and `ringmaster worker JOB`.
 //
 // Outside MPI, `run` checks everything that can be checked (job file, data, run directory)
-// before the first byte is written, writes the resolved job, and then either trains in this
-// process (N = 1) or runs itself under `mpirun -np N`. Under MPI (mpirun, or srun
+// before the first byte is written, writes the resolved job, and then either trains in a
+// child process (N = 1) or runs itself under `mpirun -np N`, supervising either
+// (launcher/supervisor.h: signals, restarts). Under MPI (mpirun, or srun
 // --mpi=pmix), every rank repeats the checks (cheap, and they must agree), the ranks agree on
 // the outcome before any collective, and then train together.
 #include <mpi.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "checkpoint/atomic_file.h"
@@ -19,6 +21,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_launch.h"
 #include "launcher/run_dir.h"
+#include "launcher/supervisor.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
 
@@ -98,7 +101,8 @@ int run_single_or_launch(const RunArgs& args) {
   const JobConfig job = load_job_args(args.job);
   TrainingData data = open_training_data(job);
   const bool resuming = prepare(job, args);
-  if (args.job.nproc > 1) return run_under_mpirun(args.job.nproc, args.argv);
+  if (std::getenv(kRestartCountEnv) == nullptr) return supervise(job, args.job.nproc, args.argv);
+  // The supervised process of a one-rank run.
   auto comm = make_self_communicator();
   return train(job, data, *comm, 1, "", resuming, args.from);
 }

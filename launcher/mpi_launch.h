@@ -1,5 +1,5 @@
-// Starting ranks: `ringmaster run --nproc N` re-executes itself under mpirun, and a process
-// started by mpirun or `srun --mpi=pmix` joins the job through MPI.
+// Starting ranks: `ringmaster run --nproc N` runs itself under mpirun, and a process started by
+// mpirun or `srun --mpi=pmix` joins the job through MPI.
 #pragma once
 
 #include <memory>
@@ -13,17 +13,9 @@ namespace rm {
 // True when this process was started by an MPI launcher (mpirun, or srun with PMIx).
 bool launched_by_mpi();
 
-// Runs `mpirun -np N <this binary> <args>` as a child and returns its exit code (128 + the
-// signal if it was killed). Throws if mpirun cannot be started.
-//
-// This process stays as a supervisor so that stop signals reach the ranks intact: mpirun
-// answers SIGTERM and SIGINT by killing the job (SIGTERM, then SIGKILL a moment later, too
-// soon for a checkpoint of any size), but forwards SIGUSR1 untouched. So mpirun runs in its
-// own process group (a Ctrl-C in the terminal reaches only this process), and SIGTERM, SIGINT
-// and SIGUSR1 received here are passed on to mpirun as SIGUSR1. A second signal of the same
-// kind is passed on as SIGKILL to mpirun's process group: the way out of a stuck job. If this
-// process dies (even by SIGKILL), mpirun gets SIGTERM (PR_SET_PDEATHSIG) and stops the ranks.
-int run_under_mpirun(int nproc, const std::vector<std::string>& args);
+// The command line `mpirun -np N --oversubscribe --bind-to none [--allow-run-as-root] <this
+// binary> <args>`, to run with run_child() (child_process.h).
+std::vector<std::string> mpirun_command(int nproc, const std::vector<std::string>& args);
 
 // MPI_Init on construction (funneled: only the main thread calls MPI; OpenMP threads don't),
 // MPI_Finalize on destruction. A null object outside MPI.

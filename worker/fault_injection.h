@@ -18,6 +18,8 @@
 //   RM_TEST_FAULT=nan:RANK:STEP           the loss of rank RANK at step STEP is NaN, once (the
 //                                         step retried after a rollback is left alone)
 // Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill).
+// Faults strike only the first attempt of a run: none when RM_RESTART_COUNT (set by the
+// supervisor of `ringmaster run`) is other than 0.
 // e.g. RM_TEST_FAULT=stop:1:3 stops rank 1 at the start of step 3; RM_TEST_FAULT=savekill:0:5
 // kills rank 0 as its 5th phase event begins. Each fault prints one line to stderr, starting
 // "ringmaster: [rank R] RM_TEST_FAULT: ", as it strikes.

@@ -1,0 +1,102 @@
+#include "launcher/child_process.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace rm {
+namespace {
+
+volatile sig_atomic_t g_child_pid = 0;
+volatile sig_atomic_t g_forward_as_usr1 = 0;
+volatile sig_atomic_t g_signals_seen[NSIG] = {};
+volatile sig_atomic_t g_any_signal = 0;
+
+void forward_to_child(int sig) {
+  g_any_signal = 1;
+  const pid_t pid = g_child_pid;
+  if (pid <= 0) return;
+  // write(2) and kill(2) are async-signal-safe; printf is not.
+  if (g_signals_seen[sig]++ == 0) {
+    static const char msg[] =
+        "ringmaster: signal received: passing it on to the job (send it again to kill it)\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::kill(pid, g_forward_as_usr1 ? SIGUSR1 : sig);
+  } else {
+    static const char msg[] = "ringmaster: second signal: killing the job\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::kill(-pid, SIGKILL);
+  }
+}
+
+}  // namespace
+
+std::string self_path() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) throw std::runtime_error(std::string("cannot find own binary: ") + std::strerror(errno));
+  self[n] = '\0';
+  return self;
+}
+
+bool stop_signal_seen() { return g_any_signal != 0; }
+
+int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> c;
+  for (std::string& a : args) c.push_back(a.data());
+  c.push_back(nullptr);
+  g_forward_as_usr1 = forwarding == SignalForwarding::kAsUsr1 ? 1 : 0;
+
+  // The signals are blocked across the fork: one arriving before this process knows the
+  // child's pid stays pending until it does, and the child restores the defaults before
+  // unblocking them and exec'ing.
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = forward_to_child;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+    ::sigaction(sig, &sa, nullptr);
+    sigaddset(&stop_signals, sig);
+  }
+  ::sigprocmask(SIG_BLOCK, &stop_signals, &previous);
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // In its own process group the child no longer dies with a `kill -9` of this process (or
+    // of its group), so it is told to: SIGTERM.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
+    ::setpgid(0, 0);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::signal(sig, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    ::execvp(c[0], c.data());
+    std::fprintf(stderr, "ringmaster: cannot start %s: %s\n", c[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
+  g_child_pid = pid;
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+  }
+  g_child_pid = 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace rm

@@ -1,0 +1,32 @@
+// Running the training processes as a child, so that this process can pass signals on to them
+// and restart them (launcher/supervisor.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rm {
+
+enum class SignalForwarding {
+  kSame,     // SIGTERM, SIGINT and SIGUSR1 are passed on as they came
+  kAsUsr1,   // ... all as SIGUSR1 (the ranks' "checkpoint and stop", which mpirun forwards
+             // untouched; mpirun answers SIGTERM and SIGINT by killing the ranks about a second
+             // later, too soon for a checkpoint of any size)
+};
+
+// Runs argv (argv[0] looked up in PATH) as a child in its own process group and returns its
+// exit code (128 + the signal if a signal ended it). Throws if it cannot be started.
+//  - Own process group: a Ctrl-C in the terminal reaches only this process, which decides what
+//    the child gets (`forwarding`). A second signal of the same kind is passed on as SIGKILL to
+//    the child's process group: the way out of a stuck job.
+//  - If this process dies (even by SIGKILL), the child gets SIGTERM (PR_SET_PDEATHSIG).
+// One child at a time; the handlers stay installed afterwards (stop_signal_seen() reads them).
+int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding);
+
+// True once SIGTERM, SIGINT or SIGUSR1 has reached this process during or after a run_child().
+bool stop_signal_seen();
+
+// This program's own path (/proc/self/exe).
+std::string self_path();
+
+}  // namespace rm

@@ -1,0 +1,33 @@
+// `ringmaster run` as a supervisor: it runs the training -- `mpirun -np N ringmaster run ...`
+// for N ranks, or `ringmaster run ...` in a child process for one -- and restarts it from the
+// newest verified checkpoint when it fails, up to resilience.max_restarts times (torchrun's
+// --max-restarts; 0 by default).
+//
+//   - Not restarted: success (0), bad input (2: it would fail again), a stop by signal (75),
+//     and any failure after this process received a stop signal (someone wants it stopped).
+//   - A restart drops --fresh and --from from the command line, so it resumes from the newest
+//     checkpoint that verifies; with none, it starts over (--fresh: there is nothing to keep).
+//   - Every attempt runs with RM_RESTART_COUNT=k in its environment (0 first); ranks log it.
+//   - Signals: SIGTERM, SIGINT and SIGUSR1 are passed on (child_process.h) as SIGUSR1, the
+//     ranks' "checkpoint and stop", when checkpoint.on_signal, else as they came.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/job_config.h"
+
+namespace rm {
+
+// Environment variable set in the supervised process (its value: the restart count), so that
+// `ringmaster run` started by the supervisor trains instead of supervising again.
+inline constexpr const char* kRestartCountEnv = "RM_RESTART_COUNT";
+
+// Runs the job's training (argv: the command line after the program name) until it succeeds,
+// stops, or fails more than job.resilience.max_restarts times; returns the last exit code.
+int supervise(const JobConfig& job, int nproc, const std::vector<std::string>& argv);
+
+// argv without --fresh, --from PATH and --from=PATH (what a restart must not repeat).
+std::vector<std::string> restart_arguments(const std::vector<std::string>& argv);
+
+}  // namespace rm

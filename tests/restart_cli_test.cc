@@ -1,0 +1,86 @@
+// resilience.max_restarts through the real binary: `ringmaster run` supervises its training
+// and restarts it from the newest verified checkpoint when a rank dies, ending on the weights
+// of an uninterrupted run; a failure that repeats is given up after the last restart.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: restart
+run_dir: )" + dir.file("straight") + R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
+checkpoint: {every: 4, keep: 2, async: false}
+parallel: {threads_per_rank: 1, timeout_s: 30}
+)");
+}
+
+std::vector<int> steps_1_to(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i + 1;
+  return v;
+}
+
+class Restart : public ::testing::TestWithParam<int> {};  // ranks
+
+// A rank SIGKILLed at step 7 (after the checkpoint of step 4): the supervisor restarts the job,
+// which resumes from step 4 and ends bit for bit on the uninterrupted run's weights.
+TEST_P(Restart, KilledRankIsRestartedFromTheCheckpoint) {
+  const int ranks = GetParam();
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string np = " --nproc " + std::to_string(ranks);
+  ASSERT_EQ(run_cli("run " + job + np, dir.path()).exit_code, 0);
+  const std::string run = dir.file("restarted");
+  const auto r = run_cli("run " + job + np + " --fresh --set run_dir=" + run +
+                             " --set resilience.max_restarts=2",
+                         dir.path(), "RM_TEST_FAULT=kill:" + std::to_string(ranks - 1) + ":7");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("restart 1 of 2 from " + run + "/checkpoints/step_00000004"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resuming from " + run + "/checkpoints/step_00000004"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_EQ(test::logged_steps(run + "/metrics.jsonl"), steps_1_to(12));
+  EXPECT_EQ(test::losses_by_step(run + "/metrics.jsonl"),
+            test::losses_by_step(dir.file("straight/metrics.jsonl")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Restart, ::testing::Values(1, 2),
+                         [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
+
+// max_restarts 0 (the default): a failure is the end.
+TEST(RestartOff, FailureIsFinal) {
+  TempDir dir;
+  const auto r = run_cli("run " + job_file(dir), dir.path(), "RM_TEST_FAULT=kill:0:7");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out.find("restart 1"), std::string::npos) << r.out;
+}
+
+// A failure that every attempt repeats (a divergence with on_nan: abort) is restarted
+// max_restarts times, then given up with a message.
+TEST(RestartLimit, RepeatedFailureGivesUp) {
+  TempDir dir;
+  const auto r = run_cli("run " + job_file(dir) +
+                             " --set optimizer.lr=1e30 --set optimizer.warmup_steps=0"
+                             " --set optimizer.grad_clip=0 --set resilience.max_restarts=2",
+                         dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("restart 2 of 2 from the beginning"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("after 2 restarts (resilience.max_restarts); giving up"),
+            std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace rm
