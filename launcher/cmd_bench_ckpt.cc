@@ -35,8 +35,9 @@
 // Reported: medians over the repeats (min and max beside them), GiB/s = bytes / seconds, and
 // the ratio of medians to the baseline with the goal it is measured against.
 //
-// Files: a scratch directory D/bench-ckpt.<pid>/ removed at the end (also after an error); D
-// itself and any parents are created if missing and then removed again if still empty.
+// Files: a scratch directory D/bench-ckpt.<pid>/ removed at the end (also after an error, and
+// after SIGINT/SIGTERM/SIGUSR1, at the end of the repeat in progress); D itself and any
+// parents are created if missing and then removed again if still empty.
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@
 #include "checkpoint/posix_io.h"
 #include "launcher/cmd_common.h"
 #include "launcher/exit_codes.h"
+#include "worker/stop_signal.h"
 
 namespace rm {
 namespace {
@@ -165,7 +167,17 @@ std::string goal_text(bool met) {
   return met ? "met" : "NOT met";
 }
 
+// Ctrl-C or SIGTERM: the repeat in progress finishes, then the scratch files are removed (by
+// BenchDir's destructor, as for any error) and the command exits 1. A second signal kills.
+void throw_if_stopped() {
+  if (const int sig = stop_signal_received()) {
+    throw std::runtime_error("bench ckpt: stopped by signal " + std::to_string(sig) +
+                             "; scratch files removed");
+  }
+}
+
 int run(const BenchCkptArgs& args) {
+  install_stop_signal_handlers();
   const int ranks = args.ranks, repeats = args.repeats;
   const uint64_t count =
       std::max<uint64_t>(1, static_cast<uint64_t>(args.gib * kGiB / (3 * sizeof(float))));
@@ -192,6 +204,7 @@ int run(const BenchCkptArgs& args) {
                     sync_run = io::join(dir.work(), "sync"),
                     async_run = io::join(dir.work(), "async");
   for (int k = 0; k < repeats; ++k) {
+    throw_if_stopped();
     const int64_t step = k + 1;
     write_plain.s.push_back(bench_write_fsync(plain_file, state));
     std::string ckpt;
@@ -220,6 +233,7 @@ int run(const BenchCkptArgs& args) {
     async_done.s.push_back(a.done);
     io::remove_tree(async_run);
   }
+  throw_if_stopped();
   sync_writers.clear();
   async_writers.clear();
   dir.finish();

@@ -82,6 +82,17 @@ TEST(BenchCkptCli, CreatedDirIsRemovedWithOddShardsAndRepeats) {
   EXPECT_FALSE(fs::exists(tmp.file("a"))) << "the directories it created must be removed";
 }
 
+// Ctrl-C mid-run: the scratch files and the directories it created are removed all the same.
+TEST(BenchCkptCli, InterruptRemovesTheScratchFiles) {
+  TempDir tmp;
+  const std::string dir = tmp.file("a/b");
+  const auto r = run_cli("bench ckpt --gib 0.05 --repeats 100 --dir " + dir, tmp.path(),
+                         "timeout --preserve-status -s INT 2");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("stopped by signal 2; scratch files removed"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp.file("a"))) << "the directories it created must be removed";
+}
+
 TEST(BenchCkptCli, DirUnderARegularFileIsNamed) {
   TempDir tmp;
   const std::string file = tmp.write("file", "x");
