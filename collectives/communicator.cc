@@ -50,6 +50,30 @@ size_t shard_offset(const std::vector<size_t>& counts, int r) {
   return offset;
 }
 
+OpStamp stamp_op(uint64_t seq, const char* name, size_t bytes, double timeout_s) {
+  OpStamp s;
+  s.seq = seq;
+  s.name = name;
+  s.bytes = bytes;
+  s.issued = std::chrono::steady_clock::now();
+  s.deadline = s.issued + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+  return s;
+}
+
+void check_shard_counts(const std::vector<size_t>& counts, int size) {
+  if (counts.size() != static_cast<size_t>(size)) {
+    throw std::invalid_argument("collective: counts has " + std::to_string(counts.size()) +
+                                " entries for " + std::to_string(size) + " ranks");
+  }
+}
+
+void check_root(int root, int size) {
+  if (root < 0 || root >= size) {
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank");
+  }
+}
+
 std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
                         double timeout_s) {
   char text[256];

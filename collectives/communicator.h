@@ -37,6 +37,7 @@
 // the final wait was 0 here too.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -145,5 +146,21 @@ size_t shard_offset(const std::vector<size_t>& counts, int r);
 // "[rank 1/2] all_reduce(seq=812, bytes=4194304, timeout=30s)": the prefix of every error.
 std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
                         double timeout_s);
+
+// What every backend records of an issued operation: what to name in messages, and when it
+// times out.
+struct OpStamp {
+  uint64_t seq = 0;
+  const char* name = "";
+  size_t bytes = 0;
+  std::chrono::steady_clock::time_point issued;
+  std::chrono::steady_clock::time_point deadline;  // issued + timeout_s
+};
+OpStamp stamp_op(uint64_t seq, const char* name, size_t bytes, double timeout_s);
+
+// The argument checks of every backend, made before anything is issued (every rank sees the
+// same arguments, so every rank throws and nobody is left waiting). std::invalid_argument.
+void check_shard_counts(const std::vector<size_t>& counts, int size);  // one count per rank
+void check_root(int root, int size);                                   // broadcast root
 
 }  // namespace rm

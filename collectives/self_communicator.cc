@@ -22,15 +22,15 @@ class SelfCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce(void*, size_t, DType, ReduceOp) override { return done(); }
   std::unique_ptr<Work> reduce_scatter(void*, const std::vector<size_t>& counts, DType,
                                        ReduceOp) override {
-    check(counts);
+    check_shard_counts(counts, 1);
     return done();
   }
   std::unique_ptr<Work> all_gather(void*, const std::vector<size_t>& counts, DType) override {
-    check(counts);
+    check_shard_counts(counts, 1);
     return done();
   }
   std::unique_ptr<Work> broadcast(void*, size_t, DType, int root) override {
-    if (root != 0) throw std::invalid_argument("self communicator: broadcast root must be 0");
+    check_root(root, 1);
     return done();
   }
   void barrier() override { next_sequence(); }
@@ -44,10 +44,6 @@ class SelfCommunicator final : public Communicator {
   std::unique_ptr<Work> done() {
     next_sequence();
     return std::make_unique<DoneWork>();
-  }
-  static void check(const std::vector<size_t>& counts) {
-    if (counts.size() != 1)
-      throw std::invalid_argument("self communicator: counts must have 1 entry");
   }
 };
 

@@ -24,12 +24,7 @@ using Clock = std::chrono::steady_clock;
 // What an MPI-path operation still has to do once its request completes.
 enum class Finish { kNone, kDivide, kMoveShardThenDivide };
 
-struct Op {
-  uint64_t seq = 0;
-  const char* name = "";
-  size_t bytes = 0;
-  Clock::time_point issued;
-  Clock::time_point deadline;
+struct Op : OpStamp {
   bool done = false;
   // Shared-memory path: the task, handed to the engine when the op reaches the queue's head.
   bool shm_started = false;
@@ -104,7 +99,6 @@ class MpiCommunicator final : public Communicator {
   void wait_all();
   void check_usable() const;
   void check_counts(const Op& op, size_t count) const;
-  void check_shards(const std::vector<size_t>& counts) const;
   MPI_Datatype mpi_type(DType dtype) const {
     return dtype == DType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
   }
@@ -192,12 +186,7 @@ void* MpiCommunicator::allocate(size_t bytes) {
 
 std::shared_ptr<Op> MpiCommunicator::new_op(const char* name, size_t bytes) {
   auto op = std::make_shared<Op>();
-  op->seq = next_sequence();
-  op->name = name;
-  op->bytes = bytes;
-  op->issued = Clock::now();
-  op->deadline = op->issued + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(options_.timeout_s));
+  static_cast<OpStamp&>(*op) = stamp_op(next_sequence(), name, bytes, options_.timeout_s);
   return op;
 }
 
@@ -214,13 +203,6 @@ void MpiCommunicator::check_counts(const Op& op, size_t count) const {
     throw CollectiveError(describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) +
                           " backend mpi does not support more than INT_MAX elements per call " +
                           "on its MPI path");
-  }
-}
-
-void MpiCommunicator::check_shards(const std::vector<size_t>& counts) const {
-  if (counts.size() != static_cast<size_t>(size_)) {
-    throw std::invalid_argument("collective: counts has " + std::to_string(counts.size()) +
-                                " entries for " + std::to_string(size_) + " ranks");
   }
 }
 
@@ -269,7 +251,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vector<size_t>& counts,
                                                       DType dtype, ReduceOp rop) {
   check_usable();
-  check_shards(counts);
+  check_shard_counts(counts, size_);
   const size_t total = shard_offset(counts, size_);
   auto op = new_op("reduce_scatter", total * dtype_size(dtype));
   if (local_) return done_op(std::move(op));
@@ -294,7 +276,7 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vect
 std::unique_ptr<Work> MpiCommunicator::all_gather(void* buf, const std::vector<size_t>& counts,
                                                   DType dtype) {
   check_usable();
-  check_shards(counts);
+  check_shard_counts(counts, size_);
   const size_t total = shard_offset(counts, size_);
   auto op = new_op("all_gather", total * dtype_size(dtype));
   if (local_) return done_op(std::move(op));
@@ -316,9 +298,7 @@ std::unique_ptr<Work> MpiCommunicator::all_gather(void* buf, const std::vector<s
 
 std::unique_ptr<Work> MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
   check_usable();
-  if (root < 0 || root >= size_) {
-    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank");
-  }
+  check_root(root, size_);
   auto op = new_op("broadcast", count * dtype_size(dtype));
   if (local_) return done_op(std::move(op));
   check_counts(*op, count);

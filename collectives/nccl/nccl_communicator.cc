@@ -17,12 +17,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Op {
-  uint64_t seq = 0;
-  const char* name = "";
-  size_t bytes = 0;
-  Clock::time_point issued;
-  Clock::time_point deadline;
+struct Op : OpStamp {
   cudaEvent_t event = nullptr;  // recorded after the op's kernels; from the pool
   bool done = false;
 };
@@ -100,7 +95,6 @@ class NcclCommunicator final : public Communicator {
   void await_enqueued(const Op& op);
   std::unique_ptr<Work> finish_issue(std::shared_ptr<Op> op);
   void check_usable() const;
-  void check_shards(const std::vector<size_t>& counts) const;
   std::string timed_out_text(const Op& op) const;
 
   MPI_Comm mpi_comm_ = MPI_COMM_NULL;
@@ -169,10 +163,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptio
   config.blocking = 0;
   // Creation is an operation of its own (seq 0): it can time out like any other.
   Op init;
-  init.name = "nccl_init";
-  init.issued = Clock::now();
-  init.deadline = init.issued + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options_.timeout_s));
+  static_cast<OpStamp&>(init) = stamp_op(0, "nccl_init", 0, options_.timeout_s);
   RM_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), (OpError{this, &init}));
   await_enqueued(init);
 }
@@ -186,10 +177,7 @@ NcclCommunicator::~NcclCommunicator() {
       }
       ncclCommFinalize(comm_);  // non-blocking: flushes outstanding work
       Op finalize;
-      finalize.name = "nccl_finalize";
-      finalize.issued = Clock::now();
-      finalize.deadline = finalize.issued + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(options_.timeout_s));
+      static_cast<OpStamp&>(finalize) = stamp_op(0, "nccl_finalize", 0, options_.timeout_s);
       await_enqueued(finalize);
       ncclCommDestroy(comm_);
     } catch (const CollectiveError&) {
@@ -219,12 +207,7 @@ void* NcclCommunicator::allocate(size_t bytes) {
 
 std::shared_ptr<Op> NcclCommunicator::new_op(const char* name, size_t bytes) {
   auto op = std::make_shared<Op>();
-  op->seq = next_sequence();
-  op->name = name;
-  op->bytes = bytes;
-  op->issued = Clock::now();
-  op->deadline = op->issued + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(options_.timeout_s));
+  static_cast<OpStamp&>(*op) = stamp_op(next_sequence(), name, bytes, options_.timeout_s);
   if (free_events_.empty()) {
     cudaEvent_t event = nullptr;
     RM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
@@ -243,13 +226,6 @@ void NcclCommunicator::check_usable() const {
   if (!broken_.empty()) {
     throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
                           "] communicator unusable after an earlier failure: " + broken_);
-  }
-}
-
-void NcclCommunicator::check_shards(const std::vector<size_t>& counts) const {
-  if (counts.size() != static_cast<size_t>(size_)) {
-    throw std::invalid_argument("collective: counts has " + std::to_string(counts.size()) +
-                                " entries for " + std::to_string(size_) + " ranks");
   }
 }
 
@@ -290,7 +266,7 @@ std::unique_ptr<Work> NcclCommunicator::all_reduce(void* buf, size_t count, DTyp
 std::unique_ptr<Work> NcclCommunicator::reduce_scatter(void* buf, const std::vector<size_t>& counts,
                                                        DType dtype, ReduceOp rop) {
   check_usable();
-  check_shards(counts);
+  check_shard_counts(counts, size_);
   const size_t esize = dtype_size(dtype);
   auto op = new_op("reduce_scatter", shard_offset(counts, size_) * esize);
   char* base = static_cast<char*>(buf);
@@ -317,7 +293,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter(void* buf, const std::vec
 std::unique_ptr<Work> NcclCommunicator::all_gather(void* buf, const std::vector<size_t>& counts,
                                                    DType dtype) {
   check_usable();
-  check_shards(counts);
+  check_shard_counts(counts, size_);
   const size_t esize = dtype_size(dtype);
   auto op = new_op("all_gather", shard_offset(counts, size_) * esize);
   char* base = static_cast<char*>(buf);
@@ -342,9 +318,7 @@ std::unique_ptr<Work> NcclCommunicator::all_gather(void* buf, const std::vector<
 
 std::unique_ptr<Work> NcclCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
   check_usable();
-  if (root < 0 || root >= size_) {
-    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank");
-  }
+  check_root(root, size_);
   auto op = new_op("broadcast", count * dtype_size(dtype));
   RM_NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, comm_, stream_),
                 (OpError{this, op.get()}));
