@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
+#include "worker/checkpointing.h"
 
 namespace rm {
 
@@ -19,20 +20,8 @@ LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch) {
   LoadedRun run;
   run.job = load_job_from_string(m.job, (fs::path(ckpt_dir) / "manifest.json").string());
   run.model = make_model(run.job.model, max_batch > 0 ? max_batch : run.job.train.micro_batch);
-  // The manifest's tensor table must be the model its job describes: a checkpoint whose job
-  // and tensors disagree was not written by Ringmaster, and its bytes mean nothing.
-  const auto& specs = run.model->layout().tensors();
-  bool same = m.tensors.size() == specs.size();
-  for (size_t i = 0; same && i < specs.size(); ++i) {
-    same = m.tensors[i].name == specs[i].name && m.tensors[i].shape == specs[i].shape &&
-           m.tensors[i].offset == specs[i].offset;
-  }
-  const BufferInfo* params = m.find_buffer("params");
-  if (!same || !params || params->count != run.model->layout().size()) {
-    throw CheckpointError(ckpt_dir + "/manifest.json: tensors: do not match the model of the "
-                          "job it records (" + std::to_string(specs.size()) + " tensors, " +
-                          std::to_string(run.model->layout().size()) + " parameters expected)");
-  }
+  // A checkpoint whose job and tensors disagree was not written by Ringmaster.
+  check_checkpoint_matches_model(m, *run.model, ckpt_dir);
   run.params = reader.read_buffer("params");
   run.source = ckpt_dir;
   run.step = m.step;

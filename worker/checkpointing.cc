@@ -10,6 +10,30 @@
 
 namespace rm {
 
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void check_checkpoint_matches_model(const Manifest& manifest, const Model& model,
+                                    const std::string& ckpt_dir) {
+  const auto& specs = model.layout().tensors();
+  bool same = manifest.tensors.size() == specs.size();
+  for (size_t i = 0; same && i < specs.size(); ++i) {
+    same = manifest.tensors[i].name == specs[i].name && manifest.tensors[i].shape == specs[i].shape &&
+           manifest.tensors[i].offset == specs[i].offset;
+  }
+  const BufferInfo* params = manifest.find_buffer("params");
+  if (!same || !params || params->count != model.layout().size()) {
+    throw CheckpointError(ckpt_dir + "/manifest.json: tensors: do not match the model of this "
+                          "job (" + std::to_string(specs.size()) + " tensors, " +
+                          std::to_string(model.layout().size()) + " parameters expected)");
+  }
+}
+
 Checkpointing::Checkpointing(const JobConfig& job, const std::string& resolved_job,
                              const Model& model, ShardedState& state, Communicator& comm)
     : job_(job), resolved_job_(resolved_job), model_(model), state_(state), comm_(comm),
@@ -63,7 +87,7 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   const auto t0 = std::chrono::steady_clock::now();
   writer_.save(r);
   staging_ = true;
-  blocked_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  blocked_ms_ += ms_since(t0);
 }
 
 void Checkpointing::wait() { writer_.wait(); }
@@ -73,7 +97,7 @@ void Checkpointing::wait_staged() {
   staging_ = false;
   const auto t0 = std::chrono::steady_clock::now();
   writer_.wait_staged();
-  blocked_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  blocked_ms_ += ms_since(t0);
 }
 
 double Checkpointing::take_blocked_ms() {
@@ -111,9 +135,7 @@ int64_t Checkpointing::resume(const std::string& path) {
   const int64_t steps_done = static_cast<int64_t>(step);
   CheckpointReader reader(path.empty() ? checkpoint_path(job_.run_dir, steps_done) : path);
   const Manifest& m = reader.manifest();
-  if (m.buffers.empty() || m.buffers[0].count != model_.layout().size()) {
-    throw CheckpointError(reader.dir() + ": holds a model of a different size than this job's");
-  }
+  check_checkpoint_matches_model(m, model_, reader.dir());
   state_.restore(reader, m.state.value("optimizer_steps", steps_done));
   resumed_state_ = m.state;
   last_saved_ = steps_done;

@@ -22,6 +22,11 @@
 
 namespace rm {
 
+// Throws CheckpointError unless the manifest's tensor table and "params" buffer are exactly
+// `model`'s layout (names, shapes, offsets, size): the bytes of another model mean nothing.
+void check_checkpoint_matches_model(const Manifest& manifest, const Model& model,
+                                    const std::string& ckpt_dir);
+
 class Checkpointing {
  public:
   Checkpointing(const JobConfig& job, const std::string& resolved_job, const Model& model,
