@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "configs/job_checks.h"
+#include "configs/cluster_checks.h"
 #include "configs/job_loader.h"
 #include "configs/schema.h"
 #include "configs/yaml_format.h"
@@ -131,6 +132,7 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
                                         "; each rank of the cuda backend needs its own GPU");
     }
   });
+  when({"cluster.sbatch_extra", "cluster.env"}, [&] { check_cluster(c, add); });
   return out;
 }
 

@@ -212,6 +212,7 @@ void Loader::locate(ConfigError& e) const {
 
 JobConfig Loader::finish(int dp_ranks) {
   if (cfg_.run_dir.empty()) cfg_.run_dir = "runs/" + cfg_.name;
+  if (dp_ranks == kRanksFromCluster) dp_ranks = cfg_.cluster.nodes * cfg_.cluster.tasks_per_node;
   for (ConfigError& e :
        check_job_if(cfg_, dp_ranks, [this](std::string_view key) { return usable(key); })) {
     locate(e);
@@ -224,7 +225,7 @@ JobConfig Loader::finish(int dp_ranks) {
 JobConfig load(const std::string& text, const std::string& display_name,
                const std::string& source_path, const std::vector<std::string>& overrides,
                int dp_ranks) {
-  if (dp_ranks < 1) {
+  if (dp_ranks < 1 && dp_ranks != kRanksFromCluster) {
     throw std::invalid_argument("load_job: dp_ranks must be >= 1, got " + std::to_string(dp_ranks));
   }
   Loader loader(display_name, source_path);

@@ -20,6 +20,9 @@
 
 namespace rm {
 
+// dp_ranks for a job that runs on cluster.nodes x cluster.tasks_per_node ranks (`submit`).
+inline constexpr int kRanksFromCluster = 0;
+
 // Reads the job file at `path` ("cannot read job file: <strerror>" if it cannot), then as
 // load_job_from_string() with `path` as the display name; sets JobConfig::source_path = path.
 JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides = {},
@@ -32,7 +35,8 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
 //   verbatim (cluster.time=24:00:00, cluster.partition= sets "");
 //   cluster.env.NAME=value sets one entry of a map.
 // Then fills run_dir = "runs/<name>" if it is empty, and validates; `dp_ranks` (>= 1) is the
-// number of data-parallel ranks for the batch arithmetic. Throws JobConfigError.
+// number of data-parallel ranks for the batch arithmetic, or kRanksFromCluster. Throws
+// JobConfigError.
 JobConfig load_job_from_string(const std::string& yaml_text, const std::string& display_name,
                                const std::vector<std::string>& overrides = {}, int dp_ranks = 1);
 
@@ -50,7 +54,8 @@ std::vector<ConfigError> check_batch_arithmetic(const JobConfig& cfg, int dp_ran
 //   data.format tokens: model.vocab_size <= 65536 (token ids are uint16)
 //   parallel.backend cuda with cluster.gpus_per_node > 0: tasks_per_node <= gpus_per_node
 //   not implemented yet, so refused rather than ignored: parallel.backend cuda,
-//   parallel.precision other than fp32, resilience.step_timeout_s > 0
+//   parallel.precision other than fp32
+//   cluster.sbatch_extra and cluster.env: configs/cluster_checks.h
 //   resilience.on_nan rollback: checkpoint.every > 0
 // Errors carry the key and message only (file = cfg.source_path); load_job() adds positions.
 std::vector<ConfigError> check_job(const JobConfig& cfg, int dp_ranks);

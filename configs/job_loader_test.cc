@@ -304,7 +304,45 @@ TEST(JobLoader, WhatJoinsAllErrors) {
 }
 
 TEST(JobLoader, DpRanksMustBePositive) {
-  EXPECT_THROW(load_job_from_string(kMinimalJob, "j", {}, 0), std::invalid_argument);
+  EXPECT_THROW(load_job_from_string(kMinimalJob, "j", {}, -1), std::invalid_argument);
+}
+
+// `submit` checks the batch arithmetic on cluster.nodes x cluster.tasks_per_node ranks.
+TEST(JobLoader, RanksFromTheClusterSection) {
+  const std::string job = with_train("cluster:\n  nodes: 2\n  tasks_per_node: 3\n");
+  EXPECT_NO_THROW(load_job_from_string(job, "job.yaml", {"train.global_batch=12",
+                                                         "train.micro_batch=2"}, kRanksFromCluster));
+  const auto errors = load_errors(job, {"train.global_batch=8", "train.micro_batch=2"},
+                                  kRanksFromCluster);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("data-parallel ranks (6)"), std::string::npos) << errors[0];
+}
+
+// What submit writes into the batch script must be a Slurm value, never shell.
+TEST(JobLoader, ClusterValuesMustBeSlurmValues) {
+  EXPECT_EQ(one_error(with_train("cluster:\n  partition: gpu debug\n")),
+            "job.yaml:2:14: cluster.partition: must be a Slurm name (letters, digits, '.', '_', "
+            "'-'; several separated by ','), got 'gpu debug'");
+  EXPECT_TRUE(load_errors(with_train("cluster:\n  partition: debug,urgent\n  account: "
+                                     "proj-1.a\n  qos: high_prio\n")).empty());
+  for (const char* bad : {"a;touch x", "$(id)", "`id`", "'q'", "\"q\""}) {
+    EXPECT_EQ(load_errors(with_train(std::string("cluster:\n  qos: '") +
+                                     (std::string(bad) == "'q'" ? "''q''" : bad) + "'\n")).size(),
+              1u) << bad;
+  }
+  EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [--nodes=4]\n")),
+            "job.yaml:2:17: cluster.sbatch_extra: '--nodes=4': --nodes is set by submit; use "
+            "cluster.nodes");
+  EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [-N4]\n")),
+            "job.yaml:2:17: cluster.sbatch_extra: '-N4' must be one long option starting with "
+            "'--' (e.g. --constraint=a100)");
+  EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [\"--comment=a\\nrm -rf x\"]\n")),
+            "job.yaml:2:17: cluster.sbatch_extra: an item holds a newline or another control "
+            "character");
+  EXPECT_EQ(one_error(with_train("cluster:\n  env:\n    A: \"x\\ny\"\n")),
+            "job.yaml:3:8: cluster.env.A: holds a newline or another control character");
+  EXPECT_TRUE(load_errors(with_train("cluster:\n  sbatch_extra: [--exclusive, "
+                                     "--constraint=a100]\n  env: {A: \"$(x) 'y'\"}\n")).empty());
 }
 
 TEST(ConfigErrorFormat, Forms) {

@@ -93,9 +93,9 @@ TEST(Overrides, MapEntriesAndWholeMaps) {
 
 TEST(Overrides, StringsAreVerbatim) {
   const JobConfig cfg =
-      load_with({"cluster.time=24:00:00", "cluster.partition=gpu #2", "cluster.account="});
+      load_with({"cluster.time=24:00:00", "run_dir=runs/gpu #2", "cluster.account="});
   EXPECT_EQ(cfg.cluster.time, "24:00:00");
-  EXPECT_EQ(cfg.cluster.partition, "gpu #2");
+  EXPECT_EQ(cfg.run_dir, "runs/gpu #2");
   EXPECT_EQ(cfg.cluster.account, "");
   EXPECT_EQ(one_error(kMinimalJob, {"name=my job"}),
             "--set name: must use only letters, digits, '.', '_' and '-' (it names a directory), "

@@ -64,6 +64,18 @@ std::string check_slurm_time(const std::string& v) {
   return "must be a Slurm time limit (MIN, HH:MM:SS or D-HH:MM:SS), got '" + v + "'";
 }
 
+// Partition, account and QOS names go into #SBATCH lines: Slurm's own names are letters, digits,
+// '.', '_' and '-', and several partitions are separated by commas. Anything else (a space, a
+// quote, ';', '$', a newline) cannot be a valid value, so it is refused here rather than by
+// sbatch after the job was written, or worse, by a shell.
+std::string check_slurm_name(const std::string& v) {
+  static const std::regex re(R"([A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*)");
+  if (v.empty() || std::regex_match(v, re)) return "";
+  return "must be a Slurm name (letters, digits, '.', '_', '-'; several separated by ','), "
+         "got '" +
+         v + "'";
+}
+
 // RM_KEY(model.width, ...) binds the key "model.width" to JobConfig::model.width: the key path
 // is the member path, stringified.
 #define RM_KEY(member, allowed, doc)                                               \
@@ -161,9 +173,10 @@ std::vector<KeySpec> build_schema() {
              "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
       RM_KEY(checkpoint.async, any(),
              "Write checkpoints in the background while training goes on."),
-      RM_KEY(checkpoint.on_signal, any(),
-             "On SIGTERM, SIGUSR1 or SIGINT (Slurm preemption, time limit, Ctrl-C): finish the step, "
-             "checkpoint it and exit with 75; false: the signal kills the run."),
+      RM_KEY(
+          checkpoint.on_signal, any(),
+          "On SIGTERM, SIGUSR1 or SIGINT (Slurm preemption, time limit, Ctrl-C): finish the step, "
+          "checkpoint it and exit with 75; false: the signal kills the run."),
 
       RM_KEY(resilience.max_restarts, at_least(0),
              "Times `ringmaster run` restarts a failed job from its newest verified checkpoint "
@@ -178,9 +191,12 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(cluster.gpus_per_node, at_least(0), "GPUs per node (`--gpus-per-node`); 0 = none."),
       RM_KEY(cluster.cpus_per_task, at_least(0),
              "CPU cores per rank (`--cpus-per-task`); 0 = Slurm's default."),
-      RM_KEY(cluster.partition, any(), "Slurm partition; empty = the cluster default."),
-      RM_KEY(cluster.account, any(), "Slurm account; empty = your default."),
-      RM_KEY(cluster.qos, any(), "Slurm QOS; empty = the default."),
+      RM_KEY(cluster.partition, checked(check_slurm_name, "Slurm name(s)"),
+             "Slurm partition; empty = the cluster default."),
+      RM_KEY(cluster.account, checked(check_slurm_name, "Slurm name(s)"),
+             "Slurm account; empty = your default."),
+      RM_KEY(cluster.qos, checked(check_slurm_name, "Slurm name(s)"),
+             "Slurm QOS; empty = the default."),
       RM_KEY(cluster.time, checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`"),
              "Slurm time limit (`--time`); empty = the partition default."),
       RM_KEY(cluster.signal_grace_s, at_least(0),

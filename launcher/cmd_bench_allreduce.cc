@@ -9,8 +9,10 @@
 #include "collectives/bench_allreduce.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
+#include "worker/mpi_bootstrap.h"
 
 namespace rm {
 

@@ -54,7 +54,8 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/posix_io.h"
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 #include "worker/stop_signal.h"
 
 namespace rm {

@@ -16,8 +16,10 @@
 #include "collectives/self_communicator.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
+#include "worker/mpi_bootstrap.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -84,7 +86,7 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     auto comm = launched_by_mpi() ? mpi.communicator(job.parallel.timeout_s)
                                   : make_self_communicator();
     const bool rank0 = comm->rank() == 0;
-    const int threads = configure_threads(job.parallel, mpi.local_size());
+    const int threads = configure_threads(job.parallel.threads_per_rank, mpi.local_size());
     TrainingData data = open_training_data(job);
     Trainer trainer(job, data, *comm, {false, nullptr});
     Model& model = trainer.model();

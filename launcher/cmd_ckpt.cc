@@ -13,7 +13,8 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors_writer.h"
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 #include "launcher/loaded_run.h"
 #include "worker/model_export.h"
 

@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/mpi_bootstrap.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 #include "launcher/loaded_run.h"
 #include "worker/evaluate.h"
 #include "worker/generate.h"
@@ -54,7 +56,7 @@ int cmd_sample(const SampleArgs& args) {
   return report_errors([&] {
     LoadedRun run = load_trained_model(args.run_dir, 1);
     describe_source(run);
-    configure_threads(run.job.parallel, 1);
+    configure_threads(run.job.parallel.threads_per_rank, 1);
     std::vector<int> prompt;
     try {
       prompt = encode_prompt(args.prompt, run.model->vocab_size());
@@ -80,7 +82,7 @@ int cmd_eval(const EvalArgs& args) {
   return report_errors([&] {
     LoadedRun run = load_trained_model(args.run_dir, 0);
     describe_source(run);
-    configure_threads(run.job.parallel, 1);
+    configure_threads(run.job.parallel.threads_per_rank, 1);
     auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size());
     const int per_window = run.model->targets_per_sample();
     // Whole windows only, at least one: --max-tokens is an upper bound.

@@ -3,7 +3,8 @@
 
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 
 namespace rm {
 

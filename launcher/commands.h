@@ -25,6 +25,22 @@ struct RunArgs {
 };
 int cmd_run(const RunArgs& args);
 
+// `ringmaster submit JOB`: validates the job (as `run` does, plus its cluster section), writes
+// RUN_DIR/config.yaml and RUN_DIR/slurm/job.sbatch, and calls sbatch (launcher/slurm_script.h).
+struct SubmitArgs {
+  JobArgs job;             // nproc is ignored: cluster.nodes x cluster.tasks_per_node ranks
+  bool dry_run = false;    // print the script; write and submit nothing
+  bool fresh = false;      // start over in a run directory that holds a run
+};
+int cmd_submit(const SubmitArgs& args);
+
+// `ringmaster status RUN_DIR`: step / total, losses, speed, ETA, newest verified checkpoint,
+// restarts and why; under Slurm the job id and its state. Exit 0, or 2 if not a run directory.
+struct StatusArgs {
+  std::string run_dir;
+};
+int cmd_status(const StatusArgs& args);
+
 struct SampleArgs {
   std::string run_dir;
   std::string prompt = "\n";
@@ -79,9 +95,5 @@ int cmd_ckpt_inspect(const CkptArgs& args);  // tensors, shapes, state and job
 int cmd_ckpt_export(const CkptArgs& args);   // whole model to one safetensors file
 
 int cmd_docs_job_reference();
-
-// Prints an error for the user: "ringmaster: <prefix><message>" on stderr.
-void print_error(const std::string& message);
-void set_error_prefix(const std::string& prefix);  // e.g. "[rank 3] " in a multi-rank job
 
 }  // namespace rm

@@ -1,11 +1,13 @@
 // `ringmaster`: parses the command line and hands each subcommand to launcher/cmd_*.cc.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
 #include "launcher/commands.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 
 namespace {
 
@@ -24,7 +26,8 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "help for every subcommand");
 
   rm::JobArgs validate;
-  auto* v = app.add_subcommand("validate", "check a job file; exit 0, or print every error and exit 2");
+  auto* v =
+      app.add_subcommand("validate", "check a job file; exit 0, or print every error and exit 2");
   add_job_options(v, validate);
 
   rm::RunArgs run;
@@ -39,6 +42,18 @@ int main(int argc, char** argv) {
   add_job_options(w, worker.job);
   w->add_flag("--fresh", worker.fresh, "start over in a run directory that already holds a run");
   w->add_option("--from", worker.from, "resume from this checkpoint directory");
+
+  rm::SubmitArgs submit;
+  auto* sb = app.add_subcommand(
+      "submit", "submit a job to Slurm: render RUN_DIR/slurm/job.sbatch and sbatch it");
+  add_job_options(sb, submit.job);
+  sb->add_flag("--dry-run", submit.dry_run, "print the batch script; write and submit nothing");
+  sb->add_flag("--fresh", submit.fresh, "start over in a run directory that already holds a run");
+
+  rm::StatusArgs status;
+  auto* st = app.add_subcommand(
+      "status", "where a run stands: step, loss, speed, ETA, checkpoint, restarts, Slurm state");
+  st->add_option("run_dir", status.run_dir, "run directory")->required();
 
   rm::SampleArgs sample;
   auto* s = app.add_subcommand("sample", "generate text from a run's weights (or a checkpoint's)");
@@ -79,7 +94,8 @@ int main(int argc, char** argv) {
   auto* bc = bench->add_subcommand(
       "ckpt", "checkpoint save GB/s beside plain write+fsync, async stall, restore time");
   bc->add_option("--dir", bench_ckpt.dir, "directory to write in (on the disk to measure)");
-  bc->add_option("--gib", bench_ckpt.gib, "checkpoint size in GiB")->check(CLI::Range(0.001, 256.0));
+  bc->add_option("--gib", bench_ckpt.gib, "checkpoint size in GiB")
+      ->check(CLI::Range(0.001, 256.0));
   bc->add_option("--ranks", bench_ckpt.ranks, "shard files per checkpoint")
       ->check(CLI::Range(1, 64));
   bc->add_option("--repeats", bench_ckpt.repeats, "repetitions (medians are reported)")
@@ -88,11 +104,14 @@ int main(int argc, char** argv) {
   auto* ckpt = app.add_subcommand("ckpt", "list, verify, inspect and export checkpoints");
   ckpt->require_subcommand(1);
   rm::CkptArgs ckpt_args;
-  auto* cl = ckpt->add_subcommand("list", "a run's checkpoints: step, time, size, verified or why not");
+  auto* cl =
+      ckpt->add_subcommand("list", "a run's checkpoints: step, time, size, verified or why not");
   cl->add_option("run_dir", ckpt_args.path, "run directory")->required();
-  auto* cv = ckpt->add_subcommand("verify", "check every file and checksum; exit 0, or 1 naming the bad file");
+  auto* cv = ckpt->add_subcommand(
+      "verify", "check every file and checksum; exit 0, or 1 naming the bad file");
   cv->add_option("path", ckpt_args.path, "checkpoint directory")->required();
-  auto* ci = ckpt->add_subcommand("inspect", "tensors, shapes, training state and job of a checkpoint");
+  auto* ci =
+      ckpt->add_subcommand("inspect", "tensors, shapes, training state and job of a checkpoint");
   ci->add_option("path", ckpt_args.path, "checkpoint directory")->required();
   auto* ce = ckpt->add_subcommand("export", "write a checkpoint's model as one file");
   ce->add_option("path", ckpt_args.path, "checkpoint directory")->required();
@@ -103,6 +122,22 @@ int main(int argc, char** argv) {
   auto* docs = app.add_subcommand("docs", "print generated documentation");
   docs->require_subcommand(1);
   auto* docs_ref = docs->add_subcommand("job-reference", "the job file reference (Markdown)");
+
+  // CLI11 answers a misspelt command with "A subcommand is required"; say what was wrong.
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  const auto known = [&](const std::string& name) {
+    return std::any_of(commands.begin(), commands.end(),
+                       [&](const CLI::App* c) { return c->get_name() == name; });
+  };
+  if (argc < 2 || (argv[1][0] != '-' && !known(argv[1]))) {
+    if (argc >= 2) std::fprintf(stderr, "ringmaster: unknown command '%s'\n", argv[1]);
+    std::fprintf(stderr, "usage: ringmaster COMMAND [ARGS...]; the commands:\n");
+    for (const CLI::App* c : commands) {
+      std::fprintf(stderr, "  %-10s %s\n", c->get_name().c_str(), c->get_description().c_str());
+    }
+    std::fprintf(stderr, "`ringmaster COMMAND --help` describes one.\n");
+    return rm::kExitBadInput;
+  }
 
   try {
     app.parse(argc, argv);
@@ -121,6 +156,8 @@ int main(int argc, char** argv) {
     if (*v) return rm::cmd_validate(validate);
     if (*r) return rm::cmd_run(run);
     if (*w) return rm::cmd_run(worker);
+    if (*sb) return rm::cmd_submit(submit);
+    if (*st) return rm::cmd_status(status);
     if (*s) return rm::cmd_sample(sample);
     if (*e) return rm::cmd_eval(eval);
     if (*bt) return rm::cmd_bench_train(bench_train);

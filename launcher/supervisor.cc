@@ -6,8 +6,10 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
-#include "launcher/exit_codes.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
+#include "worker/run_events.h"
 
 namespace rm {
 
@@ -50,6 +52,8 @@ int supervise(const JobConfig& job, int nproc, const std::vector<std::string>& a
     args = restart_arguments(argv);
     const auto newest = find_resume_checkpoint(job.run_dir);
     if (!newest) args.push_back("--fresh");
+    append_run_event(job.run_dir, "restart",
+                     {{"reason", "failed"}, {"exit_code", code}, {"restart", attempt + 1}});
     std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s\n", code,
                 attempt + 1, max_restarts,
                 newest ? newest->path.c_str() : "the beginning (no checkpoint verifies)");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -73,6 +74,32 @@ TEST(ResumeCli, ADifferentJobNeedsFresh) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("different job"), std::string::npos) << r.err;
   EXPECT_EQ(run_cli("run " + job + " --set model.width=64 --fresh", dir.path()).exit_code, 0);
+}
+
+// A run that dies before its first checkpoint leaves only its partial metrics.jsonl: running
+// the same job again (by hand, a restart or a Slurm requeue) starts it again from step 0.
+TEST(ResumeCli, RunKilledBeforeItsFirstCheckpointStartsAgain) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string b = " --set run_dir=" + dir.file("early");
+  const auto killed = run_cli("run " + job + b, dir.path(), "RM_TEST_FAULT=kill:0:3");
+  EXPECT_NE(killed.exit_code, 0);
+  ASSERT_FALSE(test::losses_by_step(dir.file("early/metrics.jsonl")).empty());
+  const auto again = run_cli("run " + job + b, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("starting it again from step 0"), std::string::npos) << again.out;
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")), test::slurp(dir.file("early/weights.bin")));
+  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
+            test::losses_by_step(dir.file("early/metrics.jsonl")));
+  // Still refused: another job in that directory, and a finished run without checkpoints.
+  const auto other = run_cli("run " + job + b + " --set model.width=64", dir.path());
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find("different job"), std::string::npos) << other.err;
+  std::filesystem::remove_all(dir.file("early/checkpoints"));
+  const auto finished = run_cli("run " + job + b, dir.path());
+  EXPECT_EQ(finished.exit_code, 2);
+  EXPECT_NE(finished.err.find("finished run (weights.bin)"), std::string::npos) << finished.err;
 }
 
 }  // namespace

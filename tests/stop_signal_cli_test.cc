@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using test::logged_steps;
 using test::run_cli;
 
-constexpr int kStopped = 75;  // launcher/exit_codes.h: kExitStopped
+constexpr int kStopped = 75;  // worker/exit_codes.h: kExitStopped
 
 // Enough steps that a signal sent once 30 steps are logged always lands mid-run.
 std::string job_file(const TempDir& dir, bool on_signal) {

@@ -1,4 +1,4 @@
-#include "launcher/run_dir.h"
+#include "worker/run_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,7 +44,7 @@ bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
 
 }  // namespace
 
-bool prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job) {
+RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw IoError(run_dir + ": cannot create run directory: " + ec.message());
@@ -53,29 +53,43 @@ bool prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& 
     throw IoError(run_dir + ": run directory is not writable: " + std::strerror(errno));
   }
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
+  const std::string metrics = run_file(run_dir, "metrics.jsonl");
+  const std::string weights = run_file(run_dir, "weights.bin");
   if (fresh) {
-    for (const fs::path& p : {checkpoints, fs::path(run_file(run_dir, "metrics.jsonl")),
-                              fs::path(run_file(run_dir, "weights.bin"))}) {
+    for (const fs::path& p : {checkpoints, fs::path(metrics), fs::path(weights)}) {
       fs::remove_all(p, ec);
       if (ec) throw IoError(p.string() + ": cannot remove: " + ec.message());
     }
-    return false;
+    return RunStart::kNew;
   }
-  if (fs::is_directory(checkpoints) && !fs::is_empty(checkpoints)) {
-    const std::string previous = run_file(run_dir, "config.yaml");
-    if (fs::exists(previous) && !same_training(read_file(previous), resolved_job)) {
-      throw IoError(run_dir + ": holds checkpoints of a different job (" + previous +
-                    " differs); pass --fresh to start over, or set run_dir");
-    }
-    return true;
+  const bool has_checkpoints = fs::is_directory(checkpoints) && !fs::is_empty(checkpoints);
+  const bool has_metrics = fs::exists(metrics), has_weights = fs::exists(weights);
+  if (!has_checkpoints && !has_metrics && !has_weights) return RunStart::kNew;
+  const std::string previous = run_file(run_dir, "config.yaml");
+  const bool known = fs::exists(previous);
+  if (known && !same_training(read_file(previous), resolved_job)) {
+    throw IoError(run_dir + ": holds a run of a different job (" + previous +
+                  " differs); pass --fresh to start over, or set run_dir");
   }
-  for (const char* name : {"weights.bin", "metrics.jsonl"}) {
-    if (fs::exists(run_file(run_dir, name))) {
-      throw IoError(run_dir + ": already holds a run (" + name +
-                    "); pass --fresh to start it over, or set run_dir to a new directory");
-    }
+  if (has_checkpoints) return RunStart::kResume;
+  if (has_weights) {
+    throw IoError(run_dir +
+                  ": already holds a finished run (weights.bin); pass --fresh to "
+                  "start it over, or set run_dir to a new directory");
   }
-  return false;
+  if (!known) {
+    throw IoError(run_dir +
+                  ": holds a run (metrics.jsonl) but no config.yaml to tell which job; "
+                  "pass --fresh to start over, or set run_dir");
+  }
+  return RunStart::kRestartUnfinished;
+}
+
+RunStart prepare_run(const JobConfig& job, bool fresh) {
+  const std::string resolved = to_yaml(job);
+  const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved);
+  write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
+  return start;
 }
 
 }  // namespace rm

@@ -1,0 +1,172 @@
+// `ringmaster status RUN_DIR`: where a run stands, from its files alone (config.yaml,
+// metrics.jsonl, checkpoints/, events.jsonl, slurm/job_id) plus, when the run was submitted to
+// Slurm and scontrol answers within a few seconds, the job's state.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "configs/job_loader.h"
+#include "launcher/commands.h"
+#include "launcher/shell_capture.h"
+#include "launcher/slurm_script.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
+#include "worker/run_events.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<json> read_metrics(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step")) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+double number(const json& j, const char* key, double fallback = 0) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
+std::string duration_text(double seconds) {
+  const long long s = static_cast<long long>(seconds + 0.5);
+  char buf[64];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  }
+  return buf;
+}
+
+// "KEY=VALUE" of `scontrol show job -o` output, or "".
+std::string scontrol_field(const std::string& line, const std::string& key) {
+  const std::string needle = key + "=";
+  size_t at = line.find(" " + needle);
+  if (at == std::string::npos) {
+    if (line.rfind(needle, 0) != 0) return "";
+    at = 0;
+  } else {
+    ++at;
+  }
+  const size_t begin = at + needle.size();
+  return line.substr(begin, line.find(' ', begin) - begin);
+}
+
+void print_slurm_state(const std::string& run_dir) {
+  std::string id;
+  try {
+    id = read_file(run_dir + "/slurm/job_id");
+  } catch (const std::exception&) {
+    return;  // never submitted
+  }
+  id.erase(std::remove(id.begin(), id.end(), '\n'), id.end());
+  if (id.empty()) return;
+  const CapturedCommand sc = capture_command("timeout 5 scontrol show job -o " + shell_quote(id));
+  if (sc.exit_code != 0 || sc.output.find("JobId=") == std::string::npos) {
+    std::printf("slurm       job %s (scontrol does not know it now: %s)\n", id.c_str(),
+                sc.output.empty() ? "no answer" : sc.output.c_str());
+    return;
+  }
+  std::printf(
+      "slurm       job %s: %s, restarts %s, reason %s, run time %s of %s, nodes %s\n", id.c_str(),
+      scontrol_field(sc.output, "JobState").c_str(), scontrol_field(sc.output, "Restarts").c_str(),
+      scontrol_field(sc.output, "Reason").c_str(), scontrol_field(sc.output, "RunTime").c_str(),
+      scontrol_field(sc.output, "TimeLimit").c_str(),
+      scontrol_field(sc.output, "NodeList").c_str());
+}
+
+}  // namespace
+
+int cmd_status(const StatusArgs& args) {
+  return report_errors([&] {
+    const std::string& dir = args.run_dir;
+    const std::string config_path = dir + "/config.yaml";
+    if (!fs::is_directory(dir) || !fs::exists(config_path)) {
+      print_error(dir + ": not a run directory (no config.yaml); give the run_dir of a job");
+      return kExitBadInput;
+    }
+    const JobConfig job = load_job_from_string(read_file(config_path), config_path);
+    const std::vector<json> metrics = read_metrics(dir + "/metrics.jsonl");
+    const int64_t total = job.train.steps;
+    const int64_t step = metrics.empty() ? 0 : metrics.back()["step"].get<int64_t>();
+    const bool finished = fs::exists(dir + "/weights.bin") && step >= total;
+
+    std::printf("job         %s (%s)\n", job.name.c_str(), dir.c_str());
+    std::printf("step        %lld / %lld (%.1f%%)%s\n", static_cast<long long>(step),
+                static_cast<long long>(total), 100.0 * step / total, finished ? ", finished" : "");
+    if (!metrics.empty()) {
+      const json& last = metrics.back();
+      std::printf("loss        %.4f (step %lld)", number(last, "loss"),
+                  static_cast<long long>(step));
+      for (auto it = metrics.rbegin(); it != metrics.rend(); ++it) {
+        if (it->contains("val_loss") && (*it)["val_loss"].is_number()) {
+          std::printf(", val_loss %.4f (step %lld)", number(*it, "val_loss"),
+                      static_cast<long long>((*it)["step"].get<int64_t>()));
+          break;
+        }
+      }
+      std::printf("\n");
+      // Speed and ETA from the median of the last 20 steps: robust to the slow first step and
+      // to steps that evaluated or waited for a checkpoint.
+      std::vector<double> ms, tps;
+      for (size_t i = metrics.size() > 20 ? metrics.size() - 20 : 0; i < metrics.size(); ++i) {
+        ms.push_back(number(metrics[i], "step_ms"));
+        tps.push_back(number(metrics[i], "tokens_per_s"));
+      }
+      std::sort(ms.begin(), ms.end());
+      std::sort(tps.begin(), tps.end());
+      const double step_ms = ms[ms.size() / 2];
+      std::printf("speed       %.0f tokens/s, %.1f ms/step (median of the last %zu steps)\n",
+                  tps[tps.size() / 2], step_ms, ms.size());
+      if (!finished) {
+        std::printf("eta         %s for the %lld steps left (training time only)\n",
+                    duration_text(step_ms / 1e3 * static_cast<double>(total - step)).c_str(),
+                    static_cast<long long>(total - step));
+      }
+    }
+    std::vector<std::string> skipped;
+    const auto newest = find_resume_checkpoint(dir, &skipped);
+    if (newest) {
+      std::printf("checkpoint  %s (step %lld, verified)\n", newest->path.c_str(),
+                  static_cast<long long>(newest->step));
+    } else {
+      std::printf("checkpoint  none verified\n");
+    }
+    for (const std::string& s : skipped) std::printf("            %s\n", s.c_str());
+
+    int restarts = 0;
+    std::string last_restart;
+    for (const json& e : read_run_events(dir)) {
+      const std::string kind = e.value("event", "");
+      if (kind != "restart" && kind != "requeue") continue;
+      ++restarts;
+      last_restart = e.value("time", "?") + ": " + kind + ", " + e.value("reason", "?");
+      if (e.contains("exit_code") && e["exit_code"].is_number()) {
+        last_restart += " (exit code " + std::to_string(e["exit_code"].get<int>()) + ")";
+      }
+    }
+    std::printf("restarts    %d%s\n", restarts,
+                restarts ? (" (last " + last_restart + ")").c_str() : "");
+    print_slurm_state(dir);
+    return kExitOk;
+  });
+}
+
+}  // namespace rm

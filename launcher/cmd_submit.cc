@@ -1,0 +1,83 @@
+// `ringmaster submit JOB [--set k=v ...] [--dry-run] [--fresh]`: a job file becomes a Slurm job
+// that comes back by itself after a preemption, a time limit or a failure
+// (launcher/slurm_script.h says how).
+//
+// The job is checked as `run` checks it (same errors, exit 2, nothing written), on
+// cluster.nodes x cluster.tasks_per_node ranks, then the resolved job is written to
+// RUN_DIR/config.yaml and the script to RUN_DIR/slurm/job.sbatch: the job that runs is the job
+// that was submitted, even if the YAML file is edited afterwards. Submitting the same job again
+// continues the same run (its checkpoints); another job in the same run_dir is refused.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint/atomic_file.h"
+#include "configs/job_loader.h"
+#include "launcher/child_process.h"
+#include "launcher/commands.h"
+#include "launcher/shell_capture.h"
+#include "launcher/slurm_script.h"
+#include "worker/error_report.h"
+#include "worker/exit_codes.h"
+#include "worker/run_dir.h"
+#include "worker/run_events.h"
+#include "worker/training_data.h"
+
+namespace rm {
+
+namespace fs = std::filesystem;
+
+int cmd_submit(const SubmitArgs& args) {
+  return report_errors([&] {
+    const JobConfig job = load_job(args.job.job, args.job.sets, kRanksFromCluster);
+    open_training_data(job);
+    const fs::path run_dir = fs::absolute(job.run_dir).lexically_normal();
+    SlurmScriptPaths paths;
+    paths.binary = self_path();
+    paths.config = (run_dir / "config.yaml").string();
+    paths.run_dir = run_dir.string();
+    paths.workdir = fs::current_path().string();
+    std::string script;
+    try {
+      script = render_slurm_script(job, paths);
+    } catch (const std::invalid_argument& e) {
+      throw IoError(e.what());
+    }
+    if (args.dry_run) {
+      std::fputs(script.c_str(), stdout);
+      return kExitOk;
+    }
+    prepare_run(job, args.fresh);
+    for (const char* sub : {"logs", "slurm"}) {
+      std::error_code ec;
+      fs::create_directories(run_dir / sub, ec);
+      if (ec) throw IoError((run_dir / sub).string() + ": cannot create: " + ec.message());
+    }
+    const std::string script_path = (run_dir / "slurm" / "job.sbatch").string();
+    write_file_atomic(script_path, script.data(), script.size());
+    ::chmod(script_path.c_str(), 0755);
+
+    const CapturedCommand sbatch = capture_command("sbatch --parsable " + shell_quote(script_path));
+    if (sbatch.exit_code != 0) {
+      print_error("sbatch failed (exit code " + std::to_string(sbatch.exit_code) +
+                  "): " + sbatch.output);
+      return kExitFailure;
+    }
+    // --parsable prints "JOBID" or "JOBID;CLUSTER" (possibly after warnings, one per line).
+    std::string id = sbatch.output.substr(sbatch.output.rfind('\n') + 1);
+    id = id.substr(0, id.find(';'));
+    const std::string id_file = (run_dir / "slurm" / "job_id").string();
+    write_file_atomic(id_file, (id + "\n").data(), id.size() + 1);
+    append_run_event(paths.run_dir, "submitted", {{"slurm_job_id", id}});
+    std::printf(
+        "ringmaster: submitted job '%s' as Slurm job %s (%d node%s x %d rank%s)\n"
+        "  script: %s\n  log:    %s/logs/slurm-%s.out\n  follow: ringmaster status %s\n",
+        job.name.c_str(), id.c_str(), job.cluster.nodes, job.cluster.nodes == 1 ? "" : "s",
+        job.cluster.tasks_per_node, job.cluster.tasks_per_node == 1 ? "" : "s", script_path.c_str(),
+        paths.run_dir.c_str(), id.c_str(), shell_quote(job.run_dir).c_str());
+    return kExitOk;
+  });
+}
+
+}  // namespace rm

@@ -1,0 +1,42 @@
+#include "worker/error_report.h"
+
+#include <cstdio>
+
+#include "checkpoint/atomic_file.h"
+#include "configs/job_loader.h"
+#include "worker/data/data_error.h"
+#include "worker/exit_codes.h"
+
+namespace rm {
+
+namespace {
+std::string g_error_prefix;
+}  // namespace
+
+void set_error_prefix(const std::string& prefix) { g_error_prefix = prefix; }
+
+void print_error(const std::string& message) {
+  std::fprintf(stderr, "ringmaster: %s%s\n", g_error_prefix.c_str(), message.c_str());
+}
+
+int report_errors(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const JobConfigError& e) {
+    for (const ConfigError& err : e.errors) std::fprintf(stderr, "%s\n", err.str().c_str());
+    print_error(std::to_string(e.errors.size()) + (e.errors.size() == 1 ? " error" : " errors") +
+                " in the job");
+    return kExitBadInput;
+  } catch (const DataError& e) {
+    print_error(e.what());
+    return kExitBadInput;
+  } catch (const IoError& e) {
+    print_error(e.what());
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return kExitFailure;
+  }
+}
+
+}  // namespace rm

@@ -1,0 +1,80 @@
+#include "worker/mpi_bootstrap.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "collectives/mpi/mpi_communicator.h"
+#include "kernels/cpu/threads.h"
+
+namespace rm {
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+}  // namespace
+
+bool launched_by_mpi() {
+  // Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; srun --mpi=pmix sets PMIX_RANK.
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+MpiSession::MpiSession() {
+  if (!launched_by_mpi()) return;
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &local_rank_);
+  MPI_Comm_size(local, &local_size_);
+  MPI_Comm_free(&local);
+}
+
+MpiSession::~MpiSession() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> MpiSession::communicator(double timeout_s) const {
+  CommOptions options;
+  options.timeout_s = timeout_s;
+  return make_mpi_communicator(MPI_COMM_WORLD, options);
+}
+
+std::string MpiSession::describe() const {
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  std::string s = "rank " + std::to_string(rank_) + "/" + std::to_string(world_) + " (local " +
+                  std::to_string(local_rank_) + "/" + std::to_string(local_size_) + ") on " + host;
+  const std::string job = env_or("SLURM_JOB_ID", "");
+  if (!job.empty()) {
+    s += ", slurm job " + job + " (" + env_or("SLURM_JOB_NODELIST", "?") + "), restart " +
+         env_or("SLURM_RESTART_COUNT", "0");
+  }
+  const std::string restart = env_or("RM_RESTART_COUNT", "0");
+  if (restart != "0") s += ", ringmaster restart " + restart;
+  return s;
+}
+
+int configure_threads(int threads_per_rank, int local_ranks) {
+  int threads = threads_per_rank;
+  if (threads <= 0) threads = std::atoi(env_or("SLURM_CPUS_PER_TASK", "0").c_str());
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::max(1, cores / std::max(1, local_ranks));
+  }
+  cpu::set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace rm

@@ -1,0 +1,53 @@
+#include "worker/run_events.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+namespace rm {
+
+std::string utc_now_iso8601() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const long ms = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+void append_run_event(const std::string& run_dir, const std::string& event,
+                      const nlohmann::json& fields) {
+  nlohmann::json line = {{"time", utc_now_iso8601()}, {"event", event}};
+  for (const auto& [k, v] : fields.items()) line[k] = v;
+  const std::string text = line.dump() + "\n";
+  const std::string path = run_dir + "/events.jsonl";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    std::fprintf(stderr, "ringmaster: %s: cannot append the '%s' event: %s\n", path.c_str(),
+                 event.c_str(), std::strerror(errno));
+  }
+  if (fd >= 0) ::close(fd);
+}
+
+std::vector<nlohmann::json> read_run_events(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir + "/events.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace rm

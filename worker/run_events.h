@@ -1,0 +1,30 @@
+// RUN_DIR/events.jsonl: what happened to a run, one JSON object per line, for `ringmaster
+// status` and for people: {"time": "2026-11-23T18:02:11.123Z", "event": "restart", ...}.
+//
+// Writers: `ringmaster submit` (submitted), the supervisor of `ringmaster run` (restart), and the
+// Slurm batch script (slurm_start, signal, requeue, failed, finished; written by the script
+// itself in the same format). Each line is appended with one write(2) to a file opened
+// O_APPEND, so lines of concurrent writers never interleave. Losing a line in a crash is
+// harmless: nothing resumes from this file.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace rm {
+
+// Appends {"time": now (UTC), "event": event, ...fields}. Never throws: a run must not fail
+// because its event log cannot be written (it says so on stderr instead).
+void append_run_event(const std::string& run_dir, const std::string& event,
+                      const nlohmann::json& fields = nlohmann::json::object());
+
+// Every parsable line of RUN_DIR/events.jsonl, oldest first ({} if there is none).
+std::vector<nlohmann::json> read_run_events(const std::string& run_dir);
+
+// Now as "2026-11-23T18:02:11.123Z".
+std::string utc_now_iso8601();
+
+}  // namespace rm
