@@ -8,6 +8,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/io_progress.h"
 #include "checkpoint/posix_io.h"
 #include "checkpoint/xxh_state.h"
 
@@ -98,9 +99,11 @@ void CheckpointReader::hash_bytes(int fd, uint64_t offset, uint64_t bytes, const
                                   void* state) {
   if (bytes == 0) return;
   if (bounce_.empty()) bounce_.resize(kBounceBytes);
+  set_io_activity("read");
   while (bytes > 0) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes, bounce_.size()));
     io::pread_exact(fd, bounce_.data(), n, offset, path);
+    note_io_progress();
     XXH64_update(static_cast<XXH64_state_t*>(state), bounce_.data(), n);
     offset += n;
     bytes -= n;
@@ -144,15 +147,25 @@ void CheckpointReader::read_piece(const PieceRef& ref, uint64_t begin, uint64_t 
   const uint64_t part_bytes = (end - begin) * sizeof(float);
   char* out = reinterpret_cast<char*>(dst);
   if (verified_[ref.file][ref.piece]) {
-    io::pread_exact(fd, out, part_bytes, part_offset, path);
+    // Straight into dst, in large reads that each count as progress (io_progress.h).
+    constexpr uint64_t kReadBytes = uint64_t{64} << 20;
+    set_io_activity("read");
+    for (uint64_t done = 0; done < part_bytes;) {
+      const size_t n = static_cast<size_t>(std::min(part_bytes - done, kReadBytes));
+      io::pread_exact(fd, out + done, n, part_offset + done, path);
+      note_io_progress();
+      done += n;
+    }
     return;
   }
   XxhState h;
   hash_bytes(fd, p.offset, part_offset - p.offset, path, h.s);
+  set_io_activity("read");
   for (uint64_t done = 0; done < part_bytes;) {
     // Hash each chunk right after reading it, while it is in cache.
     const size_t n = static_cast<size_t>(std::min<uint64_t>(part_bytes - done, kBounceBytes));
     io::pread_exact(fd, out + done, n, part_offset + done, path);
+    note_io_progress();
     XXH64_update(h.s, out + done, n);
     done += n;
   }

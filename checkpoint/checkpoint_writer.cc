@@ -13,6 +13,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/io_progress.h"
 #include "checkpoint/manifest_checks.h"
 #include "checkpoint/posix_io.h"
 #include "checkpoint/xxh_state.h"
@@ -44,6 +45,8 @@ void set_checkpoint_phase_hook(CheckpointPhaseHook hook) {
 }
 
 void checkpoint_phase(const char* phase) {
+  set_io_activity(phase);
+  note_io_progress();
   if (CheckpointPhaseHook hook = g_phase_hook.load()) hook(phase);
 }
 
@@ -94,6 +97,7 @@ ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
       const size_t n = static_cast<size_t>(std::min<uint64_t>(left, kChunkBytes));
       XXH64_update(h.s, p, n);
       io::write_all(fd.get(), p, n, path);
+      note_io_progress();
       p += n;
       left -= n;
     }
@@ -122,6 +126,7 @@ std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t st
   std::vector<ShardFileInfo> files(writers);
   std::vector<bool> have(writers, false);
   int missing = writers;
+  set_io_activity("shard:collect (waiting for the other ranks' shards)");
   for (;;) {
     for (int r = 0; r < writers; ++r) {
       if (have[r]) continue;
@@ -135,6 +140,7 @@ std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t st
       files[r] = std::move(f);
       have[r] = true;
       --missing;
+      note_io_progress();  // a rank's shard is durable: the save moves on
     }
     if (missing == 0) break;
     if (Clock::now() >= deadline) {

@@ -71,7 +71,8 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
 
 // Testing: called with a phase name ("shard:write", "shard:fsync", "shard:descriptor",
 // "commit:manifest", "commit:rename", "commit:fsync", "commit:done") as each begins, so a crash
-// test can record where its SIGKILL landed. nullptr (the default) disables it.
+// test can record where its SIGKILL landed. nullptr (the default) disables it. Every phase
+// event is also a beat of io_progress.h (and names its activity), hook or not.
 using CheckpointPhaseHook = void (*)(const char* phase);
 void set_checkpoint_phase_hook(CheckpointPhaseHook hook);
 void checkpoint_phase(const char* phase);  // calls the hook, if any

@@ -11,6 +11,60 @@ namespace rm {
 Work::~Work() = default;
 Communicator::~Communicator() = default;
 
+uint64_t Communicator::share_liveness(uint64_t) {
+  return 0;
+}
+
+// A seqlock (one writer): the version is odd while the fields change. The reader's acquire fence
+// orders its field loads before the second version load; the writer's release fence orders the
+// odd version before its field stores.
+void CommActivity::set_oldest(const OpStamp* op) {
+  const uint64_t seq = op != nullptr ? op->seq : 0;
+  if (seq == seq_.load(std::memory_order_relaxed)) return;  // only this thread writes it
+  const uint32_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  seq_.store(seq, std::memory_order_relaxed);
+  name_.store(op != nullptr ? op->name : "", std::memory_order_relaxed);
+  bytes_.store(op != nullptr ? op->bytes : 0, std::memory_order_relaxed);
+  issued_ns_.store(op != nullptr ? std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       op->issued.time_since_epoch())
+                                       .count()
+                                 : 0,
+                   std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
+}
+
+void CommActivity::set_blocked(bool blocked) {
+  if (!blocked) peer_.store(-1, std::memory_order_relaxed);
+  blocked_.store(blocked, std::memory_order_relaxed);
+}
+
+void CommActivity::set_peer(int peer) {
+  if (peer_.load(std::memory_order_relaxed) != peer) peer_.store(peer, std::memory_order_relaxed);
+}
+
+CommActivity::Snapshot CommActivity::snapshot() const {
+  Snapshot s;
+  for (;;) {
+    const uint32_t v = version_.load(std::memory_order_acquire);
+    if (v % 2 != 0) continue;  // the owner is writing: a few stores, retry at once
+    s.seq = seq_.load(std::memory_order_relaxed);
+    s.name = name_.load(std::memory_order_relaxed);
+    s.bytes = bytes_.load(std::memory_order_relaxed);
+    const int64_t ns = issued_ns_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (version_.load(std::memory_order_relaxed) != v) continue;
+    s.issued = std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::nanoseconds(ns)));
+    break;
+  }
+  s.blocked = blocked_.load(std::memory_order_relaxed);
+  s.peer = s.blocked ? peer_.load(std::memory_order_relaxed) : -1;
+  return s;
+}
+
 void Communicator::Free::operator()(void* p) const {
   std::free(p);
 }

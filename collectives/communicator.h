@@ -4,7 +4,8 @@
 // Contract, for every backend:
 //  - Threading: one thread owns a communicator and makes every call on it (including
 //    Work::test/wait and progress). Nothing runs in the background; an operation advances only
-//    inside calls on its communicator (see "Progress" below).
+//    inside calls on its communicator (see "Progress" below). The exceptions are activity() and
+//    share_liveness(), which any thread may call (a watchdog thread: worker/watchdog.h).
 //  - Ordering: every rank issues the same operations, with the same counts, dtype, op and root,
 //    in the same order. Each issued operation (barrier included) takes the next sequence number
 //    (1, 2, ...), the same on every rank, so an error names the operation all ranks can find.
@@ -37,6 +38,7 @@
 // the final wait was 0 here too.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +55,71 @@ enum class ReduceOp { kSum, kAvg };  // kAvg: the sum divided by size()
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);      // "float", "double" (as nccl-tests prints them)
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg"
+
+// What every backend records of an issued operation: what to name in messages, and when it
+// times out.
+struct OpStamp {
+  uint64_t seq = 0;
+  const char* name = "";
+  size_t bytes = 0;
+  std::chrono::steady_clock::time_point issued;
+  std::chrono::steady_clock::time_point deadline;  // issued + timeout_s
+};
+OpStamp stamp_op(uint64_t seq, const char* name, size_t bytes, double timeout_s);
+
+// What a communicator is doing, published by its owning thread for a watchdog thread to read at
+// any time (worker/watchdog.h): the oldest operation issued and not yet completed, whether the
+// owner is blocked waiting for operations (Work::wait, barrier), the rank it waits for when the
+// backend knows, and a counter that moves whenever an operation advances (a completion, a phase
+// of the shared-memory engine) -- never while a rank waits for a peer that does nothing.
+//
+// Cost: the owner writes a few relaxed atomics when the oldest operation changes, when it starts
+// and stops blocking, and per advance that moved; never per byte, never a lock. The operation's
+// fields form a seqlock, so snapshot() returns one operation's fields, not a mix of two.
+class CommActivity {
+ public:
+  struct Snapshot {
+    uint64_t seq = 0;  // 0: no operation in flight
+    const char* name = "";
+    uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point issued;
+    bool blocked = false;  // the owning thread is waiting for operations to complete
+    int peer = -1;         // a rank the owner waits for (-1: unknown, or not blocked)
+  };
+
+  // Owning thread only.
+  void set_oldest(const OpStamp* op);  // nullptr: nothing in flight
+  void set_blocked(bool blocked);      // false also forgets the peer
+  void set_peer(int peer);
+  void note_progress() {
+    progress_.store(progress_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // While it lives, the owning thread is blocked (set_blocked(true), then false).
+  class Blocked {
+   public:
+    explicit Blocked(CommActivity& a) : a_(a) { a_.set_blocked(true); }
+    ~Blocked() { a_.set_blocked(false); }
+    Blocked(const Blocked&) = delete;
+    Blocked& operator=(const Blocked&) = delete;
+
+   private:
+    CommActivity& a_;
+  };
+
+  // Any thread.
+  Snapshot snapshot() const;
+  uint64_t progress() const { return progress_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint32_t> version_{0};  // odd while the owner writes the operation's fields
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<const char*> name_{""};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<int64_t> issued_ns_{0};  // steady_clock, since its epoch
+  std::atomic<bool> blocked_{false};
+  std::atomic<int> peer_{-1};
+  std::atomic<uint64_t> progress_{0};
+};
 
 // Thrown when an operation times out or its transport fails (and the communicator is not set to
 // abort the job instead), and by every call on a communicator that has failed before.
@@ -125,9 +192,23 @@ class Communicator {
   // Operations issued so far; the next operation gets sequence() + 1.
   uint64_t sequence() const { return sequence_; }
 
+  // For a watchdog thread; any thread may call these two, at any time between the end of
+  // creation and the start of destruction. Neither calls MPI nor blocks.
+  //
+  // What this rank's communicator is doing (see CommActivity).
+  const CommActivity& activity() const { return activity_; }
+  // Liveness shared between ranks that share memory: publishes `beats` (a count of this rank's
+  // progress that only grows) where the peers can read it, and returns the sum of the peers'
+  // last published counts, which changes whenever any of them has made progress. A rank waiting
+  // for a peer that is busy but healthy (rank 0 committing a checkpoint) can tell it from one
+  // that is stopped or dead. Backends where the ranks share no memory (nccl, the mpi backend
+  // across nodes, one rank) publish nothing and return 0: there a rank sees only itself.
+  virtual uint64_t share_liveness(uint64_t beats);
+
  protected:
   Communicator() = default;
   uint64_t next_sequence() { return ++sequence_; }
+  CommActivity activity_;  // backends publish here (from the owning thread)
 
  private:
   struct Free {
@@ -146,17 +227,6 @@ size_t shard_offset(const std::vector<size_t>& counts, int r);
 // "[rank 1/2] all_reduce(seq=812, bytes=4194304, timeout=30s)": the prefix of every error.
 std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
                         double timeout_s);
-
-// What every backend records of an issued operation: what to name in messages, and when it
-// times out.
-struct OpStamp {
-  uint64_t seq = 0;
-  const char* name = "";
-  size_t bytes = 0;
-  std::chrono::steady_clock::time_point issued;
-  std::chrono::steady_clock::time_point deadline;  // issued + timeout_s
-};
-OpStamp stamp_op(uint64_t seq, const char* name, size_t bytes, double timeout_s);
 
 // The argument checks of every backend, made before anything is issued (every rank sees the
 // same arguments, so every rank throws and nobody is left waiting). std::invalid_argument.

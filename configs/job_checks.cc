@@ -110,10 +110,17 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
                               "(kernels/cuda holds element-wise kernels only); use auto or cpu");
     }
   });
+  // The watchdog (worker/watchdog.h) fires after this long without a beat, and beats come per
+  // phase: per parameter unit of forward/backward, per 256 KiB of checkpoint I/O, per collective
+  // step. Under a second, ordinary hiccups of a healthy run -- a rank descheduled on a busy
+  // node, one fsync, page-cache writeback stalling a write -- would kill it; a floor of 1 s
+  // still lets tests make it fire quickly.
   when({"resilience.step_timeout_s"}, [&] {
-    if (cfg.resilience.step_timeout_s > 0) {
+    const double t = cfg.resilience.step_timeout_s;
+    if (t > 0 && t < 1) {
       add("resilience.step_timeout_s",
-          "is not implemented yet; set 0 (parallel.timeout_s already bounds every collective)");
+          "must be 0 (off) or at least 1 second, got " + format_double(t) +
+              ": the watchdog would fire on the ordinary hiccups of a healthy run");
     }
   });
   when({"resilience.on_nan", "checkpoint.every"}, [&] {

@@ -122,14 +122,23 @@ TEST(CrossField, NotImplementedYetIsRefused) {
   EXPECT_EQ(one_error(with_train("parallel:\n  precision: bf16\n")),
             "job.yaml:2:14: parallel.precision: 'bf16' is not implemented yet: the CPU kernels "
             "compute in fp32 (bf16 comes with the CUDA kernels); use fp32");
-  EXPECT_EQ(one_error(with_train("resilience:\n  step_timeout_s: 60\n")),
-            "job.yaml:2:19: resilience.step_timeout_s: is not implemented yet; set 0 "
-            "(parallel.timeout_s already bounds every collective)");
   EXPECT_EQ(one_error(with_train("resilience:\n  on_nan: rollback\n")),
             "job.yaml:2:11: resilience.on_nan: rollback needs checkpoints to roll back to: set "
             "checkpoint.every > 0");
   EXPECT_TRUE(load_errors(with_train("resilience:\n  on_nan: rollback\ncheckpoint:\n  every: 10\n"))
                   .empty());
+}
+
+// The watchdog: off, or at least a second.
+TEST(CrossField, StepTimeoutIsOffOrAtLeastOneSecond) {
+  EXPECT_EQ(one_error(with_train("resilience:\n  step_timeout_s: 0.5\n")),
+            "job.yaml:2:19: resilience.step_timeout_s: must be 0 (off) or at least 1 second, got "
+            "0.5: the watchdog would fire on the ordinary hiccups of a healthy run");
+  for (const char* ok : {"0", "1", "60", "1800.5"}) {
+    EXPECT_TRUE(
+        load_errors(with_train(std::string("resilience:\n  step_timeout_s: ") + ok + "\n")).empty())
+        << ok;
+  }
 }
 
 TEST(CrossField, CheckJobOnACodeBuiltConfig) {

@@ -199,8 +199,13 @@ bool Loader::usable(std::string_view key) const {
 
 void Loader::locate(ConfigError& e) const {
   e.file = file_;
+  // The key itself, else the nearest enclosing key or section that was set (cluster.env.A ->
+  // cluster.env -> cluster).
   auto it = origins_.find(e.key);
-  if (it == origins_.end()) it = origins_.find(e.key.substr(0, e.key.find('.')));  // section
+  for (std::string k = e.key; it == origins_.end() && k.find('.') != std::string::npos;) {
+    k.erase(k.rfind('.'));
+    it = origins_.find(k);
+  }
   if (it == origins_.end()) return;
   if (it->second.from_override) {
     e.file = kOverrideSource;

@@ -56,6 +56,7 @@ std::vector<ConfigError> check_batch_arithmetic(const JobConfig& cfg, int dp_ran
 //   not implemented yet, so refused rather than ignored: parallel.backend cuda,
 //   parallel.precision other than fp32
 //   cluster.sbatch_extra and cluster.env: configs/cluster_checks.h
+//   resilience.step_timeout_s: 0 (off) or >= 1
 //   resilience.on_nan rollback: checkpoint.every > 0
 // Errors carry the key and message only (file = cfg.source_path); load_job() adds positions.
 std::vector<ConfigError> check_job(const JobConfig& cfg, int dp_ranks);

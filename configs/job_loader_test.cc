@@ -340,7 +340,7 @@ TEST(JobLoader, ClusterValuesMustBeSlurmValues) {
             "job.yaml:2:17: cluster.sbatch_extra: an item holds a newline or another control "
             "character");
   EXPECT_EQ(one_error(with_train("cluster:\n  env:\n    A: \"x\\ny\"\n")),
-            "job.yaml:3:8: cluster.env.A: holds a newline or another control character");
+            "job.yaml:3:5: cluster.env.A: holds a newline or another control character");
   EXPECT_TRUE(load_errors(with_train("cluster:\n  sbatch_extra: [--exclusive, "
                                      "--constraint=a100]\n  env: {A: \"$(x) 'y'\"}\n")).empty());
 }

@@ -181,8 +181,13 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(resilience.max_restarts, at_least(0),
              "Times `ringmaster run` restarts a failed job from its newest verified checkpoint "
              "(as torchrun --max-restarts); 0 = never."),
-      RM_KEY(resilience.step_timeout_s, at_least(0),
-             "Abort a step that takes longer than this, seconds; 0 = off."),
+      RM_KEY(
+          resilience.step_timeout_s, at_least(0),
+          "Seconds a rank may go without progress (a phase of a step, a checkpoint chunk read or "
+          "written, a collective advancing) before a watchdog ends the job with exit code 1, "
+          "naming the step, the phase and the collective it waits for; 0 = off, else >= 1. "
+          "Keep it above the longest single phase (one layer's forward or backward, one fsync "
+          "of a rank's checkpoint shard)."),
       RM_KEY(resilience.on_nan, one_of({"skip", "rollback", "abort"}),
              "On a NaN/inf loss: skip the step, roll back to the last checkpoint, or abort."),
 
@@ -205,7 +210,8 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(cluster.sbatch_extra, any(),
              "Extra sbatch options, one per item (e.g. `--constraint=a100`)."),
       RM_KEY(cluster.env, noted("names: letters, digits, `_`"),
-             "Environment variables set for every rank."),
+             "Environment variables set for every rank (by `run` and by `submit`'s batch "
+             "script)."),
   };
 }
 

@@ -22,6 +22,8 @@ void forward_to_child(int sig) {
   g_any_signal = 1;
   const pid_t pid = g_child_pid;
   if (pid <= 0) return;
+  // Repeated SIGUSR1s are one scheduler notice (worker/stop_signal.h), not a plea to kill.
+  if (sig == SIGUSR1 && g_signals_seen[sig] > 0) return;
   // write(2) and kill(2) are async-signal-safe; printf is not.
   if (g_signals_seen[sig]++ == 0) {
     static const char msg[] =
@@ -40,12 +42,15 @@ void forward_to_child(int sig) {
 std::string self_path() {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) throw std::runtime_error(std::string("cannot find own binary: ") + std::strerror(errno));
+  if (n <= 0)
+    throw std::runtime_error(std::string("cannot find own binary: ") + std::strerror(errno));
   self[n] = '\0';
   return self;
 }
 
-bool stop_signal_seen() { return g_any_signal != 0; }
+bool stop_signal_seen() {
+  return g_any_signal != 0;
+}
 
 int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding) {
   std::vector<std::string> args = argv;

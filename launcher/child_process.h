@@ -17,7 +17,7 @@ enum class SignalForwarding {
 // Runs argv (argv[0] looked up in PATH) as a child in its own process group and returns its
 // exit code (128 + the signal if a signal ended it). Throws if it cannot be started.
 //  - Own process group: a Ctrl-C in the terminal reaches only this process, which decides what
-//    the child gets (`forwarding`). A second signal of the same kind is passed on as SIGKILL to
+//    the child gets (`forwarding`). A second SIGTERM or SIGINT is passed on as SIGKILL to
 //    the child's process group: the way out of a stuck job.
 //  - If this process dies (even by SIGKILL), the child gets SIGTERM (PR_SET_PDEATHSIG).
 // One child at a time; the handlers stay installed afterwards (stop_signal_seen() reads them).

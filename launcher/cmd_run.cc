@@ -31,6 +31,8 @@ int cmd_run(const RunArgs& args) {
     const JobConfig job = load_job_args(args.job);
     open_training_data(job);
     prepare_run(job, args.fresh);
+    // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
+    for (const auto& [name, value] : job.cluster.env) ::setenv(name.c_str(), value.c_str(), 1);
     return supervise(job, args.job.nproc, args.argv);
   });
 }

@@ -39,7 +39,9 @@ rm_max_restarts=@MAX_RESTARTS@
 rm_stop_signal=@STOP_SIGNAL@   # what a signal to this script becomes for the ranks
 cd @WORKDIR@ || exit 2
 @EXPORTS@
-rm_now() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
+# UTC time with milliseconds, from bash builtins only: a signal to this script's process group
+# (Slurm ends a requeued run so) cannot kill a `date` half-way through a log line.
+rm_now() { local t=$EPOCHREALTIME; TZ=UTC printf '%(%Y-%m-%dT%H:%M:%S)T.%sZ' "${t%[.,]*}" "${t:(-6):3}"; }
 rm_say() { echo "ringmaster-slurm: $(rm_now) job ${SLURM_JOB_ID:-?} run ${SLURM_RESTART_COUNT:-0}: $*"; }
 # One JSON object per line in RUN_DIR/events.jsonl; every value written here is a number or a
 # fixed word, so no escaping is needed.
@@ -50,7 +52,13 @@ rm_event() {  # EVENT [REASON [EXIT_CODE]]
 }
 
 rm_step=
+rm_step_ended=0
+rm_signalled=0
+rm_terminated=0
 rm_forward() {  # the signal this script received
+  [[ $rm_step_ended == 1 ]] && return  # the ranks are done; Slurm is ending this run
+  rm_signalled=1
+  [[ $1 == TERM ]] && rm_terminated=1
   rm_say "received SIG$1; asking the ranks to checkpoint and stop (SIG$rm_stop_signal)"
   rm_event signal "SIG$1"
   if [[ -n $rm_step ]]; then kill -s "$rm_stop_signal" "$rm_step" 2>/dev/null; fi
@@ -70,21 +78,28 @@ while :; do
 done
 wait "$rm_step"
 rm_code=$?
+rm_step_ended=1
 
 rm_requeue() {  # REASON
+  # Said before asking: Slurm ends this run as soon as the requeue is accepted.
+  rm_say "requeueing ($1); the rerun resumes from the newest verified checkpoint"
+  rm_event requeue "$1" "$rm_code"
   if scontrol requeue "$SLURM_JOB_ID"; then
-    rm_say "requeued ($1); the rerun resumes from the newest verified checkpoint"
-    rm_event requeue "$1" "$rm_code"
-    # Slurm ends this run now; wait for it here, interruptibly, rather than exit and be
-    # recorded as finished.
-    for _ in $(seq 600); do sleep 1 & wait $!; done
-    exit 0
+    exit 0  # the requeue is recorded: leaving now saves Slurm's KillWait before the rerun
   fi
   rm_say "could not requeue ($1); run \`ringmaster submit\` again to continue"
   rm_event requeue_failed "$1" "$rm_code"
   exit "$rm_code"
 }
 
+# SIGTERM to the batch script is `scancel` (or the end of a preemption's grace time, after
+# which Slurm requeues the job itself): the ranks have saved what they could; requeueing now
+# would make the job impossible to cancel.
+if [[ $rm_terminated == 1 && $rm_code != 0 ]]; then
+  rm_say "stopped by SIGTERM (scancel, or Slurm ending the job); not requeued by this script; \`ringmaster submit\` again continues from the newest checkpoint"
+  rm_event stopped "SIGTERM" "$rm_code"
+  exit "$rm_code"
+fi
 case $rm_code in
   0)
     rm_say "training finished"
@@ -97,6 +112,9 @@ case $rm_code in
   75)
     rm_requeue stopped ;;
 esac
+# With checkpoint.on_signal off the ranks die of the signal passed on: that is the stop the user
+# chose, not a failure to count.
+if [[ $rm_signalled == 1 && $rm_stop_signal == TERM ]]; then rm_requeue signalled; fi
 rm_failures_file="$rm_run_dir/slurm/failures-$SLURM_JOB_ID"
 echo "$rm_code" >>"$rm_failures_file"
 rm_failures=$(wc -l <"$rm_failures_file")

@@ -9,7 +9,9 @@
 //    them with `wait`, which a trapped signal interrupts, so that USR1 or TERM to the batch shell
 //    (a preemption notice, the time limit's --signal, scancel --batch/--full) is passed on to the
 //    step at once as "checkpoint and stop" (USR1; as it came when checkpoint.on_signal is off).
-//  - the ranks' exit code decides: 0 the training finished (the job ends COMPLETED); 2 bad
+//  - a SIGTERM to the batch script means `scancel` (or Slurm ending the job): whatever the ranks
+//    did, the script does not requeue, so that a job can always be cancelled.
+//  - otherwise the ranks' exit code decides: 0 the training finished (the job ends COMPLETED); 2 bad
 //    input (FAILED, never retried); 75 stopped after a checkpoint (requeued: `scontrol requeue`,
 //    since a job that ends by itself during a preemption's grace time would end COMPLETED and
 //    never come back); anything else a failure (rank killed, collective timeout, watchdog, node

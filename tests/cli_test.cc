@@ -88,8 +88,8 @@ TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
             s.out)
       << "the same seed gives the same text";
 
-  const auto e = run_cli("eval " + run + " --data data/tinyshakespeare.txt --max-tokens 3200",
-                         dir.path());
+  const auto e =
+      run_cli("eval " + run + " --data data/tinyshakespeare.txt --max-tokens 3200", dir.path());
   ASSERT_EQ(e.exit_code, 0) << e.err;
   double loss = 0;
   long long tokens = 0;
@@ -113,8 +113,8 @@ TEST(Cli, MissingJobFile) {
 
 TEST(Cli, MissingDataFileWritesNothing) {
   TempDir dir;
-  const auto r = run_cli("run " + tiny_job(dir) + " --set data.train=" + dir.file("gone.txt"),
-                         dir.path());
+  const auto r =
+      run_cli("run " + tiny_job(dir) + " --set data.train=" + dir.file("gone.txt"), dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(dir.file("gone.txt")), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("run"))) << "nothing may be written for a job that fails";
@@ -125,9 +125,8 @@ TEST(Cli, BadTokenShardHeader) {
   std::string bytes(2048, '\0');
   bytes[0] = 7;  // magic 7, not 20240520
   const std::string shard = dir.write("bad.bin", bytes);
-  const auto r = run_cli("run " + tiny_job(dir) + " --set data.format=tokens --set data.train=" +
-                             shard,
-                         dir.path());
+  const auto r = run_cli(
+      "run " + tiny_job(dir) + " --set data.format=tokens --set data.train=" + shard, dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(shard), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("magic"), std::string::npos) << r.err;
@@ -138,8 +137,8 @@ TEST(Cli, UnwritableRunDirectory) {
   TempDir dir;
   // A regular file where a parent directory should be: fails even for root.
   dir.write("blocker", "x");
-  const auto r = run_cli("run " + tiny_job(dir) + " --set run_dir=" + dir.file("blocker/run"),
-                         dir.path());
+  const auto r =
+      run_cli("run " + tiny_job(dir) + " --set run_dir=" + dir.file("blocker/run"), dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(dir.file("blocker/run")), std::string::npos) << r.err;
 }
@@ -156,10 +155,61 @@ TEST(Cli, TokenShardsTrainAndEval) {
                              " --set data.val=" + dir.file("val_*.bin"),
                          dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto e = run_cli("eval " + dir.file("run") + " --data " + dir.file("val_000.bin"),
-                         dir.path());
+  const auto e =
+      run_cli("eval " + dir.file("run") + " --data " + dir.file("val_000.bin"), dir.path());
   ASSERT_EQ(e.exit_code, 0) << e.err;
   EXPECT_NE(e.out.find("tokens="), std::string::npos);
+}
+
+// A misspelt command says which and lists the commands, rather than CLI11's "A subcommand is
+// required".
+TEST(Cli, UnknownCommandIsNamed) {
+  TempDir dir;
+  const auto r = run_cli("sumbit configs/shakespeare.yaml", dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'sumbit'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  submit "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  status "), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli("", dir.path()).exit_code, 2);
+}
+
+// `status` of a finished local run; of something that is not a run: exit 2 and why.
+TEST(Cli, StatusOfARunAndOfANonRun) {
+  TempDir dir;
+  ASSERT_EQ(run_cli("run " + tiny_job(dir), dir.path()).exit_code, 0);
+  const auto r = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("job         tiny"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step        30 / 30 (100.0%), finished"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("val_loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoints/step_00000030 (step 30, verified)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("restarts    0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("slurm"), std::string::npos) << "never submitted:\n" << r.out;
+  const auto bad = run_cli("status " + dir.path(), dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;
+}
+
+// `submit` when sbatch fails: its message and exit 1. Without a cluster section error the job
+// files are written (they are the job's), but no job id is recorded.
+TEST(Cli, SubmitReportsAFailingSbatch) {
+  TempDir dir;
+  fs::create_directories(dir.file("bin"));
+  const std::string stub = dir.write("bin/sbatch",
+                                     "#!/bin/sh\necho 'sbatch: error: Batch job "
+                                     "submission failed: Invalid partition'\nexit 1\n");
+  fs::permissions(stub, fs::perms::owner_all);
+  const auto r =
+      run_cli("submit " + tiny_job(dir), dir.path(), "PATH=" + dir.file("bin") + ":$PATH");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("sbatch failed (exit code 1): sbatch: error: Batch job submission failed: "
+                       "Invalid partition"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(dir.file("run/slurm/job.sbatch")));
+  EXPECT_FALSE(fs::exists(dir.file("run/slurm/job_id")));
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ using test::run_cli;
 
 std::string job_file(const TempDir& dir) {
   return dir.write("job.yaml", R"(name: restart
-run_dir: )" + dir.file("straight") + R"(
+run_dir: )" + dir.file("straight") +
+                                   R"(
 model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
 data: {train: data/tinyshakespeare.txt}
 train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
@@ -43,16 +44,24 @@ TEST_P(Restart, KilledRankIsRestartedFromTheCheckpoint) {
   const std::string np = " --nproc " + std::to_string(ranks);
   ASSERT_EQ(run_cli("run " + job + np, dir.path()).exit_code, 0);
   const std::string run = dir.file("restarted");
-  const auto r = run_cli("run " + job + np + " --fresh --set run_dir=" + run +
-                             " --set resilience.max_restarts=2",
-                         dir.path(), "RM_TEST_FAULT=kill:" + std::to_string(ranks - 1) + ":7");
+  // The fault reaches the ranks through cluster.env, which `run` sets for every rank.
+  const std::string victim = std::to_string(ranks - 1);
+  const auto r = run_cli(
+      "run " + job + np + " --fresh --set run_dir=" + run +
+          " --set resilience.max_restarts=2 --set cluster.env.RM_TEST_FAULT=kill:" + victim + ":7",
+      dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("restart 1 of 2 from " + run + "/checkpoints/step_00000004"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("resuming from " + run + "/checkpoints/step_00000004"), std::string::npos)
       << r.out;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
   EXPECT_EQ(test::logged_steps(run + "/metrics.jsonl"), steps_1_to(12));
+  // The restart is an event, and the killed rank's last words are in its log.
+  EXPECT_NE(test::slurp(run + "/events.jsonl").find(R"("event":"restart")"), std::string::npos);
+  EXPECT_NE(test::slurp(run + "/logs/rank-" + victim + ".log").find("RM_TEST_FAULT: "),
+            std::string::npos);
   EXPECT_EQ(test::losses_by_step(run + "/metrics.jsonl"),
             test::losses_by_step(dir.file("straight/metrics.jsonl")));
 }
@@ -78,8 +87,8 @@ TEST(RestartLimit, RepeatedFailureGivesUp) {
                          dir.path());
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("restart 2 of 2 from the beginning"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("after 2 restarts (resilience.max_restarts); giving up"),
-            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("after 2 restarts (resilience.max_restarts); giving up"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

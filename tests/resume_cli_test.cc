@@ -21,7 +21,8 @@ using test::run_cli;
 
 std::string job_file(const TempDir& dir) {
   return dir.write("job.yaml", R"(name: resume
-run_dir: )" + dir.file("straight") + R"(
+run_dir: )" + dir.file("straight") +
+                                   R"(
 model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
 data: {train: data/tinyshakespeare.txt}
 train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
@@ -43,9 +44,11 @@ TEST(ResumeCli, KilledRunResumesBitForBit) {
   const auto resumed = run_cli("run " + job + b, dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
-  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")), test::slurp(dir.file("killed/weights.bin")))
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
+            test::slurp(dir.file("killed/weights.bin")))
       << "parameters after resume differ from the uninterrupted run";
-  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")), test::losses_by_step(dir.file("killed/metrics.jsonl")));
+  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
+            test::losses_by_step(dir.file("killed/metrics.jsonl")));
 }
 
 TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
@@ -53,9 +56,9 @@ TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
   const std::string job = job_file(dir);
   ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
   const std::string b = " --set run_dir=" + dir.file("moved");
-  const auto killed = run_cli("run " + job + b +
-                                  " --nproc 2 --set parallel.shard=optimizer --set checkpoint.async=false",
-                              dir.path(), "RM_TEST_FAULT=kill:1:7");
+  const auto killed = run_cli(
+      "run " + job + b + " --nproc 2 --set parallel.shard=optimizer --set checkpoint.async=false",
+      dir.path(), "RM_TEST_FAULT=kill:1:7");
   EXPECT_NE(killed.exit_code, 0);
   const auto resumed = run_cli("run " + job + b + " --set parallel.shard=full", dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
@@ -89,7 +92,8 @@ TEST(ResumeCli, RunKilledBeforeItsFirstCheckpointStartsAgain) {
   const auto again = run_cli("run " + job + b, dir.path());
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("starting it again from step 0"), std::string::npos) << again.out;
-  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")), test::slurp(dir.file("early/weights.bin")));
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
+            test::slurp(dir.file("early/weights.bin")));
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
             test::losses_by_step(dir.file("early/metrics.jsonl")));
   // Still refused: another job in that directory, and a finished run without checkpoints.

@@ -7,12 +7,8 @@
 #   slurm_signal_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
 bin=$1 repo=$2
-if ! command -v srun >/dev/null; then echo "SKIP: no Slurm client"; exit 77; fi
-for attempt in 1 2 3; do
-  if why=$(timeout 20 sinfo -h -o %D 2>&1); then break; fi
-  if [[ $attempt == 3 ]]; then echo "SKIP: no Slurm cluster answers: $why"; exit 77; fi
-  sleep 2
-done
+source "$(dirname "$0")/slurm_lib.sh"
+require_slurm
 dir=$(mktemp -d)
 name="rm-signal-$$"
 trap 'scancel -n "$name" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT

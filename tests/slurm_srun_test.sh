@@ -5,20 +5,8 @@
 #   slurm_srun_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
 bin=$1 repo=$2
-if ! command -v srun >/dev/null; then
-  echo "SKIP: no Slurm client installed (start a cluster with ../shared/slurm/start-local-slurm)"
-  exit 77
-fi
-# A controller busy under ctest -j2 can miss one query (seen in CI: sinfo gave up after 9 s),
-# so ask three times before deciding there is no cluster.
-for attempt in 1 2 3; do
-  if why=$(timeout 20 sinfo -h -o %D 2>&1); then break; fi
-  if [[ $attempt == 3 ]]; then
-    echo "SKIP: no Slurm cluster answers: $why (start one with ../shared/slurm/start-local-slurm)"
-    exit 77
-  fi
-  sleep 2
-done
+source "$(dirname "$0")/slurm_lib.sh"
+require_slurm
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cat >"$dir/job.yaml" <<EOT

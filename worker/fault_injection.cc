@@ -14,17 +14,19 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/io_progress.h"
 
 namespace rm {
 namespace {
 
-enum class Kind { kNone, kStop, kKill, kSleep, kSaveKill, kNan };
+enum class Kind { kNone, kStop, kKill, kSleep, kSaveKill, kNan, kSlowIo };
 
 struct Fault {
   Kind kind = Kind::kNone;
   const char* name = "";
   int rank = -1;
-  long long at = -1;  // the step (stop, kill, sleep, nan) or the phase event (savekill)
+  long long at = -1;  // the step (stop, kill, sleep, nan), the phase event (savekill) or the
+                      // delay in microseconds (slowio)
   long long delay_us = 0;
 };
 
@@ -44,7 +46,8 @@ Fault parse_one(const std::string& spec) {
                {"kill", Kind::kKill},
                {"sleep", Kind::kSleep},
                {"savekill", Kind::kSaveKill},
-               {"nan", Kind::kNan}};
+               {"nan", Kind::kNan},
+               {"slowio", Kind::kSlowIo}};
   for (const auto& k : kinds) {
     if (std::strcmp(kind, k.name) == 0) {
       f.kind = k.kind;
@@ -65,9 +68,11 @@ std::vector<Fault> parse() {
   const char* env = std::getenv("RM_TEST_FAULT");
   if (env == nullptr) return faults;
   // Faults strike the first attempt only: a run restarted by `ringmaster run`'s supervisor
-  // (launcher/supervisor.h) must be able to get past them.
-  const char* restart = std::getenv("RM_RESTART_COUNT");
-  if (restart != nullptr && std::strcmp(restart, "0") != 0) return faults;
+  // (launcher/supervisor.h) or requeued by Slurm must be able to get past them.
+  for (const char* count : {"RM_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
+    const char* restart = std::getenv(count);
+    if (restart != nullptr && std::strcmp(restart, "0") != 0) return faults;
+  }
   const std::string spec(env);
   for (size_t begin = 0; begin <= spec.size();) {
     const size_t comma = std::min(spec.find(',', begin), spec.size());
@@ -113,8 +118,16 @@ void on_checkpoint_phase(const char* phase) {
   }).detach();
 }
 
+// slowio: written once before the hook is installed.
+long long g_slowio_us = 0;
+
+void on_io_progress() {
+  std::this_thread::sleep_for(std::chrono::microseconds(g_slowio_us));
+}
+
 // Parses the environment; for a savekill of this rank, installs the phase hook (and the kill
-// at exit that keeps a delayed kill from being outrun by the end of the process).
+// at exit that keeps a delayed kill from being outrun by the end of the process); for a slowio
+// of this rank, the I/O progress hook.
 std::vector<Fault> setup(int rank) {
   std::vector<Fault> faults = parse();
   for (const Fault& f : faults) {
@@ -123,6 +136,15 @@ std::vector<Fault> setup(int rank) {
       g_rank = rank;
       std::atexit(kill_if_pending_at_exit);
       set_checkpoint_phase_hook(on_checkpoint_phase);
+    }
+    if (f.kind == Kind::kSlowIo && f.rank == rank && g_slowio_us == 0) {
+      g_slowio_us = f.at;
+      std::fprintf(stderr,
+                   "ringmaster: [rank %d] RM_TEST_FAULT: slowio, %lld us at every checkpoint I/O "
+                   "beat\n",
+                   rank, f.at);
+      std::fflush(stderr);
+      set_io_progress_hook(on_io_progress);
     }
   }
   return faults;

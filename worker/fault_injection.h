@@ -17,9 +17,16 @@
 //                                         event N is reached the process never exits normally.
 //   RM_TEST_FAULT=nan:RANK:STEP           the loss of rank RANK at step STEP is NaN, once (the
 //                                         step retried after a rollback is left alone)
-// Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill).
+//   RM_TEST_FAULT=slowio:RANK:US          rank RANK sleeps US microseconds at every beat of
+//                                         checkpoint I/O (checkpoint/io_progress.h: each chunk
+//                                         read or written, each phase event of a save, each
+//                                         shard collected), from its first step on: saves (and
+//                                         rollback reads) that are slow but alive, for the
+//                                         watchdog's tests (worker/watchdog.h)
+// Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill and
+// one slowio).
 // Faults strike only the first attempt of a run: none when RM_RESTART_COUNT (set by the
-// supervisor of `ringmaster run`) is other than 0.
+// supervisor of `ringmaster run`) or SLURM_RESTART_COUNT (a requeued Slurm job) is other than 0.
 // e.g. RM_TEST_FAULT=stop:1:3 stops rank 1 at the start of step 3; RM_TEST_FAULT=savekill:0:5
 // kills rank 0 as its 5th phase event begins. Each fault prints one line to stderr, starting
 // "ringmaster: [rank R] RM_TEST_FAULT: ", as it strikes.
@@ -33,7 +40,8 @@
 namespace rm {
 
 // Called by every rank at the start of each step (1-based), before any save of the process.
-// The first call installs the savekill phase hook, when the fault asks for one on this rank.
+// The first call installs the savekill phase hook and the slowio I/O hook, when a fault asks for
+// one on this rank.
 void maybe_inject_fault(int rank, int64_t step);
 
 // True once, when a nan fault names this rank and step (1-based): the trainer then makes its

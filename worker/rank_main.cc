@@ -12,6 +12,7 @@
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "worker/mpi_bootstrap.h"
+#include "worker/rank_log.h"
 #include "worker/run_dir.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
@@ -49,6 +50,7 @@ bool prepare(const JobConfig& job, const RankArgs& args) {
 int train(const JobConfig& job, TrainingData& data, Communicator& comm, int local_ranks,
           const std::string& where, bool resuming, const std::string& from) {
   const bool rank0 = comm.rank() == 0;
+  start_rank_log(job.run_dir, comm.rank());
   const int threads = configure_threads(job.parallel.threads_per_rank, local_ranks);
   if (job.checkpoint.on_signal) install_stop_signal_handlers();
   Trainer trainer(job, data, comm, {rank0, nullptr});
@@ -65,9 +67,10 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
         static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
         comm.size(), comm.size() == 1 ? "" : "s", threads, job.parallel.shard.c_str(),
         job.run_dir.c_str());
-    if (!where.empty()) std::printf("ringmaster: %s\n", where.c_str());
-    std::fflush(stdout);
   }
+  // Every rank says where it runs: rank 0 on the console, the others in their rank log only.
+  if (!where.empty()) std::printf("ringmaster: %s\n", where.c_str());
+  std::fflush(stdout);
   const Trainer::Outcome outcome = trainer.run();
   trainer.wait_for_checkpoints();
   if (outcome == Trainer::Outcome::kStopped) {

@@ -141,6 +141,7 @@ void ShardedState::give_back_scratch(float* p) {
 // ---- ParamAccess ---------------------------------------------------------------------------
 
 const float* ShardedState::acquire_params(int u) {
+  if (progress_) progress_->beat();
   const ParamUnit& unit = model_.units()[u];
   if (full_params_) return params_.data() + unit.begin;
   // ZeRO-3: gather the unit from its owners into a scratch buffer.
@@ -163,6 +164,7 @@ void ShardedState::release_params(int u) {
 }
 
 float* ShardedState::acquire_grads(int u) {
+  if (progress_) progress_->enter(Phase::kBackward);
   const ParamUnit& unit = model_.units()[u];
   if (full_grads_) return grads_.data() + unit.begin;
   float* buf = take_scratch(unit.size());

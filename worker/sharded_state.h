@@ -36,6 +36,7 @@
 #include "configs/job_config.h"
 #include "worker/adamw_optimizer.h"
 #include "worker/model.h"
+#include "worker/step_progress.h"
 
 namespace rm {
 
@@ -84,6 +85,9 @@ class ShardedState final : public ParamAccess {
   MemoryPlan memory_plan() const;
   const OverlapStats& overlap_stats() const { return overlap_; }
   Communicator& comm() { return comm_; }
+  // Beats `progress` once per parameter unit acquired, and marks the backward phase when the
+  // first gradients are acquired (for the watchdog: a few relaxed stores per unit). Optional.
+  void set_progress(StepProgress* progress) { progress_ = progress; }
 
   // ParamAccess
   const float* acquire_params(int unit) override;
@@ -152,6 +156,7 @@ class ShardedState final : public ParamAccess {
   std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null
   size_t scratch_capacity_ = 0;
+  StepProgress* progress_ = nullptr;
 };
 
 }  // namespace rm

@@ -7,8 +7,9 @@
 // checkpoint of that step, wait until it is committed and exit with kExitStopped, and running
 // the same command again resumes.
 //
-// A second signal of the same kind takes its default action (SA_RESETHAND), so a second Ctrl-C
-// or SIGTERM still kills a run whose save hangs.
+// A second SIGTERM or SIGINT takes its default action (SA_RESETHAND), so a second Ctrl-C or
+// SIGTERM still kills a run whose save hangs. Repeated SIGUSR1s are one request: Slurm's notice
+// can reach a rank twice (scancel --full: directly and through the batch script).
 #pragma once
 
 namespace rm {

@@ -9,6 +9,7 @@
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
 #include "worker/stop_signal.h"
+#include "worker/watchdog.h"
 
 namespace rm {
 namespace {
@@ -33,6 +34,7 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
   accum_steps_ = job.train.global_batch / per_step;
   model_ = make_model(job.model, job.train.micro_batch);
   state_ = std::make_unique<ShardedState>(job_, *model_, comm);
+  state_->set_progress(&progress_);
   state_->init_params(job.seed);
   const size_t tokens = static_cast<size_t>(job.train.micro_batch) * job.model.seq_len;
   inputs_.assign(tokens, 0);
@@ -40,6 +42,7 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
+  progress_.enter(Phase::kData, step + 1);
   maybe_inject_fault(comm_.rank(), step + 1);
   const auto t0 = Clock::now();
   const TrainConfig& tc = job_.train;
@@ -57,13 +60,16 @@ StepMetrics Trainer::train_step(int64_t step) {
   for (int j = 0; j < accum_steps_; ++j) {
     const uint64_t first = static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
                            static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
+    progress_.enter(Phase::kData);
     data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs_.data(), targets_.data());
     state_->begin_micro_batch(j == accum_steps_ - 1);
+    progress_.enter(Phase::kForward);  // ShardedState marks backward
     loss_sum += model_->forward_backward(*state_, inputs_.data(), targets_.data(),
                                          tc.micro_batch, grad_scale);
   }
   if (fault_poisons_loss(rank, step + 1)) loss_sum = std::nan("");
   const auto t_backward = Clock::now();
+  progress_.enter(Phase::kGradientSync);
   state_->finish_backward();
   timing_.comm_wait_ms = ms_since(t_backward);
   // The stop flag rides in the loss all-reduce: every rank learns whether any rank was
@@ -96,9 +102,11 @@ StepMetrics Trainer::train_step(int64_t step) {
   if (checkpoints_) {
     // A save started after the previous step may still be copying the buffers the update is
     // about to change; it has had this step's forward and backward to finish.
+    progress_.enter(Phase::kCheckpointWait);
     checkpoints_->wait_staged();
     m.ckpt_stall_ms = checkpoints_->take_blocked_ms();
   }
+  progress_.enter(Phase::kOptimizer);
   if (!m.skipped) state_->optimizer_step(lr, m.grad_norm);
   next_step_ = step + 1;
   m.step_ms = ms_since(t0);
@@ -114,7 +122,9 @@ double Trainer::evaluate() {
   const int B = job_.train.micro_batch, R = comm_.size();
   const int rounds = (job_.train.eval_batches + R - 1) / R;
   double sums[2] = {0, 0};  // loss, targets
+  progress_.enter(Phase::kEvaluate);
   for (int i = 0; i < rounds; ++i) {
+    progress_.beat();
     const int j = i * R + comm_.rank();
     const bool counted = j < job_.train.eval_batches;
     data_.val->fill_eval_batch(static_cast<uint64_t>(counted ? j : 0) * B, B, inputs_.data(),
@@ -191,7 +201,9 @@ void Trainer::roll_back(const StepMetrics& bad) {
                 static_cast<long long>(bad.step));
     std::fflush(stdout);
   }
+  progress_.enter(Phase::kCheckpointWait);
   checkpoints_->wait();  // the newest save must be on disk before choosing
+  progress_.enter(Phase::kCheckpointLoad);
   const int64_t steps_done = checkpoints_->resume("");
   if (steps_done == 0) {
     throw std::runtime_error("step " + std::to_string(bad.step) + ": non-finite loss or "
@@ -207,6 +219,9 @@ void Trainer::roll_back(const StepMetrics& bad) {
 Trainer::Outcome Trainer::run() {
   const TrainConfig& tc = job_.train;
   const bool rank0 = comm_.rank() == 0;
+  // The clock starts now: model set up, checkpoint (if any) read back.
+  progress_.enter(Phase::kStart, next_step_ + 1);
+  const std::unique_ptr<Watchdog> watchdog = Watchdog::start(job_, progress_, comm_);
   while (next_step_ < tc.steps) {
     const int64_t step = next_step_;
     StepMetrics m = train_step(step);
@@ -223,6 +238,7 @@ Trainer::Outcome Trainer::run() {
     // the line of step k is written, and a run resumed from k (which keeps lines 1..k) has
     // every step's line.
     if (rank0) {
+      progress_.enter(Phase::kLog);
       if (options_.metrics) options_.metrics->write(m);
       if (options_.verbose &&
           (m.step % tc.log_every == 0 || m.step == 1 || last || stop || m.val_loss)) {
@@ -232,6 +248,7 @@ Trainer::Outcome Trainer::run() {
     }
     if (checkpoints_ &&
         (last || stop || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
+      progress_.enter(Phase::kCheckpointSave);
       checkpoints_->save(m.step, data_state(m.step));
     }
     if (stop) return Outcome::kStopped;

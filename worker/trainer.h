@@ -25,6 +25,7 @@
 #include "worker/metrics_log.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
+#include "worker/step_progress.h"
 #include "worker/training_data.h"
 
 namespace rm {
@@ -45,6 +46,9 @@ class Trainer {
   // the number of data-parallel ranks.
   Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
           TrainerOptions options = {});
+  // Not copied or moved: the sharded state and a watchdog hold pointers into it.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // One optimizer step (0-based index `step`); returns its metrics (val_loss not included).
   StepMetrics train_step(int64_t step);
@@ -56,6 +60,8 @@ class Trainer {
   // (stop_signal.h) received by any rank ends the run after the step in progress, with a
   // checkpoint of that step when checkpoints are enabled: run() then returns kStopped and
   // stop_signal() names the signal (on the ranks that received one).
+  // With resilience.step_timeout_s > 0, a watchdog (watchdog.h) watches this rank for as long as
+  // run() runs: from after construction and resume to the last step's checkpoint save.
   enum class Outcome { kFinished, kStopped };
   Outcome run();
   int stop_signal() const { return stop_signal_; }
@@ -78,6 +84,8 @@ class Trainer {
   ShardedState& state() { return *state_; }
   const JobConfig& job() const { return job_; }
   const StepTiming& last_timing() const { return timing_; }
+  // Where the step loop is (the watchdog reads it; so may tests).
+  const StepProgress& progress() const { return progress_; }
 
  private:
   JobConfig job_;
@@ -91,6 +99,7 @@ class Trainer {
   std::vector<int> inputs_, targets_;
   int64_t next_step_ = 0;
   StepTiming timing_;
+  StepProgress progress_;  // marked on every phase: cheap, watched or not
   // resilience.on_nan: rollback. Each entry x: from step x (0-based) on, every step takes the
   // batch after the one it took before (batch_index); saved in checkpoints.
   static constexpr int kMaxRollbacks = 3;  // at one step

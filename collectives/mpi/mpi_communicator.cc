@@ -80,6 +80,9 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   void progress() override { poll(); }
   [[noreturn]] void abort(const std::string& why) override;
+  uint64_t share_liveness(uint64_t beats) override {
+    return shm_ ? shm_->share_liveness(beats) : 0;
+  }
 
   // Drives everything until `op` completes (or fails).
   void wait_for(const Op& op);
@@ -97,6 +100,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> done_op(std::shared_ptr<Op> op);
   void finish_mpi(Op& op);
   void wait_all();
+  void publish_oldest();  // the oldest incomplete op, for activity()
   void check_usable() const;
   void check_counts(const Op& op, size_t count) const;
   MPI_Datatype mpi_type(DType dtype) const {
@@ -220,11 +224,13 @@ std::unique_ptr<Work> MpiCommunicator::issue_shm(std::shared_ptr<Op> op, detail:
   op->task.op = rop;
   op->task.counts = std::move(counts);
   shm_queue_.push_back(op);
+  publish_oldest();
   return std::make_unique<MpiWork>(this, std::move(op));
 }
 
 std::unique_ptr<Work> MpiCommunicator::issue_mpi(std::shared_ptr<Op> op) {
   mpi_pending_.push_back(op);
+  publish_oldest();
   return std::make_unique<MpiWork>(this, std::move(op));
 }
 
@@ -319,6 +325,7 @@ void MpiCommunicator::barrier() {
     RM_MPI_CHECK(MPI_Ibarrier(comm_, &op->request), (OpError{this, op.get()}));
     mpi_pending_.push_back(op);
   }
+  publish_oldest();
   wait_all();
 }
 
@@ -367,6 +374,10 @@ bool MpiCommunicator::advance() {
       ++i;
     }
   }
+  if (moved) {
+    activity_.note_progress();
+    publish_oldest();
+  }
   if (moved || (shm_queue_.empty() && mpi_pending_.empty())) return moved;
 
   // Nothing moved: is anyone overdue, or has a peer failed?
@@ -403,6 +414,7 @@ void MpiCommunicator::wait_for(const Op& op) {
   // it to any other runnable process for a whole time slice (milliseconds: the kernel's EEVDF
   // scheduler lets the current task run to the end of its slice before a waking one). Past
   // kSpinLimit the peer is probably descheduled or stalled: sleep, checking deadlines between.
+  const CommActivity::Blocked blocked(activity_);
   auto idle_since = Clock::now();
   while (!op.done) {
     if (advance()) {
@@ -415,6 +427,7 @@ void MpiCommunicator::wait_for(const Op& op) {
     if (shm_queue_.empty()) {
       sched_yield();  // MPI requests: MPI gives no better signal
     } else if (idle > kSpinLimit || shm_->waits_for_peer_on(sched_getcpu())) {
+      activity_.set_peer(shm_->blocking_peer());  // for a watchdog: who we sleep for
       shm_->block(2000);  // short: MPI requests and deadlines are checked in between
     }
   }
@@ -438,6 +451,15 @@ void MpiCommunicator::wait_all() {
     const std::shared_ptr<Op> last = mpi_pending_.back();
     wait_for(*last);
   }
+}
+
+void MpiCommunicator::publish_oldest() {
+  // The shared-memory queue completes in order; MPI requests in any order.
+  const Op* oldest = shm_queue_.empty() ? nullptr : shm_queue_.front().get();
+  for (const auto& op : mpi_pending_) {
+    if (oldest == nullptr || op->seq < oldest->seq) oldest = op.get();
+  }
+  activity_.set_oldest(oldest);
 }
 
 void MpiCommunicator::fail(const Op& op, const std::string& what) {

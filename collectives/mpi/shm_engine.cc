@@ -51,6 +51,7 @@ ShmEngine::ShmEngine(MPI_Comm comm, size_t slot_bytes) : comm_(comm) {
   // Touch every page of the own segment now, so no operation ever pays a first touch.
   char* base = shm_page_align(raw);
   std::memset(base, 0, segment);
+  static_assert(sizeof(Control) <= kControlBytes, "the control block fits its page");
   auto* own = new (base) Control;
   own->phase.store(0, std::memory_order_relaxed);
   own->futex.store(0, std::memory_order_relaxed);
@@ -59,6 +60,7 @@ ShmEngine::ShmEngine(MPI_Comm comm, size_t slot_bytes) : comm_(comm) {
   own->announce[1].store(0, std::memory_order_relaxed);
   own->cpu.store(-1, std::memory_order_relaxed);
   own->poisoned.store(0, std::memory_order_relaxed);
+  own->liveness.store(0, std::memory_order_relaxed);
 
   control_.resize(n);
   slots_.resize(n);
@@ -313,6 +315,23 @@ std::string ShmEngine::waiting_for() const {
     text += "step " + std::to_string(step_ + 1) + "/" + std::to_string(nsteps_) + ", ";
   }
   return text + what + ")";
+}
+
+int ShmEngine::blocking_peer() const {
+  return stage_ == Stage::kIdle ? -1 : first_behind(wait_phase_);
+}
+
+uint64_t ShmEngine::share_liveness(uint64_t beats) {
+  uint64_t peers = 0;
+  for (int r = 0; r < size_; ++r) {
+    std::atomic<uint64_t>& word = control_[static_cast<size_t>(r)]->liveness;
+    if (r == rank_) {
+      word.store(beats, std::memory_order_relaxed);
+    } else {
+      peers += word.load(std::memory_order_relaxed);
+    }
+  }
+  return peers;
 }
 
 int ShmEngine::failed_peer() const {

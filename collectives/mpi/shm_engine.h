@@ -86,12 +86,17 @@ class ShmEngine {
 
   // For error messages: what the current task waits for, e.g. "rank 1 (step 2/5, reduce)".
   std::string waiting_for() const;
+  // A peer the current task waits for, or -1 (cheap: for CommActivity's peer).
+  int blocking_peer() const;
   // A peer that poisoned the window (failed), or -1.
   int failed_peer() const;
   // Why the current task cannot proceed (ranks disagree about registered buffers), or "".
   const std::string& error() const { return error_; }
   // Tells peers this rank has failed, so they stop waiting for it at once.
   void poison();
+  // Communicator::share_liveness: any thread may call it (it touches only this rank's liveness
+  // word and reads the peers'), until the engine is destroyed.
+  uint64_t share_liveness(uint64_t beats);
 
  private:
   enum class Stage {
@@ -118,6 +123,9 @@ class ShmEngine {
     std::atomic<uint64_t> announce[2];
     std::atomic<int32_t> cpu;  // where this rank last published (sched_getcpu)
     alignas(64) std::atomic<uint64_t> poisoned;
+    // Written by this rank's watchdog thread (share_liveness), read by the peers' watchdogs: on
+    // its own cache line, away from the words the collectives spin on.
+    alignas(64) std::atomic<uint64_t> liveness;
   };
   struct Region {
     MPI_Win win = MPI_WIN_NULL;

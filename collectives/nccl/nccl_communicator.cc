@@ -251,6 +251,7 @@ std::unique_ptr<Work> NcclCommunicator::finish_issue(std::shared_ptr<Op> op) {
   await_enqueued(*op);
   RM_CUDA_CHECK(cudaEventRecord(op->event, stream_), (OpError{this, op.get()}));
   pending_.push_back(op);
+  activity_.set_oldest(pending_.front().get());
   return std::make_unique<NcclWork>(this, std::move(op));
 }
 
@@ -349,6 +350,10 @@ void NcclCommunicator::advance() {
     op.event = nullptr;
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<long>(completed));
+  if (completed > 0) {
+    activity_.note_progress();
+    activity_.set_oldest(pending_.empty() ? nullptr : pending_.front().get());
+  }
   if (pending_.empty()) return;
   const Op& head = *pending_.front();
   // A peer's failure (or a network error) surfaces as an asynchronous error of the communicator.
@@ -361,6 +366,7 @@ void NcclCommunicator::advance() {
 }
 
 void NcclCommunicator::wait_for(const Op& op) {
+  const CommActivity::Blocked blocked(activity_);
   while (!op.done) {
     advance();
     if (!op.done) sched_yield();  // the GPU does the work; leave the core to others

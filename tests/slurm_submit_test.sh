@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# `ringmaster submit` end to end on the real local Slurm cluster (../shared/slurm), one case per
+# run, each bounded in time:
+#   complete   2 nodes x 1 rank run to the end: weights equal `run --nproc 2`'s, bit for bit
+#   usr1       scancel --signal=USR1 --full mid-run: checkpoint, requeue, resume, finish
+#   preempt    an `urgent` job preempts it: the same, and the urgent job runs
+#   timelimit  cluster.time runs out: --signal=B:USR1 makes it save, requeue and finish
+#   kill       a rank SIGKILLed, max_restarts 1: requeued once, finishes with the same weights
+#   kill0      a rank SIGKILLed, max_restarts 0: the job ends FAILED with the reason in its log
+#   watchdog   a rank SIGSTOPped: the other's watchdog ends the job within step_timeout_s + a few s
+#   cancel     plain scancel: the ranks save and stop, and the job stays CANCELLED (no requeue)
+# Skips (77) when no cluster answers.
+#   slurm_submit_test.sh RINGMASTER_BIN REPO_ROOT CASE
+set -euo pipefail
+bin=$1 repo=$2 case=$3
+source "$(dirname "$0")/slurm_lib.sh"
+require_slurm
+dir=$(mktemp -d /tmp/rm-submit-"$case".XXXXXX)
+name="rm-$case-$$"
+passed=0
+trap 'scancel -n "$name" -n "$name-urgent" >/dev/null 2>&1 || true
+      if [[ $passed == 1 ]]; then rm -rf "$dir"; else echo "kept $dir"; fi' EXIT
+
+# job STEPS EVERY [YAML LINES...]: the job file, a GPT small enough for the 2-core machine.
+job() {
+  local steps=$1 every=$2
+  shift 2
+  {
+    cat <<EOT
+name: $name
+run_dir: $dir/run
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: $repo/data/tinyshakespeare.txt}
+train: {steps: $steps, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 500}
+optimizer: {lr: 1.0e-3, warmup_steps: 10}
+checkpoint: {every: $every, keep: 2}
+parallel: {timeout_s: 60, threads_per_rank: 1}
+EOT
+    printf '%s\n' "$@"
+  } >"$dir/job.yaml"
+}
+
+# The same job trained by `ringmaster run --nproc 2` (mpirun, no Slurm), in $dir/ref.
+reference() {
+  timeout 300 "$bin" run "$dir/job.yaml" --nproc 2 --set run_dir="$dir/ref" >"$dir/ref.out" 2>&1 ||
+    { cat "$dir/ref.out"; fail "the reference run failed"; }
+}
+
+# submit [ARGS...]: sets $jobid.
+submit() {
+  local out
+  out=$("$bin" submit "$dir/job.yaml" "$@") || { echo "$out"; fail "submit failed"; }
+  echo "$out"
+  jobid=$(grep -oP 'as Slurm job \K[0-9]+' <<<"$out") || fail "no job id in: $out"
+}
+
+show_logs() {
+  echo "--- slurm log"; cat "$dir"/run/logs/slurm-*.out 2>/dev/null | grep -v '^step' || true
+  echo "--- events"; cat "$dir/run/events.jsonl" 2>/dev/null || true
+  echo "--- rank logs"; tail -n 5 "$dir"/run/logs/rank-*.log 2>/dev/null || true
+}
+
+expect_state() {  # STATE SECONDS
+  local s
+  s=$(wait_job_end "$jobid" "$2")
+  [[ $s == "$1" ]] || { show_logs; fail "job $jobid ended $s, expected $1"; }
+}
+
+same_weights_as_reference() {
+  cmp -s "$dir/run/weights.bin" "$dir/ref/weights.bin" ||
+    { show_logs; fail "final weights differ from the same job run with run --nproc 2"; }
+  [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 "$1")" ]] ||
+    fail "metrics.jsonl does not hold steps 1..$1 once each"
+}
+
+# Seconds from the first signal event to the next slurm_start event in events.jsonl.
+signal_to_rerun_seconds() {
+  python3 - "$dir/run/events.jsonl" <<'PY'
+import json, sys
+from datetime import datetime
+t = lambda e: datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+ev = [json.loads(l) for l in open(sys.argv[1])]
+sig = next(e for e in ev if e["event"] == "signal")
+start = next(e for e in ev if e["event"] == "slurm_start" and t(e) > t(sig))
+print(f"{(t(start) - t(sig)).total_seconds():.1f}")
+PY
+}
+
+requeued_after_signal() {  # SIGNAL
+  local restarts
+  restarts=$(job_restarts "$jobid")
+  [[ ${restarts:-0} -ge 1 ]] || { show_logs; fail "scontrol says Restarts=$restarts"; }
+  grep -q "\"event\": \"signal\", \"reason\": \"$1\"" "$dir/run/events.jsonl" ||
+    { show_logs; fail "no $1 event"; }
+  grep -q '"event": "requeue", "reason": "stopped"' "$dir/run/events.jsonl" ||
+    { show_logs; fail "no requeue after the stop"; }
+  grep -q "resuming from" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "the rerun did not resume"; }
+  ! grep -q '"time": ""' "$dir/run/events.jsonl" || fail "an event without its time"
+  echo "signal to requeued job running again: $(signal_to_rerun_seconds) s (Restarts=$restarts)"
+}
+
+case $case in
+  complete)
+    job 300 100 "cluster: {nodes: 2, tasks_per_node: 1, time: '10'}"
+    submit
+    reference
+    expect_state COMPLETED 180
+    same_weights_as_reference 300
+    status=$("$bin" status "$dir/run")
+    echo "$status"
+    grep -q "300 / 300 (100.0%), finished" <<<"$status" || fail "status does not say finished"
+    grep -q "job $jobid: COMPLETED" <<<"$status" || fail "status does not show the Slurm state"
+    for r in 0 1; do
+      grep -q "^20[0-9-]*T[0-9:.]*Z \[rank $r\] ringmaster: rank $r/2 .* slurm job $jobid" \
+        "$dir/run/logs/rank-$r.log" || fail "rank-$r.log does not say where rank $r ran"
+    done
+    ;;
+  usr1 | preempt)
+    job 4000 1000 "cluster: {nodes: 2, tasks_per_node: 1, time: '10'}"
+    submit
+    wait_file_lines "$dir/run/metrics.jsonl" 100 120 || { show_logs; fail "the job did not start"; }
+    if [[ $case == usr1 ]]; then
+      scancel --signal=USR1 --full "$jobid"
+    else
+      # Whole nodes in `urgent`: Slurm must preempt the debug job to run it.
+      urgent=$(sbatch --parsable -p urgent -N 2 --exclusive -J "$name-urgent" \
+        -o "$dir/urgent.out" --wrap 'echo urgent ran on $SLURM_JOB_NODELIST; sleep 2')
+    fi
+    reference
+    expect_state COMPLETED 300
+    same_weights_as_reference 4000
+    requeued_after_signal SIGUSR1
+    if [[ $case == preempt ]]; then
+      [[ $(wait_job_end "$urgent" 60) == COMPLETED ]] && grep -q "urgent ran" "$dir/urgent.out" ||
+        fail "the urgent job did not run"
+    fi
+    ;;
+  timelimit)
+    # Slurm checks time limits about every 30 s here: USR1 comes 10-35 s into the 1-minute
+    # limit; the training needs longer than that, so at least one requeue happens.
+    job 40000 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '1', signal_grace_s: 50}"
+    submit
+    expect_state COMPLETED 420
+    [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 40000)" ]] ||
+      fail "metrics.jsonl does not hold steps 1..40000 once each"
+    requeued_after_signal SIGUSR1
+    ;;
+  kill)
+    job 300 100 "resilience: {max_restarts: 1}" \
+      "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:150'}}"
+    submit
+    reference
+    expect_state COMPLETED 240
+    same_weights_as_reference 300
+    [[ $(job_restarts "$jobid") == 1 ]] || { show_logs; fail "Restarts=$(job_restarts "$jobid"), expected 1"; }
+    grep -q '"event": "requeue", "reason": "failed"' "$dir/run/events.jsonl" || fail "no requeue event"
+    grep -q "RM_TEST_FAULT: " "$dir/run/logs/rank-1.log" || fail "rank-1.log lacks the fault line"
+    ;;
+  kill0)
+    job 300 100 "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:150'}}"
+    submit
+    expect_state FAILED 180
+    grep -q "giving up after 0 restart(s) (resilience.max_restarts)" "$dir"/run/logs/slurm-"$jobid".out ||
+      { show_logs; fail "the log does not say why the job failed"; }
+    [[ $(job_restarts "$jobid") == 0 ]] || fail "requeued although max_restarts is 0"
+    ;;
+  watchdog)
+    job 3000 0 "resilience: {step_timeout_s: 4}" \
+      "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'stop:1:50'}}"
+    submit
+    wait_file_lines "$dir/run/metrics.jsonl" 49 120 || { show_logs; fail "the job did not start"; }
+    t0=$(date +%s.%N)
+    expect_state FAILED 60
+    took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
+    echo "the job failed ${took} s after rank 1 stopped (step_timeout_s 4, collective timeout 60)"
+    python3 -c "import sys; sys.exit(float(sys.argv[1]) > 30)" "$took" || fail "took too long"
+    grep -h "watchdog" "$dir"/run/logs/slurm-"$jobid".out "$dir"/run/logs/rank-0.log | head -3
+    grep -q "watchdog.*all_reduce(seq=" "$dir/run/logs/rank-0.log" ||
+      { show_logs; fail "rank 0's watchdog did not name the collective it waited for"; }
+    ;;
+  cancel)
+    job 4000 1000 "cluster: {nodes: 2, tasks_per_node: 1, time: '10'}"
+    submit
+    wait_file_lines "$dir/run/metrics.jsonl" 100 120 || { show_logs; fail "the job did not start"; }
+    scancel "$jobid"
+    expect_state CANCELLED 60
+    sleep 3
+    [[ $(job_state "$jobid") == CANCELLED && $(job_restarts "$jobid") == 0 ]] ||
+      fail "the cancelled job came back: $(job_state "$jobid"), Restarts=$(job_restarts "$jobid")"
+    ! grep -q '"event": "requeue"' "$dir/run/events.jsonl" || fail "the cancelled job requeued itself"
+    grep -q "stopped by SIGTERM" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "no stop message"; }
+    steps=$(wc -l <"$dir/run/metrics.jsonl")
+    "$bin" ckpt verify "$(printf "%s/run/checkpoints/step_%08d" "$dir" "$steps")" ||
+      fail "no verified checkpoint of the step it stopped at ($steps)"
+    ;;
+  *) fail "unknown case $case" ;;
+esac
+passed=1
+echo "PASS: $case"

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `ringmaster submit --dry-run` on hostile job values. Each value is either refused at validation
+# (exit 2, nothing written) or rendered so that running the printed script -- with stub srun,
+# scontrol and sbatch first in PATH -- executes nothing injected and hands the ranks the values
+# exactly as written. Checked by running the script, not by reading it. No Slurm needed.
+#   submit_dry_run_test.sh RINGMASTER_BIN REPO_ROOT
+set -euo pipefail
+bin=$1 repo=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+mark="$dir/pwned"
+cd "$dir"
+cat >job.yaml <<EOT
+name: hostile
+run_dir: $dir/run
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: $repo/data/tinyshakespeare.txt}
+train: {steps: 10, global_batch: 8, micro_batch: 4}
+cluster: {nodes: 2, tasks_per_node: 1}
+EOT
+
+# 1. Values that cannot be valid Slurm values are refused: exit 2, one message naming the key.
+refused=(
+  "name=x; touch $mark"
+  "cluster.partition=debug; touch $mark"
+  "cluster.account=\$(touch $mark)"
+  "cluster.qos=\`touch $mark\`"
+  "cluster.partition=a'b"
+  "cluster.partition=a\"b"
+  "cluster.partition=$(printf 'debug\ntouch %s' "$mark")"
+  "cluster.env.A=$(printf 'x\ntouch %s' "$mark")"
+  "cluster.sbatch_extra=[\"--comment=x\\ntouch $mark\"]"
+  "cluster.sbatch_extra=[\"touch $mark\"]"
+  "cluster.time=1; touch $mark"
+)
+for kv in "${refused[@]}"; do
+  code=0
+  out=$("$bin" submit job.yaml --dry-run --set "$kv" 2>&1) || code=$?
+  [[ $code == 2 ]] || fail "exit $code, not 2, for --set $kv: $out"
+  key=${kv%%=*}
+  grep -q -- "--set ${key%%.A}" <<<"$out" || fail "the message does not name $key: $out"
+  [[ ! -e $dir/run && ! -e $mark ]] || fail "something was written for --set $kv"
+done
+
+# 2. Values the job may hold, rendered and run.
+hostile=(
+  "\$(touch $mark)"
+  "\`touch $mark\`"
+  "'; touch $mark; '"
+  "\"; touch $mark; \""
+  "a\\b \$HOME \${X:-y} * ? [a] ~ #"
+)
+sets=()
+for i in "${!hostile[@]}"; do sets+=(--set "cluster.env.H$i=${hostile[$i]}"); done
+weird_run="$dir/run \$(touch $mark) ';x"
+sets+=(--set "run_dir=$weird_run" --set "cluster.sbatch_extra=[--comment=\$(touch $mark)]")
+"$bin" submit job.yaml --dry-run "${sets[@]}" >job.sbatch || fail "the dry run failed"
+[[ ! -e "$weird_run" ]] || fail "--dry-run wrote the run directory"
+
+mkdir -p stubs "$weird_run/slurm"
+cat >stubs/srun <<'STUB'
+#!/bin/bash
+# Records its arguments and the hostile variables, NUL-separated, and succeeds.
+printf '%s\0' "$@" >"$STUB_OUT/srun.args"
+for i in 0 1 2 3 4; do v="H$i"; printf '%s\0' "${!v}"; done >"$STUB_OUT/srun.env"
+exit "${STUB_SRUN_EXIT:-0}"
+STUB
+printf '#!/bin/bash\necho "$@" >>"$STUB_OUT/scontrol.calls"; exit 1\n' >stubs/scontrol
+printf '#!/bin/bash\nexit 1\n' >stubs/sbatch
+chmod +x stubs/*
+run_script() {  # SRUN_EXIT
+  STUB_OUT=$dir STUB_SRUN_EXIT=$1 PATH="$dir/stubs:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=2 \
+    SLURM_JOB_NODELIST=node1 bash job.sbatch >script.out 2>&1
+}
+code=0
+run_script 0 || code=$?
+cat script.out
+[[ $code == 0 ]] || fail "the script exited $code with a successful step"
+[[ ! -e $mark ]] || fail "running the script executed an injected command"
+mapfile -d '' env_seen <srun.env
+for i in "${!hostile[@]}"; do
+  [[ ${env_seen[$i]} == "${hostile[$i]}" ]] || fail "H$i reached srun as '${env_seen[$i]}'"
+done
+mapfile -d '' args <srun.args
+expected=(--mpi=pmix --kill-on-bad-exit=1 "$bin" worker "$weird_run/config.yaml")
+[[ "${args[*]}" == "${expected[*]}" ]] || fail "srun got: ${args[*]}"
+grep -q '"event": "finished"' "$weird_run/events.jsonl" || fail "no finished event"
+
+# A step that stopped after saving (75) is requeued with this job's id; when scontrol fails the
+# script says so and exits with the step's code.
+code=0
+run_script 75 || code=$?
+[[ $code == 75 ]] || fail "the script exited $code after a failed requeue"
+[[ $(cat scontrol.calls) == "requeue 42" ]] || fail "scontrol got: $(cat scontrol.calls)"
+grep -q "could not requeue" script.out || fail "no message about the failed requeue"
+[[ ! -e $mark ]] || fail "running the script executed an injected command"
+echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert"
