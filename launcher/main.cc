@@ -18,6 +18,16 @@ void add_job_options(CLI::App* cmd, rm::JobArgs& a) {
   cmd->add_option("--nproc", a.nproc, "data-parallel ranks")->check(CLI::PositiveNumber);
 }
 
+void add_fresh_flag(CLI::App* cmd, bool& fresh) {
+  cmd->add_flag("--fresh", fresh, "start over in a run directory that already holds a run");
+}
+
+void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
+  add_job_options(cmd, a.job);
+  add_fresh_flag(cmd, a.fresh);
+  cmd->add_option("--from", a.from, "resume from this checkpoint directory");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -32,23 +42,19 @@ int main(int argc, char** argv) {
 
   rm::RunArgs run;
   auto* r = app.add_subcommand("run", "train a job: here, or on --nproc ranks under mpirun");
-  add_job_options(r, run.job);
-  r->add_flag("--fresh", run.fresh, "start over in a run directory that already holds a run");
-  r->add_option("--from", run.from, "resume from this checkpoint directory");
+  add_rank_options(r, run);
 
   rm::RunArgs worker;
   worker.worker = true;
   auto* w = app.add_subcommand("worker", "one rank of a job, started by mpirun or srun --mpi=pmix");
-  add_job_options(w, worker.job);
-  w->add_flag("--fresh", worker.fresh, "start over in a run directory that already holds a run");
-  w->add_option("--from", worker.from, "resume from this checkpoint directory");
+  add_rank_options(w, worker);
 
   rm::SubmitArgs submit;
   auto* sb = app.add_subcommand(
       "submit", "submit a job to Slurm: render RUN_DIR/slurm/job.sbatch and sbatch it");
   add_job_options(sb, submit.job);
   sb->add_flag("--dry-run", submit.dry_run, "print the batch script; write and submit nothing");
-  sb->add_flag("--fresh", submit.fresh, "start over in a run directory that already holds a run");
+  add_fresh_flag(sb, submit.fresh);
 
   rm::StatusArgs status;
   auto* st = app.add_subcommand(

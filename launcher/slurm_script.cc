@@ -112,6 +112,10 @@ case $rm_code in
   75)
     rm_requeue stopped ;;
 esac
+# After a USR1 notice the ranks stop together with 75, but srun reports the worst code of its
+# tasks, and --kill-on-bad-exit may kill a rank in the instant between its partner's exit and
+# its own: a stop that looks like a failure. The checkpoint was committed before either exited.
+if [[ $rm_signalled == 1 && $rm_stop_signal == USR1 ]]; then rm_requeue stopped; fi
 # With checkpoint.on_signal off the ranks die of the signal passed on: that is the stop the user
 # chose, not a failure to count.
 if [[ $rm_signalled == 1 && $rm_stop_signal == TERM ]]; then rm_requeue signalled; fi

@@ -174,7 +174,7 @@ case $case in
     took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
     echo "the job failed ${took} s after rank 1 stopped (step_timeout_s 4, collective timeout 60)"
     python3 -c "import sys; sys.exit(float(sys.argv[1]) > 30)" "$took" || fail "took too long"
-    grep -h "watchdog" "$dir"/run/logs/slurm-"$jobid".out "$dir"/run/logs/rank-0.log | head -3
+    grep -h "watchdog" "$dir"/run/logs/rank-0.log | head -3
     grep -q "watchdog.*all_reduce(seq=" "$dir/run/logs/rank-0.log" ||
       { show_logs; fail "rank 0's watchdog did not name the collective it waited for"; }
     ;;
