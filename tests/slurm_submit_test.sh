@@ -8,7 +8,8 @@
 #   kill       a rank SIGKILLed, max_restarts 1: requeued once, finishes with the same weights
 #   kill0      a rank SIGKILLed, max_restarts 0: the job ends FAILED with the reason in its log
 #   watchdog   a rank SIGSTOPped: the other's watchdog ends the job within step_timeout_s + a few s
-#   cancel     plain scancel: the ranks save and stop, and the job stays CANCELLED (no requeue)
+#   cancel     plain scancel: the ranks save and stop, and the job stays CANCELLED (no requeue);
+#              submitting the same job again resumes it
 # Skips (77) when no cluster answers.
 #   slurm_submit_test.sh RINGMASTER_BIN REPO_ROOT CASE
 set -euo pipefail
@@ -190,8 +191,14 @@ case $case in
     ! grep -q '"event": "requeue"' "$dir/run/events.jsonl" || fail "the cancelled job requeued itself"
     grep -q "stopped by SIGTERM" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "no stop message"; }
     steps=$(wc -l <"$dir/run/metrics.jsonl")
-    "$bin" ckpt verify "$(printf "%s/run/checkpoints/step_%08d" "$dir" "$steps")" ||
-      fail "no verified checkpoint of the step it stopped at ($steps)"
+    ckpt=$(printf "%s/run/checkpoints/step_%08d" "$dir" "$steps")
+    "$bin" ckpt verify "$ckpt" || fail "no verified checkpoint of the step it stopped at ($steps)"
+    # Submitting the same job again continues the same run.
+    submit
+    expect_state COMPLETED 240
+    grep -q "resuming from $ckpt" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "the resubmitted job did not resume"; }
+    [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 4000)" ]] ||
+      fail "metrics.jsonl does not hold steps 1..4000 once each"
     ;;
   *) fail "unknown case $case" ;;
 esac
