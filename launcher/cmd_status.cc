@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,17 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::vector<json> read_metrics(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("step")) out.push_back(std::move(j));
-  }
-  return out;
-}
 
 double number(const json& j, const char* key, double fallback = 0) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
@@ -103,7 +91,10 @@ int cmd_status(const StatusArgs& args) {
       return kExitBadInput;
     }
     const JobConfig job = load_job_from_string(read_file(config_path), config_path);
-    const std::vector<json> metrics = read_metrics(dir + "/metrics.jsonl");
+    std::vector<json> metrics = read_json_lines(dir + "/metrics.jsonl");
+    metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
+                                 [](const json& m) { return !m.contains("step"); }),
+                  metrics.end());
     const int64_t total = job.train.steps;
     const int64_t step = metrics.empty() ? 0 : metrics.back()["step"].get<int64_t>();
     const bool finished = fs::exists(dir + "/weights.bin") && step >= total;

@@ -40,8 +40,12 @@ void append_run_event(const std::string& run_dir, const std::string& event,
 }
 
 std::vector<nlohmann::json> read_run_events(const std::string& run_dir) {
+  return read_json_lines(run_dir + "/events.jsonl");
+}
+
+std::vector<nlohmann::json> read_json_lines(const std::string& path) {
   std::vector<nlohmann::json> out;
-  std::ifstream in(run_dir + "/events.jsonl");
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);

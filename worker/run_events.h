@@ -21,7 +21,11 @@ namespace rm {
 void append_run_event(const std::string& run_dir, const std::string& event,
                       const nlohmann::json& fields = nlohmann::json::object());
 
-// Every parsable line of RUN_DIR/events.jsonl, oldest first ({} if there is none).
+// Every line of a JSON-lines file that parses as an object, in file order (none if the file is
+// missing); a line torn by a crash is skipped.
+std::vector<nlohmann::json> read_json_lines(const std::string& path);
+
+// read_json_lines(RUN_DIR/events.jsonl).
 std::vector<nlohmann::json> read_run_events(const std::string& run_dir);
 
 // Now as "2026-11-23T18:02:11.123Z".
