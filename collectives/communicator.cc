@@ -79,11 +79,27 @@ void* Communicator::allocate(size_t bytes) {
 }
 
 size_t dtype_size(DType dtype) {
-  return dtype == DType::kFloat32 ? 4 : 8;
+  switch (dtype) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
+    case DType::kBFloat16:
+      return 2;
+  }
+  throw std::invalid_argument("dtype_size: unknown dtype");
 }
 
 const char* dtype_name(DType dtype) {
-  return dtype == DType::kFloat32 ? "float" : "double";
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
+    case DType::kBFloat16:
+      return "bfloat16";
+  }
+  throw std::invalid_argument("dtype_name: unknown dtype");
 }
 
 const char* reduce_op_name(ReduceOp op) {

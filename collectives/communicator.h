@@ -49,11 +49,16 @@
 
 namespace rm {
 
-enum class DType { kFloat32, kFloat64 };
+// Element types. kBFloat16 is bfloat16 (rm::bf16, kernels/bf16.h: the bit layout of CUDA's
+// __nv_bfloat16). Host backends reduce bf16 in float: the sum of the ranks' values in rank order,
+// divided by size() for kAvg, rounded to bf16 once per element (round to nearest, ties to even),
+// so every algorithm and every rank gives the same bits. nccl reduces as NCCL does (its own
+// order and rounding), which may differ from that in the last bits.
+enum class DType { kFloat32, kFloat64, kBFloat16 };
 enum class ReduceOp { kSum, kAvg };  // kAvg: the sum divided by size()
 
-size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);      // "float", "double" (as nccl-tests prints them)
+size_t dtype_size(DType dtype);           // 4, 8, 2
+const char* dtype_name(DType dtype);      // "float", "double", "bfloat16" (as nccl-tests prints)
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg"
 
 // What every backend records of an issued operation: what to name in messages, and when it

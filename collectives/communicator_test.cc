@@ -1,6 +1,8 @@
-// Multi-rank tests of the mpi backend (run under mpirun -np 1, 2 and 4 by CTest). Every rank can
-// compute every rank's input, so each checks its result against a local reference, exactly:
-// inputs are small integers, so sums are exact in fp32 and averages are the same division.
+// Multi-rank tests of the mpi backend (run under mpirun -np 1, 2 and 4 by CTest; the bf16 tests
+// also on 3). Every rank can compute every rank's input, so each checks its result against a
+// local reference, exactly: float and double inputs are small integers, so sums are exact in
+// fp32 and averages are the same division. bf16 inputs are fractions, so that sums need rounding:
+// the reference is the contract's (float sum in rank order, float division, one rounding).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "collectives/mpi/mpi_communicator.h"
+#include "kernels/bf16.h"
 
 namespace rm {
 namespace {
@@ -39,16 +42,56 @@ double input_value(int r, size_t i) {
 
 template <typename T>
 DType dtype_of() {
-  return sizeof(T) == 4 ? DType::kFloat32 : DType::kFloat64;
+  return sizeof(T) == 4 ? DType::kFloat32 : sizeof(T) == 8 ? DType::kFloat64 : DType::kBFloat16;
+}
+
+// Rank r's input at element i as a T. bf16: a fraction that bf16 rounds, and sums of which need
+// rounding again (8 significant bits), so the tests see whether a result was rounded once.
+template <typename T>
+T input(int r, size_t i) {
+  return static_cast<T>(input_value(r, i));
+}
+template <>
+bf16 input<bf16>(int r, size_t i) {
+  return to_bf16(static_cast<float>(input_value(r, i)) * 0.3711f + 0.0137f * static_cast<float>(r));
+}
+
+// What a buffer holds where no rank's data should land (no input equals it).
+template <typename T>
+T sentinel() {
+  return static_cast<T>(-999);
+}
+template <>
+bf16 sentinel<bf16>() {
+  return to_bf16(-999.0f);
 }
 
 // The reduction of element i over n ranks, in rank order, as every backend must compute it.
 template <typename T>
 T reference(size_t i, int n, ReduceOp op) {
-  T acc = static_cast<T>(input_value(0, i));
-  for (int r = 1; r < n; ++r) acc += static_cast<T>(input_value(r, i));
+  T acc = input<T>(0, i);
+  for (int r = 1; r < n; ++r) acc += input<T>(r, i);
   if (op == ReduceOp::kAvg) acc /= static_cast<T>(n);
   return acc;
+}
+// bf16: summed in float in rank order, divided in float, rounded once (communicator.h).
+template <>
+bf16 reference<bf16>(size_t i, int n, ReduceOp op) {
+  float acc = to_float(input<bf16>(0, i));
+  for (int r = 1; r < n; ++r) acc += to_float(input<bf16>(r, i));
+  if (op == ReduceOp::kAvg) acc /= static_cast<float>(n);
+  return to_bf16(acc);
+}
+
+// bf16 compares by bits (the contract is bitwise) and prints as bits and value.
+bool operator!=(bf16 a, bf16 b) {
+  return a.bits != b.bits;
+}
+std::string show(double x) {
+  return std::to_string(x);
+}
+std::string show(bf16 x) {
+  return std::to_string(to_float(x)) + " (bits " + std::to_string(x.bits) + ")";
 }
 
 // A test buffer: its own std::vector, or a slice of memory from Communicator::allocate()
@@ -81,8 +124,8 @@ template <typename Buffer, typename Want>
   for (size_t i = begin; i < end; ++i) {
     if (buf[i] != want(i)) {
       if (wrong++ == 0) {
-        first = "element " + std::to_string(i) + ": got " + std::to_string(buf[i]) + ", want " +
-                std::to_string(want(i));
+        first =
+            "element " + std::to_string(i) + ": got " + show(buf[i]) + ", want " + show(want(i));
       }
     }
   }
@@ -128,7 +171,7 @@ class CommTest : public ::testing::TestWithParam<Param> {
   void check_all_reduce(size_t count, ReduceOp op) {
     reset_arena();
     Buf<T> buf = make<T>(count);
-    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<T>(input_value(rank_, i));
+    for (size_t i = 0; i < count; ++i) buf[i] = input<T>(rank_, i);
     comm_->all_reduce(buf.data(), count, dtype_of<T>(), op)->wait();
     EXPECT_TRUE(all_equal(buf, 0, count, [&](size_t i) { return reference<T>(i, size_, op); }))
         << "all_reduce count=" << count << " " << reduce_op_name(op) << " "
@@ -140,7 +183,7 @@ class CommTest : public ::testing::TestWithParam<Param> {
     const size_t total = shard_offset(counts, size_);
     reset_arena();
     Buf<T> buf = make<T>(total);
-    for (size_t i = 0; i < total; ++i) buf[i] = static_cast<T>(input_value(rank_, i));
+    for (size_t i = 0; i < total; ++i) buf[i] = input<T>(rank_, i);
     comm_->reduce_scatter(buf.data(), counts, dtype_of<T>(), op)->wait();
     const size_t begin = shard_offset(counts, rank_);
     EXPECT_TRUE(all_equal(buf, begin, begin + counts[static_cast<size_t>(rank_)],
@@ -153,18 +196,31 @@ class CommTest : public ::testing::TestWithParam<Param> {
   void check_all_gather(const std::vector<size_t>& counts) {
     const size_t total = shard_offset(counts, size_);
     reset_arena();
-    Buf<T> buf = make<T>(total, static_cast<T>(-999));
+    Buf<T> buf = make<T>(total, sentinel<T>());
     const size_t begin = shard_offset(counts, rank_);
     for (size_t i = begin; i < begin + counts[static_cast<size_t>(rank_)]; ++i) {
-      buf[i] = static_cast<T>(input_value(rank_, i));
+      buf[i] = input<T>(rank_, i);
     }
     comm_->all_gather(buf.data(), counts, dtype_of<T>())->wait();
     for (int s = 0; s < size_; ++s) {
       const size_t from = shard_offset(counts, s);
       EXPECT_TRUE(all_equal(buf, from, from + counts[static_cast<size_t>(s)],
-                            [&](size_t i) { return static_cast<T>(input_value(s, i)); }))
-          << "all_gather slice of rank " << s << ", total=" << total;
+                            [&](size_t i) { return input<T>(s, i); }))
+          << "all_gather slice of rank " << s << ", total=" << total << " "
+          << dtype_name(dtype_of<T>());
     }
+  }
+
+  template <typename T>
+  void check_broadcast(int root, size_t count) {
+    reset_arena();
+    Buf<T> buf = make<T>(count, sentinel<T>());
+    if (rank_ == root) {
+      for (size_t i = 0; i < count; ++i) buf[i] = input<T>(root, i);
+    }
+    comm_->broadcast(buf.data(), count, dtype_of<T>(), root)->wait();
+    EXPECT_TRUE(all_equal(buf, 0, count, [&](size_t i) { return input<T>(root, i); }))
+        << "broadcast root " << root << " count " << count << " " << dtype_name(dtype_of<T>());
   }
 
   // Shard layouts: even, fewer elements than ranks, zeros in the middle, all on one rank.
@@ -228,6 +284,75 @@ TEST_P(CommTest, ReduceScatterUnevenShards) {
 TEST_P(CommTest, AllGatherUnevenShards) {
   for (const auto& counts : layouts(kBig<float>)) check_all_gather<float>(counts);
   for (const auto& counts : layouts(kBig<double>)) check_all_gather<double>(counts);
+}
+
+TEST_P(CommTest, BFloat16AllReduceSumAndAvg) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (size_t count :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{65537}, kBig<bf16>}) {
+      check_all_reduce<bf16>(count, op);
+    }
+  }
+}
+
+TEST_P(CommTest, BFloat16ReduceScatterEvenAndUnevenShards) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (const auto& counts : layouts(kBig<bf16>)) check_reduce_scatter<bf16>(counts, op);
+  }
+}
+
+TEST_P(CommTest, BFloat16AllGatherEvenAndUnevenShards) {
+  for (const auto& counts : layouts(kBig<bf16>)) check_all_gather<bf16>(counts);
+}
+
+TEST_P(CommTest, BFloat16BroadcastFromEveryRoot) {
+  for (int root = 0; root < size_; ++root) {
+    for (size_t count : {size_t{0}, size_t{5}, size_t{300001}}) check_broadcast<bf16>(root, count);
+  }
+}
+
+// bf16 all-reduces outstanding together with other operations, waited for out of order (on the
+// MPI path each is two requests, the second issued when the first completes).
+TEST_P(CommTest, BFloat16OutstandingWithOtherOperations) {
+  const size_t n = 100003;
+  const auto counts = shard_counts(n, size_);
+  const size_t own = shard_offset(counts, rank_);
+  Buf<bf16> a = make<bf16>(n), b = make<bf16>(n), rs = make<bf16>(n);
+  Buf<float> f = make<float>(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = b[i] = rs[i] = input<bf16>(rank_, i);
+    f[i] = input<float>(rank_, i);
+  }
+  std::vector<std::unique_ptr<Work>> works;
+  works.push_back(comm_->all_reduce(a.data(), n, DType::kBFloat16, ReduceOp::kSum));
+  works.push_back(comm_->all_reduce(f.data(), n, DType::kFloat32, ReduceOp::kSum));
+  comm_->progress();
+  works.push_back(comm_->reduce_scatter(rs.data(), counts, DType::kBFloat16, ReduceOp::kAvg));
+  works.push_back(comm_->all_reduce(b.data(), n, DType::kBFloat16, ReduceOp::kAvg));
+  for (size_t w : {3, 0, 2, 1}) works[w]->wait();
+  EXPECT_TRUE(
+      all_equal(a, 0, n, [&](size_t i) { return reference<bf16>(i, size_, ReduceOp::kSum); }));
+  EXPECT_TRUE(
+      all_equal(b, 0, n, [&](size_t i) { return reference<bf16>(i, size_, ReduceOp::kAvg); }));
+  EXPECT_TRUE(all_equal(rs, own, own + counts[static_cast<size_t>(rank_)],
+                        [&](size_t i) { return reference<bf16>(i, size_, ReduceOp::kAvg); }));
+  EXPECT_TRUE(
+      all_equal(f, 0, n, [&](size_t i) { return reference<float>(i, size_, ReduceOp::kSum); }));
+}
+
+// The bf16 inputs are chosen so that rounding once differs from rounding after every addition
+// (as a reduction in bf16 would): otherwise the tests above could not tell the two apart.
+TEST(BFloat16Reference, RoundingOnceIsObservable) {
+  const int n = world_size();
+  if (n < 3) GTEST_SKIP() << "fewer than two additions: both ways round once";
+  size_t differ = 0;
+  for (size_t i = 0; i < 1000; ++i) {
+    bf16 stepwise = input<bf16>(0, i);
+    for (int r = 1; r < n; ++r)
+      stepwise = to_bf16(to_float(stepwise) + to_float(input<bf16>(r, i)));
+    if (stepwise != reference<bf16>(i, n, ReduceOp::kSum)) ++differ;
+  }
+  EXPECT_GT(differ, 0u);
 }
 
 TEST_P(CommTest, BroadcastFromEveryRoot) {

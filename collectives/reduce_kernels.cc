@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/bf16.h"
+
 namespace rm::detail {
 namespace {
 
@@ -72,6 +74,32 @@ void reduce_dispatch(bool avg, int nsrc, const void* const* srcs, size_t count, 
   }
 }
 
+// bf16 sources, accumulated in float and rounded once per element. Blocks of kBlock elements:
+// all sources of a block are read into the float accumulator before any destination is written,
+// so a destination may alias a source, and the plain loops over the local array vectorise.
+void reduce_bf16(bool avg, int nsrc, const void* const* srcs, size_t count, int ndst,
+                 void* const* dsts) {
+  constexpr size_t kBlock = 256;
+  const float divisor = static_cast<float>(nsrc);
+  float acc[kBlock];
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t n = count - begin < kBlock ? count - begin : kBlock;
+    const bf16* s0 = static_cast<const bf16*>(srcs[0]) + begin;
+    for (size_t i = 0; i < n; ++i) acc[i] = to_float(s0[i]);
+    for (int s = 1; s < nsrc; ++s) {
+      const bf16* src = static_cast<const bf16*>(srcs[s]) + begin;
+      for (size_t i = 0; i < n; ++i) acc[i] += to_float(src[i]);
+    }
+    if (avg) {
+      for (size_t i = 0; i < n; ++i) acc[i] /= divisor;
+    }
+    for (int d = 0; d < ndst; ++d) {
+      bf16* dst = static_cast<bf16*>(dsts[d]) + begin;
+      for (size_t i = 0; i < n; ++i) dst[i] = to_bf16(acc[i]);
+    }
+  }
+}
+
 template <typename T>
 void divide_typed(T* buf, size_t count, int divisor) {
   const T d = static_cast<T>(divisor);
@@ -83,18 +111,28 @@ void divide_typed(T* buf, size_t count, int divisor) {
 void reduce_sources(DType dtype, ReduceOp op, int nsrc, const void* const* srcs, size_t count,
                     int ndst, void* const* dsts) {
   const bool avg = op == ReduceOp::kAvg;
-  if (dtype == DType::kFloat32) {
-    reduce_dispatch<float, VecF>(avg, nsrc, srcs, count, ndst, dsts);
-  } else {
-    reduce_dispatch<double, VecD>(avg, nsrc, srcs, count, ndst, dsts);
+  switch (dtype) {
+    case DType::kFloat32:
+      return reduce_dispatch<float, VecF>(avg, nsrc, srcs, count, ndst, dsts);
+    case DType::kFloat64:
+      return reduce_dispatch<double, VecD>(avg, nsrc, srcs, count, ndst, dsts);
+    case DType::kBFloat16:
+      return reduce_bf16(avg, nsrc, srcs, count, ndst, dsts);
   }
 }
 
 void divide_in_place(DType dtype, void* buf, size_t count, int divisor) {
-  if (dtype == DType::kFloat32) {
-    divide_typed(static_cast<float*>(buf), count, divisor);
-  } else {
-    divide_typed(static_cast<double*>(buf), count, divisor);
+  switch (dtype) {
+    case DType::kFloat32:
+      return divide_typed(static_cast<float*>(buf), count, divisor);
+    case DType::kFloat64:
+      return divide_typed(static_cast<double*>(buf), count, divisor);
+    case DType::kBFloat16: {
+      bf16* b = static_cast<bf16*>(buf);
+      const float d = static_cast<float>(divisor);
+      for (size_t i = 0; i < count; ++i) b[i] = to_bf16(to_float(b[i]) / d);
+      return;
+    }
   }
 }
 

@@ -3,7 +3,9 @@
 // Sums are taken in rank order (srcs[0] + srcs[1] + ...), whichever rank computes them, so every
 // algorithm gives bitwise the same result and every rank ends with identical values; kAvg then
 // divides by the rank count (a division, not a multiplication by 1/n, so that results match a
-// plain reference exactly).
+// plain reference exactly). bf16 is reduced in float: each element's sources are converted,
+// summed in rank order, divided (kAvg) in float, and the result rounded to bf16 once, so it is
+// the same bits as that computation written out plainly.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +20,9 @@ namespace rm::detail {
 void reduce_sources(DType dtype, ReduceOp op, int nsrc, const void* const* srcs, size_t count,
                     int ndst, void* const* dsts);
 
-// buf[i] /= divisor for i < count (completes kAvg after a sum).
+// buf[i] /= divisor for i < count (completes kAvg after a sum). For bf16 this rounds a second
+// time (the sum was rounded already); the host backends avoid it by reducing bf16 only through
+// reduce_sources.
 void divide_in_place(DType dtype, void* buf, size_t count, int divisor);
 
 }  // namespace rm::detail

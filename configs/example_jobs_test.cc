@@ -66,7 +66,8 @@ TEST(ExampleJobs, Gpt2NeedsItsRankCount) {
   EXPECT_EQ(c.data.train, std::vector<std::string>{"data/fineweb10B/fineweb_train_*.bin"});
   EXPECT_EQ(c.cluster.nodes * c.cluster.tasks_per_node, 64);
   EXPECT_EQ(c.cluster.time, "24:00:00");
-  EXPECT_EQ(c.parallel.precision, "fp32");  // bf16 is refused until the CUDA path lands
+  EXPECT_EQ(c.parallel.precision, "bf16");
+  EXPECT_EQ(c.parallel.backend, "cuda");
   EXPECT_EQ(c.parallel.shard, "optimizer");
   EXPECT_EQ(c.train.global_batch / (c.train.micro_batch * 64), 2);
   // 256 ranks would need half an accumulation step.

@@ -96,20 +96,6 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
               std::to_string(m.vocab_size));
     }
   });
-  // Keys of the schema whose implementation has not landed: refused rather than ignored.
-  when({"parallel.precision"}, [&] {
-    if (cfg.parallel.precision != "fp32") {
-      add("parallel.precision", "'" + cfg.parallel.precision +
-                                    "' is not implemented yet: the CPU kernels compute in fp32 "
-                                    "(bf16 comes with the CUDA kernels); use fp32");
-    }
-  });
-  when({"parallel.backend"}, [&] {
-    if (cfg.parallel.backend == "cuda") {
-      add("parallel.backend", "'cuda' is not implemented yet: training runs on the CPU "
-                              "(kernels/cuda holds element-wise kernels only); use auto or cpu");
-    }
-  });
   // The watchdog (worker/watchdog.h) fires after this long without a beat, and beats come per
   // phase: per parameter unit of forward/backward, per 256 KiB of checkpoint I/O, per collective
   // step. Under a second, ordinary hiccups of a healthy run -- a rank descheduled on a busy

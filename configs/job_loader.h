@@ -53,8 +53,6 @@ std::vector<ConfigError> check_batch_arithmetic(const JobConfig& cfg, int dp_ran
 //   data.format text: model.vocab_size >= 256 (a token is a byte);
 //   data.format tokens: model.vocab_size <= 65536 (token ids are uint16)
 //   parallel.backend cuda with cluster.gpus_per_node > 0: tasks_per_node <= gpus_per_node
-//   not implemented yet, so refused rather than ignored: parallel.backend cuda,
-//   parallel.precision other than fp32
 //   cluster.sbatch_extra and cluster.env: configs/cluster_checks.h
 //   resilience.step_timeout_s: 0 (off) or >= 1
 //   resilience.on_nan rollback: checkpoint.every > 0

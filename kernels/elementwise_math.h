@@ -11,11 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define RM_HOST_DEVICE __host__ __device__
-#else
-#define RM_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace rm {
 

@@ -1,5 +1,6 @@
-// `ringmaster bench allreduce [--np N] [--max-mb M]`: nccl-tests style rows for Ringmaster's
-// communicator beside plain MPI_Allreduce in the same run, every result checked.
+// `ringmaster bench allreduce [--np N] [--max-mb M] [--backend mpi|nccl]`: nccl-tests style
+// rows for Ringmaster's communicator beside plain MPI_Allreduce (or, with --backend nccl, beside
+// a raw ncclAllReduce loop on the same device buffers) in the same run, every result checked.
 //
 // Open MPI's own large all-reduce allocates temporaries on every call, which glibc can back
 // with huge pages: `--hugetlb` runs the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1, the
@@ -7,6 +8,9 @@
 #include <cstdlib>
 
 #include "collectives/bench_allreduce.h"
+#ifdef RM_HAVE_NCCL
+#include "collectives/nccl/bench_nccl.h"
+#endif
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "worker/error_report.h"
@@ -27,6 +31,14 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
   BenchOptions options;
   options.max_bytes = static_cast<size_t>(args.max_mb) << 20;
   options.seconds_per_size = args.seconds;
+  if (args.backend == "nccl") {
+#ifdef RM_HAVE_NCCL
+    return run_nccl_allreduce_bench(MPI_COMM_WORLD, options);
+#else
+    if (mpi.rank() == 0) print_error("bench allreduce --backend nccl: this build has no NCCL");
+    return kExitBadInput;
+#endif
+  }
   return run_allreduce_bench(MPI_COMM_WORLD, options);
 }
 

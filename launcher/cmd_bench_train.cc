@@ -16,6 +16,7 @@
 #include "collectives/self_communicator.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
+#include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
@@ -83,6 +84,13 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     JobArgs job_args = args.job;
     job_args.nproc = mpi.world();
     JobConfig job = load_job_args(job_args);
+    // The baseline below times sgemm on this CPU, so the benchmark means nothing on a GPU: the
+    // cuBLAS baseline at the job's shapes is not written yet.
+    if (choose_device(job.parallel.backend, mpi.local_rank(), mpi.local_size()).kind !=
+        ComputeKind::kCpu) {
+      throw DeviceError("bench train measures the cpu backend only (its baseline is sgemm on "
+                        "this CPU); run it with --set parallel.backend=cpu");
+    }
     auto comm = launched_by_mpi() ? mpi.communicator(job.parallel.timeout_s)
                                   : make_self_communicator();
     const bool rank0 = comm->rank() == 0;

@@ -14,6 +14,7 @@
 #include "worker/exit_codes.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_main.h"
+#include "worker/device_select.h"
 #include "worker/run_dir.h"
 #include "worker/training_data.h"
 
@@ -30,6 +31,9 @@ int cmd_run(const RunArgs& args) {
   return report_errors([&] {
     const JobConfig job = load_job_args(args.job);
     open_training_data(job);
+    // Hardware the job needs and this machine lacks is bad input: said here, before the run
+    // directory is touched (the ranks choose again, each for itself).
+    choose_device(job.parallel.backend, 0, args.job.nproc);
     prepare_run(job, args.fresh);
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
     for (const auto& [name, value] : job.cluster.env) ::setenv(name.c_str(), value.c_str(), 1);

@@ -70,6 +70,7 @@ struct BenchAllreduceArgs {
   int max_mb = 256;
   double seconds = 0.4;  // timed seconds per size and implementation
   bool hugetlb = false;  // run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+  std::string backend = "mpi";  // mpi (host buffers) | nccl (device buffers, one GPU per rank)
   std::vector<std::string> argv;
 };
 int cmd_bench_allreduce(const BenchAllreduceArgs& args);

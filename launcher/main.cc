@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   ba->add_option("--seconds", bench_ar.seconds, "timed seconds per size and implementation")
       ->check(CLI::PositiveNumber);
+  ba->add_option("--backend", bench_ar.backend, "mpi (host buffers) or nccl (GPU buffers)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
   ba->add_flag("--hugetlb", bench_ar.hugetlb,
                "run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the other baseline)");
 

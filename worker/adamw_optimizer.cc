@@ -1,20 +1,13 @@
 #include "worker/adamw_optimizer.h"
 
 #include <algorithm>
-#include <cmath>
-
-#include "kernels/cpu/kernels.h"
 
 namespace rm {
 
 AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout,
-                               size_t begin, size_t end)
-    : config_(config), layout_(layout), begin_(begin), end_(end), m_(end - begin, 0.0f),
-      v_(end - begin, 0.0f) {}
-
-double AdamWOptimizer::grad_norm(const float* grads, size_t n) {
-  return std::sqrt(cpu::sum_squares(grads, n));
-}
+                               Compute& compute, size_t begin, size_t end)
+    : config_(config), layout_(layout), compute_(compute), begin_(begin), end_(end),
+      m_(compute, end - begin), v_(compute, end - begin) {}
 
 void AdamWOptimizer::step(float* params, const float* grads, double lr, double norm) {
   ++t_;
@@ -27,10 +20,10 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, double n
     const size_t lo = std::max(t.offset, begin_), hi = std::min(t.offset + t.numel, end_);
     if (lo >= hi) continue;
     const size_t o = lo - begin_;
-    cpu::adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, hi - lo,
-                      static_cast<float>(lr), static_cast<float>(config_.beta1),
-                      static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
-                      t.decay ? static_cast<float>(config_.weight_decay) : 0.0f, t_, scale);
+    compute_.adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, hi - lo,
+                          static_cast<float>(lr), static_cast<float>(config_.beta1),
+                          static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
+                          t.decay ? static_cast<float>(config_.weight_decay) : 0.0f, t_, scale);
   }
 }
 

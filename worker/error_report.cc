@@ -5,6 +5,7 @@
 #include "checkpoint/atomic_file.h"
 #include "configs/job_loader.h"
 #include "worker/data/data_error.h"
+#include "worker/device_select.h"
 #include "worker/exit_codes.h"
 
 namespace rm {
@@ -31,6 +32,9 @@ int report_errors(const std::function<int()>& body) {
     print_error(e.what());
     return kExitBadInput;
   } catch (const IoError& e) {
+    print_error(e.what());
+    return kExitBadInput;
+  } catch (const DeviceError& e) {
     print_error(e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {

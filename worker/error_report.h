@@ -8,7 +8,8 @@
 namespace rm {
 
 // Runs a command body and maps what escapes it to one message and an exit code:
-// job-file errors (all of them, one per line), data and file errors -> kExitBadInput;
+// job-file errors (all of them, one per line), data and file errors, hardware the job asks for
+// and the node lacks (DeviceError) -> kExitBadInput;
 // anything else -> kExitFailure.
 int report_errors(const std::function<int()>& body);
 

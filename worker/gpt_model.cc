@@ -5,34 +5,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/kernels.h"
 #include "worker/data/counter_rng.h"
+#include "worker/model_io.h"
 
 namespace rm {
-namespace {
 
-// Carves consecutive sub-arrays out of one allocation.
-class Arena {
- public:
-  explicit Arena(std::vector<float>& memory) : memory_(memory) {}
-  void reserve(size_t n) { total_ += n; }
-  void allocate() { memory_.assign(total_, 0.0f); }
-  float* take(size_t n) {
-    float* p = memory_.data() + used_;
-    used_ += n;
-    return p;
-  }
-
- private:
-  std::vector<float>& memory_;
-  size_t total_ = 0, used_ = 0;
-};
-
-}  // namespace
-
-GptModel::GptModel(const ModelConfig& c, int max_batch)
-    : V_(c.vocab_size), T_(c.seq_len), C_(c.width), H_(c.heads), L_(c.layers),
-      max_batch_(max_batch) {
+template <typename T>
+GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
+    : Model(compute), V_(c.vocab_size), T_(c.seq_len), C_(c.width), H_(c.heads), L_(c.layers),
+      max_batch_(max_batch), k_(this->compute().template layers<T>()), memory_(this->compute()) {
   if (C_ % H_ != 0) throw std::invalid_argument("gpt: width must be divisible by heads");
   const int64_t C = C_;
   wte_ = layout_.add("wte", {V_, C}, true);
@@ -65,53 +46,46 @@ GptModel::GptModel(const ModelConfig& c, int max_batch)
   lnf_b_ = layout_.add("ln_f.bias", {C}, false) - final_begin;
   units_.push_back({final_begin, layout_.size()});
 
-  // Activations for max_batch sequences of T tokens.
+  // Activations and backward scratch for max_batch sequences of T tokens, in one allocation.
   const size_t N = static_cast<size_t>(max_batch) * T_;
   const size_t att = static_cast<size_t>(max_batch) * H_ * T_ * T_;
-  Arena a(act_memory_);
-  a.reserve(N * C);  // encoded
-  for (int l = 0; l < L_; ++l) {
-    a.reserve(N * C * 8 + N * 4 + att + N * 4 * C * 2);
+  DeviceArena& a = memory_;
+  a.plan(inputs_, N);
+  a.plan(targets_, N);
+  a.plan(encoded_, N * C);
+  acts_.resize(L_);
+  for (BlockActs& x : acts_) {
+    a.plan(x.ln1, N * C);
+    a.plan(x.ln1_mean, N);
+    a.plan(x.ln1_rstd, N);
+    a.plan(x.qkv, N * 3 * C);
+    a.plan(x.att, att);
+    a.plan(x.atty, N * C);
+    a.plan(x.res2, N * C);
+    a.plan(x.ln2, N * C);
+    a.plan(x.ln2_mean, N);
+    a.plan(x.ln2_rstd, N);
+    a.plan(x.fch, N * 4 * C);
+    a.plan(x.fch_gelu, N * 4 * C);
+    a.plan(x.res3, N * C);
   }
-  a.reserve(N * C + 2 * N + N * V_ + N * C);
+  a.plan(lnf_, N * C);
+  a.plan(lnf_mean_, N);
+  a.plan(lnf_rstd_, N);
+  a.plan(logits_, N * V_);
+  a.plan(branch_, N * C);
+  a.plan(dresidual_, N * C);
+  a.plan(dln_, N * C);
+  a.plan(datty_, N * C);
+  a.plan(dqkv_, N * 3 * C);
+  a.plan(dfch_, N * 4 * C);
+  a.plan(dfch_gelu_, N * 4 * C);
+  a.plan(datt_, att);
   a.allocate();
-  encoded_ = a.take(N * C);
-  for (int l = 0; l < L_; ++l) {
-    BlockActs x;
-    x.ln1 = a.take(N * C);
-    x.ln1_mean = a.take(N);
-    x.ln1_rstd = a.take(N);
-    x.qkv = a.take(N * 3 * C);
-    x.att = a.take(att);
-    x.atty = a.take(N * C);
-    x.res2 = a.take(N * C);
-    x.ln2 = a.take(N * C);
-    x.ln2_mean = a.take(N);
-    x.ln2_rstd = a.take(N);
-    x.fch = a.take(N * 4 * C);
-    x.fch_gelu = a.take(N * 4 * C);
-    x.res3 = a.take(N * C);
-    acts_.push_back(x);
-  }
-  lnf_ = a.take(N * C);
-  lnf_mean_ = a.take(N);
-  lnf_rstd_ = a.take(N);
-  logits_ = a.take(N * V_);
-  branch_ = a.take(N * C);
-
-  Arena g(grad_memory_);
-  g.reserve(N * C * 3 + N * 3 * C + N * 4 * C * 2 + att);
-  g.allocate();
-  dresidual_ = g.take(N * C);
-  dln_ = g.take(N * C);
-  datty_ = g.take(N * C);
-  dqkv_ = g.take(N * 3 * C);
-  dfch_ = g.take(N * 4 * C);
-  dfch_gelu_ = g.take(N * 4 * C);
-  datt_ = g.take(att);
 }
 
-void GptModel::init_params(float* params, uint64_t seed) const {
+template <typename T>
+void GptModel<T>::init_params(float* params, uint64_t seed) const {
   const float residual_std = 0.02f / std::sqrt(2.0f * L_);
   for (const TensorSpec& t : layout_.tensors()) {
     float* p = params + t.offset;
@@ -131,107 +105,114 @@ void GptModel::init_params(float* params, uint64_t seed) const {
   }
 }
 
-void GptModel::forward(ParamAccess& access, const int* inputs, int B, int T) {
-  if (B > max_batch_ || T > T_) throw std::logic_error("gpt: batch larger than planned");
-  const int C = C_, N = B * T;
-  p0_ = access.acquire_params(0);
-  cpu::embedding_forward(encoded_, inputs, p0_ + wte_, p0_ + wpe_, B, T, C);
-  const float* residual = encoded_;
+template <typename T>
+void GptModel<T>::forward(ParamAccess& access, int B, int Tn) {
+  if (B > max_batch_ || Tn > T_) throw std::logic_error("gpt: batch larger than planned");
+  const int C = C_, N = B * Tn;
+  const size_t NC = static_cast<size_t>(N) * C;
+  p0_ = static_cast<const T*>(access.acquire_params(0));
+  k_.embedding_forward(encoded_, inputs_, p0_ + wte_, p0_ + wpe_, B, Tn, C);
+  const T* residual = encoded_;
   for (int l = 0; l < L_; ++l) {
     const BlockOffsets& w = blocks_[l];
     BlockActs& x = acts_[l];
-    const float* p = access.acquire_params(1 + l);
-    cpu::layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N,
-                           C);
-    cpu::linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
-    cpu::attention_forward(x.atty, x.att, x.qkv, B, T, C, H_);
-    cpu::linear_forward(branch_, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
-    cpu::add(x.res2, residual, branch_, static_cast<size_t>(N) * C);
-    cpu::layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N,
-                           C);
-    cpu::linear_forward(x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
-    cpu::gelu_forward(x.fch_gelu, x.fch, N * 4 * C);
-    cpu::linear_forward(branch_, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
-    cpu::add(x.res3, x.res2, branch_, static_cast<size_t>(N) * C);
+    const T* p = static_cast<const T*>(access.acquire_params(1 + l));
+    k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
+    k_.linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
+    k_.attention_forward(x.atty, x.att, x.qkv, B, Tn, C, H_);
+    k_.linear_forward(branch_, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
+    k_.add(x.res2, residual, branch_, NC);
+    k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N, C);
+    k_.linear_forward(x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
+    k_.gelu_forward(x.fch_gelu, x.fch, NC * 4);
+    k_.linear_forward(branch_, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
+    k_.add(x.res3, x.res2, branch_, NC);
     access.release_params(1 + l);
     residual = x.res3;
   }
-  const float* pf = access.acquire_params(final_unit());
-  cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, pf + lnf_w_, pf + lnf_b_, N, C);
+  const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
+  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, pf + lnf_w_, pf + lnf_b_, N, C);
   access.release_params(final_unit());
-  cpu::linear_forward(logits_, lnf_, p0_ + wte_, nullptr, N, C, V_);
+  k_.linear_forward(logits_, lnf_, p0_ + wte_, nullptr, N, C, V_);
 }
 
-void GptModel::backward(ParamAccess& access, const int* inputs, int B) {
+template <typename T>
+void GptModel<T>::backward(ParamAccess& access, int B) {
   // One residual-gradient buffer flows down the stack: each layernorm_backward adds its input
   // gradient into it, which is exactly the residual rule.
-  const int C = C_, T = T_, N = B * T;
+  const int C = C_, Tn = T_, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
   float* g0 = access.acquire_grads(0);
-  cpu::linear_backward(dln_, g0 + wte_, nullptr, logits_, lnf_, p0_ + wte_, N, C, V_);
-  std::memset(dresidual_, 0, NC * sizeof(float));
-  const float* last = L_ > 0 ? acts_[L_ - 1].res3 : encoded_;
+  k_.linear_backward(dln_, g0 + wte_, nullptr, logits_, lnf_, p0_ + wte_, N, C, V_);
+  compute().zero(dresidual_, NC * sizeof(T));
+  const T* last = L_ > 0 ? acts_[L_ - 1].res3 : encoded_;
   {
-    const float* pf = access.acquire_params(final_unit());
+    const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
     float* gf = access.acquire_grads(final_unit());
-    cpu::layernorm_backward(dresidual_, gf + lnf_w_, gf + lnf_b_, dln_, last, pf + lnf_w_,
-                            lnf_mean_, lnf_rstd_, N, C);
+    k_.layernorm_backward(dresidual_, gf + lnf_w_, gf + lnf_b_, dln_, last, pf + lnf_w_,
+                          lnf_mean_, lnf_rstd_, N, C);
     access.release_params(final_unit());
     access.release_grads(final_unit());
   }
   for (int l = L_ - 1; l >= 0; --l) {
     const BlockOffsets& w = blocks_[l];
     const BlockActs& x = acts_[l];
-    const float* residual = l > 0 ? acts_[l - 1].res3 : encoded_;
-    const float* p = access.acquire_params(1 + l);
+    const T* residual = l > 0 ? acts_[l - 1].res3 : encoded_;
+    const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     float* g = access.acquire_grads(1 + l);
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-    cpu::linear_backward(dfch_gelu_, g + w.fcproj_w, g + w.fcproj_b, dresidual_, x.fch_gelu,
-                         p + w.fcproj_w, N, 4 * C, C);
-    cpu::gelu_backward(dfch_, x.fch, dfch_gelu_, N * 4 * C);
-    cpu::linear_backward(dln_, g + w.fc_w, g + w.fc_b, dfch_, x.ln2, p + w.fc_w, N, C, 4 * C);
-    cpu::layernorm_backward(dresidual_, g + w.ln2_w, g + w.ln2_b, dln_, x.res2, p + w.ln2_w,
-                            x.ln2_mean, x.ln2_rstd, N, C);
+    k_.linear_backward(dfch_gelu_, g + w.fcproj_w, g + w.fcproj_b, dresidual_, x.fch_gelu,
+                       p + w.fcproj_w, N, 4 * C, C);
+    k_.gelu_backward(dfch_, x.fch, dfch_gelu_, NC * 4);
+    k_.linear_backward(dln_, g + w.fc_w, g + w.fc_b, dfch_, x.ln2, p + w.fc_w, N, C, 4 * C);
+    k_.layernorm_backward(dresidual_, g + w.ln2_w, g + w.ln2_b, dln_, x.res2, p + w.ln2_w,
+                          x.ln2_mean, x.ln2_rstd, N, C);
     // Attention branch: res2 = residual + proj(attention(qkv(ln1(residual)))).
-    cpu::linear_backward(datty_, g + w.proj_w, g + w.proj_b, dresidual_, x.atty, p + w.proj_w, N,
-                         C, C);
-    cpu::attention_backward(dqkv_, datt_, datty_, x.qkv, x.att, B, T, C, H_);
-    cpu::linear_backward(dln_, g + w.qkv_w, g + w.qkv_b, dqkv_, x.ln1, p + w.qkv_w, N, C,
-                         3 * C);
-    cpu::layernorm_backward(dresidual_, g + w.ln1_w, g + w.ln1_b, dln_, residual, p + w.ln1_w,
-                            x.ln1_mean, x.ln1_rstd, N, C);
+    k_.linear_backward(datty_, g + w.proj_w, g + w.proj_b, dresidual_, x.atty, p + w.proj_w, N, C,
+                       C);
+    k_.attention_backward(dqkv_, datt_, datty_, x.qkv, x.att, B, Tn, C, H_);
+    k_.linear_backward(dln_, g + w.qkv_w, g + w.qkv_b, dqkv_, x.ln1, p + w.qkv_w, N, C, 3 * C);
+    k_.layernorm_backward(dresidual_, g + w.ln1_w, g + w.ln1_b, dln_, residual, p + w.ln1_w,
+                          x.ln1_mean, x.ln1_rstd, N, C);
     access.release_params(1 + l);
     access.release_grads(1 + l);
   }
-  cpu::embedding_backward(g0 + wte_, g0 + wpe_, dresidual_, inputs, B, T, C);
+  k_.embedding_backward(g0 + wte_, g0 + wpe_, dresidual_, inputs_, B, Tn, C);
   access.release_grads(0);
   access.release_params(0);
 }
 
-double GptModel::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                  int B, float grad_scale) {
-  forward(access, inputs, B, T_);
-  const double loss = cpu::cross_entropy_forward_backward(logits_, targets, B * T_, V_, grad_scale);
-  backward(access, inputs, B);
+template <typename T>
+double GptModel<T>::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                     int B, float grad_scale) {
+  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  forward(access, B, T_);
+  const double loss = k_.cross_entropy_forward_backward(logits_, targets_, B * T_, V_, grad_scale);
+  backward(access, B);
   return loss;
 }
 
-double GptModel::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
-                              int B) {
-  forward(access, inputs, B, T_);
+template <typename T>
+double GptModel<T>::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
+                                 int B) {
+  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  forward(access, B, T_);
   access.release_params(0);
-  return cpu::cross_entropy_forward(nullptr, logits_, targets, B * T_, V_);
+  return k_.cross_entropy_forward(logits_, targets_, B * T_, V_);
 }
 
-const float* GptModel::next_token_logits(ParamAccess& access, const int* context, int len) {
+template <typename T>
+const float* GptModel<T>::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("gpt: empty context");
-  const int T = len < T_ ? len : T_;
-  forward(access, context + (len - T), 1, T);
+  const int Tn = len < T_ ? len : T_;
+  upload_tokens(compute(), inputs_, targets_, context + (len - Tn), nullptr, Tn);
+  forward(access, 1, Tn);
   access.release_params(0);
-  return logits_ + static_cast<size_t>(T - 1) * V_;
+  return host_logits_.fetch(compute(), logits_ + static_cast<size_t>(Tn - 1) * V_, V_);
 }
 
-std::vector<GemmShape> GptModel::train_gemms(int B) const {
+template <typename T>
+std::vector<GemmShape> GptModel<T>::train_gemms(int B) const {
   // Forward out = in W^T is (N x K) (K x M)^T; backward dIn = dOut W, dW += dOut^T In.
   const int N = B * T_, C = C_, hs = C_ / H_;
   std::vector<GemmShape> g;
@@ -254,5 +235,8 @@ std::vector<GemmShape> GptModel::train_gemms(int B) const {
   g.push_back({true, false, T_, hs, T_, heads, true});   // dk = dpre^T q
   return g;
 }
+
+template class GptModel<float>;
+template class GptModel<bf16>;
 
 }  // namespace rm

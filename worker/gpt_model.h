@@ -12,18 +12,25 @@
 
 #include <vector>
 
+#include "kernels/device_arena.h"
 #include "worker/model.h"
+#include "worker/model_io.h"
 
 namespace rm {
 
+// T: the storage type of parameters and activations (float, or bf16 for mixed precision).
+template <typename T = float>
 class GptModel final : public Model {
  public:
-  GptModel(const ModelConfig& config, int max_batch);
+  GptModel(const ModelConfig& config, int max_batch, Compute* compute = nullptr);
 
   using Model::forward_backward;
   using Model::forward_loss;
   using Model::next_token_logits;
 
+  Precision precision() const override {
+    return sizeof(T) == 2 ? Precision::kBf16 : Precision::kFp32;
+  }
   const ParamLayout& layout() const override { return layout_; }
   const std::vector<ParamUnit>& units() const override { return units_; }
   void init_params(float* params, uint64_t seed) const override;
@@ -47,31 +54,37 @@ class GptModel final : public Model {
   };
   // Activations of one block, kept for backward.
   struct BlockActs {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd,
-        *fch, *fch_gelu, *res3;
+    T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
   };
 
-  // Runs the forward pass over B sequences of T tokens; leaves logits [B*T, V] in logits_.
-  // Unit 0 (embeddings, tied LM head) is acquired into p0_ and left acquired; the caller
-  // releases it (backward does).
-  void forward(ParamAccess& access, const int* inputs, int B, int T);
+  // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs; leaves logits
+  // [B*Tn, V] in logits_. Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
+  // acquired; the caller releases it (backward does).
+  void forward(ParamAccess& access, int B, int Tn);
   // Expects dlogits in logits_ and unit 0's parameters in p0_; releases them at the end.
-  void backward(ParamAccess& access, const int* inputs, int B);
+  void backward(ParamAccess& access, int B);
   int final_unit() const { return L_ + 1; }
 
   int V_, T_, C_, H_, L_, max_batch_;
   ParamLayout layout_;
   std::vector<ParamUnit> units_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;  // wte_, wpe_ from unit 0; lnf_* from the final unit
-  const float* p0_ = nullptr;         // unit 0's parameters, held from forward to its release
+  const T* p0_ = nullptr;             // unit 0's parameters, held from forward to its release
   std::vector<BlockOffsets> blocks_;
 
-  std::vector<float> act_memory_;  // every activation, planned once
+  LayerKernels<T>& k_;
+  DeviceArena memory_;  // every activation and the backward scratch, planned once
+  int *inputs_, *targets_;
   std::vector<BlockActs> acts_;
-  float *encoded_, *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *branch_;
+  T *encoded_, *lnf_, *logits_, *branch_;
+  float *lnf_mean_, *lnf_rstd_;
   // Backward scratch, reused by every block.
-  std::vector<float> grad_memory_;
-  float *dresidual_, *dln_, *datty_, *dqkv_, *dfch_, *dfch_gelu_, *datt_;
+  T *dresidual_, *dln_, *datty_, *dqkv_, *dfch_, *dfch_gelu_, *datt_;
+  HostLogits<T> host_logits_;  // next_token_logits
 };
+
+extern template class GptModel<float>;
+extern template class GptModel<bf16>;
 
 }  // namespace rm

@@ -6,14 +6,16 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/kernels.h"
 #include "worker/data/counter_rng.h"
+#include "worker/model_io.h"
 
 namespace rm {
 
-MlpModel::MlpModel(const ModelConfig& c, int max_batch)
-    : V_(c.vocab_size), T_(c.seq_len), K_(c.mlp_context), E_(c.mlp_embed), W_(c.width),
-      L_(c.layers), max_batch_(max_batch) {
+template <typename T>
+MlpModel<T>::MlpModel(const ModelConfig& c, int max_batch, Compute* compute)
+    : Model(compute), V_(c.vocab_size), T_(c.seq_len), K_(c.mlp_context), E_(c.mlp_embed),
+      W_(c.width), L_(c.layers), max_batch_(max_batch),
+      k_(this->compute().template layers<T>()), memory_(this->compute()) {
   layout_.add("emb", {V_, E_}, true);
   units_.push_back({0, layout_.size()});
   int in = K_ * E_;
@@ -32,16 +34,24 @@ MlpModel::MlpModel(const ModelConfig& c, int max_batch)
     in = out;
   }
   const size_t rows = static_cast<size_t>(max_batch) * T_;
-  x_.assign(rows * K_ * E_, 0.0f);
-  pre_.assign(L_, std::vector<float>(rows * W_));
-  post_.assign(L_, std::vector<float>(rows * W_));
-  logits_.assign(rows * V_, 0.0f);
   const size_t widest = std::max({W_, K_ * E_, V_});
-  dx_.assign(rows * widest, 0.0f);
-  dh_.assign(rows * widest, 0.0f);
+  memory_.plan(inputs_, rows);
+  memory_.plan(targets_, rows);
+  memory_.plan(x_, rows * K_ * E_);
+  pre_.resize(L_);
+  post_.resize(L_);
+  for (int l = 0; l < L_; ++l) {
+    memory_.plan(pre_[l], rows * W_);
+    memory_.plan(post_[l], rows * W_);
+  }
+  memory_.plan(logits_, rows * V_);
+  memory_.plan(dx_, rows * widest);
+  memory_.plan(dh_, rows * widest);
+  memory_.allocate();
 }
 
-void MlpModel::init_params(float* params, uint64_t seed) const {
+template <typename T>
+void MlpModel<T>::init_params(float* params, uint64_t seed) const {
   // N(0, 1/fan_in) for the linear layers keeps activations well scaled at any width;
   // embeddings N(0, 1).
   for (const TensorSpec& t : layout_.tensors()) {
@@ -57,93 +67,75 @@ void MlpModel::init_params(float* params, uint64_t seed) const {
   }
 }
 
-void MlpModel::forward(ParamAccess& access, const int* inputs, int B, int T) {
-  if (B > max_batch_ || T > T_) throw std::logic_error("mlp: batch larger than planned");
-  const int rows = B * T, KE = K_ * E_;
-  const float* emb = access.acquire_params(0);
-  // x[b,t] = emb[tok(t-K+1)] | ... | emb[tok(t)], zeros before the start of the sequence.
-#pragma omp parallel for
-  for (int r = 0; r < rows; ++r) {
-    const int b = r / T, t = r % T;
-    float* x = x_.data() + static_cast<size_t>(r) * KE;
-    for (int j = 0; j < K_; ++j) {
-      const int src = t - K_ + 1 + j;
-      if (src < 0) {
-        std::memset(x + j * E_, 0, E_ * sizeof(float));
-      } else {
-        const float* e = emb + static_cast<size_t>(inputs[b * T + src]) * E_;
-        std::memcpy(x + j * E_, e, E_ * sizeof(float));
-      }
-    }
-  }
+template <typename T>
+void MlpModel<T>::forward(ParamAccess& access, int B, int Tn) {
+  if (B > max_batch_ || Tn > T_) throw std::logic_error("mlp: batch larger than planned");
+  const int rows = B * Tn;
+  k_.context_embedding_forward(x_, inputs_, static_cast<const T*>(access.acquire_params(0)), B,
+                               Tn, K_, E_);
   access.release_params(0);
-  const float* h = x_.data();
+  const T* h = x_;
   for (int l = 0; l <= L_; ++l) {
     const Layer& layer = layers_[l];
-    const float* p = access.acquire_params(1 + l);
-    float* out = l < L_ ? pre_[l].data() : logits_.data();
-    cpu::linear_forward(out, h, p + layer.w, p + layer.b, rows, layer.in, layer.out);
+    const T* p = static_cast<const T*>(access.acquire_params(1 + l));
+    T* out = l < L_ ? pre_[l] : logits_;
+    k_.linear_forward(out, h, p + layer.w, p + layer.b, rows, layer.in, layer.out);
     access.release_params(1 + l);
     if (l < L_) {
-      cpu::gelu_forward(post_[l].data(), pre_[l].data(), rows * layer.out);
-      h = post_[l].data();
+      k_.gelu_forward(post_[l], pre_[l], static_cast<size_t>(rows) * layer.out);
+      h = post_[l];
     }
   }
 }
 
-double MlpModel::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                  int B, float grad_scale) {
-  forward(access, inputs, B, T_);
+template <typename T>
+double MlpModel<T>::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                     int B, float grad_scale) {
+  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  forward(access, B, T_);
   const int rows = B * T_;
-  const double loss =
-      cpu::cross_entropy_forward_backward(logits_.data(), targets, rows, V_, grad_scale);
-  const float* dout = logits_.data();
+  const double loss = k_.cross_entropy_forward_backward(logits_, targets_, rows, V_, grad_scale);
+  const T* dout = logits_;
   for (int l = L_; l >= 0; --l) {
     const Layer& layer = layers_[l];
-    const float* in = l > 0 ? post_[l - 1].data() : x_.data();
-    const float* p = access.acquire_params(1 + l);
+    const T* in = l > 0 ? post_[l - 1] : x_;
+    const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     float* g = access.acquire_grads(1 + l);
-    cpu::linear_backward(dx_.data(), g + layer.w, g + layer.b, dout, in, p + layer.w, rows,
-                         layer.in, layer.out);
+    k_.linear_backward(dx_, g + layer.w, g + layer.b, dout, in, p + layer.w, rows, layer.in,
+                       layer.out);
     access.release_params(1 + l);
     access.release_grads(1 + l);
     if (l > 0) {
-      cpu::gelu_backward(dh_.data(), pre_[l - 1].data(), dx_.data(), rows * layer.in);
-      dout = dh_.data();
+      k_.gelu_backward(dh_, pre_[l - 1], dx_, static_cast<size_t>(rows) * layer.in);
+      dout = dh_;
     }
   }
-  // Scatter the input gradient back to the embedding rows. Serial: tokens repeat, and this is
-  // rows * K * E adds, small next to the GEMMs.
+  // The input gradient goes back to the embedding rows it came from.
   float* demb = access.acquire_grads(0);
-  const int KE = K_ * E_;
-  for (int r = 0; r < rows; ++r) {
-    const int b = r / T_, t = r % T_;
-    const float* d = dx_.data() + static_cast<size_t>(r) * KE;
-    for (int j = 0; j < K_; ++j) {
-      const int src = t - K_ + 1 + j;
-      if (src < 0) continue;
-      float* row = demb + static_cast<size_t>(inputs[b * T_ + src]) * E_;
-      for (int e = 0; e < E_; ++e) row[e] += d[j * E_ + e];
-    }
-  }
+  k_.context_embedding_backward(demb, dx_, inputs_, B, T_, K_, E_);
   access.release_grads(0);
   return loss;
 }
 
-double MlpModel::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
-                              int B) {
-  forward(access, inputs, B, T_);
-  return cpu::cross_entropy_forward(nullptr, logits_.data(), targets, B * T_, V_);
+template <typename T>
+double MlpModel<T>::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
+                                 int B) {
+  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  forward(access, B, T_);
+  return k_.cross_entropy_forward(logits_, targets_, B * T_, V_);
 }
 
-const float* MlpModel::next_token_logits(ParamAccess& access, const int* context, int len) {
+template <typename T>
+const float* MlpModel<T>::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("mlp: empty context");
-  const int T = std::min(len, T_);
-  forward(access, context + (len - T), 1, T);
-  return logits_.data() + static_cast<size_t>(T - 1) * V_;
+  const int Tn = std::min(len, T_);
+  upload_tokens(compute(), inputs_, targets_, context + (len - Tn), nullptr, Tn);
+  forward(access, 1, Tn);
+  return host_logits_.fetch(compute(), logits_ + static_cast<size_t>(Tn - 1) * V_, V_);
 }
 
-std::vector<GemmShape> MlpModel::train_gemms(int B) const {
+template <typename T>
+std::vector<GemmShape> MlpModel<T>::train_gemms(int B) const {
   const int rows = B * T_;
   std::vector<GemmShape> g;
   for (const Layer& l : layers_) {
@@ -153,5 +145,8 @@ std::vector<GemmShape> MlpModel::train_gemms(int B) const {
   }
   return g;
 }
+
+template class MlpModel<float>;
+template class MlpModel<bf16>;
 
 }  // namespace rm

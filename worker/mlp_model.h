@@ -11,18 +11,25 @@
 
 #include <vector>
 
+#include "kernels/device_arena.h"
 #include "worker/model.h"
+#include "worker/model_io.h"
 
 namespace rm {
 
+// T: the storage type of parameters and activations (float, or bf16 for mixed precision).
+template <typename T = float>
 class MlpModel final : public Model {
  public:
-  MlpModel(const ModelConfig& config, int max_batch);
+  MlpModel(const ModelConfig& config, int max_batch, Compute* compute = nullptr);
 
   using Model::forward_backward;
   using Model::forward_loss;
   using Model::next_token_logits;
 
+  Precision precision() const override {
+    return sizeof(T) == 2 ? Precision::kBf16 : Precision::kFp32;
+  }
   const ParamLayout& layout() const override { return layout_; }
   const std::vector<ParamUnit>& units() const override { return units_; }
   void init_params(float* params, uint64_t seed) const override;
@@ -43,16 +50,24 @@ class MlpModel final : public Model {
     size_t w, b;
     int in, out;
   };
-  // Forward over B sequences of T tokens (rows = B*T); logits end up in logits_.
-  void forward(ParamAccess& access, const int* inputs, int B, int T);
+  // Forward over B sequences of Tn tokens (rows = B*Tn) of the uploaded inputs; logits end up
+  // in logits_.
+  void forward(ParamAccess& access, int B, int Tn);
 
   int V_, T_, K_, E_, W_, L_, max_batch_;  // K_ = context tokens per prediction
   ParamLayout layout_;
   std::vector<ParamUnit> units_;
-  std::vector<Layer> layers_;                   // hidden layers then the head
-  std::vector<float> x_;                        // [rows, K*E] concatenated embeddings
-  std::vector<std::vector<float>> pre_, post_;  // per hidden layer: before / after GELU
-  std::vector<float> logits_, dx_, dh_;
+  std::vector<Layer> layers_;  // hidden layers then the head
+  LayerKernels<T>& k_;
+  DeviceArena memory_;         // every activation and the backward scratch, planned once
+  int *inputs_, *targets_;
+  T* x_;                       // [rows, K*E] concatenated embeddings
+  std::vector<T*> pre_, post_;  // per hidden layer: before / after GELU
+  T *logits_, *dx_, *dh_;
+  HostLogits<T> host_logits_;  // next_token_logits
 };
+
+extern template class MlpModel<float>;
+extern template class MlpModel<bf16>;
 
 }  // namespace rm

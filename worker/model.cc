@@ -2,10 +2,37 @@
 
 #include <stdexcept>
 
+#include "kernels/compute_factory.h"
 #include "worker/gpt_model.h"
 #include "worker/mlp_model.h"
 
 namespace rm {
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  throw std::invalid_argument("unknown precision '" + name + "' (expected fp32 or bf16)");
+}
+
+const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+
+Model::Model(Compute* compute) {
+  if (compute == nullptr) {
+    owned_compute_ = make_compute(ComputeKind::kCpu, ComputeOptions{/*threads=*/0});
+    compute = owned_compute_.get();
+  }
+  compute_ = compute;
+}
+
+namespace {
+
+void require_fp32(const Model& m) {
+  if (m.precision() != Precision::kFp32) {
+    throw std::logic_error("Model: the flat-buffer conveniences take float parameters");
+  }
+}
+
+}  // namespace
 
 double Model::train_flops_per_sample() const {
   double flops = 0;
@@ -15,23 +42,34 @@ double Model::train_flops_per_sample() const {
 
 double Model::forward_backward(const float* params, float* grads, const int* inputs,
                                const int* targets, int B, float grad_scale) {
+  require_fp32(*this);
   FlatParamAccess access(units(), params, grads);
   return forward_backward(access, inputs, targets, B, grad_scale);
 }
 
 double Model::forward_loss(const float* params, const int* inputs, const int* targets, int B) {
+  require_fp32(*this);
   FlatParamAccess access(units(), params, nullptr);
   return forward_loss(access, inputs, targets, B);
 }
 
 const float* Model::next_token_logits(const float* params, const int* context, int len) {
+  require_fp32(*this);
   FlatParamAccess access(units(), params, nullptr);
   return next_token_logits(access, context, len);
 }
 
-std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch) {
-  if (config.type == "gpt") return std::make_unique<GptModel>(config, max_batch);
-  if (config.type == "mlp") return std::make_unique<MlpModel>(config, max_batch);
+std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch, Compute* compute,
+                                  Precision precision) {
+  const bool use_bf16 = precision == Precision::kBf16;
+  if (config.type == "gpt") {
+    if (use_bf16) return std::make_unique<GptModel<bf16>>(config, max_batch, compute);
+    return std::make_unique<GptModel<float>>(config, max_batch, compute);
+  }
+  if (config.type == "mlp") {
+    if (use_bf16) return std::make_unique<MlpModel<bf16>>(config, max_batch, compute);
+    return std::make_unique<MlpModel<float>>(config, max_batch, compute);
+  }
   throw std::invalid_argument("unknown model.type '" + config.type + "'");
 }
 

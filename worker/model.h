@@ -1,10 +1,14 @@
 // The interface the trainer, evaluator and sampler use for any model.
 //
 // Contract:
-// - Parameters and gradients are flat float buffers laid out by layout(), reached unit by unit
+// - Parameters and gradients are flat buffers laid out by layout(), reached unit by unit
 //   through a ParamAccess (param_access.h), so the trainer decides whether they are whole or
 //   sharded. The model owns only its activation and scratch memory, planned once for
 //   max_batch() samples at construction. Nothing on the step path allocates.
+// - Compute: every kernel runs through the model's Compute (kernels/compute.h), and parameter,
+//   gradient and activation memory is that backend's. Parameters and activations are stored in
+//   precision() (float or bf16), gradients in float. Token ids, losses and the logits of
+//   next_token_logits are host memory: the model moves them.
 // - forward_backward ACCUMULATES into the gradient buffers (+=) so micro-batches can be
 //   summed. grad_scale multiplies d(loss sum)/d(logits), so the caller chooses the
 //   normalisation (1 / targets in the global batch gives the gradient of the mean loss).
@@ -16,9 +20,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "configs/job_config.h"
+#include "kernels/compute.h"
 #include "worker/param_access.h"
 #include "worker/param_layout.h"
 
@@ -33,14 +39,22 @@ struct GemmShape {
   double flops() const { return 2.0 * m * n * k * static_cast<double>(count); }
 };
 
+// The storage type of parameters and activations (parallel.precision).
+enum class Precision { kFp32, kBf16 };
+Precision parse_precision(const std::string& name);  // "fp32" | "bf16"
+const char* precision_name(Precision p);
+
 class Model {
  public:
   virtual ~Model() = default;
 
+  Compute& compute() const { return *compute_; }
+  virtual Precision precision() const = 0;
+
   virtual const ParamLayout& layout() const = 0;
   // Contiguous, in order, covering the layout exactly.
   virtual const std::vector<ParamUnit>& units() const = 0;
-  // Fills params from the counter-based RNG keyed by (seed, flat index): the same on every rank.
+  // Fills params (host, float) from the counter-based RNG keyed by (seed, flat index): the same on every rank.
   virtual void init_params(float* params, uint64_t seed) const = 0;
 
   virtual int max_batch() const = 0;
@@ -58,7 +72,8 @@ class Model {
   // seq_len() tokens are used. The pointer stays valid until the next call.
   virtual const float* next_token_logits(ParamAccess& access, const int* context, int len) = 0;
 
-  // Conveniences over whole buffers in this process (FlatParamAccess).
+  // Conveniences over whole float buffers in the compute's memory (FlatParamAccess); fp32
+  // models only.
   double forward_backward(const float* params, float* grads, const int* inputs,
                           const int* targets, int B, float grad_scale);
   double forward_loss(const float* params, const int* inputs, const int* targets, int B);
@@ -68,8 +83,20 @@ class Model {
   // (forward + backward, GEMMs only, i.e. the usual 6N + attention accounting).
   virtual std::vector<GemmShape> train_gemms(int B) const = 0;
   double train_flops_per_sample() const;
+
+ protected:
+  // compute == nullptr: the model makes and owns a cpu Compute that leaves the thread count as
+  // it is (tools and tests).
+  explicit Model(Compute* compute);
+
+ private:
+  std::unique_ptr<Compute> owned_compute_;
+  Compute* compute_;
 };
 
-std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch);
+// compute == nullptr: a cpu Compute of the model's own.
+std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch,
+                                  Compute* compute = nullptr,
+                                  Precision precision = Precision::kFp32);
 
 }  // namespace rm

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "collectives/mpi/mpi_communicator.h"
-#include "kernels/cpu/threads.h"
+#include "kernels/compute_factory.h"
 
 namespace rm {
 namespace {
@@ -73,7 +73,7 @@ int configure_threads(int threads_per_rank, int local_ranks) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     threads = std::max(1, cores / std::max(1, local_ranks));
   }
-  cpu::set_num_threads(threads);
+  set_host_threads(threads);
   return threads;
 }
 

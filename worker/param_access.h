@@ -9,6 +9,10 @@
 //   - ZeRO-3: parameters sharded too; acquire_params all-gathers the unit just before use.
 //
 // Contract:
+// - Memory: pointers are memory of the model's compute backend (kernels/compute.h): host memory
+//   on the cpu, device memory on cuda. Parameters are in the job's compute precision (float for
+//   fp32 jobs, bf16 for bf16 jobs: the model casts the void pointer to its storage type);
+//   gradients are always float.
 // - The returned pointer addresses the unit's first element: tensor t of the unit is at
 //   ptr + (t.offset - unit.begin). It stays valid until the matching release.
 // - Gradients are ACCUMULATED into the acquired buffer (+=).
@@ -31,14 +35,13 @@ struct ParamUnit {
 class ParamAccess {
  public:
   virtual ~ParamAccess() = default;
-  virtual const float* acquire_params(int unit) = 0;
+  virtual const void* acquire_params(int unit) = 0;
   virtual void release_params(int unit) = 0;
   virtual float* acquire_grads(int unit) = 0;
   virtual void release_grads(int unit) = 0;
 };
 
-// Full parameter and gradient buffers in this process (single rank, replicated data
-// parallelism, sampling, tests). on_grads_ready(begin, end) is called from release_grads.
+// Full float parameter and gradient buffers of one process (sampling, evaluation, tests). on_grads_ready(begin, end) is called from release_grads.
 class FlatParamAccess final : public ParamAccess {
  public:
   using ReadyFn = std::function<void(size_t begin, size_t end)>;
@@ -46,7 +49,7 @@ class FlatParamAccess final : public ParamAccess {
                   ReadyFn on_grads_ready = nullptr)
       : units_(units), params_(params), grads_(grads), ready_(std::move(on_grads_ready)) {}
 
-  const float* acquire_params(int u) override { return params_ + units_[u].begin; }
+  const void* acquire_params(int u) override { return params_ + units_[u].begin; }
   void release_params(int) override {}
   float* acquire_grads(int u) override { return grads_ + units_[u].begin; }
   void release_grads(int u) override {

@@ -7,11 +7,12 @@
 #include <memory>
 
 #include "checkpoint/weights_file.h"
-#include "collectives/self_communicator.h"
 #include "configs/job_loader.h"
+#include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "worker/mpi_bootstrap.h"
+#include "worker/rank_devices.h"
 #include "worker/rank_log.h"
 #include "worker/run_dir.h"
 #include "worker/stop_signal.h"
@@ -46,14 +47,24 @@ bool prepare(const JobConfig& job, const RankArgs& args) {
   return start == RunStart::kResume || !args.from.empty();
 }
 
-// `where` describes rank 0's place (host, Slurm job, restart count) for the log.
-int train(const JobConfig& job, TrainingData& data, Communicator& comm, int local_ranks,
-          const std::string& where, bool resuming, const std::string& from) {
-  const bool rank0 = comm.rank() == 0;
-  start_rank_log(job.run_dir, comm.rank());
-  const int threads = configure_threads(job.parallel.threads_per_rank, local_ranks);
+// `where` describes rank 0's place (host, Slurm job, restart count) for the log. mpi is null
+// for a lone process.
+int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
+          const DeviceChoice& choice, const std::string& where, bool resuming,
+          const std::string& from) {
+  const int rank = mpi != nullptr ? mpi->rank() : 0;
+  const bool rank0 = rank == 0;
+  start_rank_log(job.run_dir, rank);
+  const int threads =
+      configure_threads(job.parallel.threads_per_rank, mpi != nullptr ? mpi->local_size() : 1);
+  const RankDevices devices = make_rank_devices(choice, threads, job.parallel.timeout_s, mpi);
+  Communicator& comm = devices.comm();
   if (job.checkpoint.on_signal) install_stop_signal_handlers();
-  Trainer trainer(job, data, comm, {rank0, nullptr});
+  TrainerOptions options;
+  options.verbose = rank0;
+  options.compute = devices.compute.get();
+  options.host_comm = devices.host_comm.get();
+  Trainer trainer(job, data, comm, options);
   trainer.enable_checkpoints(to_yaml(job));
   const int64_t steps_done = resuming ? trainer.resume(from) : 0;
   std::unique_ptr<MetricsLog> metrics;
@@ -62,14 +73,16 @@ int train(const JobConfig& job, TrainingData& data, Communicator& comm, int loca
     trainer.set_metrics(metrics.get());
     std::printf(
         "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
-        "tokens | %d rank%s x %d threads, shard %s | run_dir %s\n",
+        "tokens | %d rank%s x %d threads, shard %s, %s | run_dir %s\n",
         job.name.c_str(), job.model.type.c_str(), trainer.model().layout().size() / 1e6,
         static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
         comm.size(), comm.size() == 1 ? "" : "s", threads, job.parallel.shard.c_str(),
-        job.run_dir.c_str());
+        job.parallel.precision.c_str(), job.run_dir.c_str());
   }
-  // Every rank says where it runs: rank 0 on the console, the others in their rank log only.
-  if (!where.empty()) std::printf("ringmaster: %s\n", where.c_str());
+  // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
+  // log only.
+  std::printf("ringmaster: %s%scompute %s (%s)\n", where.c_str(), where.empty() ? "" : ", ",
+              devices.compute->describe().c_str(), choice.reason.c_str());
   std::fflush(stdout);
   const Trainer::Outcome outcome = trainer.run();
   trainer.wait_for_checkpoints();
@@ -102,9 +115,9 @@ int run_alone(const RankArgs& args) {
   return report_errors([&] {
     const JobConfig job = load_job(args.job, args.sets, args.nproc);
     TrainingData data = open_training_data(job);
+    const DeviceChoice choice = choose_device(job.parallel.backend, 0, 1);
     const bool resuming = prepare(job, args);
-    auto comm = make_self_communicator();
-    return train(job, data, *comm, 1, "", resuming, args.from);
+    return train(job, data, nullptr, choice, "", resuming, args.from);
   });
 }
 
@@ -118,22 +131,35 @@ int run_with_mpi(const RankArgs& args) {
   }
   JobConfig job;
   TrainingData data;
-  int resuming = 0;
+  DeviceChoice choice;
   int status = report_errors([&] {
     job = load_job(args.job, args.sets, mpi.world());
     data = open_training_data(job);
+    choice = choose_device(job.parallel.backend, mpi.local_rank(), mpi.local_size());
+    return kExitOk;
+  });
+  // Agree before anything is written or the first collective of training: if any rank failed
+  // its checks, every rank leaves now (the failing ones have said why) instead of waiting for it
+  // in a collective. The backend is agreed too: under auto, one node without GPUs puts the
+  // whole job on the CPU.
+  int worst = status;
+  MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (worst != kExitOk) return worst;
+  int cuda_here = choice.kind == ComputeKind::kCuda ? 1 : 0, cuda_everywhere = 0;
+  MPI_Allreduce(&cuda_here, &cuda_everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (cuda_here && !cuda_everywhere) {
+    choice = DeviceChoice{ComputeKind::kCpu, -1, "auto: some node of the job has no GPU"};
+  }
+  int resuming = 0;
+  status = report_errors([&] {
     if (mpi.rank() == 0) resuming = prepare(job, args) ? 1 : 0;
     return kExitOk;
   });
-  // Agree before the first collective of training: if any rank failed its checks, every rank
-  // leaves now (the failing ones have said why) instead of waiting for it in a collective.
-  int worst = status;
   MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (worst != kExitOk) return worst;
   MPI_Bcast(&resuming, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return report_errors([&] {
-    auto comm = mpi.communicator(job.parallel.timeout_s);
-    return train(job, data, *comm, mpi.local_size(), mpi.describe(), resuming != 0, args.from);
+    return train(job, data, &mpi, choice, mpi.describe(), resuming != 0, args.from);
   });
 }
 

@@ -6,12 +6,14 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernels/cpu/kernels.h"
 
 namespace rm {
 
-ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicator& comm)
-    : job_(job), model_(model), comm_(comm), mode_(job.parallel.shard) {
+ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicator& comm,
+                           Communicator* host_comm)
+    : job_(job), model_(model), compute_(model.compute()), comm_(comm),
+      host_comm_(host_comm != nullptr ? *host_comm : comm), mode_(job.parallel.shard),
+      bf16_(model.precision() == Precision::kBf16) {
   const size_t total = model.layout().size();
   full_params_ = mode_ != "full";
   full_grads_ = mode_ == "none" || mode_ == "optimizer";
@@ -21,12 +23,16 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
   const size_t shard = shard_end_ - shard_begin_;
 
   params_ = allocate(full_params_ ? total : shard);
+  if (bf16_) {
+    // Not communicated except by ZeRO-3's unit gathers, which copy into scratch first.
+    bf16_params_ = DeviceArray<bf16>(compute_, params_.size());
+  }
   grads_ = allocate(full_grads_ ? total : shard);
   if (mode_ == "none") {
-    optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout());
+    optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), compute_);
   } else {
-    optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), shard_begin_,
-                                                  shard_end_);
+    optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), compute_,
+                                                  shard_begin_, shard_end_);
   }
   const auto& units = model.units();
   unit_params_.assign(units.size(), nullptr);
@@ -58,14 +64,28 @@ ShardedState::Buffer ShardedState::allocate(size_t floats) {
           floats};
 }
 
-void ShardedState::init_params(uint64_t seed) {
-  // Counter-based init: any rank can produce any slice, so ZeRO-3 ranks make only their own.
-  std::vector<float> full(full_params_ ? 0 : model_.layout().size());
-  float* dst = full_params_ ? params_.data() : full.data();
-  model_.init_params(dst, seed);
-  if (!full_params_) {
-    std::copy(full.begin() + shard_begin_, full.begin() + shard_end_, params_.begin());
+float* ShardedState::staging(size_t floats) {
+  if (staging_.compute == nullptr) {
+    const size_t shard = shard_end_ - shard_begin_;
+    staging_.p = static_cast<float*>(compute_.allocate_host(3 * shard * sizeof(float)));
+    staging_.compute = &compute_;
   }
+  if (floats > 3 * (shard_end_ - shard_begin_)) throw std::logic_error("staging too small");
+  return staging_.p;
+}
+
+void ShardedState::init_params(uint64_t seed) {
+  // Counter-based init: any rank can produce any slice. The model fills a host buffer (the
+  // parameter buffer itself where the host can address it).
+  const bool direct = full_params_ && compute_.host_accessible();
+  std::vector<float> full(direct ? 0 : model_.layout().size());
+  float* dst = direct ? params_.data() : full.data();
+  model_.init_params(dst, seed);
+  if (!direct) {
+    const size_t begin = full_params_ ? 0 : shard_begin_;
+    compute_.upload(params_.data(), full.data() + begin, params_.size() * sizeof(float));
+  }
+  refresh_compute_params();
 }
 
 std::vector<size_t> ShardedState::counts_in(size_t begin, size_t end) const {
@@ -140,21 +160,35 @@ void ShardedState::give_back_scratch(float* p) {
 
 // ---- ParamAccess ---------------------------------------------------------------------------
 
-const float* ShardedState::acquire_params(int u) {
+const void* ShardedState::acquire_params(int u) {
   if (progress_) progress_->beat();
   const ParamUnit& unit = model_.units()[u];
-  if (full_params_) return params_.data() + unit.begin;
-  // ZeRO-3: gather the unit from its owners into a scratch buffer.
-  float* buf = take_scratch(unit.size());
+  const size_t esize = compute_param_bytes();
+  const char* mine = compute_params();  // this rank's (or every) compute-precision parameter
+  if (full_params_) return mine + unit.begin * esize;
+  // ZeRO-3: gather the unit from its owners into a scratch buffer, in the compute precision
+  // (bf16 gathers move half the bytes).
+  float* buf = take_scratch((unit.size() * esize + sizeof(float) - 1) / sizeof(float));
+  char* bytes = reinterpret_cast<char*>(buf);
   const std::vector<size_t> counts = counts_in(unit.begin, unit.end);
   const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
   if (hi > lo) {
-    std::memcpy(buf + (lo - unit.begin), params_.data() + (lo - shard_begin_),
-                (hi - lo) * sizeof(float));
+    compute_.copy(bytes + (lo - unit.begin) * esize, mine + (lo - shard_begin_) * esize,
+                  (hi - lo) * esize);
   }
-  comm_.all_gather(buf, counts, DType::kFloat32)->wait();
+  comm_.all_gather(buf, counts, bf16_ ? DType::kBFloat16 : DType::kFloat32)->wait();
   unit_params_[u] = buf;
   return buf;
+}
+
+const char* ShardedState::compute_params() const {
+  return bf16_ ? reinterpret_cast<const char*>(bf16_params_.data())
+               : reinterpret_cast<const char*>(params_.data());
+}
+
+void ShardedState::refresh_compute_params() {
+  // The bf16 copy has the shape of the master (full, or this rank's shard under ZeRO-3).
+  if (bf16_) compute_.cast(bf16_params_.data(), params_.data(), params_.size());
 }
 
 void ShardedState::release_params(int u) {
@@ -168,7 +202,7 @@ float* ShardedState::acquire_grads(int u) {
   const ParamUnit& unit = model_.units()[u];
   if (full_grads_) return grads_.data() + unit.begin;
   float* buf = take_scratch(unit.size());
-  std::memset(buf, 0, unit.size() * sizeof(float));
+  compute_.zero(buf, unit.size() * sizeof(float));
   unit_grads_[u] = buf;
   return buf;
 }
@@ -203,7 +237,7 @@ void ShardedState::release_grads(int u) {
 // ---- Step ----------------------------------------------------------------------------------
 
 void ShardedState::begin_step() {
-  std::memset(grads_.data(), 0, grads_.size() * sizeof(float));
+  compute_.zero(grads_.data(), grads_.size() * sizeof(float));
   overlap_ = OverlapStats();
 }
 
@@ -232,7 +266,8 @@ void ShardedState::complete(Pending& p) {
   const ParamUnit& unit = model_.units()[p.unit];
   const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
   if (hi > lo) {
-    cpu::add_inplace(grads_.data() + (lo - shard_begin_), p.scratch + (lo - unit.begin), hi - lo);
+    compute_.add_inplace(grads_.data() + (lo - shard_begin_), p.scratch + (lo - unit.begin),
+                         hi - lo);
   }
   give_back_scratch(p.scratch);
 }
@@ -264,55 +299,88 @@ void ShardedState::finish_backward() {
 double ShardedState::grad_norm() {
   if (mode_ == "none") {
     // Every rank holds the same reduced gradient: no communication needed.
-    return AdamWOptimizer::grad_norm(grads_.data(), grads_.size());
+    return std::sqrt(compute_.sum_squares(grads_.data(), grads_.size()));
   }
   const float* mine = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
-  double sq = cpu::sum_squares(mine, shard_end_ - shard_begin_);
-  comm_.all_reduce(&sq, 1, DType::kFloat64, ReduceOp::kSum)->wait();
+  double sq = compute_.sum_squares(mine, shard_end_ - shard_begin_);
+  host_comm_.all_reduce(&sq, 1, DType::kFloat64, ReduceOp::kSum)->wait();
   return std::sqrt(sq);
 }
 
 void ShardedState::optimizer_step(double lr, double norm) {
   if (mode_ == "none") {
     optimizer_->step(params_.data(), grads_.data(), lr, norm);
-    return;
+  } else {
+    float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
+    const float* g = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
+    optimizer_->step(p, g, lr, norm);
+    // The fp32 masters are gathered, so every rank keeps the whole master (its checkpoint
+    // slice and the final weights read it), then rounded to the compute copy.
+    if (full_params_) comm_.all_gather(params_.data(), shard_counts_, DType::kFloat32)->wait();
   }
-  float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
-  const float* g = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
-  optimizer_->step(p, g, lr, norm);
-  if (full_params_) comm_.all_gather(params_.data(), shard_counts_, DType::kFloat32)->wait();
+  refresh_compute_params();
 }
 
 std::vector<float> ShardedState::full_params() {
-  if (full_params_) return std::vector<float>(params_.begin(), params_.end());
-  std::vector<float> all(model_.layout().size());
-  std::copy(params_.begin(), params_.end(), all.begin() + shard_begin_);
-  comm_.all_gather(all.data(), shard_counts_, DType::kFloat32)->wait();
+  const size_t total = model_.layout().size();
+  std::vector<float> all(total);
+  if (full_params_) {
+    compute_.download(all.data(), params_.data(), total * sizeof(float));
+    return all;
+  }
+  DeviceArray<float> gathered(compute_, total);
+  compute_.copy(gathered.data() + shard_begin_, params_.data(), params_.size() * sizeof(float));
+  comm_.all_gather(gathered.data(), shard_counts_, DType::kFloat32)->wait();
+  compute_.download(all.data(), gathered.data(), total * sizeof(float));
   return all;
 }
 
-std::vector<ShardSlice> ShardedState::checkpoint_slices() const {
+std::vector<ShardSlice> ShardedState::checkpoint_slices() {
+  const size_t shard = shard_end_ - shard_begin_;
   const float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
   const size_t o = shard_begin_ - optimizer_->begin();
+  const float* m = optimizer_->m() + o;
+  const float* v = optimizer_->v() + o;
+  if (!compute_.host_accessible()) {
+    // Copies of the three slices, downloaded on the side stream while compute continues.
+    float* host = staging(3 * shard);
+    compute_.download_async(host, p, shard * sizeof(float));
+    compute_.download_async(host + shard, m, shard * sizeof(float));
+    compute_.download_async(host + 2 * shard, v, shard * sizeof(float));
+    compute_.wait_downloads();
+    p = host;
+    m = host + shard;
+    v = host + 2 * shard;
+  }
   return {{"params", shard_begin_, shard_end_, p},
-          {"adam_m", shard_begin_, shard_end_, optimizer_->m().data() + o},
-          {"adam_v", shard_begin_, shard_end_, optimizer_->v().data() + o}};
+          {"adam_m", shard_begin_, shard_end_, m},
+          {"adam_v", shard_begin_, shard_end_, v}};
 }
 
 void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {
-  if (full_params_) {
-    reader.read_range("params", 0, params_.size(), params_.data());
+  const size_t pbegin = full_params_ ? 0 : shard_begin_;
+  const size_t obegin = optimizer_->begin(), oend = optimizer_->end();
+  if (compute_.host_accessible()) {
+    reader.read_range("params", pbegin, pbegin + params_.size(), params_.data());
+    reader.read_range("adam_m", obegin, oend, optimizer_->m());
+    reader.read_range("adam_v", obegin, oend, optimizer_->v());
   } else {
-    reader.read_range("params", shard_begin_, shard_end_, params_.data());
+    // Through host memory, one tensor at a time.
+    std::vector<float> host(std::max(params_.size(), oend - obegin));
+    reader.read_range("params", pbegin, pbegin + params_.size(), host.data());
+    compute_.upload(params_.data(), host.data(), params_.size() * sizeof(float));
+    reader.read_range("adam_m", obegin, oend, host.data());
+    compute_.upload(optimizer_->m(), host.data(), (oend - obegin) * sizeof(float));
+    reader.read_range("adam_v", obegin, oend, host.data());
+    compute_.upload(optimizer_->v(), host.data(), (oend - obegin) * sizeof(float));
   }
-  reader.read_range("adam_m", optimizer_->begin(), optimizer_->end(), optimizer_->m().data());
-  reader.read_range("adam_v", optimizer_->begin(), optimizer_->end(), optimizer_->v().data());
   optimizer_->set_steps_taken(optimizer_steps);
+  refresh_compute_params();
 }
 
 MemoryPlan ShardedState::memory_plan() const {
   MemoryPlan m;
-  m.param_bytes = params_.size() * sizeof(float);
+  m.param_bytes = params_.size() * (sizeof(float) + (bf16_ ? sizeof(bf16) : 0));
   m.grad_bytes = grads_.size() * sizeof(float);
   m.optimizer_bytes = 2 * (optimizer_->end() - optimizer_->begin()) * sizeof(float);
   m.scratch_bytes = scratch_capacity_ * sizeof(float);

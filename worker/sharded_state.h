@@ -20,6 +20,11 @@
 // With gradient accumulation only the last micro-batch communicates in none/optimizer; ZeRO-2/3
 // keep no full gradient buffer, so they reduce-scatter every micro-batch (as DeepSpeed does).
 //
+// Memory: parameters, gradients, optimizer state and scratch live in the memory of the model's
+// Compute (kernels/compute.h), and communicated buffers come from comm.allocate(), which must
+// give memory of the same kind (host for mpi with the cpu compute, device for nccl with cuda).
+// Host scalars (the gradient norm) are reduced over host_comm (the same object on the cpu).
+//
 // Not thread-safe; every rank must make the same calls in the same order (they issue
 // collectives).
 #pragma once
@@ -57,7 +62,9 @@ struct MemoryPlan {
 
 class ShardedState final : public ParamAccess {
  public:
-  ShardedState(const JobConfig& job, const Model& model, Communicator& comm);
+  // host_comm == nullptr: comm (which must then reduce host memory).
+  ShardedState(const JobConfig& job, const Model& model, Communicator& comm,
+               Communicator* host_comm = nullptr);
   ~ShardedState() override;
 
   // Initialises parameters from the seed (identically on every rank).
@@ -72,13 +79,15 @@ class ShardedState final : public ParamAccess {
   void optimizer_step(double lr, double grad_norm);
   int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
 
-  // The whole parameter buffer on every rank (gathers it under ZeRO-3). Collective.
+  // The whole parameter buffer on every rank, on the host (gathers it under ZeRO-3). Collective.
   std::vector<float> full_params();
 
   // Checkpointing: this rank's slice [shard_begin, shard_end) of "params", "adam_m" and
   // "adam_v" (every rank writes only its own slice, whatever the mode), and the restore of a
-  // rank's state from any checkpoint (written by any number of ranks in any mode).
-  std::vector<ShardSlice> checkpoint_slices() const;
+  // rank's state from any checkpoint (written by any number of ranks in any mode). The slices
+  // are host memory, valid until the next optimizer_step: the buffers themselves where the host
+  // can read them, else pinned staging copies downloaded on the side stream.
+  std::vector<ShardSlice> checkpoint_slices();
   void restore(CheckpointReader& reader, int64_t optimizer_steps);
 
   const std::string& mode() const { return mode_; }
@@ -90,7 +99,7 @@ class ShardedState final : public ParamAccess {
   void set_progress(StepProgress* progress) { progress_ = progress; }
 
   // ParamAccess
-  const float* acquire_params(int unit) override;
+  const void* acquire_params(int unit) override;
   void release_params(int unit) override;
   float* acquire_grads(int unit) override;
   void release_grads(int unit) override;
@@ -113,10 +122,20 @@ class ShardedState final : public ParamAccess {
   float* take_scratch(size_t n);
   void give_back_scratch(float* p);
 
+  // Mixed precision (parallel.precision: bf16): params_ holds the fp32 master weights, which
+  // the optimizer updates; the model computes with bf16_params_, a rounded copy of the same
+  // shape refreshed after every change of the masters (init, restore, optimizer step).
+  const char* compute_params() const;  // bf16_params_ or params_, as bytes
+  size_t compute_param_bytes() const { return bf16_ ? sizeof(bf16) : sizeof(float); }
+  void refresh_compute_params();
+
   const JobConfig& job_;
   const Model& model_;
+  Compute& compute_;
   Communicator& comm_;
+  Communicator& host_comm_;
   std::string mode_;
+  bool bf16_;
   bool full_params_, full_grads_;  // whether this rank holds the whole buffer
   std::vector<size_t> shard_counts_;
   size_t shard_begin_, shard_end_;
@@ -132,7 +151,8 @@ class ShardedState final : public ParamAccess {
     float* end() const { return ptr + len; }
   };
   Buffer allocate(size_t floats);
-  Buffer params_;  // full, or this rank's shard (ZeRO-3)
+  Buffer params_;  // full, or this rank's shard (ZeRO-3); fp32 (the masters, with bf16)
+  DeviceArray<bf16> bf16_params_;  // bf16 jobs: the compute copy of params_
   Buffer grads_;   // full, or this rank's shard (ZeRO-2/3)
   std::unique_ptr<AdamWOptimizer> optimizer_;
 
@@ -153,6 +173,18 @@ class ShardedState final : public ParamAccess {
   };
   std::vector<Scratch> scratch_free_, scratch_in_use_;
   int next_scratch_id_ = 0;
+  // Pinned host copies of this rank's params, adam_m, adam_v slices, for checkpoints and
+  // restores when the host cannot address the Compute's memory (allocated on first use).
+  struct HostStaging {
+    Compute* compute = nullptr;
+    float* p = nullptr;
+    ~HostStaging() {
+      if (compute != nullptr) compute->release_host(p);
+    }
+  };
+  HostStaging staging_;
+  float* staging(size_t floats);
+
   std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null
   size_t scratch_capacity_ = 0;

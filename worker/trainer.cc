@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/compute_factory.h"
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
 #include "worker/stop_signal.h"
@@ -24,7 +25,8 @@ double ms_since(Clock::time_point t0) {
 
 Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
                  TrainerOptions options)
-    : job_(job), data_(data), comm_(comm), options_(options) {
+    : job_(job), data_(data), comm_(comm),
+      host_comm_(options.host_comm != nullptr ? *options.host_comm : comm), options_(options) {
   const int per_step = job.train.micro_batch * comm.size();
   if (job.train.global_batch % per_step != 0) {
     throw std::invalid_argument("train.global_batch " + std::to_string(job.train.global_batch) +
@@ -32,8 +34,14 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
                                 std::to_string(per_step));
   }
   accum_steps_ = job.train.global_batch / per_step;
-  model_ = make_model(job.model, job.train.micro_batch);
-  state_ = std::make_unique<ShardedState>(job_, *model_, comm);
+  Compute* compute = options.compute;
+  if (compute == nullptr) {
+    owned_compute_ = make_compute(ComputeKind::kCpu, ComputeOptions{});
+    compute = owned_compute_.get();
+  }
+  model_ = make_model(job.model, job.train.micro_batch, compute,
+                      parse_precision(job.parallel.precision));
+  state_ = std::make_unique<ShardedState>(job_, *model_, comm, &host_comm_);
   state_->set_progress(&progress_);
   state_->init_params(job.seed);
   const size_t tokens = static_cast<size_t>(job.train.micro_batch) * job.model.seq_len;
@@ -76,7 +84,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   // signalled, at the same step, for free.
   stop_signal_ = stop_signal_received();
   double sums[2] = {loss_sum, stop_signal_ != 0 ? 1.0 : 0.0};
-  comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
+  host_comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
   loss_sum = sums[0];
   stop_requested_ = sums[1] > 0;
 
@@ -135,12 +143,12 @@ double Trainer::evaluate() {
       sums[1] += static_cast<double>(B) * model_->targets_per_sample();
     }
   }
-  comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
+  host_comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
   return sums[0] / sums[1];
 }
 
 void Trainer::enable_checkpoints(const std::string& resolved_job) {
-  checkpoints_ = std::make_unique<Checkpointing>(job_, resolved_job, *model_, *state_, comm_);
+  checkpoints_ = std::make_unique<Checkpointing>(job_, resolved_job, *model_, *state_, host_comm_);
 }
 
 int64_t Trainer::resume(const std::string& path) {

@@ -33,6 +33,12 @@ namespace rm {
 struct TrainerOptions {
   bool verbose = true;            // print the log line to stdout (rank 0)
   MetricsLog* metrics = nullptr;  // optional metrics.jsonl sink (rank 0)
+  // Where the model computes; null: a cpu Compute of the trainer's own (the thread count as
+  // it is). comm must communicate memory of this backend.
+  Compute* compute = nullptr;
+  // Reduces host scalars (loss, stop flag, gradient norm); null: comm. Needed when comm works
+  // on device memory only (nccl).
+  Communicator* host_comm = nullptr;
 };
 
 // Time one step spent waiting for gradient communication after backward, for the benchmark.
@@ -91,8 +97,10 @@ class Trainer {
   JobConfig job_;
   TrainingData& data_;
   Communicator& comm_;
+  Communicator& host_comm_;
   TrainerOptions options_;
   int accum_steps_;
+  std::unique_ptr<Compute> owned_compute_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ShardedState> state_;
   std::unique_ptr<Checkpointing> checkpoints_;

@@ -22,7 +22,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // What an MPI-path operation still has to do once its request completes.
-enum class Finish { kNone, kDivide, kMoveShardThenDivide };
+//  - kReduceReceived (bf16 reduce-scatter): the request was an all-to-all that brought every
+//    rank's copy of this rank's shard into `scratch`; reduce them in rank order into the shard.
+//  - kReduceThenGather (bf16 all-reduce): the same, then the op's second request, an in-place
+//    all-gather of the reduced shards on the stage-two communicator (see issue_stage_two).
+// bf16 goes this way because MPI has no bf16 type and its own reductions combine partial results
+// in an order of its choosing: the host kernels give the shm path's bits exactly.
+enum class Finish { kNone, kDivide, kMoveShardThenDivide, kReduceReceived, kReduceThenGather };
 
 struct Op : OpStamp {
   bool done = false;
@@ -33,6 +39,10 @@ struct Op : OpStamp {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<int> counts;
   std::vector<int> displs;
+  std::vector<int> recv_counts;  // bf16 all-to-all: this rank's shard from every rank
+  std::vector<int> recv_displs;
+  std::vector<char> scratch;    // bf16: those shards, in rank order
+  bool stage_one_done = false;  // kReduceThenGather: ready to issue its all-gather
   Finish finish = Finish::kNone;
   char* buf = nullptr;
   DType dtype = DType::kFloat32;
@@ -98,16 +108,34 @@ class MpiCommunicator final : public Communicator {
                                   std::vector<size_t> counts, DType dtype, ReduceOp rop);
   std::unique_ptr<Work> issue_mpi(std::shared_ptr<Op> op);
   std::unique_ptr<Work> done_op(std::shared_ptr<Op> op);
+  std::unique_ptr<Work> issue_bf16_reduction(std::shared_ptr<Op> op, void* buf,
+                                             const std::vector<size_t>& counts, ReduceOp rop,
+                                             bool all_reduce);
+  void issue_stage_two();
   void finish_mpi(Op& op);
   void wait_all();
   void publish_oldest();  // the oldest incomplete op, for activity()
   void check_usable() const;
   void check_counts(const Op& op, size_t count) const;
+  // bf16 as plain 2-byte words: MPI only moves them (reductions go through the host kernels).
   MPI_Datatype mpi_type(DType dtype) const {
-    return dtype == DType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
+    switch (dtype) {
+      case DType::kFloat32:
+        return MPI_FLOAT;
+      case DType::kFloat64:
+        return MPI_DOUBLE;
+      case DType::kBFloat16:
+        return MPI_UINT16_T;
+    }
+    return MPI_DATATYPE_NULL;
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // MPI path: the second requests of two-request ops (bf16 all-reduce). They are issued when the
+  // first completes, which happens at different times on different ranks; on comm_ they would
+  // interleave differently with the caller's later operations, so they get their own
+  // communicator, where issue_stage_two keeps them in issue order on every rank.
+  MPI_Comm stage_two_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   CommOptions options_;
@@ -115,6 +143,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<detail::ShmEngine> shm_;
   std::deque<std::shared_ptr<Op>> shm_queue_;     // in issue order; the head is running
   std::vector<std::shared_ptr<Op>> mpi_pending_;  // MPI requests, complete in any order
+  std::deque<std::shared_ptr<Op>> stage_two_;     // two-request ops, in issue order
   std::string broken_;                            // the failure that broke this communicator
 };
 
@@ -145,7 +174,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options, MpiOptions 
   RM_MPI_CHECK(MPI_Comm_rank(comm_, &rank_), on_error);
   RM_MPI_CHECK(MPI_Comm_size(comm_, &size_), on_error);
   using Algorithm = MpiOptions::Algorithm;
-  if (mpi_options.algorithm == Algorithm::kMpi) return;
+  if (mpi_options.algorithm == Algorithm::kMpi) {
+    RM_MPI_CHECK(MPI_Comm_dup(comm_, &stage_two_comm_), on_error);
+    RM_MPI_CHECK(MPI_Comm_set_errhandler(stage_two_comm_, MPI_ERRORS_RETURN), on_error);
+    return;
+  }
   if (size_ == 1) {
     local_ = true;
     return;
@@ -161,6 +194,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options, MpiOptions 
     throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
                           "] make_mpi_communicator: shared memory requested but the ranks span " +
                           "more than one node");
+  } else {
+    RM_MPI_CHECK(MPI_Comm_dup(comm_, &stage_two_comm_), on_error);
+    RM_MPI_CHECK(MPI_Comm_set_errhandler(stage_two_comm_, MPI_ERRORS_RETURN), on_error);
   }
 }
 
@@ -180,6 +216,7 @@ MpiCommunicator::~MpiCommunicator() {
     return;  // already reported
   }
   shm_.reset();
+  if (stage_two_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stage_two_comm_);
   MPI_Comm_free(&comm_);
 }
 
@@ -244,6 +281,9 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType
                      dtype, rop);
   }
   check_counts(*op, count);
+  if (dtype == DType::kBFloat16) {
+    return issue_bf16_reduction(std::move(op), buf, shard_counts(count, size_), rop, true);
+  }
   op->buf = static_cast<char*>(buf);
   op->dtype = dtype;
   op->finish = rop == ReduceOp::kAvg ? Finish::kDivide : Finish::kNone;
@@ -265,6 +305,8 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vect
     return issue_shm(std::move(op), detail::ShmKind::kReduceScatter, buf, counts, dtype, rop);
   }
   check_counts(*op, total);
+  if (dtype == DType::kBFloat16)
+    return issue_bf16_reduction(std::move(op), buf, counts, rop, false);
   op->counts.assign(counts.begin(), counts.end());
   // In place, MPI leaves this rank's reduced shard at the start of buf; finish_mpi moves it.
   op->buf = static_cast<char*>(buf);
@@ -314,6 +356,54 @@ std::unique_ptr<Work> MpiCommunicator::broadcast(void* buf, size_t count, DType 
   return issue_mpi(std::move(op));
 }
 
+// bf16 reduce-scatter (and the first half of all-reduce) on the MPI path: an all-to-all sends
+// rank s its shard of this rank's buffer, and receives every rank's copy of this rank's shard
+// into scratch; finish_mpi reduces them with the host kernels, in rank order, exactly as the
+// shared-memory engine does. The same bytes cross the network as in a ring reduce-scatter.
+std::unique_ptr<Work> MpiCommunicator::issue_bf16_reduction(std::shared_ptr<Op> op, void* buf,
+                                                            const std::vector<size_t>& counts,
+                                                            ReduceOp rop, bool all_reduce) {
+  const size_t own = counts[static_cast<size_t>(rank_)];
+  check_counts(*op, own * static_cast<size_t>(size_));  // the scratch's displacements are ints
+  op->buf = static_cast<char*>(buf);
+  op->dtype = DType::kBFloat16;
+  op->avg = rop == ReduceOp::kAvg;
+  op->finish = all_reduce ? Finish::kReduceThenGather : Finish::kReduceReceived;
+  op->finish_count = own;
+  op->finish_offset = shard_offset(counts, rank_) * dtype_size(DType::kBFloat16);
+  op->counts.assign(counts.begin(), counts.end());
+  op->displs.resize(counts.size());
+  op->recv_counts.assign(counts.size(), static_cast<int>(own));
+  op->recv_displs.resize(counts.size());
+  for (int r = 0; r < size_; ++r) {
+    op->displs[static_cast<size_t>(r)] = static_cast<int>(shard_offset(counts, r));
+    op->recv_displs[static_cast<size_t>(r)] = static_cast<int>(own * static_cast<size_t>(r));
+  }
+  // Per operation, like the temporaries MPI's own collectives allocate on this path.
+  op->scratch.resize(own * static_cast<size_t>(size_) * dtype_size(DType::kBFloat16));
+  RM_MPI_CHECK(MPI_Ialltoallv(buf, op->counts.data(), op->displs.data(), MPI_UINT16_T,
+                              op->scratch.data(), op->recv_counts.data(), op->recv_displs.data(),
+                              MPI_UINT16_T, comm_, &op->request),
+               (OpError{this, op.get()}));
+  if (all_reduce) stage_two_.push_back(op);
+  return issue_mpi(std::move(op));
+}
+
+// Issues the all-gathers of two-request ops whose first request has completed, strictly in issue
+// order (an op waits for every earlier op's), so every rank issues them in the same order.
+void MpiCommunicator::issue_stage_two() {
+  while (!stage_two_.empty() && stage_two_.front()->stage_one_done) {
+    std::shared_ptr<Op> op = std::move(stage_two_.front());
+    stage_two_.pop_front();
+    op->finish = Finish::kNone;
+    RM_MPI_CHECK(
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, op->counts.data(),
+                        op->displs.data(), mpi_type(op->dtype), stage_two_comm_, &op->request),
+        (OpError{this, op.get()}));
+    mpi_pending_.push_back(std::move(op));
+  }
+}
+
 void MpiCommunicator::barrier() {
   check_usable();
   auto op = new_op("barrier", 0);
@@ -331,7 +421,21 @@ void MpiCommunicator::barrier() {
 
 void MpiCommunicator::finish_mpi(Op& op) {
   const size_t esize = dtype_size(op.dtype);
-  if (op.finish_count == 0) {
+  if (op.finish == Finish::kReduceReceived || op.finish == Finish::kReduceThenGather) {
+    std::vector<const void*> srcs(static_cast<size_t>(size_));
+    for (size_t r = 0; r < srcs.size(); ++r)
+      srcs[r] = op.scratch.data() + r * op.finish_count * esize;
+    void* dst = op.buf + op.finish_offset;
+    if (op.finish_count > 0) {
+      detail::reduce_sources(op.dtype, op.avg ? ReduceOp::kAvg : ReduceOp::kSum, size_, srcs.data(),
+                             op.finish_count, 1, &dst);
+    }
+    std::vector<char>().swap(op.scratch);
+    if (op.finish == Finish::kReduceThenGather) {
+      op.stage_one_done = true;  // not done: issue_stage_two issues its all-gather
+      return;
+    }
+  } else if (op.finish_count == 0) {
     // nothing to move or divide (and buf may be null)
   } else if (op.finish == Finish::kMoveShardThenDivide) {
     std::memmove(op.buf + op.finish_offset, op.buf, op.finish_count * esize);
@@ -374,6 +478,7 @@ bool MpiCommunicator::advance() {
       ++i;
     }
   }
+  if (moved) issue_stage_two();
   if (moved) {
     activity_.note_progress();
     publish_oldest();
@@ -447,8 +552,8 @@ void MpiCommunicator::wait_all() {
     const std::shared_ptr<Op> last = shm_queue_.back();
     wait_for(*last);
   }
-  while (!mpi_pending_.empty()) {
-    const std::shared_ptr<Op> last = mpi_pending_.back();
+  while (!mpi_pending_.empty() || !stage_two_.empty()) {
+    const std::shared_ptr<Op> last = !stage_two_.empty() ? stage_two_.back() : mpi_pending_.back();
     wait_for(*last);
   }
 }
@@ -458,6 +563,10 @@ void MpiCommunicator::publish_oldest() {
   const Op* oldest = shm_queue_.empty() ? nullptr : shm_queue_.front().get();
   for (const auto& op : mpi_pending_) {
     if (oldest == nullptr || op->seq < oldest->seq) oldest = op.get();
+  }
+  // Between its two requests an op is in neither list above.
+  if (!stage_two_.empty() && (oldest == nullptr || stage_two_.front()->seq < oldest->seq)) {
+    oldest = stage_two_.front().get();
   }
   activity_.set_oldest(oldest);
 }

@@ -10,6 +10,11 @@
 //    (MPI_Iallreduce, MPI_Ireduce_scatter, MPI_Iallgatherv, MPI_Ibcast, MPI_Ibarrier), polled
 //    with MPI_Test. Counts must fit in an int there. (A node-aware hierarchy -- shared memory
 //    within nodes, a ring across them -- would be the next step for multi-node jobs.)
+//    bf16 reductions there are an all-to-all of the shards (MPI_Ialltoallv), summed by the host
+//    kernels in rank order as on the shm path (same bits), then for all-reduce an in-place
+//    MPI_Iallgatherv on a second duplicated communicator; MPI has no bf16 type and its own
+//    reductions would round in an order of MPI's choosing. Each such op allocates scratch of
+//    size() times its own shard.
 //
 // Waiting: a rank spins ~20 us, then sleeps on the peer's counter (futex) so that ranks sharing
 // a core with each other or with other processes do not burn each other's time slices.

@@ -245,7 +245,7 @@ void ShmEngine::block(long max_us) {
   syscall(SYS_futex, &control->futex, FUTEX_WAIT, word, &timeout, nullptr, 0);
 }
 
-// piece_cap_ is a multiple of 64, so pieces hold whole elements of either dtype.
+// piece_cap_ is a multiple of 64, so pieces hold whole elements of every dtype.
 size_t ShmEngine::piece_begin(int s) const {
   return offsets_[static_cast<size_t>(s)] + step_ * piece_cap_;
 }

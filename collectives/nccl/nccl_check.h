@@ -1,21 +1,16 @@
-// RM_CUDA_CHECK and RM_NCCL_CHECK: every CUDA and NCCL call of the nccl backend goes through
-// one of them, so a failure is reported with the rank, the operation and its sequence number
-// (the handler adds those) and the library's own error text.
+// RM_NCCL_CHECK: every NCCL call of the nccl backend goes through it, so a failure is reported
+// with the rank, the operation and its sequence number (the handler adds those) and NCCL's own
+// error text. CUDA runtime calls use the project's one RM_CUDA_CHECK (kernels/cuda/cuda_check.h),
+// with the same handlers: both macros call on_error(call_text, error_text).
 #pragma once
 
-#include <cuda_runtime.h>
 #include <nccl.h>
 
-// Evaluates `call`; unless it returns cudaSuccess, invokes on_error(call_text, error_text),
-// which must not return (it aborts or throws).
-#define RM_CUDA_CHECK(call, on_error)                                                 \
-  do {                                                                                \
-    const cudaError_t rm_cuda_rc = (call);                                            \
-    if (rm_cuda_rc != cudaSuccess) (on_error)(#call, cudaGetErrorString(rm_cuda_rc)); \
-  } while (0)
+#include "kernels/cuda/cuda_check.h"
 
-// As RM_CUDA_CHECK for NCCL. ncclInProgress is not an error: the communicator is non-blocking
-// and polls ncclCommGetAsyncError until the call has been enqueued.
+// Evaluates `call`; unless it returns ncclSuccess, invokes on_error(call_text, error_text), which
+// must not return (it aborts or throws). ncclInProgress is not an error: the communicator is
+// non-blocking and polls ncclCommGetAsyncError until the call has been enqueued.
 #define RM_NCCL_CHECK(call, on_error)                                \
   do {                                                               \
     const ncclResult_t rm_nccl_rc = (call);                          \

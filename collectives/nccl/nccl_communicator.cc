@@ -1,5 +1,6 @@
 #include "collectives/nccl/nccl_communicator.h"
 
+#include <cuda_runtime_api.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 
 #include "collectives/mpi/mpi_check.h"
 #include "collectives/nccl/nccl_check.h"
+#include "collectives/nccl/nccl_plan.h"
+#include "collectives/nccl/nccl_types.h"
+#include "kernels/cuda/cuda_check.h"  // RM_CUDA_CHECK
 
 namespace rm {
 namespace {
@@ -51,20 +55,6 @@ class NcclWork final : public Work {
   std::shared_ptr<Op> op_;
 };
 
-ncclDataType_t nccl_type(DType dtype) {
-  return dtype == DType::kFloat32 ? ncclFloat32 : ncclFloat64;
-}
-ncclRedOp_t nccl_op(ReduceOp op) {
-  return op == ReduceOp::kSum ? ncclSum : ncclAvg;
-}
-
-bool all_equal(const std::vector<size_t>& counts) {
-  for (size_t c : counts) {
-    if (c != counts.front()) return false;
-  }
-  return true;
-}
-
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptions nccl_options);
@@ -93,6 +83,8 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<Op> new_op(const char* name, size_t bytes);
   // Polls until NCCL has enqueued the op's calls (non-blocking communicators may defer them).
   void await_enqueued(const Op& op);
+  // Issues a plan's calls on buf (one NCCL group when there are several).
+  void issue_plan(const std::vector<NcclCall>& plan, void* buf, ReduceOp rop, const Op& op);
   std::unique_ptr<Work> finish_issue(std::shared_ptr<Op> op);
   void check_usable() const;
   std::string timed_out_text(const Op& op) const;
@@ -255,12 +247,45 @@ std::unique_ptr<Work> NcclCommunicator::finish_issue(std::shared_ptr<Op> op) {
   return std::make_unique<NcclWork>(this, std::move(op));
 }
 
+void NcclCommunicator::issue_plan(const std::vector<NcclCall>& plan, void* buf, ReduceOp rop,
+                                  const Op& op) {
+  const OpError on_error{this, &op};
+  char* base = static_cast<char*>(buf);
+  const bool group = plan.size() > 1;
+  if (group) RM_NCCL_CHECK(ncclGroupStart(), on_error);
+  for (const NcclCall& c : plan) {
+    char* send = base + c.send_offset;
+    char* recv = base + c.recv_offset;
+    const ncclDataType_t type = to_nccl(c.type);
+    switch (c.kind) {
+      case NcclCallKind::kAllReduce:
+        RM_NCCL_CHECK(ncclAllReduce(send, recv, c.count, type, to_nccl(rop), comm_, stream_),
+                      on_error);
+        break;
+      case NcclCallKind::kReduceScatter:
+        RM_NCCL_CHECK(ncclReduceScatter(send, recv, c.count, type, to_nccl(rop), comm_, stream_),
+                      on_error);
+        break;
+      case NcclCallKind::kAllGather:
+        RM_NCCL_CHECK(ncclAllGather(send, recv, c.count, type, comm_, stream_), on_error);
+        break;
+      case NcclCallKind::kReduce:
+        RM_NCCL_CHECK(ncclReduce(send, recv, c.count, type, to_nccl(rop), c.root, comm_, stream_),
+                      on_error);
+        break;
+      case NcclCallKind::kBroadcast:
+        RM_NCCL_CHECK(ncclBroadcast(send, recv, c.count, type, c.root, comm_, stream_), on_error);
+        break;
+    }
+  }
+  if (group) RM_NCCL_CHECK(ncclGroupEnd(), on_error);
+}
+
 std::unique_ptr<Work> NcclCommunicator::all_reduce(void* buf, size_t count, DType dtype,
                                                    ReduceOp rop) {
   check_usable();
   auto op = new_op("all_reduce", count * dtype_size(dtype));
-  RM_NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(rop), comm_, stream_),
-                (OpError{this, op.get()}));
+  issue_plan(plan_all_reduce(count, dtype), buf, rop, *op);
   return finish_issue(std::move(op));
 }
 
@@ -268,26 +293,8 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter(void* buf, const std::vec
                                                        DType dtype, ReduceOp rop) {
   check_usable();
   check_shard_counts(counts, size_);
-  const size_t esize = dtype_size(dtype);
-  auto op = new_op("reduce_scatter", shard_offset(counts, size_) * esize);
-  char* base = static_cast<char*>(buf);
-  const OpError on_error{this, op.get()};
-  if (all_equal(counts)) {
-    // In place as NCCL defines it: recvbuff == sendbuff + rank * recvcount.
-    RM_NCCL_CHECK(ncclReduceScatter(base, base + shard_offset(counts, rank_) * esize, counts[0],
-                                    nccl_type(dtype), nccl_op(rop), comm_, stream_),
-                  on_error);
-  } else {
-    // Uneven shards: one reduce per owner, fused into one launch.
-    RM_NCCL_CHECK(ncclGroupStart(), on_error);
-    for (int r = 0; r < size_; ++r) {
-      char* shard = base + shard_offset(counts, r) * esize;
-      RM_NCCL_CHECK(ncclReduce(shard, shard, counts[static_cast<size_t>(r)], nccl_type(dtype),
-                               nccl_op(rop), r, comm_, stream_),
-                    on_error);
-    }
-    RM_NCCL_CHECK(ncclGroupEnd(), on_error);
-  }
+  auto op = new_op("reduce_scatter", shard_offset(counts, size_) * dtype_size(dtype));
+  issue_plan(plan_reduce_scatter(counts, rank_, dtype), buf, rop, *op);
   return finish_issue(std::move(op));
 }
 
@@ -295,25 +302,8 @@ std::unique_ptr<Work> NcclCommunicator::all_gather(void* buf, const std::vector<
                                                    DType dtype) {
   check_usable();
   check_shard_counts(counts, size_);
-  const size_t esize = dtype_size(dtype);
-  auto op = new_op("all_gather", shard_offset(counts, size_) * esize);
-  char* base = static_cast<char*>(buf);
-  const OpError on_error{this, op.get()};
-  if (all_equal(counts)) {
-    // In place as NCCL defines it: sendbuff == recvbuff + rank * sendcount.
-    RM_NCCL_CHECK(ncclAllGather(base + shard_offset(counts, rank_) * esize, base, counts[0],
-                                nccl_type(dtype), comm_, stream_),
-                  on_error);
-  } else {
-    RM_NCCL_CHECK(ncclGroupStart(), on_error);
-    for (int r = 0; r < size_; ++r) {
-      char* shard = base + shard_offset(counts, r) * esize;
-      RM_NCCL_CHECK(ncclBroadcast(shard, shard, counts[static_cast<size_t>(r)], nccl_type(dtype), r,
-                                  comm_, stream_),
-                    on_error);
-    }
-    RM_NCCL_CHECK(ncclGroupEnd(), on_error);
-  }
+  auto op = new_op("all_gather", shard_offset(counts, size_) * dtype_size(dtype));
+  issue_plan(plan_all_gather(counts, rank_, dtype), buf, ReduceOp::kSum, *op);
   return finish_issue(std::move(op));
 }
 
@@ -321,8 +311,7 @@ std::unique_ptr<Work> NcclCommunicator::broadcast(void* buf, size_t count, DType
   check_usable();
   check_root(root, size_);
   auto op = new_op("broadcast", count * dtype_size(dtype));
-  RM_NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, comm_, stream_),
-                (OpError{this, op.get()}));
+  issue_plan(plan_broadcast(count, dtype, root), buf, ReduceOp::kSum, *op);
   return finish_issue(std::move(op));
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel_util.h"
 #include "kernels/elementwise_math.h"
+#include "kernels/row_math.h"
 
 namespace rm::cpu {
 namespace {
@@ -52,7 +53,7 @@ void softmax_backward_row(float* __restrict d, const float* __restrict a, int i,
 #pragma omp simd reduction(+ : dot)
   for (int j = 0; j <= i; ++j) dot += a[j] * d[j];
 #pragma omp simd
-  for (int j = 0; j <= i; ++j) d[j] = a[j] * (d[j] - dot);
+  for (int j = 0; j <= i; ++j) d[j] = softmax_backward_element(a[j], d[j], dot);
   for (int j = i + 1; j < end; ++j) d[j] = 0.0f;
 }
 

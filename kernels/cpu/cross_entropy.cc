@@ -1,13 +1,13 @@
 #include "kernels/cpu/cross_entropy.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/parallel_util.h"
 #include "kernels/elementwise_math.h"
+#include "kernels/row_math.h"
 
 namespace rm::cpu {
 namespace {
@@ -51,7 +51,7 @@ double cross_entropy_forward(float* losses, const float* logits, const int* targ
       sum += part;
     }
     // loss = logsumexp(x) - x[t]; the max is subtracted for range, added back here.
-    const double loss = std::log(sum) + mx - x[t];
+    const double loss = cross_entropy_row_loss(sum, mx, x[t]);
     if (losses != nullptr) losses[n] = static_cast<float>(loss);
     total += loss;
   }
@@ -87,8 +87,8 @@ double cross_entropy_forward_backward(float* logits_then_dlogits, const int* tar
       }
       sum += part;
     }
-    total += std::log(sum) + mx - xt;
-    const float f = static_cast<float>(grad_scale / sum);
+    total += cross_entropy_row_loss(sum, mx, xt);
+    const float f = cross_entropy_grad_factor(grad_scale, sum);
 #pragma omp simd
     for (int j = 0; j < V; ++j) x[j] *= f;
     x[t] -= grad_scale;

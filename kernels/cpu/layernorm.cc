@@ -1,14 +1,17 @@
 #include "kernels/cpu/layernorm.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 
 #include "kernels/cpu/parallel_util.h"
+#include "kernels/row_math.h"
 
 namespace rm::cpu {
 
 using detail::row_offset;
+
+// The per-row formulas live in kernels/row_math.h (shared with the CUDA kernels).
+static_assert(kLayerNormEps == rm::kLayerNormEps, "one epsilon for both backends");
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
@@ -24,13 +27,13 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < C; ++c) sum += x[c] - shift;
-    const float m = shift + sum / C;
+    const float m = layernorm_mean(shift, sum, C);
     float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
     for (int c = 0; c < C; ++c) sq += (x[c] - m) * (x[c] - m);
-    const float s = 1.0f / std::sqrt(sq / C + kLayerNormEps);
+    const float s = layernorm_rstd(sq, C);
 #pragma omp simd
-    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    for (int c = 0; c < C; ++c) o[c] = layernorm_normalise(x[c], m, s, weight[c], bias[c]);
     if (mean != nullptr) mean[n] = m;
     if (rstd != nullptr) rstd[n] = s;
   }
@@ -58,13 +61,12 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       for (int c = 0; c < C; ++c) {
         const float g = weight[c] * d[c];
         g_sum += g;
-        gx_sum += g * (x[c] - m) * s;
+        gx_sum += layernorm_gx_term(g, x[c], m, s);
       }
       const float g_mean = g_sum / C, gx_mean = gx_sum / C;
 #pragma omp simd
       for (int c = 0; c < C; ++c) {
-        const float xhat = (x[c] - m) * s;
-        dx[c] += s * (weight[c] * d[c] - g_mean - xhat * gx_mean);
+        dx[c] += layernorm_dinp(x[c], d[c], weight[c], m, s, g_mean, gx_mean);
       }
     }
     // Parameter gradients are sums over rows: one column block per thread (see kColBlock).
@@ -80,7 +82,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         const float m = mean[n], s = rstd[n];
 #pragma omp simd
         for (int j = 0; j < w; ++j) {
-          acc_w[j] += (x[j] - m) * s * d[j];
+          acc_w[j] += layernorm_dweight_term(x[j], d[j], m, s);
           acc_b[j] += d[j];
         }
       }

@@ -1,8 +1,6 @@
-// AdamW on the GPU: the contract and formula of kernels/cpu/adamw.h, computed with the shared
-// per-element update of kernels/elementwise_math.h.
-//
-// Pointers are device pointers. Launches are asynchronous on `stream`; a launch error throws
-// std::runtime_error, t < 1 throws std::invalid_argument.
+// AdamW on the GPU: the contract and formula of kernels/cpu/adamw.h, with the per-element update
+// of kernels/elementwise_math.h and the step's coefficients computed once on the host.
+// Device pointers; asynchronous on `stream`; t < 1 throws std::invalid_argument.
 #pragma once
 
 #include <cuda_runtime_api.h>

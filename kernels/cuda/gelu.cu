@@ -1,40 +1,44 @@
 #include "kernels/cuda/gelu.h"
 
-#include <cstddef>
-
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/launch_util.h"
+#include "kernels/bf16.h"
+#include "kernels/cuda/kernel_util.cuh"
+#include "kernels/cuda/launch_check.h"
 #include "kernels/elementwise_math.h"
 
 namespace rm::cuda {
 namespace {
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    gelu_forward_kernel(T* out, const T* inp, size_t n) {
   RM_GRID_STRIDE_LOOP(i, n) {
-    out[i] = gelu_tanh(inp[i]);
+    out[i] = store<T>(gelu_tanh(load(inp[i])));
   }
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    gelu_backward_kernel(T* dinp, const T* inp, const T* dout, size_t n) {
   RM_GRID_STRIDE_LOOP(i, n) {
-    dinp[i] = gelu_tanh_grad(inp[i]) * dout[i];
+    dinp[i] = store<T>(gelu_tanh_grad(load(inp[i])) * load(dout[i]));
   }
 }
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, int N, cudaStream_t stream) {
-  if (N <= 0) return;
-  const size_t n = static_cast<size_t>(N);
-  gelu_forward_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(out, inp, n);
-  RM_CUDA_CHECK(cudaGetLastError());
+template <typename T>
+void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t stream) {
+  RM_CUDA_LAUNCH(gelu_forward_kernel<T>, elementwise_launch(n), stream, out, inp, n);
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, int N, cudaStream_t stream) {
-  if (N <= 0) return;
-  const size_t n = static_cast<size_t>(N);
-  gelu_backward_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(dinp, inp, dout, n);
-  RM_CUDA_CHECK(cudaGetLastError());
+template <typename T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t stream) {
+  RM_CUDA_LAUNCH(gelu_backward_kernel<T>, elementwise_launch(n), stream, dinp, inp, dout, n);
 }
+
+template void gelu_forward<float>(float*, const float*, size_t, cudaStream_t);
+template void gelu_forward<bf16>(bf16*, const bf16*, size_t, cudaStream_t);
+template void gelu_backward<float>(float*, const float*, const float*, size_t, cudaStream_t);
+template void gelu_backward<bf16>(bf16*, const bf16*, const bf16*, size_t, cudaStream_t);
 
 }  // namespace rm::cuda

@@ -1,18 +1,20 @@
-// GELU (tanh approximation) on the GPU: the contract of kernels/cpu/gelu.h, computed with the
-// shared formulas of kernels/elementwise_math.h.
-//
-// Pointers are device pointers. Launches are asynchronous on `stream`; a launch error throws
-// std::runtime_error (errors inside the kernel surface at the next synchronising call).
+// GELU (tanh approximation) on the GPU: the contract of kernels/cpu/gelu.h for T = float or bf16,
+// computed in float with gelu_tanh / gelu_tanh_grad (kernels/elementwise_math.h).
+// Device pointers; asynchronous on `stream`; a launch error throws std::runtime_error.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 namespace rm::cuda {
 
 // out = gelu(inp); out may alias inp.
-void gelu_forward(float* out, const float* inp, int N, cudaStream_t stream);
+template <typename T>
+void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t stream);
 
 // dinp = gelu'(inp) * dout, OVERWRITTEN; dinp may alias dout.
-void gelu_backward(float* dinp, const float* inp, const float* dout, int N, cudaStream_t stream);
+template <typename T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t stream);
 
 }  // namespace rm::cuda

@@ -1,24 +1,70 @@
-// Internal launch helpers for the CUDA kernels (not part of the public API).
+// Launch shapes of the CUDA kernels, as plain host functions (no CUDA headers) so that the
+// geometry is unit-tested on machines without a GPU (launch_util_test.cc).
+//
+// Three kinds of kernel, each with its shape function:
+//  - element-wise / per-column: a grid-stride loop over n items; the grid is capped, so any n
+//    (size_t) is covered and the blocks stay resident on large GPUs.
+//  - per-row: one block per row, the block's threads stride over the row and cooperate through
+//    the block reductions of kernel_util.cuh, which need a whole number of warps.
+//  - two-pass reductions: a capped number of blocks writes one partial each, one block sums the
+//    partials in a fixed order (deterministic for a given n).
+// A shape with grid == 0 means there is nothing to launch (a zero-sized grid is a launch error).
+// Kernels declare __launch_bounds__ with the matching maximum, so the compiler never uses more
+// registers than a block of that size can have.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
-namespace rm::cuda::detail {
+namespace rm::cuda {
 
-constexpr int kThreads = 256;
-// Element-wise kernels use grid-stride loops: a capped grid covers any n (size_t) and keeps all
-// blocks resident on large GPUs.
-constexpr size_t kMaxBlocks = 4096;
+struct LaunchShape {
+  unsigned grid = 0;   // blocks (x only); 0: skip the launch
+  unsigned block = 0;  // threads per block
+};
 
-inline unsigned blocks_for(size_t n) {
-  return static_cast<unsigned>(
-      std::max<size_t>(1, std::min(kMaxBlocks, (n + kThreads - 1) / kThreads)));
+inline constexpr unsigned kWarpSize = 32;
+inline constexpr unsigned kElementwiseThreads = 256;
+inline constexpr unsigned kMaxElementwiseBlocks = 4096;
+inline constexpr unsigned kMaxRowThreads = 1024;  // the CUDA limit of threads per block
+inline constexpr unsigned kReduceThreads = 256;
+inline constexpr unsigned kMaxReduceBlocks = 1024;  // size of the partials buffer
+inline constexpr size_t kMaxGridX = 2147483647;     // 2^31 - 1, gridDim.x's limit
+
+inline size_t ceil_div(size_t a, size_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
 }
 
-}  // namespace rm::cuda::detail
+// n items, grid-stride.
+inline LaunchShape elementwise_launch(size_t n) {
+  if (n == 0) return {};
+  const size_t blocks = ceil_div(n, kElementwiseThreads);
+  return {static_cast<unsigned>(blocks < kMaxElementwiseBlocks ? blocks : kMaxElementwiseBlocks),
+          kElementwiseThreads};
+}
 
-// for (size_t i = <global thread index>; i < n; i += <grid size>)
-#define RM_GRID_STRIDE_LOOP(i, n)                                         \
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < (n); \
-       i += size_t{blockDim.x} * gridDim.x)
+// One block per row of row_len items: the row rounded up to whole warps, at most
+// kMaxRowThreads (threads then stride over the row). Throws std::invalid_argument when there
+// are more rows than a grid can have.
+inline LaunchShape row_launch(size_t rows, size_t row_len) {
+  if (rows > kMaxGridX) {
+    throw std::invalid_argument("rm::cuda: " + std::to_string(rows) +
+                                " rows exceed the grid limit of one block per row");
+  }
+  if (rows == 0) return {};
+  const size_t warps = ceil_div(row_len == 0 ? 1 : row_len, kWarpSize);
+  const size_t threads = warps * kWarpSize;
+  return {static_cast<unsigned>(rows),
+          static_cast<unsigned>(threads < kMaxRowThreads ? threads : kMaxRowThreads)};
+}
+
+// First pass of a two-pass reduction over n items: at most kMaxReduceBlocks partials.
+inline LaunchShape reduce_launch(size_t n) {
+  if (n == 0) return {};
+  const size_t blocks = ceil_div(n, kReduceThreads);
+  return {static_cast<unsigned>(blocks < kMaxReduceBlocks ? blocks : kMaxReduceBlocks),
+          kReduceThreads};
+}
+
+}  // namespace rm::cuda

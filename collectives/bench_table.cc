@@ -1,0 +1,221 @@
+#include "collectives/bench_table.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/bf16.h"
+
+namespace rm::detail {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double max_over_ranks(double value, MPI_Comm comm) {
+  double result = value;
+  MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return result;
+}
+
+// Inputs (rank+1) * (i % 7), as values of the dtype.
+template <typename T>
+T as(double v) {
+  return static_cast<T>(v);
+}
+template <>
+bf16 as<bf16>(double v) {
+  return to_bf16(static_cast<float>(v));
+}
+
+template <typename T>
+void fill_pattern(char* buf, size_t count, int rank) {
+  T* data = reinterpret_cast<T*>(buf);
+  for (size_t i = 0; i < count; ++i) data[i] = as<T>((rank + 1) * static_cast<int>(i % 7));
+}
+
+// Elements that differ from the exact sum of (r+1) * (i % 7) over the ranks (bf16: that sum
+// rounded once, which is what a float accumulation of these integers rounds to).
+template <typename T>
+long long count_wrong(const char* buf, size_t count, int world) {
+  const T* data = reinterpret_cast<const T*>(buf);
+  const int ranks_sum = world * (world + 1) / 2;
+  long long wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const T want = as<T>(ranks_sum * static_cast<int>(i % 7));
+    wrong += std::memcmp(&data[i], &want, sizeof(T)) != 0;
+  }
+  return wrong;
+}
+
+void fill_pattern(DType dtype, char* buf, size_t count, int rank) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return fill_pattern<float>(buf, count, rank);
+    case DType::kFloat64:
+      return fill_pattern<double>(buf, count, rank);
+    case DType::kBFloat16:
+      return fill_pattern<bf16>(buf, count, rank);
+  }
+}
+
+long long count_wrong(DType dtype, const char* buf, size_t count, int world) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return count_wrong<float>(buf, count, world);
+    case DType::kFloat64:
+      return count_wrong<double>(buf, count, world);
+    case DType::kBFloat16:
+      return count_wrong<bf16>(buf, count, world);
+  }
+  return 0;
+}
+
+struct Result {
+  double time_us = 0;
+  long long wrong = 0;
+};
+
+}  // namespace
+
+int run_bench_table(MPI_Comm comm, const BenchOptions& options, std::vector<BenchImpl> impls,
+                    const std::string& what, const char* baseline, const BenchAccess& access) {
+  int rank = 0;
+  int world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  const DType dtype = options.dtype;
+  const size_t esize = dtype_size(dtype);
+  std::vector<Result> results(impls.size());
+  std::vector<std::vector<double>> round_times(impls.size());
+  // Device buffers are filled and checked through a host copy, allocated once.
+  std::vector<char> host(access.upload ? std::max<size_t>(options.max_bytes, 1) : 0);
+  auto set = [&](const BenchImpl& impl, size_t bytes, size_t count, bool pattern) {
+    char* dst = access.upload ? host.data() : impl.buf;
+    if (pattern) {
+      fill_pattern(dtype, dst, count, rank);
+    } else {
+      std::memset(dst, 0, bytes);
+    }
+    if (access.upload) access.upload(impl.buf, host.data(), bytes);
+  };
+  auto wrong_in = [&](const BenchImpl& impl, size_t bytes, size_t count) {
+    const char* src = impl.buf;
+    if (access.download) {
+      access.download(host.data(), impl.buf, bytes);
+      src = host.data();
+    }
+    return count_wrong(dtype, src, count, world);
+  };
+
+  std::FILE* out = options.out;
+  const double bus_factor = world > 1 ? 2.0 * (world - 1) / world : 1.0;
+  if (rank == 0) {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    std::fprintf(out, "# all-reduce in place: %d ranks, %s, sum; GLIBC_TUNABLES=%s\n", world,
+                 dtype_name(dtype), tunables ? tunables : "(unset)");
+    size_t begin = 0;
+    while (begin < what.size()) {
+      size_t end = what.find('\n', begin);
+      if (end == std::string::npos) end = what.size();
+      std::fprintf(out, "# %s\n", what.substr(begin, end - begin).c_str());
+      begin = end + 1;
+    }
+    std::fprintf(out, "# time = median over %d rounds of the mean per call (slowest rank)\n",
+                 options.rounds);
+    std::fprintf(out, "#%11s %12s %6s %5s", "", "", "", "");
+    for (const BenchImpl& impl : impls) std::fprintf(out, "   %-29s", impl.name);
+    std::fprintf(out, "\n#%11s %12s %6s %5s", "size", "count", "type", "redop");
+    for (size_t i = 0; i < impls.size(); ++i) {
+      std::fprintf(out, "   %9s %6s %6s %5s", "time(us)", "algbw", "busbw", "#wrong");
+    }
+    if (baseline != nullptr) std::fprintf(out, "   busbw vs %s", baseline);
+    std::fprintf(out, "\n");
+    std::fprintf(out, "#%11s %12s %6s %5s", "(B)", "(elements)", "", "");
+    for (size_t i = 0; i < impls.size(); ++i) {
+      std::fprintf(out, "   %9s %6s %6s %5s", "", "(GB/s)", "(GB/s)", "");
+    }
+    std::fprintf(out, "\n");
+    std::fflush(out);
+  }
+
+  long long total_wrong = 0;
+  std::vector<double> busbw_sum(impls.size(), 0.0);
+  int rows = 0;
+  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
+    const size_t count = bytes / esize;
+    // Warm up, then size the timed loops from one probe call (the slowest rank's).
+    double probe = 0;
+    for (size_t k = 0; k < impls.size(); ++k) {
+      BenchImpl& impl = impls[k];
+      for (int i = 0; i < options.warmup; ++i) impl.run(impl.buf, count);
+      set(impl, bytes, count, false);  // zeros stay zeros: the timed sums never overflow
+      MPI_Barrier(comm);
+      const double t0 = now_s();
+      impl.run(impl.buf, count);
+      probe = std::max(probe, max_over_ranks(now_s() - t0, comm));
+      round_times[k].clear();
+    }
+    const double per_round = options.seconds_per_size / options.rounds / impls.size();
+    const long iters =
+        std::clamp(static_cast<long>(per_round / std::max(probe, 1e-7)), 1L, 100000L);
+    for (int round = 0; round < options.rounds; ++round) {
+      for (size_t k = 0; k < impls.size(); ++k) {
+        BenchImpl& impl = impls[k];
+        MPI_Barrier(comm);
+        const double t0 = now_s();
+        for (long i = 0; i < iters; ++i) impl.run(impl.buf, count);
+        round_times[k].push_back(max_over_ranks((now_s() - t0) / iters, comm));
+      }
+    }
+    for (size_t k = 0; k < impls.size(); ++k) {
+      BenchImpl& impl = impls[k];
+      std::sort(round_times[k].begin(), round_times[k].end());
+      results[k].time_us = round_times[k][round_times[k].size() / 2] * 1e6;
+      // One checked call per size and implementation.
+      set(impl, bytes, count, true);
+      impl.run(impl.buf, count);
+      long long wrong = wrong_in(impl, bytes, count);
+      long long sum = 0;
+      MPI_Allreduce(&wrong, &sum, 1, MPI_LONG_LONG, MPI_SUM, comm);
+      results[k].wrong = sum;
+      total_wrong += sum;
+    }
+    if (rank == 0) {
+      std::fprintf(out, " %11zu %12zu %6s %5s", bytes, count, dtype_name(dtype), "sum");
+      std::vector<double> busbw;
+      for (size_t i = 0; i < impls.size(); ++i) {
+        const Result& r = results[i];
+        const double algbw = bytes / (r.time_us * 1e-6) / 1e9;
+        busbw.push_back(algbw * bus_factor);
+        busbw_sum[i] += busbw.back();
+        std::fprintf(out, "   %9.1f %6.2f %6.2f %5lld", r.time_us, algbw, busbw.back(), r.wrong);
+      }
+      if (baseline != nullptr) {
+        std::fprintf(out, "  ");
+        for (size_t i = 0; i + 1 < impls.size(); ++i) {
+          std::fprintf(out, " %5.2fx", busbw[i] / busbw.back());
+        }
+      }
+      std::fprintf(out, "\n");
+      std::fflush(out);
+    }
+    ++rows;
+  }
+  if (rank == 0 && rows > 0) {
+    std::fprintf(out, "# Avg bus bandwidth (GB/s):");
+    for (size_t i = 0; i < impls.size(); ++i) {
+      std::fprintf(out, " %s %.2f", impls[i].name, busbw_sum[i] / rows);
+    }
+    std::fprintf(out, "\n# Out of bounds values : %lld %s\n", total_wrong,
+                 total_wrong == 0 ? "OK" : "FAILED");
+    std::fflush(out);
+  }
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace rm::detail

@@ -1,0 +1,146 @@
+// The compute interface: everything the models, the optimizer and the sharded state do to
+// numbers, behind one class with a backend per device kind (kernels/cpu/, kernels/cuda/), as
+// the Communicator is for collectives. The worker never calls a backend directly.
+//
+// Contract, for every backend:
+//  - Memory: a kernel's pointers are memory of its backend -- from allocate(), or views
+//    (offsets) into it. That is host memory on the cpu backend and device memory on cuda. Host
+//    pointers appear only in upload / download and as the scalar results. Flat buffers stay
+//    flat: a parameter or gradient buffer is one allocation, and layers and shards see views.
+//  - Ordering: calls run in call order on the backend's compute stream (cpu: now, on the
+//    calling thread). Whatever returns a value to the host (download, sum_squares, the losses)
+//    first waits for the work queued before it. Nothing on the step path synchronises
+//    otherwise.
+//  - Storage types: parameters and activations are float or bf16 (LayerKernels<T>, the job's
+//    parallel.precision); gradients of parameters, fp32 master weights and the Adam moments are
+//    float. The element-wise math both backends run lives in RM_HOST_DEVICE functions
+//    (kernels/elementwise_math.h, kernels/bf16.h), so the CPU tests cover the GPU's formulas.
+//  - Threading: one thread owns a Compute and makes every call on it.
+//  - Errors: bad arguments throw std::invalid_argument before anything is written; a failure
+//    of the backend's library (CUDA, cuBLAS) throws std::runtime_error naming the call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "kernels/bf16.h"
+#include "kernels/layer_kernels.h"
+
+namespace rm {
+
+enum class ComputeKind { kCpu, kCuda };
+const char* compute_kind_name(ComputeKind kind);  // "cpu", "cuda"
+
+class Compute {
+ public:
+  virtual ~Compute() = default;
+  Compute(const Compute&) = delete;
+  Compute& operator=(const Compute&) = delete;
+
+  virtual ComputeKind kind() const = 0;
+  // One line for the start-up banner: "cpu, 2 threads", "cuda:0 NVIDIA H100 (sm_90, 80 GiB)".
+  virtual std::string describe() const = 0;
+  // The cudaStream_t the kernels run on (nullptr on the cpu): communicators order their
+  // operations after the work queued on it.
+  virtual void* stream() const { return nullptr; }
+  // Whether the host may read and write this backend's memory directly (cpu), so that staging
+  // copies can be skipped.
+  bool host_accessible() const { return kind() == ComputeKind::kCpu; }
+
+  // ---- Memory --------------------------------------------------------------------------------
+  // Zero-filled memory of this backend (at least 256-byte aligned); release() frees it.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* memory) = 0;  // nullptr is ignored
+  // Host memory for staging transfers (pinned on cuda, so downloads into it are asynchronous).
+  virtual void* allocate_host(size_t bytes) = 0;
+  virtual void release_host(void* memory) = 0;
+  // host -> backend, in stream order; host_src may be reused as soon as this returns.
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  // backend -> host; returns once the bytes are in host_dst.
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the backend
+  virtual void zero(void* dst, size_t bytes) = 0;
+  // A download that does not hold the compute stream (checkpoints): copies `src` as it is after
+  // the work queued so far into host_dst (from allocate_host), on a side stream, while compute
+  // goes on. The data is in host_dst once wait_downloads() returns; until then neither buffer
+  // may be written.
+  virtual void download_async(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void wait_downloads() = 0;
+  // Waits for everything queued on the compute stream.
+  virtual void synchronize() = 0;
+
+  // ---- Layers --------------------------------------------------------------------------------
+  virtual LayerKernels<float>& layers_f32() = 0;
+  virtual LayerKernels<bf16>& layers_bf16() = 0;
+  template <typename T>
+  LayerKernels<T>& layers();
+
+  // ---- GEMM, optimizer, reductions, casts (float) --------------------------------------------
+  // C[M,N] = alpha op(A) op(B) + beta C, row-major, leading dimensions are row strides (as
+  // cpu::sgemm). cuda: cuBLAS, TF32 tensor cores when allow_tf32 was set.
+  virtual void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                     int lda, const float* B, int ldb, float beta, float* C, int ldc) = 0;
+  // AdamW over n elements (kernels/cpu/adamw.h), t the 1-based step.
+  virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                            float lr, float beta1, float beta2, float eps, float weight_decay,
+                            int64_t t, float grad_scale) = 0;
+  // sum_i x[i]^2 in double, returned to the host.
+  virtual double sum_squares(const float* x, size_t n) = 0;
+  virtual void add_inplace(float* acc, const float* x, size_t n) = 0;  // acc += x
+  virtual void scale(float* x, size_t n, float s) = 0;                 // x *= s
+  // Round to bf16 (nearest even) and widen back (exact).
+  virtual void cast(bf16* dst, const float* src, size_t n) = 0;
+  virtual void cast(float* dst, const bf16* src, size_t n) = 0;
+
+ protected:
+  Compute() = default;
+};
+
+template <>
+inline LayerKernels<float>& Compute::layers<float>() {
+  return layers_f32();
+}
+template <>
+inline LayerKernels<bf16>& Compute::layers<bf16>() {
+  return layers_bf16();
+}
+
+// n elements of T in memory of a Compute, released with it. Move-only.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(Compute& compute, size_t n)
+      : compute_(&compute), ptr_(static_cast<T*>(compute.allocate(n * sizeof(T)))), n_(n) {}
+  ~DeviceArray() { reset(); }
+  DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      reset();
+      std::swap(compute_, o.compute_);
+      std::swap(ptr_, o.ptr_);
+      std::swap(n_, o.n_);
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* data() const { return ptr_; }
+  size_t size() const { return n_; }
+  void reset() {
+    if (compute_ != nullptr) compute_->release(ptr_);
+    compute_ = nullptr;
+    ptr_ = nullptr;
+    n_ = 0;
+  }
+
+ private:
+  Compute* compute_ = nullptr;
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace rm

@@ -1,0 +1,35 @@
+// Choosing and making a Compute backend (kernels/compute.h).
+//
+// The cuda backend exists only in builds where CMake found CUDA (RM_HAVE_CUDA); elsewhere
+// asking for it is an error that says so. Device indices count the GPUs this process sees, so
+// CUDA_VISIBLE_DEVICES is honoured by construction.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/compute.h"
+
+namespace rm {
+
+struct ComputeOptions {
+  int threads = 0;          // cpu: OpenMP and BLAS threads of the calling thread (0: as is)
+  int device = 0;           // cuda: index among the visible GPUs
+  bool allow_tf32 = true;   // cuda: fp32 GEMMs on TF32 tensor cores
+};
+
+// Sets the calling thread's OpenMP and BLAS thread count (the cpu backend's, and any host-side
+// parallel loop's). n < 1 is treated as 1.
+void set_host_threads(int n);
+
+// Whether this build has the cuda backend.
+bool cuda_compiled();
+
+// How many GPUs this process can use: 0 when the build has no CUDA, there is no driver or no
+// device. When 0, *why (if given) says which, in words for a user.
+int cuda_device_count(std::string* why = nullptr);
+
+// Throws std::runtime_error when the backend cannot start (no CUDA in this build, no such GPU).
+std::unique_ptr<Compute> make_compute(ComputeKind kind, const ComputeOptions& options);
+
+}  // namespace rm

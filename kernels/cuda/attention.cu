@@ -1,0 +1,139 @@
+#include "kernels/cuda/attention.h"
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/bf16.h"
+#include "kernels/cuda/kernel_util.cuh"
+#include "kernels/cuda/launch_check.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/row_math.h"
+
+namespace rm::cuda {
+namespace {
+
+void check_shapes(const char* fn, int B, int Tn, int C, int H) {
+  if (B < 0 || Tn < 0 || C < 0 || H <= 0 || C % H != 0) {
+    throw std::invalid_argument(std::string("rm::cuda::") + fn +
+                                ": bad shape B=" + std::to_string(B) + " T=" + std::to_string(Tn) +
+                                " C=" + std::to_string(C) + " H=" + std::to_string(H) +
+                                " (need H > 0 dividing C)");
+  }
+}
+
+// Row r of the [H*Tn, Tn] scores of one batch entry is query i = r % Tn: softmax over j <= i,
+// zeros after. scores and att may be the same memory (T = float): each element is read and
+// written by the same thread.
+template <typename T>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    causal_softmax_kernel(T* att, const float* scores, int Tn) {
+  const size_t row = static_cast<size_t>(blockIdx.x) * Tn;
+  const int i = static_cast<int>(blockIdx.x % Tn);
+  const float* p = scores + row;
+  T* a = att + row;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, p[j]);
+  mx = block_max(mx);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) sum += fast_expf(p[j] - mx);
+  const float inv = 1.0f / block_sum(sum);
+  for (int j = threadIdx.x; j < Tn; j += blockDim.x) {
+    a[j] = store<T>(j <= i ? fast_expf(p[j] - mx) * inv : 0.0f);
+  }
+}
+
+// dpre = a * (datt - <a, datt>) over j <= i, zeros after. datt and dpre may be the same memory.
+template <typename T>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    causal_softmax_backward_kernel(T* dpre, const float* datt, const T* att, int Tn) {
+  const size_t row = static_cast<size_t>(blockIdx.x) * Tn;
+  const int i = static_cast<int>(blockIdx.x % Tn);
+  const T* a = att + row;
+  const float* d = datt + row;
+  T* out = dpre + row;
+  float dot = 0.0f;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) dot += load(a[j]) * d[j];
+  dot = block_sum(dot);
+  for (int j = threadIdx.x; j < Tn; j += blockDim.x) {
+    out[j] = store<T>(j <= i ? softmax_backward_element(load(a[j]), d[j], dot) : 0.0f);
+  }
+}
+
+// Where a batch entry's float scores live: in place for float, else the scratch.
+template <typename T>
+float* score_buffer(T* in_place, float* scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)scratch;
+    return in_place;
+  } else {
+    (void)in_place;
+    if (scratch == nullptr) throw std::invalid_argument("rm::cuda attention: no score scratch");
+    return scratch;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+size_t attention_scratch_floats(int Tn, int H) {
+  return std::is_same_v<T, float> ? 0 : static_cast<size_t>(H) * Tn * Tn;
+}
+
+template <typename T>
+void attention_forward(const Blas& blas, T* out, T* att, const T* qkv, int B, int Tn, int C, int H,
+                       float* scores, cudaStream_t stream) {
+  check_shapes("attention_forward", B, Tn, C, H);
+  if (B == 0 || Tn == 0 || C == 0) return;
+  const RowMajorGemm qk = attention_scores_gemm(Tn, C, H);
+  const RowMajorGemm av = attention_values_gemm(Tn, C, H);
+  const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
+  for (int b = 0; b < B; ++b) {
+    const AttentionOffsets o = attention_offsets(b, Tn, C, H);
+    const T* q = qkv + o.qkv;
+    float* s = score_buffer(att + o.att, scores);
+    gemm(blas, qk, q, q + C, s);  // scale Q K^T
+    RM_CUDA_LAUNCH(causal_softmax_kernel<T>, rows, stream, att + o.att, s, Tn);
+    gemm(blas, av, att + o.att, q + 2 * C, out + o.out);  // att V
+  }
+}
+
+template <typename T>
+void attention_backward(const Blas& blas, T* dqkv, T* datt_scratch, const T* dout, const T* qkv,
+                        const T* att, int B, int Tn, int C, int H, float* scores,
+                        cudaStream_t stream) {
+  check_shapes("attention_backward", B, Tn, C, H);
+  if (B == 0 || Tn == 0 || C == 0) return;
+  const RowMajorGemm dv = attention_dvalues_gemm(Tn, C, H);
+  const RowMajorGemm da = attention_datt_gemm(Tn, C, H);
+  const RowMajorGemm dq = attention_dq_gemm(Tn, C, H);
+  const RowMajorGemm dk = attention_dk_gemm(Tn, C, H);
+  const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
+  for (int b = 0; b < B; ++b) {
+    const AttentionOffsets o = attention_offsets(b, Tn, C, H);
+    const T* q = qkv + o.qkv;
+    T* dq_b = dqkv + o.qkv;
+    const T* a = att + o.att;
+    const T* d = dout + o.out;
+    T* dpre = datt_scratch + o.att;
+    float* datt = score_buffer(dpre, scores);
+    gemm(blas, dv, a, d, dq_b + 2 * C);  // dV = att^T dout
+    gemm(blas, da, d, q + 2 * C, datt);  // datt = dout V^T
+    RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>, rows, stream, dpre, datt, a, Tn);
+    gemm(blas, dq, dpre, q + C, dq_b);  // dQ = scale dpre K
+    gemm(blas, dk, dpre, q, dq_b + C);  // dK = scale dpre^T Q
+  }
+}
+
+template size_t attention_scratch_floats<float>(int, int);
+template size_t attention_scratch_floats<bf16>(int, int);
+template void attention_forward<float>(const Blas&, float*, float*, const float*, int, int, int,
+                                       int, float*, cudaStream_t);
+template void attention_forward<bf16>(const Blas&, bf16*, bf16*, const bf16*, int, int, int, int,
+                                      float*, cudaStream_t);
+template void attention_backward<float>(const Blas&, float*, float*, const float*, const float*,
+                                        const float*, int, int, int, int, float*, cudaStream_t);
+template void attention_backward<bf16>(const Blas&, bf16*, bf16*, const bf16*, const bf16*,
+                                       const bf16*, int, int, int, int, float*, cudaStream_t);
+
+}  // namespace rm::cuda

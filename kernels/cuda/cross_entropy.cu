@@ -1,0 +1,97 @@
+#include "kernels/cuda/cross_entropy.h"
+
+#include "kernels/bf16.h"
+#include "kernels/cuda/kernel_util.cuh"
+#include "kernels/cuda/launch_check.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/row_math.h"
+
+namespace rm::cuda {
+namespace {
+
+__global__ void __launch_bounds__(1) reset_status_kernel(CrossEntropyStatus* status, int N) {
+  status->loss = 0.0;
+  status->bad_row = N;
+}
+
+__global__ void __launch_bounds__(kElementwiseThreads)
+    check_targets_kernel(CrossEntropyStatus* status, const int* targets, int N, int V) {
+  RM_GRID_STRIDE_LOOP(n, static_cast<size_t>(N)) {
+    if (targets[n] >= V) atomicMin(&status->bad_row, static_cast<int>(n));
+  }
+}
+
+// Block per row: max, then the exp sum (float per thread, double across threads), then the
+// loss and, with kGrad, the gradient written over the logits.
+template <typename T, bool kGrad>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    cross_entropy_kernel(const CrossEntropyStatus* status, double* row_loss, T* logits,
+                         const int* targets, int N, int V, float grad_scale) {
+  if (status->bad_row < N) return;  // the whole block returns: bad_row is the same for all
+  T* x = logits + static_cast<size_t>(blockIdx.x) * V;
+  const int t = targets[blockIdx.x];
+  if (t < 0) {
+    if (kGrad) {
+      for (int j = threadIdx.x; j < V; j += blockDim.x) x[j] = store<T>(0.0f);
+    }
+    if (threadIdx.x == 0) row_loss[blockIdx.x] = 0.0;
+    return;
+  }
+  const float xt = load(x[t]);  // read before any thread overwrites it (the reductions sync)
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, load(x[j]));
+  mx = block_max(mx);
+  float part = 0.0f;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) part += fast_expf(load(x[j]) - mx);
+  const double sum = block_sum(static_cast<double>(part));
+  if (threadIdx.x == 0) row_loss[blockIdx.x] = cross_entropy_row_loss(sum, mx, xt);
+  if (kGrad) {
+    const float f = cross_entropy_grad_factor(grad_scale, sum);
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+      float g = fast_expf(load(x[j]) - mx) * f;
+      if (j == t) g -= grad_scale;
+      x[j] = store<T>(g);
+    }
+  }
+}
+
+template <typename T, bool kGrad>
+void run(CrossEntropyStatus* status, double* row_loss, T* logits, const int* targets, int N, int V,
+         float grad_scale, cudaStream_t stream) {
+  RM_CUDA_LAUNCH(reset_status_kernel, (LaunchShape{1, 1}), stream, status, N);
+  if (N <= 0) return;
+  RM_CUDA_LAUNCH(check_targets_kernel, elementwise_launch(static_cast<size_t>(N)), stream, status,
+                 targets, N, V);
+  const auto kernel = &cross_entropy_kernel<T, kGrad>;
+  RM_CUDA_LAUNCH(kernel, row_launch(N, V), stream, status, row_loss, logits, targets, N, V,
+                 grad_scale);
+  sum_doubles(&status->loss, row_loss, static_cast<size_t>(N), stream);
+}
+
+}  // namespace
+
+template <typename T>
+void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,
+                           const int* targets, int N, int V, cudaStream_t stream) {
+  // The kernel without kGrad never writes through the pointer.
+  run<T, false>(status, row_loss, const_cast<T*>(logits), targets, N, V, 0.0f, stream);
+}
+
+template <typename T>
+void cross_entropy_forward_backward(CrossEntropyStatus* status, double* row_loss,
+                                    T* logits_then_dlogits, const int* targets, int N, int V,
+                                    float grad_scale, cudaStream_t stream) {
+  run<T, true>(status, row_loss, logits_then_dlogits, targets, N, V, grad_scale, stream);
+}
+
+template void cross_entropy_forward<float>(CrossEntropyStatus*, double*, const float*, const int*,
+                                           int, int, cudaStream_t);
+template void cross_entropy_forward<bf16>(CrossEntropyStatus*, double*, const bf16*, const int*,
+                                          int, int, cudaStream_t);
+template void cross_entropy_forward_backward<float>(CrossEntropyStatus*, double*, float*,
+                                                    const int*, int, int, float, cudaStream_t);
+template void cross_entropy_forward_backward<bf16>(CrossEntropyStatus*, double*, bf16*, const int*,
+                                                   int, int, float, cudaStream_t);
+
+}  // namespace rm::cuda

@@ -1,0 +1,34 @@
+// Softmax cross-entropy on the GPU (kernels/cpu/cross_entropy.h), T = float or bf16, with the
+// per-row formulas of kernels/row_math.h.
+//
+// Everything stays on the device; the caller downloads the result (cuda_context.h):
+//  - status->bad_row: N when every target is below V, else the first row whose target is not.
+//    It is computed before the row kernel, which then writes nothing (the CPU's "throws before
+//    any output is written" becomes: the caller throws after the download, outputs untouched).
+//  - status->loss: the loss sum over counted rows (targets < 0 are ignored), in double; the
+//    per-row losses are summed in row order by one block, so the result is deterministic.
+// One block per row; row_loss is scratch of N doubles. Asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace rm::cuda {
+
+struct CrossEntropyStatus {
+  double loss;
+  int bad_row;
+};
+
+// The loss only; logits are not modified.
+template <typename T>
+void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,
+                           const int* targets, int N, int V, cudaStream_t stream);
+
+// The loss, and logits OVERWRITTEN with (softmax - onehot(target)) * grad_scale (zero rows for
+// ignored targets).
+template <typename T>
+void cross_entropy_forward_backward(CrossEntropyStatus* status, double* row_loss,
+                                    T* logits_then_dlogits, const int* targets, int N, int V,
+                                    float grad_scale, cudaStream_t stream);
+
+}  // namespace rm::cuda

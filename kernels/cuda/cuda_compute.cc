@@ -1,0 +1,183 @@
+#include "kernels/cuda/cuda_compute.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/cast.h"
+#include "kernels/cuda/cublas_gemm.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_layers.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/residual.h"
+
+namespace rm::cuda {
+namespace {
+
+class CudaCompute final : public Compute {
+ public:
+  CudaCompute(int device, bool allow_tf32) : ctx_(device, allow_tf32), f32_(ctx_), bf16_(ctx_) {
+    cudaDeviceProp prop;
+    RM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), kThrow);
+    const double gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+    description_ = "cuda:" + std::to_string(device) + " " + prop.name + " (sm_" +
+                   std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+                   std::to_string(std::llround(gib)) + " GiB)";
+  }
+
+  ComputeKind kind() const override { return ComputeKind::kCuda; }
+  std::string describe() const override { return description_; }
+  void* stream() const override { return ctx_.stream(); }
+
+  // ---- Memory ------------------------------------------------------------------------------
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    RM_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes), kThrow);  // 256-byte aligned
+    if (bytes > 0) RM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx_.stream()), kThrow);
+    return p;
+  }
+  void release(void* memory) override {
+    if (memory == nullptr) return;
+    // Work queued on either stream may still use the memory.
+    wait_all();
+    RM_CUDA_CHECK(cudaFree(memory), kThrow);
+  }
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    RM_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes), kThrow);
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void release_host(void* memory) override {
+    if (memory == nullptr) return;
+    wait_all();  // a download into it may be in flight
+    RM_CUDA_CHECK(cudaFreeHost(memory), kThrow);
+  }
+  void upload(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return;
+    RM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx_.stream()),
+                  kThrow);
+    // From pageable memory the call returns once host_src has been staged; from pinned memory
+    // the copy is asynchronous, so wait for it: host_src may be reused when upload returns.
+    cudaPointerAttributes attr;
+    RM_CUDA_CHECK(cudaPointerGetAttributes(&attr, host_src), kThrow);
+    if (attr.type == cudaMemoryTypeHost) synchronize();
+  }
+  void download(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    RM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream()),
+                  kThrow);
+    synchronize();
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return;
+    RM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.stream()),
+                  kThrow);
+  }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes == 0) return;
+    RM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, ctx_.stream()), kThrow);
+  }
+  void download_async(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    // The side stream starts after everything queued so far on the compute stream.
+    RM_CUDA_CHECK(cudaEventRecord(ctx_.queued_event(), ctx_.stream()), kThrow);
+    RM_CUDA_CHECK(cudaStreamWaitEvent(ctx_.side_stream(), ctx_.queued_event(), 0), kThrow);
+    RM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.side_stream()),
+                  kThrow);
+  }
+  void wait_downloads() override {
+    RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.side_stream()), kThrow);
+  }
+  void synchronize() override { RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()), kThrow); }
+
+  LayerKernels<float>& layers_f32() override { return f32_; }
+  LayerKernels<bf16>& layers_bf16() override { return bf16_; }
+
+  // ---- GEMM, optimizer, reductions, casts ----------------------------------------------------
+  void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+             const float* B, int ldb, float beta, float* C, int ldc) override {
+    RowMajorGemm g;
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.M = M, g.N = N, g.K = K;
+    g.alpha = alpha, g.beta = beta;
+    g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+    gemm(ctx_.blas(), g, A, B, C);
+  }
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                    float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                    float grad_scale) override {
+    cuda::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale,
+                       ctx_.stream());
+  }
+  double sum_squares(const float* x, size_t n) override {
+    DeviceResults* r = ctx_.results();
+    cuda::sum_squares(&r->sum, r->partials, x, n, ctx_.stream());
+    double total = 0.0;
+    ctx_.fetch(&total, &r->sum, sizeof(total));
+    return total;
+  }
+  void add_inplace(float* acc, const float* x, size_t n) override {
+    cuda::add_inplace(acc, x, n, ctx_.stream());
+  }
+  void scale(float* x, size_t n, float s) override { cuda::scale(x, n, s, ctx_.stream()); }
+  void cast(bf16* dst, const float* src, size_t n) override {
+    cuda::cast(dst, src, n, ctx_.stream());
+  }
+  void cast(float* dst, const bf16* src, size_t n) override {
+    cuda::cast(dst, src, n, ctx_.stream());
+  }
+
+ private:
+  void wait_all() {
+    synchronize();
+    wait_downloads();
+  }
+
+  CudaContext ctx_;
+  CudaLayers<float> f32_;
+  CudaLayers<bf16> bf16_;
+  std::string description_;
+};
+
+}  // namespace
+
+int visible_device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    if (why != nullptr) {
+      *why = std::string("no usable CUDA device: ") + cudaGetErrorString(rc) +
+             " (is the NVIDIA driver installed and a GPU present?)";
+    }
+    return 0;
+  }
+  if (count == 0 && why != nullptr) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    *why = "the CUDA driver reports no GPU";
+    if (visible != nullptr) *why += std::string(" (CUDA_VISIBLE_DEVICES=\"") + visible + "\")";
+  }
+  return count;
+}
+
+std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32) {
+  std::string why;
+  const int count = visible_device_count(&why);
+  if (count == 0)
+    throw std::runtime_error("cannot use cuda device " + std::to_string(device) + ": " + why);
+  if (device < 0 || device >= count) {
+    throw std::runtime_error("cannot use cuda device " + std::to_string(device) +
+                             ": this process sees " + std::to_string(count) + " GPU" +
+                             (count == 1 ? "" : "s"));
+  }
+  return std::make_unique<CudaCompute>(device, allow_tf32);
+}
+
+}  // namespace rm::cuda

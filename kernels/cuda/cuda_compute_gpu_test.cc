@@ -1,0 +1,474 @@
+// Every operation of the cuda backend (CudaCompute) against the cpu backend on the same random
+// inputs, for float and bf16 layers. Each test skips, with the reason, where no GPU is visible.
+//
+// Tolerances (|got - want| <= atol * max|want| + rtol * |want|):
+//  - float, TF32 off: rtol 1e-4, atol 1e-5 -- only the summation order differs (cuBLAS's
+//    blocking, block reductions vs `omp simd` lanes, FMA contraction on the GPU).
+//  - bf16 outputs: rtol 1.6e-2, atol 1e-2 -- a bf16 ulp is 2^-8 relative, and a different
+//    summation order may round the other way; attention's value GEMM also reads the bf16-rounded
+//    probabilities where the cpu emulation keeps them in float (cuda/attention.h).
+//  - float outputs of bf16 layers (parameter gradients, losses): rtol 1e-3, atol 1e-4.
+//  - casts, memory operations and deterministic column sums: exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <regex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/compute.h"
+#include "kernels/cpu/cpu_compute.h"
+#include "kernels/cuda/cuda_compute.h"
+
+namespace rm::cuda {
+namespace {
+
+// ---- Helpers ---------------------------------------------------------------------------------
+
+struct Tolerance {
+  double rtol, atol;
+};
+template <typename T>
+constexpr Tolerance kOutputTol =
+    std::is_same_v<T, float> ? Tolerance{1e-4, 1e-5} : Tolerance{1.6e-2, 1e-2};
+template <typename T>
+constexpr Tolerance kGradTol =
+    std::is_same_v<T, float> ? Tolerance{1e-4, 1e-5} : Tolerance{1e-3, 1e-4};
+
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
+                                 Tolerance tol) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size mismatch";
+  double scale = 0.0;
+  for (float w : want) scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= tol.atol * scale + tol.rtol * std::fabs(static_cast<double>(want[i])))) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " differ; first at " << first << ": got " << got[first]
+         << " want " << want[first];
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+template <typename T>
+std::vector<float> widen(const std::vector<T>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = load(v[i]);
+  return out;
+}
+
+// The same data in both backends' memory.
+template <typename T>
+class Both {
+ public:
+  Both(Compute& gpu, Compute& cpu, const std::vector<T>& host)
+      : gpu_(gpu), cpu_(cpu), g_(gpu, host.size()), c_(cpu, host.size()) {
+    gpu.upload(g_.data(), host.data(), host.size() * sizeof(T));
+    cpu.upload(c_.data(), host.data(), host.size() * sizeof(T));
+  }
+  T* gpu() { return g_.data(); }
+  T* cpu() { return c_.data(); }
+  std::vector<T> gpu_host() {
+    std::vector<T> h(g_.size());
+    gpu_.download(h.data(), g_.data(), h.size() * sizeof(T));
+    return h;
+  }
+  std::vector<T> cpu_host() {
+    std::vector<T> h(c_.size());
+    cpu_.download(h.data(), c_.data(), h.size() * sizeof(T));
+    return h;
+  }
+  std::vector<float> gpu_f() { return widen(gpu_host()); }
+  std::vector<float> cpu_f() { return widen(cpu_host()); }
+
+ private:
+  Compute& gpu_;
+  Compute& cpu_;
+  DeviceArray<T> g_, c_;
+};
+
+template <typename T>
+std::vector<T> random_t(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  const std::vector<float> f = random_floats(n, seed, lo, hi);
+  std::vector<T> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = store<T>(f[i]);
+  return t;
+}
+
+std::vector<int> random_ints(size_t n, unsigned seed, int lo, int hi) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<int> v(n);
+  for (int& x : v) x = dist(gen);
+  return v;
+}
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (visible_device_count(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    gpu_ = make_cuda_compute(0, /*allow_tf32=*/false);
+    cpu_ = cpu::make_cpu_compute(1);
+  }
+  Compute& gpu() { return *gpu_; }
+  Compute& cpu() { return *cpu_; }
+  template <typename T>
+  Both<T> both(const std::vector<T>& host) {
+    return Both<T>(*gpu_, *cpu_, host);
+  }
+
+  std::unique_ptr<Compute> gpu_, cpu_;
+};
+
+template <typename T>
+class CudaLayersTest : public CudaTest {
+ protected:
+  LayerKernels<T>& gl() { return gpu().layers<T>(); }
+  LayerKernels<T>& cl() { return cpu().layers<T>(); }
+};
+using StorageTypes = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(CudaLayersTest, StorageTypes);
+
+// ---- Layers ------------------------------------------------------------------------------------
+
+TYPED_TEST(CudaLayersTest, Embedding) {
+  using T = TypeParam;
+  const int B = 3, Tn = 17, C = 40, V = 23;
+  auto tokens = this->both(random_ints(B * Tn, 1, 0, V - 1));
+  auto wte = this->both(random_t<T>(V * C, 2)), wpe = this->both(random_t<T>(Tn * C, 3));
+  for (bool with_wpe : {false, true}) {
+    auto out = this->both(std::vector<T>(B * Tn * C));
+    this->gl().embedding_forward(out.gpu(), tokens.gpu(), wte.gpu(), with_wpe ? wpe.gpu() : nullptr,
+                                 B, Tn, C);
+    this->cl().embedding_forward(out.cpu(), tokens.cpu(), wte.cpu(), with_wpe ? wpe.cpu() : nullptr,
+                                 B, Tn, C);
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), {0, 0}));  // one add, one rounding: exact
+  }
+  auto dout = this->both(random_t<T>(B * Tn * C, 4));
+  auto dwte = this->both(random_floats(V * C, 5)), dwpe = this->both(random_floats(Tn * C, 6));
+  this->gl().embedding_backward(dwte.gpu(), dwpe.gpu(), dout.gpu(), tokens.gpu(), B, Tn, C);
+  this->cl().embedding_backward(dwte.cpu(), dwpe.cpu(), dout.cpu(), tokens.cpu(), B, Tn, C);
+  // Same order of additions as the cpu: exact.
+  EXPECT_TRUE(close(dwte.gpu_f(), dwte.cpu_f(), {0, 0}));
+  EXPECT_TRUE(close(dwpe.gpu_f(), dwpe.cpu_f(), {0, 0}));
+}
+
+TYPED_TEST(CudaLayersTest, ContextEmbedding) {
+  using T = TypeParam;
+  const int B = 2, Tn = 9, K = 3, E = 12, V = 11;
+  auto tokens = this->both(random_ints(B * Tn, 7, 0, V - 1));
+  auto emb = this->both(random_t<T>(V * E, 8));
+  auto x = this->both(random_t<T>(B * Tn * K * E, 9));  // overwritten, zeros included
+  this->gl().context_embedding_forward(x.gpu(), tokens.gpu(), emb.gpu(), B, Tn, K, E);
+  this->cl().context_embedding_forward(x.cpu(), tokens.cpu(), emb.cpu(), B, Tn, K, E);
+  EXPECT_TRUE(close(x.gpu_f(), x.cpu_f(), {0, 0}));
+  auto dx = this->both(random_t<T>(B * Tn * K * E, 10));
+  auto demb = this->both(random_floats(V * E, 11));
+  this->gl().context_embedding_backward(demb.gpu(), dx.gpu(), tokens.gpu(), B, Tn, K, E);
+  this->cl().context_embedding_backward(demb.cpu(), dx.cpu(), tokens.cpu(), B, Tn, K, E);
+  EXPECT_TRUE(close(demb.gpu_f(), demb.cpu_f(), {0, 0}));
+}
+
+TYPED_TEST(CudaLayersTest, LayerNorm) {
+  using T = TypeParam;
+  for (int C : {7, 64, 1100}) {  // one partial warp, one block, more columns than threads
+    SCOPED_TRACE(C);
+    const int N = 13;
+    auto inp = this->both(random_t<T>(N * C, 12, 2.0f, 5.0f));  // an offset mean
+    auto w = this->both(random_t<T>(C, 13)), b = this->both(random_t<T>(C, 14));
+    auto out = this->both(std::vector<T>(N * C));
+    auto mean = this->both(std::vector<float>(N)), rstd = this->both(std::vector<float>(N));
+    this->gl().layernorm_forward(out.gpu(), mean.gpu(), rstd.gpu(), inp.gpu(), w.gpu(), b.gpu(), N,
+                                 C);
+    this->cl().layernorm_forward(out.cpu(), mean.cpu(), rstd.cpu(), inp.cpu(), w.cpu(), b.cpu(), N,
+                                 C);
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+    EXPECT_TRUE(close(mean.gpu_f(), mean.cpu_f(), {1e-5, 1e-6}));
+    EXPECT_TRUE(close(rstd.gpu_f(), rstd.cpu_f(), {1e-4, 1e-6}));
+    auto dout = this->both(random_t<T>(N * C, 15));
+    auto dinp = this->both(random_t<T>(N * C, 16));  // ADDED to
+    auto dw = this->both(random_floats(C, 17)), db = this->both(random_floats(C, 18));
+    // Both read the cpu's statistics, so only the backward is compared.
+    auto m = this->both(mean.cpu_host()), r = this->both(rstd.cpu_host());
+    this->gl().layernorm_backward(dinp.gpu(), dw.gpu(), db.gpu(), dout.gpu(), inp.gpu(), w.gpu(),
+                                  m.gpu(), r.gpu(), N, C);
+    this->cl().layernorm_backward(dinp.cpu(), dw.cpu(), db.cpu(), dout.cpu(), inp.cpu(), w.cpu(),
+                                  m.cpu(), r.cpu(), N, C);
+    EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));
+    EXPECT_TRUE(close(dw.gpu_f(), dw.cpu_f(), kGradTol<T>));
+    EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), kGradTol<T>));
+  }
+}
+
+TYPED_TEST(CudaLayersTest, Linear) {
+  using T = TypeParam;
+  const int N = 37, C = 48, OC = 29;
+  auto inp = this->both(random_t<T>(N * C, 20)), w = this->both(random_t<T>(OC * C, 21));
+  auto bias = this->both(random_t<T>(OC, 22)), dout = this->both(random_t<T>(N * OC, 23));
+  for (bool with_bias : {false, true}) {
+    auto out = this->both(random_t<T>(N * OC, 24));  // overwritten
+    this->gl().linear_forward(out.gpu(), inp.gpu(), w.gpu(), with_bias ? bias.gpu() : nullptr, N, C,
+                              OC);
+    this->cl().linear_forward(out.cpu(), inp.cpu(), w.cpu(), with_bias ? bias.cpu() : nullptr, N, C,
+                              OC);
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+  }
+  for (bool with_dinp : {false, true}) {
+    auto dinp = this->both(random_t<T>(N * C, 25));
+    auto dw = this->both(random_floats(OC * C, 26)), db = this->both(random_floats(OC, 27));
+    this->gl().linear_backward(with_dinp ? dinp.gpu() : nullptr, dw.gpu(), db.gpu(), dout.gpu(),
+                               inp.gpu(), w.gpu(), N, C, OC);
+    this->cl().linear_backward(with_dinp ? dinp.cpu() : nullptr, dw.cpu(), db.cpu(), dout.cpu(),
+                               inp.cpu(), w.cpu(), N, C, OC);
+    EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));  // untouched when skipped
+    EXPECT_TRUE(close(dw.gpu_f(), dw.cpu_f(), kGradTol<T>));
+    EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), {0, 0}));  // same order of additions
+  }
+}
+
+TYPED_TEST(CudaLayersTest, Attention) {
+  using T = TypeParam;
+  for (int Tn : {1, 7, 70}) {
+    SCOPED_TRACE(Tn);
+    const int B = 2, C = 48, H = 4;
+    const size_t NC = static_cast<size_t>(B) * Tn * C, A = static_cast<size_t>(B) * H * Tn * Tn;
+    auto qkv = this->both(random_t<T>(3 * NC, 30, -2.0f, 2.0f));
+    auto out = this->both(std::vector<T>(NC)), att = this->both(std::vector<T>(A));
+    this->gl().attention_forward(out.gpu(), att.gpu(), qkv.gpu(), B, Tn, C, H);
+    this->cl().attention_forward(out.cpu(), att.cpu(), qkv.cpu(), B, Tn, C, H);
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+    // Only the causal part of att is specified; the cuda backend writes zeros above it.
+    std::vector<float> ga = att.gpu_f(), ca = att.cpu_f();
+    for (size_t r = 0; r < static_cast<size_t>(B) * H * Tn; ++r) {
+      const int i = static_cast<int>(r % Tn);
+      for (int j = i + 1; j < Tn; ++j) {
+        ASSERT_EQ(ga[r * Tn + j], 0.0f);
+        ca[r * Tn + j] = 0.0f;
+      }
+    }
+    EXPECT_TRUE(close(ga, ca, kOutputTol<T>));
+    auto dout = this->both(random_t<T>(NC, 31));
+    auto dqkv = this->both(random_t<T>(3 * NC, 32));  // overwritten
+    auto scratch = this->both(std::vector<T>(A));
+    // Each backend reads its own forward's att (the cuda backward relies on its zeros).
+    this->gl().attention_backward(dqkv.gpu(), scratch.gpu(), dout.gpu(), qkv.gpu(), att.gpu(), B,
+                                  Tn, C, H);
+    this->cl().attention_backward(dqkv.cpu(), scratch.cpu(), dout.cpu(), qkv.cpu(), att.cpu(), B,
+                                  Tn, C, H);
+    EXPECT_TRUE(close(dqkv.gpu_f(), dqkv.cpu_f(), kOutputTol<T>));
+  }
+  auto x = this->both(std::vector<T>(30));
+  EXPECT_THROW(this->gl().attention_forward(x.gpu(), x.gpu(), x.gpu(), 1, 1, 10, 3),
+               std::invalid_argument);
+}
+
+TYPED_TEST(CudaLayersTest, GeluAndAdd) {
+  using T = TypeParam;
+  const size_t n = 100003;
+  auto inp = this->both(random_t<T>(n, 40, -8.0f, 8.0f)), dout = this->both(random_t<T>(n, 41));
+  auto out = this->both(std::vector<T>(n)), dinp = this->both(std::vector<T>(n));
+  this->gl().gelu_forward(out.gpu(), inp.gpu(), n);
+  this->cl().gelu_forward(out.cpu(), inp.cpu(), n);
+  this->gl().gelu_backward(dinp.gpu(), inp.gpu(), dout.gpu(), n);
+  this->cl().gelu_backward(dinp.cpu(), inp.cpu(), dout.cpu(), n);
+  // expf on the GPU vs the cpu's polynomial: a few ulp.
+  EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+  EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));
+  // In place (out aliases a), as the residual stream uses it.
+  auto a = this->both(random_t<T>(n, 42)), b = this->both(random_t<T>(n, 43));
+  this->gl().add(a.gpu(), a.gpu(), b.gpu(), n);
+  this->cl().add(a.cpu(), a.cpu(), b.cpu(), n);
+  EXPECT_TRUE(close(a.gpu_f(), a.cpu_f(), {0, 0}));
+}
+
+TYPED_TEST(CudaLayersTest, CrossEntropy) {
+  using T = TypeParam;
+  for (int V : {5, 1000, 50257}) {
+    SCOPED_TRACE(V);
+    const int N = 9;
+    std::vector<int> t = random_ints(N, 50, 0, V - 1);
+    t[2] = -1;  // ignored
+    t[7] = -100;
+    auto targets = this->both(t);
+    auto logits = this->both(random_t<T>(static_cast<size_t>(N) * V, 51, -4.0f, 4.0f));
+    const double lg = this->gl().cross_entropy_forward(logits.gpu(), targets.gpu(), N, V);
+    const double lc = this->cl().cross_entropy_forward(logits.cpu(), targets.cpu(), N, V);
+    EXPECT_NEAR(lg, lc, 1e-5 * std::fabs(lc));
+    const double bg =
+        this->gl().cross_entropy_forward_backward(logits.gpu(), targets.gpu(), N, V, 0.25f);
+    const double bc =
+        this->cl().cross_entropy_forward_backward(logits.cpu(), targets.cpu(), N, V, 0.25f);
+    EXPECT_NEAR(bg, bc, 1e-5 * std::fabs(bc));
+    EXPECT_NEAR(bg, lg, 1e-12 * std::fabs(lg));
+    EXPECT_TRUE(close(logits.gpu_f(), logits.cpu_f(), kOutputTol<T>));
+  }
+}
+
+TYPED_TEST(CudaLayersTest, CrossEntropyRejectsTargetsOutOfRangeBeforeWriting) {
+  using T = TypeParam;
+  const int N = 4, V = 10;
+  auto targets = this->both(std::vector<int>{1, 2, 10, 3});
+  const std::vector<T> host = random_t<T>(N * V, 60);
+  auto logits = this->both(host);
+  EXPECT_THROW(this->gl().cross_entropy_forward_backward(logits.gpu(), targets.gpu(), N, V, 1.0f),
+               std::out_of_range);
+  const std::vector<T> after = logits.gpu_host();
+  EXPECT_EQ(std::memcmp(after.data(), host.data(), host.size() * sizeof(T)), 0);
+  // The backend is usable afterwards.
+  auto ok = this->both(std::vector<int>{1, 2, 9, 3});
+  EXPECT_NO_THROW(this->gl().cross_entropy_forward(logits.gpu(), ok.gpu(), N, V));
+}
+
+// ---- Compute: memory, GEMM, optimizer, reductions, casts ---------------------------------------
+
+TEST_F(CudaTest, DescribeAndStream) {
+  EXPECT_EQ(gpu().kind(), ComputeKind::kCuda);
+  EXPECT_TRUE(
+      std::regex_match(gpu().describe(), std::regex(R"(cuda:0 .+ \(sm_[0-9]+, [0-9]+ GiB\))")))
+      << gpu().describe();
+  EXPECT_NE(gpu().stream(), nullptr);
+}
+
+TEST_F(CudaTest, MemoryIsZeroedAndCopiesRoundTrip) {
+  const size_t n = 1 << 20;
+  DeviceArray<float> a(gpu(), n), b(gpu(), n);
+  std::vector<float> h(n, 1.0f);
+  gpu().download(h.data(), a.data(), n * sizeof(float));
+  EXPECT_TRUE(std::all_of(h.begin(), h.end(), [](float x) { return x == 0.0f; }));
+  const std::vector<float> src = random_floats(n, 70);
+  gpu().upload(a.data(), src.data(), n * sizeof(float));
+  gpu().copy(b.data(), a.data(), n * sizeof(float));
+  gpu().zero(a.data(), n / 2 * sizeof(float));
+  gpu().download(h.data(), b.data(), n * sizeof(float));
+  EXPECT_EQ(h, src);
+  gpu().download(h.data(), a.data(), n * sizeof(float));
+  EXPECT_EQ(h[n / 2 - 1], 0.0f);
+  EXPECT_EQ(h[n / 2], src[n / 2]);
+  // Pinned staging: upload from it, then download_async into it after queued work.
+  auto* pinned = static_cast<float*>(gpu().allocate_host(n * sizeof(float)));
+  EXPECT_EQ(pinned[n - 1], 0.0f);
+  std::copy(src.begin(), src.end(), pinned);
+  gpu().upload(a.data(), pinned, n * sizeof(float));
+  std::fill(pinned, pinned + n, -1.0f);  // upload returned: the source may be reused
+  gpu().scale(a.data(), n, 2.0f);        // queued before the download: must be seen by it
+  gpu().download_async(pinned, a.data(), n * sizeof(float));
+  gpu().wait_downloads();
+  for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(pinned[i], 2.0f * src[i]);
+  gpu().release_host(pinned);
+  gpu().release(nullptr);
+  gpu().release_host(nullptr);
+}
+
+TEST_F(CudaTest, SgemmEveryTransposeWithLeadingDimensions) {
+  const int M = 33, N = 17, K = 45;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      auto A = both(random_floats(static_cast<size_t>(ta ? K : M) * lda, 80));
+      auto B = both(random_floats(static_cast<size_t>(tb ? N : K) * ldb, 81));
+      auto C = both(random_floats(static_cast<size_t>(M) * ldc, 82));
+      gpu().sgemm(ta, tb, M, N, K, 0.5f, A.gpu(), lda, B.gpu(), ldb, 0.25f, C.gpu(), ldc);
+      cpu().sgemm(ta, tb, M, N, K, 0.5f, A.cpu(), lda, B.cpu(), ldb, 0.25f, C.cpu(), ldc);
+      EXPECT_TRUE(close(C.gpu_f(), C.cpu_f(), {1e-4, 1e-5})) << ta << tb;
+    }
+  }
+  auto x = both(std::vector<float>(16));
+  EXPECT_THROW(gpu().sgemm(false, false, 4, 4, 4, 1.0f, x.gpu(), 3, x.gpu(), 4, 0.0f, x.gpu(), 4),
+               std::invalid_argument);
+}
+
+TEST_F(CudaTest, Tf32GemmIsCloseToFp32) {
+  auto tf32 = make_cuda_compute(0, /*allow_tf32=*/true);
+  const int M = 64, N = 64, K = 256;
+  const auto a = random_floats(M * K, 83), b = random_floats(K * N, 84);
+  DeviceArray<float> A(*tf32, a.size()), B(*tf32, b.size()), C(*tf32, M * N);
+  tf32->upload(A.data(), a.data(), a.size() * sizeof(float));
+  tf32->upload(B.data(), b.data(), b.size() * sizeof(float));
+  tf32->sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+  std::vector<float> got(M * N), want(M * N);
+  tf32->download(got.data(), C.data(), got.size() * sizeof(float));
+  cpu().sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, want.data(), N);
+  EXPECT_TRUE(close(got, want, {1e-2, 5e-3}));  // TF32: 10-bit mantissa inputs
+}
+
+TEST_F(CudaTest, AdamW) {
+  const size_t n = 100003;
+  auto p = both(random_floats(n, 90)), m = both(std::vector<float>(n)),
+       v = both(std::vector<float>(n));
+  for (int t = 1; t <= 3; ++t) {
+    auto g = both(random_floats(n, 91 + t, -2.0f, 2.0f));
+    gpu().adamw_update(p.gpu(), g.gpu(), m.gpu(), v.gpu(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t,
+                       0.5f);
+    cpu().adamw_update(p.cpu(), g.cpu(), m.cpu(), v.cpu(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t,
+                       0.5f);
+  }
+  EXPECT_TRUE(close(p.gpu_f(), p.cpu_f(), {1e-6, 1e-7}));
+  EXPECT_TRUE(close(m.gpu_f(), m.cpu_f(), {1e-6, 1e-7}));
+  EXPECT_TRUE(close(v.gpu_f(), v.cpu_f(), {1e-6, 1e-7}));
+  EXPECT_THROW(gpu().adamw_update(p.gpu(), p.gpu(), m.gpu(), v.gpu(), n, 1e-2f, 0.9f, 0.95f, 1e-8f,
+                                  0.1f, 0, 1.0f),
+               std::invalid_argument);
+}
+
+TEST_F(CudaTest, ReductionsAndScaling) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3000001}}) {
+    auto x = both(random_floats(std::max<size_t>(n, 1), 100));
+    const double g = gpu().sum_squares(x.gpu(), n), c = cpu().sum_squares(x.cpu(), n);
+    EXPECT_NEAR(g, c, 1e-12 * std::max(1.0, c)) << n;
+    EXPECT_EQ(g, gpu().sum_squares(x.gpu(), n)) << "deterministic";
+  }
+  const size_t n = 12345;
+  auto acc = both(random_floats(n, 101)), x = both(random_floats(n, 102));
+  gpu().add_inplace(acc.gpu(), x.gpu(), n);
+  cpu().add_inplace(acc.cpu(), x.cpu(), n);
+  gpu().scale(acc.gpu(), n, -0.3f);
+  cpu().scale(acc.cpu(), n, -0.3f);
+  EXPECT_TRUE(close(acc.gpu_f(), acc.cpu_f(), {0, 0}));
+}
+
+TEST_F(CudaTest, CastsAreBitExact) {
+  std::vector<float> f = random_floats(70000, 110, -1e4f, 1e4f);
+  f[0] = INFINITY, f[1] = -INFINITY, f[2] = NAN, f[3] = 3.4e38f, f[4] = 1e-40f, f[5] = -0.0f;
+  auto src = both(f);
+  auto half = both(std::vector<bf16>(f.size()));
+  auto back = both(std::vector<float>(f.size()));
+  gpu().cast(half.gpu(), src.gpu(), f.size());
+  cpu().cast(half.cpu(), src.cpu(), f.size());
+  gpu().cast(back.gpu(), half.gpu(), f.size());
+  cpu().cast(back.cpu(), half.cpu(), f.size());
+  const auto hg = half.gpu_host(), hc = half.cpu_host();
+  EXPECT_EQ(std::memcmp(hg.data(), hc.data(), hg.size() * sizeof(bf16)), 0);
+  const auto bg = back.gpu_host(), bc = back.cpu_host();
+  EXPECT_EQ(std::memcmp(bg.data(), bc.data(), bg.size() * sizeof(float)), 0);
+}
+
+TEST(CudaDevices, CountComesWithAReason) {
+  std::string why;
+  const int count = visible_device_count(&why);
+  if (count == 0) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_THROW(make_cuda_compute(0, false), std::runtime_error);
+    GTEST_SKIP() << "no GPU: " << why;
+  }
+  EXPECT_THROW(make_cuda_compute(count, false), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace rm::cuda

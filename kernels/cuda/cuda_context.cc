@@ -1,0 +1,84 @@
+#include "kernels/cuda/cuda_context.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cublas_check.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace rm::cuda {
+namespace {
+
+// Destructor-path checks: report and go on (a destructor must not throw).
+void report(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess) std::fprintf(stderr, "rm::cuda: %s: %s\n", call, cudaGetErrorString(rc));
+}
+
+// Construction errors name the device.
+struct DeviceError {
+  int device;
+  [[noreturn]] void operator()(const char* call, const char* error) const {
+    throw std::runtime_error("cuda device " + std::to_string(device) + ": " + call +
+                             " failed: " + error);
+  }
+};
+
+}  // namespace
+
+CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
+  const DeviceError on_error{device};
+  try {
+    RM_CUDA_CHECK(cudaSetDevice(device), on_error);
+    // Non-blocking: no implicit ordering with the legacy default stream, which nothing here uses.
+    RM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), on_error);
+    RM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking), on_error);
+    RM_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), on_error);
+    RM_CUBLAS_CHECK(cublasCreate(&blas_.handle), on_error);
+    RM_CUBLAS_CHECK(cublasSetStream(blas_.handle, stream_), on_error);
+    blas_.allow_tf32 = allow_tf32;
+    void* results = nullptr;
+    RM_CUDA_CHECK(cudaMalloc(&results, sizeof(DeviceResults)), on_error);
+    results_ = static_cast<DeviceResults*>(results);
+    RM_CUDA_CHECK(cudaMallocHost(&staging_, kStagingBytes), on_error);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaContext::~CudaContext() {
+  release();
+}
+
+void CudaContext::release() noexcept {
+  if (stream_ != nullptr) report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (side_stream_ != nullptr) report(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
+  if (staging_ != nullptr) report(cudaFreeHost(staging_), "cudaFreeHost");
+  if (results_ != nullptr) report(cudaFree(results_), "cudaFree");
+  if (blas_.handle != nullptr) {
+    const cublasStatus_t rc = cublasDestroy(blas_.handle);
+    if (rc != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "rm::cuda: cublasDestroy: %s\n", cublasGetStatusString(rc));
+    }
+  }
+  if (queued_ != nullptr) report(cudaEventDestroy(queued_), "cudaEventDestroy");
+  if (side_stream_ != nullptr) report(cudaStreamDestroy(side_stream_), "cudaStreamDestroy");
+  if (stream_ != nullptr) report(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+  staging_ = nullptr;
+  results_ = nullptr;
+  blas_.handle = nullptr;
+  queued_ = nullptr;
+  side_stream_ = nullptr;
+  stream_ = nullptr;
+}
+
+void CudaContext::fetch(void* host_dst, const void* src, size_t bytes) {
+  if (bytes > kStagingBytes) throw std::invalid_argument("rm::cuda fetch: too many bytes");
+  RM_CUDA_CHECK(cudaMemcpyAsync(staging_, src, bytes, cudaMemcpyDeviceToHost, stream_), kThrow);
+  RM_CUDA_CHECK(cudaStreamSynchronize(stream_), kThrow);
+  std::memcpy(host_dst, staging_, bytes);
+}
+
+}  // namespace rm::cuda

@@ -1,0 +1,66 @@
+// The device state one CudaCompute owns: the device, its compute stream (kernels and cuBLAS), the
+// side stream of checkpoint downloads, the cuBLAS handle, scratch, and a small device block that
+// reductions write their results into, with a pinned mirror to download them.
+//
+// Created on the calling thread's device (cudaSetDevice(device) first); that thread makes every
+// later call (compute.h's threading rule). Construction failures throw std::runtime_error with
+// whatever was created released; the destructor waits for both streams and releases everything,
+// reporting (not throwing) failures.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cublas_gemm.h"
+#include "kernels/cuda/device_scratch.h"
+#include "kernels/cuda/launch_util.h"
+
+namespace rm::cuda {
+
+// Where device reductions leave their results.
+struct DeviceResults {
+  CrossEntropyStatus cross_entropy;
+  double sum;
+  double partials[kMaxReduceBlocks];  // sum_squares's first pass
+};
+
+class CudaContext {
+ public:
+  CudaContext(int device, bool allow_tf32);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cudaStream_t side_stream() const { return side_stream_; }
+  cudaEvent_t queued_event() const { return queued_; }
+  const Blas& blas() const { return blas_; }
+  DeviceResults* results() const { return results_; }
+  // Scratch of at least n elements (grow-only, device_scratch.h), valid until the next larger
+  // request of the same kind.
+  float* attention_scratch(size_t n) { return attention_scratch_.get<float>(n, stream_); }
+  double* loss_scratch(size_t n) { return loss_scratch_.get<double>(n, stream_); }
+
+  // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
+  // queued on the compute stream is done; returns when the bytes are there.
+  static constexpr size_t kStagingBytes = 64;
+  void fetch(void* host_dst, const void* src, size_t bytes);
+
+ private:
+  void release() noexcept;
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t queued_ = nullptr;
+  Blas blas_;
+  DeviceResults* results_ = nullptr;
+  void* staging_ = nullptr;  // pinned, kStagingBytes
+  DeviceScratch attention_scratch_;
+  DeviceScratch loss_scratch_;
+};
+
+}  // namespace rm::cuda

@@ -1,0 +1,157 @@
+#include "kernels/cuda/cuda_layers.h"
+
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/context_embedding.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gelu.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/residual.h"
+
+namespace rm::cuda {
+namespace {
+
+// Negative sizes are rejected before anything is queued (the kernels treat <= 0 as empty).
+void check_sizes(const char* fn, std::initializer_list<int> sizes) {
+  for (int s : sizes) {
+    if (s < 0) {
+      throw std::invalid_argument(std::string("rm::cuda::") + fn + ": negative size " +
+                                  std::to_string(s));
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void CudaLayers<T>::embedding_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B,
+                                      int Tn, int C) {
+  check_sizes("embedding_forward", {B, Tn, C});
+  cuda::embedding_forward(out, tokens, wte, wpe, B, Tn, C, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens,
+                                       int B, int Tn, int C) {
+  check_sizes("embedding_backward", {B, Tn, C});
+  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, Tn, C, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::context_embedding_forward(T* x, const int* tokens, const T* emb, int B, int Tn,
+                                              int K, int E) {
+  check_sizes("context_embedding_forward", {B, Tn, K, E});
+  cuda::context_embedding_forward(x, tokens, emb, B, Tn, K, E, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::context_embedding_backward(float* demb, const T* dx, const int* tokens, int B,
+                                               int Tn, int K, int E) {
+  check_sizes("context_embedding_backward", {B, Tn, K, E});
+  cuda::context_embedding_backward(demb, dx, tokens, B, Tn, K, E, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::layernorm_forward(T* out, float* mean, float* rstd, const T* inp,
+                                      const T* weight, const T* bias, int N, int C) {
+  check_sizes("layernorm_forward", {N, C});
+  cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout,
+                                       const T* inp, const T* weight, const float* mean,
+                                       const float* rstd, int N, int C) {
+  check_sizes("layernorm_backward", {N, C});
+  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+                           ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
+                                   int C, int OC) {
+  cuda::linear_forward(ctx_.blas(), out, inp, weight, bias, N, C, OC, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::linear_backward(T* dinp, float* dweight, float* dbias, const T* dout,
+                                    const T* inp, const T* weight, int N, int C, int OC) {
+  cuda::linear_backward(ctx_.blas(), dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+                        ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
+  check_sizes("attention_forward", {B, Tn, C, H});
+  const size_t n = attention_scratch_floats<T>(Tn, H);
+  float* scores = n > 0 ? ctx_.attention_scratch(n) : nullptr;
+  cuda::attention_forward(ctx_.blas(), out, att, qkv, B, Tn, C, H, scores, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv,
+                                       const T* att, int B, int Tn, int C, int H) {
+  check_sizes("attention_backward", {B, Tn, C, H});
+  const size_t n = attention_scratch_floats<T>(Tn, H);
+  float* scores = n > 0 ? ctx_.attention_scratch(n) : nullptr;
+  cuda::attention_backward(ctx_.blas(), dqkv, datt_scratch, dout, qkv, att, B, Tn, C, H, scores,
+                           ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::gelu_forward(T* out, const T* inp, size_t n) {
+  cuda::gelu_forward(out, inp, n, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
+  cuda::gelu_backward(dinp, inp, dout, n, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::add(T* out, const T* a, const T* b, size_t n) {
+  cuda::add(out, a, b, n, ctx_.stream());
+}
+
+template <typename T>
+double CudaLayers<T>::cross_entropy_forward(const T* logits, const int* targets, int N, int V) {
+  check_sizes("cross_entropy_forward", {N, V});
+  cuda::cross_entropy_forward(&ctx_.results()->cross_entropy,
+                              ctx_.loss_scratch(static_cast<size_t>(N)), logits, targets, N, V,
+                              ctx_.stream());
+  return finish_cross_entropy(targets, N, V);
+}
+
+template <typename T>
+double CudaLayers<T>::cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets,
+                                                     int N, int V, float grad_scale) {
+  check_sizes("cross_entropy_forward_backward", {N, V});
+  cuda::cross_entropy_forward_backward(
+      &ctx_.results()->cross_entropy, ctx_.loss_scratch(static_cast<size_t>(N)),
+      logits_then_dlogits, targets, N, V, grad_scale, ctx_.stream());
+  return finish_cross_entropy(targets, N, V);
+}
+
+template <typename T>
+double CudaLayers<T>::finish_cross_entropy(const int* targets, int N, int V) {
+  CrossEntropyStatus status;
+  ctx_.fetch(&status, &ctx_.results()->cross_entropy, sizeof(status));
+  if (status.bad_row < N) {
+    int target = 0;
+    ctx_.fetch(&target, targets + status.bad_row, sizeof(target));
+    throw std::out_of_range("rm::cuda::cross_entropy: target " + std::to_string(target) +
+                            " of row " + std::to_string(status.bad_row) +
+                            " is not below V=" + std::to_string(V));
+  }
+  return status.loss;
+}
+
+template class CudaLayers<float>;
+template class CudaLayers<bf16>;
+
+}  // namespace rm::cuda

@@ -1,0 +1,53 @@
+// The layer kernels of the cuda backend (kernels/layer_kernels.h) for T = float or bf16: each
+// method checks its shapes, then queues the kernels of this folder on the context's compute
+// stream. Only the cross-entropy losses wait (they download their result).
+#pragma once
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/layer_kernels.h"
+
+namespace rm::cuda {
+
+template <typename T>
+class CudaLayers final : public LayerKernels<T> {
+ public:
+  explicit CudaLayers(CudaContext& ctx) : ctx_(ctx) {}
+
+  void embedding_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn,
+                         int C) override;
+  void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B, int Tn,
+                          int C) override;
+  void context_embedding_forward(T* x, const int* tokens, const T* emb, int B, int Tn, int K,
+                                 int E) override;
+  void context_embedding_backward(float* demb, const T* dx, const int* tokens, int B, int Tn, int K,
+                                  int E) override;
+  void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                         const T* bias, int N, int C) override;
+  void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
+                          const T* weight, const float* mean, const float* rstd, int N,
+                          int C) override;
+  void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C,
+                      int OC) override;
+  void linear_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
+                       const T* weight, int N, int C, int OC) override;
+  void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) override;
+  void attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv, const T* att,
+                          int B, int Tn, int C, int H) override;
+  void gelu_forward(T* out, const T* inp, size_t n) override;
+  void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override;
+  void add(T* out, const T* a, const T* b, size_t n) override;
+  double cross_entropy_forward(const T* logits, const int* targets, int N, int V) override;
+  double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N, int V,
+                                        float grad_scale) override;
+
+ private:
+  // Downloads the cross-entropy status; throws std::out_of_range for a target >= V.
+  double finish_cross_entropy(const int* targets, int N, int V);
+
+  CudaContext& ctx_;
+};
+
+extern template class CudaLayers<float>;
+extern template class CudaLayers<bf16>;
+
+}  // namespace rm::cuda

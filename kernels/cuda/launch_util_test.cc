@@ -1,0 +1,88 @@
+// Launch shapes (launch_util.h), checked on the host: empty and huge sizes, limits, and that a
+// grid-stride loop over the shape visits every index exactly once.
+#include "kernels/cuda/launch_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+namespace rm::cuda {
+namespace {
+
+// What RM_GRID_STRIDE_LOOP does, for every thread of the grid.
+std::vector<int> visits(LaunchShape s, size_t n) {
+  std::vector<int> count(n, 0);
+  const size_t threads = size_t{s.grid} * s.block;
+  for (size_t tid = 0; tid < threads; ++tid) {
+    for (size_t i = tid; i < n; i += threads) ++count[i];
+  }
+  return count;
+}
+
+TEST(LaunchUtil, ElementwiseEmptyLaunchesNothing) {
+  EXPECT_EQ(elementwise_launch(0).grid, 0u);
+}
+
+TEST(LaunchUtil, ElementwiseCoversEveryIndexOnce) {
+  for (size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{100003},
+                   size_t{kElementwiseThreads} * kMaxElementwiseBlocks + 17}) {
+    const LaunchShape s = elementwise_launch(n);
+    ASSERT_GT(s.grid, 0u);
+    EXPECT_EQ(s.block, kElementwiseThreads);
+    EXPECT_LE(s.grid, kMaxElementwiseBlocks);
+    const std::vector<int> v = visits(s, n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], 1) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST(LaunchUtil, ElementwiseHugeNIsCapped) {
+  for (size_t n : {size_t{1} << 32, size_t{1} << 40, SIZE_MAX}) {
+    const LaunchShape s = elementwise_launch(n);
+    EXPECT_EQ(s.grid, kMaxElementwiseBlocks);
+    EXPECT_EQ(s.block, kElementwiseThreads);
+  }
+  EXPECT_EQ(elementwise_launch(1).grid, 1u);
+  EXPECT_EQ(elementwise_launch(kElementwiseThreads + 1).grid, 2u);
+}
+
+TEST(LaunchUtil, RowBlocksAreWholeWarpsWithinLimits) {
+  struct Case {
+    size_t len;
+    unsigned block;
+  };
+  for (const Case c :
+       {Case{0, 32}, Case{1, 32}, Case{32, 32}, Case{33, 64}, Case{768, 768}, Case{1000, 1024},
+        Case{1024, 1024}, Case{1025, 1024}, Case{50257, 1024}, Case{size_t{1} << 40, 1024}}) {
+    const LaunchShape s = row_launch(7, c.len);
+    EXPECT_EQ(s.grid, 7u);
+    EXPECT_EQ(s.block, c.block) << "row_len " << c.len;
+    EXPECT_EQ(s.block % kWarpSize, 0u);
+    EXPECT_LE(s.block, kMaxRowThreads);
+  }
+}
+
+TEST(LaunchUtil, RowLimits) {
+  EXPECT_EQ(row_launch(0, 100).grid, 0u);
+  EXPECT_EQ(row_launch(kMaxGridX, 100).grid, static_cast<unsigned>(kMaxGridX));
+  EXPECT_THROW(row_launch(kMaxGridX + 1, 100), std::invalid_argument);
+}
+
+TEST(LaunchUtil, ReduceFitsThePartialsBuffer) {
+  EXPECT_EQ(reduce_launch(0).grid, 0u);
+  EXPECT_EQ(reduce_launch(1).grid, 1u);
+  for (size_t n : {size_t{1000}, size_t{1} << 20, size_t{1} << 40, SIZE_MAX}) {
+    const LaunchShape s = reduce_launch(n);
+    EXPECT_GE(s.grid, 1u);
+    EXPECT_LE(s.grid, kMaxReduceBlocks);
+    EXPECT_EQ(s.block, kReduceThreads);
+    EXPECT_EQ(s.block % kWarpSize, 0u);
+  }
+  const LaunchShape s = reduce_launch(300000);
+  const std::vector<int> v = visits(s, 300000);
+  for (int c : v) ASSERT_EQ(c, 1);
+}
+
+}  // namespace
+}  // namespace rm::cuda

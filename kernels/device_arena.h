@@ -1,0 +1,48 @@
+// One allocation of a Compute carved into typed arrays: plan every array (any element type),
+// then allocate once; each planned pointer is then set to its slice. Every slice starts on a
+// 256-byte boundary (what cuBLAS and vector loads like). Used for activations and scratch,
+// which are planned once at construction so that nothing on the step path allocates.
+//
+//   DeviceArena arena(compute);
+//   arena.plan(ln1, N * C);   // float* ln1
+//   arena.plan(qkv, N * 3 * C);
+//   arena.allocate();          // ln1, qkv now point into one zero-filled allocation
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "kernels/compute.h"
+
+namespace rm {
+
+class DeviceArena {
+ public:
+  static constexpr size_t kAlign = 256;
+
+  explicit DeviceArena(Compute& compute) : compute_(&compute) {}
+
+  // Reserves n elements for `ptr`, which allocate() will set (ptr must outlive that call).
+  template <typename T>
+  void plan(T*& ptr, size_t n) {
+    const size_t offset = bytes_;
+    bindings_.push_back([&ptr, offset](char* base) { ptr = reinterpret_cast<T*>(base + offset); });
+    bytes_ = (bytes_ + n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+  }
+  // Allocates every planned array at once (zero-filled) and sets the pointers. Once only.
+  void allocate() {
+    memory_ = DeviceArray<char>(*compute_, bytes_);
+    for (const auto& bind : bindings_) bind(memory_.data());
+    bindings_.clear();
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Compute* compute_;
+  size_t bytes_ = 0;
+  std::vector<std::function<void(char*)>> bindings_;
+  DeviceArray<char> memory_;
+};
+
+}  // namespace rm

@@ -1,0 +1,80 @@
+// The layer kernels of one storage type T (float or bf16), as a backend implements them.
+//
+// Semantics are those of the CPU reference kernels (kernels/cpu/kernels.h and the header of
+// each kernel there), whatever the backend:
+//  - Row-major, contiguous, shapes passed explicitly (B batch, Tn time, C channels, H heads,
+//    V vocab, N rows). Weights use the nn.Linear layout W[out, in].
+//  - Every pointer is memory of the backend (Compute::allocate): token ids included.
+//  - Parameters and activations (and activation gradients) are T; parameter gradients,
+//    layernorm statistics and losses are float. Parameter gradients ACCUMULATE (+=); input
+//    gradients are OVERWRITTEN, except layernorm_backward's dinp, which ADDS (it is the
+//    residual stream's gradient).
+//  - With T = bf16 every kernel reads bf16, computes in float and rounds each output once
+//    (kernels/bf16.h), so the two backends differ only in summation order.
+//  - Calls run in order on the backend's compute stream; only the losses return to the host
+//    (and so wait for the work before them).
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/bf16.h"
+
+namespace rm {
+
+template <typename T>
+class LayerKernels {
+ public:
+  virtual ~LayerKernels() = default;
+
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; wpe may be null.
+  virtual void embedding_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B,
+                                 int Tn, int C) = 0;
+  // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:] (dwpe may be null).
+  virtual void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens,
+                                  int B, int Tn, int C) = 0;
+
+  // The MLP model's input: x[b,t,j*E:(j+1)*E] = emb[tokens[b, t-K+1+j]], zeros where that
+  // position is before the start of the sequence. x is [B*Tn, K*E], emb [V, E].
+  virtual void context_embedding_forward(T* x, const int* tokens, const T* emb, int B, int Tn,
+                                         int K, int E) = 0;
+  // demb[tokens[b, t-K+1+j]] += dx[b,t,j*E:(j+1)*E] (ACCUMULATED, deterministic).
+  virtual void context_embedding_backward(float* demb, const T* dx, const int* tokens, int B,
+                                          int Tn, int K, int E) = 0;
+
+  // LayerNorm over the last dimension, eps 1e-5; mean and rstd [N] saved for the backward
+  // (either may be null when no backward follows).
+  virtual void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                                 const T* bias, int N, int C) = 0;
+  virtual void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout,
+                                  const T* inp, const T* weight, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+
+  // out[N,OC] = inp[N,C] W^T + bias (bias may be null).
+  virtual void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C,
+                              int OC) = 0;
+  // dinp = dout W (skipped when null); dweight += dout^T inp; dbias += sum_n dout (may be null).
+  virtual void linear_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
+                               const T* weight, int N, int C, int OC) = 0;
+
+  // Causal self-attention core over qkv[B,Tn,3C]; att[B,H,Tn,Tn] keeps the probabilities
+  // (only j <= i defined); out[B,Tn,C].
+  virtual void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) = 0;
+  // dqkv OVERWRITTEN; datt_scratch has the size of att.
+  virtual void attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv,
+                                  const T* att, int B, int Tn, int C, int H) = 0;
+
+  // GELU (tanh approximation). out may alias inp, dinp may alias dout.
+  virtual void gelu_forward(T* out, const T* inp, size_t n) = 0;
+  virtual void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) = 0;
+
+  // out = a + b (out may alias a or b exactly).
+  virtual void add(T* out, const T* a, const T* b, size_t n) = 0;
+
+  // Softmax cross-entropy over logits[N,V]; targets < 0 are ignored. Returns the loss SUM.
+  // The forward_backward form OVERWRITES the logits with (softmax - onehot) * grad_scale.
+  virtual double cross_entropy_forward(const T* logits, const int* targets, int N, int V) = 0;
+  virtual double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets,
+                                                int N, int V, float grad_scale) = 0;
+};
+
+}  // namespace rm

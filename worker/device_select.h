@@ -1,0 +1,41 @@
+// Which compute backend and device a rank uses (parallel.backend), decided before anything is
+// written to the run directory, so that a job asking for hardware the node lacks leaves nothing
+// behind.
+//
+//   cpu   the cpu backend.
+//   cuda  GPU `local rank` of the GPUs this process sees (CUDA_VISIBLE_DEVICES applies). No
+//         usable GPU, or more ranks on the node than GPUs, is a DeviceError.
+//   auto  cuda when this node has a GPU for every local rank, the cpu when it has none; some
+//         GPUs but fewer than the local ranks is a DeviceError (silently training on the CPU of
+//         a GPU node would be the worse surprise).
+// Every rank of a job must end on the same kind: choose_device is a function of node-wide facts
+// (the same on every rank of a node); agree_on_kind in the caller settles nodes that differ.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/compute.h"
+
+namespace rm {
+
+// Bad input in the sense of the exit codes (kExitBadInput): the job asks for hardware that is
+// not there. Retrying on the same node cannot help.
+class DeviceError : public std::runtime_error {
+ public:
+  explicit DeviceError(const std::string& what) : std::runtime_error(what) {}
+};
+
+struct DeviceChoice {
+  ComputeKind kind = ComputeKind::kCpu;
+  int device = -1;     // cuda: the device index; cpu: -1
+  std::string reason;  // why this backend, for the start-up line ("auto: no GPU visible: ...")
+};
+
+// gpus: the GPUs this process sees; why_none: why there are none (when gpus == 0).
+DeviceChoice choose_device(const std::string& backend, int local_rank, int local_ranks, int gpus,
+                           const std::string& why_none);
+// The same, with the GPUs probed (kernels/compute_factory.h: cuda_device_count).
+DeviceChoice choose_device(const std::string& backend, int local_rank, int local_ranks);
+
+}  // namespace rm
