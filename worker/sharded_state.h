@@ -183,7 +183,7 @@ class ShardedState final : public ParamAccess {
     }
   };
   HostStaging staging_;
-  float* staging(size_t floats);
+  float* staging();  // 3 x the shard: params, adam_m, adam_v
 
   std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null

@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/compute_factory.h"
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
 #include "worker/stop_signal.h"
@@ -34,12 +33,8 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
                                 std::to_string(per_step));
   }
   accum_steps_ = job.train.global_batch / per_step;
-  Compute* compute = options.compute;
-  if (compute == nullptr) {
-    owned_compute_ = make_compute(ComputeKind::kCpu, ComputeOptions{});
-    compute = owned_compute_.get();
-  }
-  model_ = make_model(job.model, job.train.micro_batch, compute,
+  // Without a Compute the model makes a cpu one of its own.
+  model_ = make_model(job.model, job.train.micro_batch, options.compute,
                       parse_precision(job.parallel.precision));
   state_ = std::make_unique<ShardedState>(job_, *model_, comm, &host_comm_);
   state_->set_progress(&progress_);

@@ -33,8 +33,8 @@ namespace rm {
 struct TrainerOptions {
   bool verbose = true;            // print the log line to stdout (rank 0)
   MetricsLog* metrics = nullptr;  // optional metrics.jsonl sink (rank 0)
-  // Where the model computes; null: a cpu Compute of the trainer's own (the thread count as
-  // it is). comm must communicate memory of this backend.
+  // Where the model computes; null: a cpu Compute of the model's own (the thread count as it
+  // is). comm must communicate memory of this backend.
   Compute* compute = nullptr;
   // Reduces host scalars (loss, stop flag, gradient norm); null: comm. Needed when comm works
   // on device memory only (nccl).
@@ -100,7 +100,6 @@ class Trainer {
   Communicator& host_comm_;
   TrainerOptions options_;
   int accum_steps_;
-  std::unique_ptr<Compute> owned_compute_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ShardedState> state_;
   std::unique_ptr<Checkpointing> checkpoints_;

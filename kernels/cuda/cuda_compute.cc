@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -159,11 +158,8 @@ int visible_device_count(std::string* why) {
     }
     return 0;
   }
-  if (count == 0 && why != nullptr) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    *why = "the CUDA driver reports no GPU";
-    if (visible != nullptr) *why += std::string(" (CUDA_VISIBLE_DEVICES=\"") + visible + "\")";
-  }
+  // (Callers that report this quote CUDA_VISIBLE_DEVICES themselves: worker/device_select.cc.)
+  if (count == 0 && why != nullptr) *why = "the CUDA driver reports no GPU";
   return count;
 }
 
