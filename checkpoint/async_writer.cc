@@ -60,6 +60,7 @@ void AsyncCheckpointWriter::wait_idle_and_rethrow(std::unique_lock<std::mutex>& 
 
 void AsyncCheckpointWriter::save(const SaveRequest& request) {
   if (mode_ == Mode::kSync) {
+    if (request.ready) request.ready();
     result_ = run(request);
     return;
   }
@@ -93,6 +94,7 @@ void AsyncCheckpointWriter::wait_staged() {
 }
 
 void AsyncCheckpointWriter::stage_job() {
+  if (job_.ready) job_.ready();  // e.g. a device download into the slices, still in flight
   float* at = staging_.get();
   for (ShardSlice& s : job_.slices) {
     const size_t n = static_cast<size_t>(s.end - s.begin);
@@ -119,17 +121,23 @@ void AsyncCheckpointWriter::thread_main() {
     cv_.wait(lock, [this] { return has_job_ || stop_; });
     if (!has_job_) return;  // stop_ and nothing queued
     lock.unlock();
-    stage_job();
+    SaveResult result;
+    std::exception_ptr error;
+    try {
+      stage_job();
+    } catch (...) {
+      error = std::current_exception();  // the data never arrived: nothing is written
+    }
     lock.lock();
     staged_ = true;
     cv_.notify_all();
     lock.unlock();
-    SaveResult result;
-    std::exception_ptr error;
-    try {
-      result = run(job_);
-    } catch (...) {
-      error = std::current_exception();
+    if (!error) {
+      try {
+        result = run(job_);
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
     lock.lock();
     if (error) {

@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,11 @@ struct SaveRequest {
   int64_t step = 0;
   int rank = 0;
   std::vector<ShardSlice> slices;  // caller's memory; read until wait_staged() returns
+  // If set, called once before the slices are first read -- on the writer's thread in kAsync
+  // mode, inside save() in kSync -- and returns when their data is there (a device download
+  // into pinned memory may still be in flight when save() is called, so that the caller's
+  // thread goes on queueing compute). It may throw; the save then fails without writing.
+  std::function<void()> ready;
 
   // The committing rank only: once the shards of ranks 0..writers-1 are on disk (waiting up to
   // collect_timeout_s for them), commit `manifest` (everything but files, which are collected
@@ -89,7 +95,7 @@ class AsyncCheckpointWriter {
   void save(const SaveRequest& request);
   // Waits until the save in flight no longer reads the caller's memory (its slices are copied
   // into the staging buffer); returns at once if there is none, and in kSync mode. Never throws:
-  // a failed copy cannot happen, and later failures surface from the next save() or wait().
+  // failures (of `ready`, of the write) surface from the next save() or wait().
   void wait_staged();
   // Waits for the save in flight, rethrows its error, returns the last save's result.
   SaveResult wait();

@@ -2,6 +2,8 @@
 // errors from the thread come back on the next call, several ranks commit without a collective.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <thread>
 
@@ -66,6 +68,48 @@ TEST(AsyncWriter, SaveCopiesSoTheCallerMayOverwriteOnceStaged) {
   EXPECT_EQ(r.committed_path, checkpoint_path(dir.path(), 5));
   EXPECT_EQ(r.shard.name, "shard_00000.bin");
   expect_checkpoint(dir.path(), 5);
+}
+
+// A GPU save hands over pinned buffers whose download is still in flight: `ready` waits for it.
+// Here it is the "download" itself, run late on purpose: what gets written is what it delivers,
+// never the stale bytes the slices held when save() returned, in both modes.
+TEST(AsyncWriter, ReadyRunsBeforeTheSlicesAreRead) {
+  for (auto mode : {AsyncCheckpointWriter::Mode::kAsync, AsyncCheckpointWriter::Mode::kSync}) {
+    TempDir dir;
+    auto data = data_at(9);  // what the device holds
+    std::vector<std::vector<float>> pinned(3, std::vector<float>(kN, -7.0f));  // stale
+    SaveRequest req = request(dir.path(), 9, 0, 1, pinned);
+    std::thread::id ready_thread;
+    req.ready = [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the copy engine is busy
+      for (int b = 0; b < 3; ++b) std::copy(data[b].begin(), data[b].end(), pinned[b].begin());
+      ready_thread = std::this_thread::get_id();
+    };
+    AsyncCheckpointWriter writer(mode);
+    writer.save(req);
+    writer.wait_staged();
+    EXPECT_EQ(writer.wait().step, 9);
+    expect_checkpoint(dir.path(), 9);
+    if (mode == AsyncCheckpointWriter::Mode::kAsync) {
+      EXPECT_NE(ready_thread, std::this_thread::get_id()) << "must not block the caller";
+    }
+  }
+}
+
+TEST(AsyncWriter, FailedReadyWritesNothingAndIsRethrown) {
+  TempDir dir;
+  auto data = data_at(3);
+  SaveRequest req = request(dir.path(), 3, 0, 1, data);
+  req.ready = [] { throw CheckpointError("download failed: an illegal memory access"); };
+  AsyncCheckpointWriter writer;
+  writer.save(req);
+  writer.wait_staged();  // returns: the failure is reported by wait()
+  EXPECT_THROW(writer.wait(), CheckpointError);
+  EXPECT_FALSE(verify_checkpoint(checkpoint_path(dir.path(), 3)).ok);
+  req.ready = nullptr;
+  writer.save(req);  // the writer works again
+  writer.wait();
+  expect_checkpoint(dir.path(), 3);
 }
 
 TEST(AsyncWriter, OverlappingSavesWaitForThePreviousOne) {

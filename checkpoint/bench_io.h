@@ -29,7 +29,7 @@ class BenchState {
   float* buffer(const std::string& name);  // throws CheckpointError for an unknown name
 
   // Rank `rank` of `ranks`: elements [count*rank/ranks, count*(rank+1)/ranks) of each buffer,
-  // in the order ShardedState::checkpoint_slices gives them (params, adam_m, adam_v).
+  // in the order ShardedState::checkpoint_view gives them (params, adam_m, adam_v).
   std::vector<ShardSlice> slices(int rank, int ranks) const;
   uint64_t shard_floats(int rank, int ranks) const;
   // The manifest the committing rank passes (everything but `files`).

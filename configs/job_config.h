@@ -60,6 +60,7 @@ struct ParallelConfig {
   int threads_per_rank = 0;  // 0 = cores / local ranks
   double timeout_s = 300;
   std::string precision = "fp32";  // fp32 | bf16
+  std::string grad_reduce = "fp32";  // fp32 | bf16: the element type gradients travel in
 };
 
 struct CheckpointConfig {

@@ -281,7 +281,7 @@ TEST(JobLoader, EveryErrorIsReported) {
       "job.yaml:6:11: model.layers: must be >= 1, got 0",
       "job.yaml:7:9: model.type: must be one of gpt|mlp, got 'gtp'; did you mean gpt?",
       "job.yaml:14:11: parallel: is a section: expected a map of its keys (backend, shard, "
-      "bucket_mb, overlap, threads_per_rank, timeout_s, precision), got 'fast'",
+      "bucket_mb, overlap, threads_per_rank, timeout_s, precision, grad_reduce), got 'fast'",
       "job.yaml:12:17: train.global_batch: 30 is not a multiple of micro_batch (8) × "
       "data-parallel ranks (1) = 8; the nearest valid values are 24 and 32",
       "job.yaml:10:11: optimizer.min_lr: 0.01 is greater than optimizer.lr (0.001)",

@@ -165,6 +165,9 @@ std::vector<KeySpec> build_schema() {
              "hanging it."),
       RM_KEY(parallel.precision, one_of({"fp32", "bf16"}),
              "Compute precision of matmuls and activations (master weights stay fp32)."),
+      RM_KEY(parallel.grad_reduce, one_of({"fp32", "bf16"}),
+             "Element type of the gradient reduction between ranks: bf16 halves the bytes sent, "
+             "rounding each rank's gradients and the sum to bf16 (accumulated in fp32)."),
 
       RM_KEY(checkpoint.every, at_least(0),
              "Steps between checkpoints; 0 = only at the end and on signals."),

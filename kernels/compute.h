@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,11 @@ class Compute {
   // may be written.
   virtual void download_async(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void wait_downloads() = 0;
+  // The same wait as a function that ANY thread may call (once or more), for the downloads
+  // queued so far: a checkpoint writer's thread runs it, so that the owning thread goes on
+  // queueing compute while the bytes cross the bus. It throws std::runtime_error on a device
+  // failure. It must not be called after the Compute is destroyed. cpu: a no-op (done already).
+  virtual std::function<void()> downloads_fence() = 0;
   // Waits for everything queued on the compute stream.
   virtual void synchronize() = 0;
 
@@ -89,6 +95,7 @@ class Compute {
   // sum_i x[i]^2 in double, returned to the host.
   virtual double sum_squares(const float* x, size_t n) = 0;
   virtual void add_inplace(float* acc, const float* x, size_t n) = 0;  // acc += x
+  virtual void add_inplace(float* acc, const bf16* x, size_t n) = 0;   // acc += widen(x)
   virtual void scale(float* x, size_t n, float s) = 0;                 // x *= s
   // Round to bf16 (nearest even) and widen back (exact).
   virtual void cast(bf16* dst, const float* src, size_t n) = 0;

@@ -77,9 +77,10 @@ fi
 
 # 3. Training: the CPU backend's curve, then the GPU in each shard mode, on 1 and all GPUs.
 COMMON="--set train.steps=$STEPS --set train.eval_every=0 --set checkpoint.every=0 --fresh"
-train() {  # train NAME NPROC BACKEND PRECISION SHARD
+train() {  # train NAME NPROC BACKEND PRECISION SHARD [GRAD_REDUCE]
   "$RM" run "$JOB" --nproc "$2" $COMMON --set run_dir="$OUT/$1" --set parallel.backend="$3" \
-    --set parallel.precision="$4" --set parallel.shard="$5" > "$OUT/$1.log" 2>&1
+    --set parallel.precision="$4" --set parallel.shard="$5" \
+    --set parallel.grad_reduce="${6:-fp32}" > "$OUT/$1.log" 2>&1
 }
 # Largest |loss difference| over the steps both metrics files log.
 max_diff() {
@@ -101,17 +102,21 @@ for precision in fp32 bf16; do
   for nproc in 1 "$GPUS"; do
     for shard in none optimizer gradients full; do
       [[ $nproc == 1 && $shard != none ]] && continue
-      name="cuda-$precision-np$nproc-$shard"
-      if ! train "$name" "$nproc" cuda "$precision" "$shard"; then
-        verdict "train $name" FAIL "$OUT/$name.log"
-        continue
-      fi
-      d=$(max_diff "$OUT/cpu-$precision/metrics.jsonl" "$OUT/$name/metrics.jsonl")
-      if python3 -c "import sys; sys.exit(0 if float('$d') <= $tol else 1)"; then
-        verdict "train $name" PASS "max |loss - cpu| $d <= $tol"
-      else
-        verdict "train $name" FAIL "max |loss - cpu| $d > $tol ($OUT/$name.log)"
-      fi
+      for wire in fp32 bf16; do
+        # Gradients sent as bf16: once per shard mode, on all GPUs, for the bf16 job.
+        [[ $wire == bf16 && ( $precision != bf16 || $nproc == 1 ) ]] && continue
+        name="cuda-$precision-np$nproc-$shard$([[ $wire == bf16 ]] && echo -bf16reduce)"
+        if ! train "$name" "$nproc" cuda "$precision" "$shard" "$wire"; then
+          verdict "train $name" FAIL "$OUT/$name.log"
+          continue
+        fi
+        d=$(max_diff "$OUT/cpu-$precision/metrics.jsonl" "$OUT/$name/metrics.jsonl")
+        if python3 -c "import sys; sys.exit(0 if float('$d') <= $tol else 1)"; then
+          verdict "train $name" PASS "max |loss - cpu| $d <= $tol"
+        else
+          verdict "train $name" FAIL "max |loss - cpu| $d > $tol ($OUT/$name.log)"
+        fi
+      done
     done
   done
 done

@@ -1,6 +1,7 @@
 // parallel.precision: bf16 through the real binary, on the CPU backend (bf16 storage, fp32
 // math): the loss tracks the fp32 run, 2 ranks in every shard mode track 1 rank, a killed bf16
-// run resumes bit for bit (checkpoints hold the fp32 masters), and the final weights are fp32.
+// run resumes bit for bit (checkpoints hold the fp32 masters), and the final weights are fp32;
+// the same for gradients reduced in bf16 (parallel.grad_reduce).
 //
 // Tolerances: bf16 keeps 8 bits of mantissa, so activations differ from fp32 by ~0.4% relative;
 // over 30 steps of this small GPT the per-step training loss moves by at most a few hundredths
@@ -90,21 +91,50 @@ TEST(PrecisionCli, Bf16OnTwoRanksTracksOneRankInEveryShardMode) {
   }
 }
 
-TEST(PrecisionCli, KilledBf16RunResumesBitForBit) {
+// Kills a run with `flags` (and `fault`) at step 13, resumes it, and expects the weights of the
+// uninterrupted run: checkpoints hold the fp32 masters, whatever is computed or sent in bf16.
+void expect_killed_run_resumes_bit_for_bit(const std::string& flags, const std::string& fault) {
   TempDir dir;
   const std::string job = job_file(dir);
-  const std::string bf16 = " --set parallel.precision=bf16 --set run_dir=";
-  ASSERT_EQ(run_cli("run " + job + bf16 + dir.file("straight"), dir.path()).exit_code, 0);
-  const auto killed = run_cli("run " + job + bf16 + dir.file("killed") +
-                                  " --set checkpoint.async=false",
-                              dir.path(), "RM_TEST_FAULT=kill:0:13");
+  ASSERT_EQ(run_cli("run " + job + flags + dir.file("straight"), dir.path()).exit_code, 0);
+  const auto killed = run_cli("run " + job + flags + dir.file("killed"), dir.path(), fault);
   EXPECT_NE(killed.exit_code, 0);
-  const auto resumed = run_cli("run " + job + bf16 + dir.file("killed"), dir.path());
+  const auto resumed = run_cli("run " + job + flags + dir.file("killed"), dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
   EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
             test::slurp(dir.file("killed/weights.bin")))
-      << "a resumed bf16 run must end on the uninterrupted fp32 masters";
+      << "a resumed run must end on the uninterrupted fp32 masters";
+}
+
+TEST(PrecisionCli, KilledBf16RunResumesBitForBit) {
+  expect_killed_run_resumes_bit_for_bit(
+      " --set parallel.precision=bf16 --set checkpoint.async=false --set run_dir=",
+      "RM_TEST_FAULT=kill:0:13");
+}
+
+// parallel.grad_reduce: bf16 (exactness per shard mode: grad_reduce_test) through the binary:
+// the loss tracks the fp32 reduction on 2 ranks under ZeRO-1, and a killed run with compute and
+// reduction both in bf16 resumes bit for bit under ZeRO-2.
+TEST(PrecisionCli, Bf16GradientReductionTracksFp32) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string two = " --nproc 2 --set parallel.shard=optimizer --set run_dir=";
+  ASSERT_EQ(run_cli("run " + job + two + dir.file("fp32"), dir.path()).exit_code, 0);
+  const auto r = run_cli("run " + job + two + dir.file("wire") +
+                             " --set parallel.grad_reduce=bf16",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("gradients reduced in bf16"), std::string::npos) << r.out;
+  expect_tracks(losses(dir.file("fp32/metrics.jsonl")), losses(dir.file("wire/metrics.jsonl")),
+                "bf16 gradient reduction");
+}
+
+TEST(PrecisionCli, KilledRunWithBf16ReductionResumesBitForBit) {
+  expect_killed_run_resumes_bit_for_bit(" --nproc 2 --set parallel.shard=gradients"
+                                        " --set parallel.precision=bf16"
+                                        " --set parallel.grad_reduce=bf16 --set run_dir=",
+                                        "RM_TEST_FAULT=kill:1:13");
 }
 
 }  // namespace

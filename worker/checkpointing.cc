@@ -41,9 +41,7 @@ Checkpointing::Checkpointing(const JobConfig& job, const std::string& resolved_j
                                    : AsyncCheckpointWriter::Mode::kSync) {
   // A save interrupted by a crash leaves step_N.tmp/ behind; it must go before anyone saves.
   if (comm.rank() == 0) remove_incomplete_checkpoints(job.run_dir);
-  size_t floats = 0;
-  for (const ShardSlice& s : state.checkpoint_slices()) floats += s.end - s.begin;
-  writer_.reserve(floats);  // touch the staging memory now, not during the first save
+  writer_.reserve(state.checkpoint_floats());  // touch the staging memory now, not mid-run
   comm.barrier();
 }
 
@@ -62,7 +60,9 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   r.run_dir = job_.run_dir;
   r.step = steps_done;
   r.rank = comm_.rank();
-  r.slices = state_.checkpoint_slices();
+  ShardedState::CheckpointView view = state_.checkpoint_view();
+  r.slices = std::move(view.slices);
+  r.ready = std::move(view.ready);
   r.commit = comm_.rank() == 0;
   r.writers = comm_.size();
   r.keep = job_.checkpoint.keep;

@@ -73,11 +73,13 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     trainer.set_metrics(metrics.get());
     std::printf(
         "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
-        "tokens | %d rank%s x %d threads, shard %s, %s | run_dir %s\n",
+        "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
         job.name.c_str(), job.model.type.c_str(), trainer.model().layout().size() / 1e6,
         static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
         comm.size(), comm.size() == 1 ? "" : "s", threads, job.parallel.shard.c_str(),
-        job.parallel.precision.c_str(), job.run_dir.c_str());
+        job.parallel.precision.c_str(),
+        job.parallel.grad_reduce == "bf16" ? ", gradients reduced in bf16" : "",
+        job.run_dir.c_str());
   }
   // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
   // log only.

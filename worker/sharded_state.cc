@@ -13,7 +13,8 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
                            Communicator* host_comm)
     : job_(job), model_(model), compute_(model.compute()), comm_(comm),
       host_comm_(host_comm != nullptr ? *host_comm : comm), mode_(job.parallel.shard),
-      bf16_(model.precision() == Precision::kBf16) {
+      bf16_(model.precision() == Precision::kBf16),
+      bf16_wire_(job.parallel.grad_reduce == "bf16") {
   const size_t total = model.layout().size();
   full_params_ = mode_ != "full";
   full_grads_ = mode_ == "none" || mode_ == "optimizer";
@@ -28,6 +29,10 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
     bf16_params_ = DeviceArray<bf16>(compute_, params_.size());
   }
   grads_ = allocate(full_grads_ ? total : shard);
+  if (bf16_wire_ && full_grads_) {
+    wire_ = reinterpret_cast<bf16*>(allocate((total + 1) / 2).data());
+    scratch_capacity_ += (total + 1) / 2;
+  }
   if (mode_ == "none") {
     optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), compute_);
   } else {
@@ -222,8 +227,16 @@ void ShardedState::release_grads(int u) {
     p.unit = u;
     p.scratch = unit_grads_[u];
     unit_grads_[u] = nullptr;
-    p.work = comm_.reduce_scatter(p.scratch, counts_in(unit.begin, unit.end), DType::kFloat32,
-                                  ReduceOp::kSum);
+    if (bf16_wire_) {
+      // Round into a wire buffer; the fp32 scratch is free again once the cast is queued.
+      float* wire = take_scratch((unit.size() + 1) / 2);
+      compute_.cast(reinterpret_cast<bf16*>(wire), p.scratch, unit.size());
+      give_back_scratch(p.scratch);
+      p.scratch = wire;
+      p.wire = true;
+    }
+    p.work = comm_.reduce_scatter(p.scratch, counts_in(unit.begin, unit.end),
+                                  p.wire ? DType::kBFloat16 : DType::kFloat32, ReduceOp::kSum);
     pending_.push_back(std::move(p));
     ++overlap_.reductions;
     ++overlap_.started_in_backward;
@@ -248,12 +261,20 @@ void ShardedState::begin_micro_batch(bool last_of_step) {
 
 void ShardedState::launch_bucket(const Bucket& b) {
   Pending p;
+  void* buf = grads_.data() + b.begin;
+  DType type = DType::kFloat32;
+  if (bf16_wire_) {
+    compute_.cast(wire_ + b.begin, grads_.data() + b.begin, b.end - b.begin);
+    buf = wire_ + b.begin;
+    type = DType::kBFloat16;
+    p.wire = true;
+    p.begin = b.begin;
+    p.end = b.end;
+  }
   if (mode_ == "none") {
-    p.work = comm_.all_reduce(grads_.data() + b.begin, b.end - b.begin, DType::kFloat32,
-                              ReduceOp::kSum);
+    p.work = comm_.all_reduce(buf, b.end - b.begin, type, ReduceOp::kSum);
   } else {
-    p.work = comm_.reduce_scatter(grads_.data() + b.begin, counts_in(b.begin, b.end),
-                                  DType::kFloat32, ReduceOp::kSum);
+    p.work = comm_.reduce_scatter(buf, counts_in(b.begin, b.end), type, ReduceOp::kSum);
   }
   pending_.push_back(std::move(p));
   ++overlap_.reductions;
@@ -261,12 +282,25 @@ void ShardedState::launch_bucket(const Bucket& b) {
 }
 
 void ShardedState::complete(Pending& p) {
-  if (p.unit < 0) return;  // a bucket reduced in place
+  if (p.unit < 0) {
+    if (!p.wire) return;  // a bucket reduced in place
+    // Widen the reduced bf16 values back: the whole bucket (all-reduce) or this rank's part.
+    const bool all = mode_ == "none";
+    const size_t lo = all ? p.begin : std::max(p.begin, shard_begin_);
+    const size_t hi = all ? p.end : std::min(p.end, shard_end_);
+    if (hi > lo) compute_.cast(grads_.data() + lo, wire_ + lo, hi - lo);
+    return;
+  }
   const ParamUnit& unit = model_.units()[p.unit];
   const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
   if (hi > lo) {
-    compute_.add_inplace(grads_.data() + (lo - shard_begin_), p.scratch + (lo - unit.begin),
-                         hi - lo);
+    float* acc = grads_.data() + (lo - shard_begin_);
+    if (p.wire) {
+      compute_.add_inplace(acc, reinterpret_cast<const bf16*>(p.scratch) + (lo - unit.begin),
+                           hi - lo);
+    } else {
+      compute_.add_inplace(acc, p.scratch + (lo - unit.begin), hi - lo);
+    }
   }
   give_back_scratch(p.scratch);
 }
@@ -334,26 +368,31 @@ std::vector<float> ShardedState::full_params() {
   return all;
 }
 
-std::vector<ShardSlice> ShardedState::checkpoint_slices() {
+ShardedState::CheckpointView ShardedState::checkpoint_view() {
   const size_t shard = shard_end_ - shard_begin_;
   const float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
   const size_t o = shard_begin_ - optimizer_->begin();
   const float* m = optimizer_->m() + o;
   const float* v = optimizer_->v() + o;
-  if (!compute_.host_accessible()) {
-    // Copies of the three slices, downloaded on the side stream while compute continues.
+  CheckpointView view;
+  if (compute_.host_accessible()) {
+    view.ready = [] {};
+  } else {
+    // Copies of the three slices, downloaded on the side stream while compute continues; the
+    // checkpoint writer's thread waits for them, not this one.
     float* host = staging();
     compute_.download_async(host, p, shard * sizeof(float));
     compute_.download_async(host + shard, m, shard * sizeof(float));
     compute_.download_async(host + 2 * shard, v, shard * sizeof(float));
-    compute_.wait_downloads();
+    view.ready = compute_.downloads_fence();
     p = host;
     m = host + shard;
     v = host + 2 * shard;
   }
-  return {{"params", shard_begin_, shard_end_, p},
-          {"adam_m", shard_begin_, shard_end_, m},
-          {"adam_v", shard_begin_, shard_end_, v}};
+  view.slices = {{"params", shard_begin_, shard_end_, p},
+                 {"adam_m", shard_begin_, shard_end_, m},
+                 {"adam_v", shard_begin_, shard_end_, v}};
+  return view;
 }
 
 void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {

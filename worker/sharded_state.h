@@ -20,6 +20,14 @@
 // With gradient accumulation only the last micro-batch communicates in none/optimizer; ZeRO-2/3
 // keep no full gradient buffer, so they reduce-scatter every micro-batch (as DeepSpeed does).
 //
+// Gradient reduction in bf16 (parallel.grad_reduce: bf16, any compute precision): gradients are
+// computed and kept in fp32; each bucket or unit is rounded into a bf16 "wire" copy just before
+// its reduction is issued (the same point as the fp32 reduction, so overlap is unchanged), the
+// communicator sums the ranks' bf16 values in fp32 and rounds the sum once, and completion widens
+// the reduced slice back into the fp32 gradients. Half the bytes cross the links. Buckets use one
+// wire buffer laid out as the gradients (so buckets in flight never share memory); ZeRO-2/3 units
+// take their wire buffer from the scratch pool and return the fp32 unit scratch at once.
+//
 // Memory: parameters, gradients, optimizer state and scratch live in the memory of the model's
 // Compute (kernels/compute.h), and communicated buffers come from comm.allocate(), which must
 // give memory of the same kind (host for mpi with the cpu compute, device for nccl with cuda).
@@ -32,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -86,8 +95,15 @@ class ShardedState final : public ParamAccess {
   // "adam_v" (every rank writes only its own slice, whatever the mode), and the restore of a
   // rank's state from any checkpoint (written by any number of ranks in any mode). The slices
   // are host memory, valid until the next optimizer_step: the buffers themselves where the host
-  // can read them, else pinned staging copies downloaded on the side stream.
-  std::vector<ShardSlice> checkpoint_slices();
+  // can read them, else pinned staging copies still being downloaded on the side stream when
+  // this returns -- `ready` (any thread may call it) returns once their bytes are there, and
+  // must have returned before the next optimizer_step (Checkpointing::wait_staged sees to it).
+  struct CheckpointView {
+    std::vector<ShardSlice> slices;
+    std::function<void()> ready;
+  };
+  CheckpointView checkpoint_view();
+  size_t checkpoint_floats() const { return 3 * (shard_end_ - shard_begin_); }
   void restore(CheckpointReader& reader, int64_t optimizer_steps);
 
   const std::string& mode() const { return mode_; }
@@ -112,7 +128,9 @@ class ShardedState final : public ParamAccess {
   struct Pending {
     std::unique_ptr<Work> work;
     int unit = -1;          // ZeRO-2/3: the unit whose scratch gradients are being reduced
-    float* scratch = nullptr;
+    float* scratch = nullptr;  // ZeRO-2/3: the reduced buffer (fp32, or bf16 on the wire)
+    size_t begin = 0, end = 0;  // a bucket reduced in bf16: its range of the layout
+    bool wire = false;          // reduced in bf16: widen (and add) back into grads_
   };
 
   std::vector<size_t> counts_in(size_t begin, size_t end) const;  // per-rank slice of a range
@@ -136,6 +154,7 @@ class ShardedState final : public ParamAccess {
   Communicator& host_comm_;
   std::string mode_;
   bool bf16_;
+  bool bf16_wire_;  // parallel.grad_reduce: bf16
   bool full_params_, full_grads_;  // whether this rank holds the whole buffer
   std::vector<size_t> shard_counts_;
   size_t shard_begin_, shard_end_;
@@ -154,6 +173,7 @@ class ShardedState final : public ParamAccess {
   Buffer params_;  // full, or this rank's shard (ZeRO-3); fp32 (the masters, with bf16)
   DeviceArray<bf16> bf16_params_;  // bf16 jobs: the compute copy of params_
   Buffer grads_;   // full, or this rank's shard (ZeRO-2/3)
+  bf16* wire_ = nullptr;  // none/optimizer with bf16 reduction: bf16 gradients, full layout
   std::unique_ptr<AdamWOptimizer> optimizer_;
 
   std::vector<Bucket> buckets_;

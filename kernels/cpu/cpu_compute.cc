@@ -110,6 +110,9 @@ class CpuCompute final : public Compute {
     copy(dst, src, bytes);
   }
   void wait_downloads() override {}
+  std::function<void()> downloads_fence() override {
+    return [] {};
+  }
   void synchronize() override {}
 
   LayerKernels<float>& layers_f32() override { return f32_; }
@@ -126,6 +129,7 @@ class CpuCompute final : public Compute {
   }
   double sum_squares(const float* x, size_t n) override { return cpu::sum_squares(x, n); }
   void add_inplace(float* acc, const float* x, size_t n) override { cpu::add_inplace(acc, x, n); }
+  void add_inplace(float* acc, const bf16* x, size_t n) override { cpu::add_inplace(acc, x, n); }
   void scale(float* x, size_t n, float s) override { cpu::scale(x, n, s); }
   void cast(bf16* dst, const float* src, size_t n) override { cpu::cast(dst, src, n); }
   void cast(float* dst, const bf16* src, size_t n) override { cpu::cast(dst, src, n); }

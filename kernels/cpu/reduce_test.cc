@@ -45,6 +45,12 @@ TEST(Residual, AddAndAddInplaceWithAliasing) {
     std::vector<float> acc = a;
     add_inplace(acc.data(), b.data(), n);
     EXPECT_EQ(acc, out);
+    // From bf16: each source widened exactly, then added in float.
+    std::vector<bf16> b16(n);
+    for (size_t i = 0; i < n; ++i) b16[i] = to_bf16(b[i]);
+    std::vector<float> acc16 = a;
+    add_inplace(acc16.data(), b16.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(acc16[i], a[i] + to_float(b16[i])) << i;
   }
 }
 

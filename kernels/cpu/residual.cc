@@ -10,9 +10,13 @@ void add(float* out, const float* a, const float* b, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-void add_inplace(float* acc, const float* x, size_t n) {
+template <typename T>
+void add_inplace(float* acc, const T* x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= detail::kMinParallelElems)
-  for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+  for (size_t i = 0; i < n; ++i) acc[i] += load(x[i]);
 }
+
+template void add_inplace<float>(float*, const float*, size_t);
+template void add_inplace<bf16>(float*, const bf16*, size_t);
 
 }  // namespace rm::cpu

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -94,6 +96,26 @@ class CudaCompute final : public Compute {
   void wait_downloads() override {
     RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.side_stream()), kThrow);
   }
+  std::function<void()> downloads_fence() override {
+    // An event of its own, recorded after the downloads queued so far on the side stream, so
+    // that later downloads do not move it; destroyed with the last copy of the function.
+    struct Fence {
+      int device = 0;
+      cudaEvent_t event = nullptr;
+      ~Fence() {
+        if (event != nullptr) cudaEventDestroy(event);
+      }
+    };
+    auto fence = std::make_shared<Fence>();
+    fence->device = ctx_.device();
+    RM_CUDA_CHECK(cudaEventCreateWithFlags(&fence->event, cudaEventDisableTiming), kThrow);
+    RM_CUDA_CHECK(cudaEventRecord(fence->event, ctx_.side_stream()), kThrow);
+    return [fence] {
+      // The calling thread may have another current device (or none yet).
+      RM_CUDA_CHECK(cudaSetDevice(fence->device), kThrow);
+      RM_CUDA_CHECK(cudaEventSynchronize(fence->event), kThrow);
+    };
+  }
   void synchronize() override { RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()), kThrow); }
 
   LayerKernels<float>& layers_f32() override { return f32_; }
@@ -124,6 +146,9 @@ class CudaCompute final : public Compute {
     return total;
   }
   void add_inplace(float* acc, const float* x, size_t n) override {
+    cuda::add_inplace(acc, x, n, ctx_.stream());
+  }
+  void add_inplace(float* acc, const bf16* x, size_t n) override {
     cuda::add_inplace(acc, x, n, ctx_.stream());
   }
   void scale(float* x, size_t n, float s) override { cuda::scale(x, n, s, ctx_.stream()); }

@@ -441,6 +441,14 @@ TEST_F(CudaTest, ReductionsAndScaling) {
   gpu().scale(acc.gpu(), n, -0.3f);
   cpu().scale(acc.cpu(), n, -0.3f);
   EXPECT_TRUE(close(acc.gpu_f(), acc.cpu_f(), {0, 0}));
+  // Gradients reduced in bf16 are folded into fp32 ones: widen exactly, add in float.
+  const std::vector<float> wide = random_floats(n, 103);
+  std::vector<bf16> x16(n);
+  for (size_t i = 0; i < n; ++i) x16[i] = to_bf16(wide[i]);
+  auto half = both(x16);
+  gpu().add_inplace(acc.gpu(), half.gpu(), n);
+  cpu().add_inplace(acc.cpu(), half.cpu(), n);
+  EXPECT_TRUE(close(acc.gpu_f(), acc.cpu_f(), {0, 0}));
 }
 
 TEST_F(CudaTest, CastsAreBitExact) {

@@ -15,10 +15,11 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kElementwiseThreads)
-    add_inplace_kernel(float* acc, const float* x, size_t n) {
+    add_inplace_kernel(float* acc, const T* x, size_t n) {
   RM_GRID_STRIDE_LOOP(i, n) {
-    acc[i] += x[i];
+    acc[i] += load(x[i]);
   }
 }
 
@@ -29,11 +30,14 @@ void add(T* out, const T* a, const T* b, size_t n, cudaStream_t stream) {
   RM_CUDA_LAUNCH(add_kernel<T>, elementwise_launch(n), stream, out, a, b, n);
 }
 
-void add_inplace(float* acc, const float* x, size_t n, cudaStream_t stream) {
-  RM_CUDA_LAUNCH(add_inplace_kernel, elementwise_launch(n), stream, acc, x, n);
+template <typename T>
+void add_inplace(float* acc, const T* x, size_t n, cudaStream_t stream) {
+  RM_CUDA_LAUNCH(add_inplace_kernel<T>, elementwise_launch(n), stream, acc, x, n);
 }
 
 template void add<float>(float*, const float*, const float*, size_t, cudaStream_t);
 template void add<bf16>(bf16*, const bf16*, const bf16*, size_t, cudaStream_t);
+template void add_inplace<float>(float*, const float*, size_t, cudaStream_t);
+template void add_inplace<bf16>(float*, const bf16*, size_t, cudaStream_t);
 
 }  // namespace rm::cuda

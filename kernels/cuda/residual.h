@@ -12,7 +12,8 @@ namespace rm::cuda {
 template <typename T>
 void add(T* out, const T* a, const T* b, size_t n, cudaStream_t stream);
 
-// acc += x (float).
-void add_inplace(float* acc, const float* x, size_t n, cudaStream_t stream);
+// acc += x, x widened to float (T = float or bf16, as cpu::add_inplace).
+template <typename T>
+void add_inplace(float* acc, const T* x, size_t n, cudaStream_t stream);
 
 }  // namespace rm::cuda
