@@ -12,18 +12,14 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/self_communicator.h"
+#include "tests/small_gpt_job.h"
 #include "worker/trainer.h"
 
 namespace rm {
 namespace {
 
 JobConfig small_job(const std::string& shard, bool overlap) {
-  JobConfig job;
-  job.model.type = "gpt";
-  job.model.seq_len = 16;
-  job.model.layers = 2;
-  job.model.heads = 2;
-  job.model.width = 32;
+  JobConfig job = test::small_gpt_job(shard, /*bucket_mb=*/0.02);
   job.data.train = {"data/tinyshakespeare.txt"};
   job.data.val_fraction = 0.1;
   job.train.steps = 20;
@@ -32,9 +28,7 @@ JobConfig small_job(const std::string& shard, bool overlap) {
   job.train.eval_batches = 4;
   job.optimizer.lr = 3e-3;
   job.optimizer.warmup_steps = 5;
-  job.parallel.shard = shard;
   job.parallel.overlap = overlap;
-  job.parallel.bucket_mb = 0.02;  // several buckets even for this small model
   return job;
 }
 

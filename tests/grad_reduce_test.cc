@@ -16,6 +16,7 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "kernels/bf16.h"
+#include "tests/small_gpt_job.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
 
@@ -23,15 +24,8 @@ namespace rm {
 namespace {
 
 JobConfig small_job(const std::string& shard, const std::string& grad_reduce) {
-  JobConfig job;
-  job.model.type = "gpt";
-  job.model.seq_len = 16;
-  job.model.layers = 2;
-  job.model.heads = 2;
-  job.model.width = 32;
-  job.parallel.shard = shard;
+  JobConfig job = test::small_gpt_job(shard);
   job.parallel.grad_reduce = grad_reduce;
-  job.parallel.bucket_mb = 0.01;  // several buckets even for this small model
   return job;
 }
 
