@@ -6,9 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
+
+#include "checkpoint/posix_io.h"
 
 namespace rm {
 namespace {
@@ -96,12 +96,17 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   out.commit();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  // Size first, so that /dev/zero, a FIFO or a huge file costs nothing; then exactly that much.
+  io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  if (size > max_bytes) {
+    throw IoError(path + ": " + std::to_string(size) + " bytes, more than the " +
+                  std::to_string(max_bytes) + " this file may have");
+  }
+  std::string text(size, '\0');
+  io::pread_exact(fd.get(), text.data(), text.size(), 0, path);
+  return text;
 }
 
 }  // namespace rm

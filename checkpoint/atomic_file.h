@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "checkpoint/checkpoint_error.h"
@@ -23,8 +24,10 @@ void write_file_atomic(const std::string& path, const void* data, size_t size);
 // fsyncs a directory so that renames and creations inside it are durable. Throws IoError.
 void fsync_directory(const std::string& dir);
 
-// Reads a whole file. Throws IoError naming the file.
-std::string read_file(const std::string& path);
+// Reads a whole regular file of at most `max_bytes`. A directory, device or FIFO ("not a regular
+// file") and a larger file are refused before anything is read, so nothing reads forever or
+// allocates what the file's size does not justify. Throws IoError naming the file.
+std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX);
 
 // The same recipe for content produced piece by piece (a safetensors export of several GiB
 // should not be gathered into one string first). Bytes go straight from the caller's buffers to

@@ -33,7 +33,10 @@ Manifest load_manifest(const std::string& ckpt_dir) {
   const std::string path = io::join(ckpt_dir, kManifestFileName);
   io::Fd fd = io::open_read(path);
   const uint64_t size = io::regular_file_size(fd.get(), path);
-  if (size > kMaxManifestBytes) throw CheckpointError(path + ": larger than 256 MiB");
+  if (size > kMaxManifestBytes) {
+    throw CheckpointError(path + ": " + std::to_string(size) + " bytes, larger than the " +
+                          std::to_string(kMaxManifestBytes >> 20) + " MiB a manifest may have");
+  }
   std::string text(size, '\0');
   io::pread_exact(fd.get(), text.data(), text.size(), 0, path);
   return parse_manifest(text, path);
@@ -208,6 +211,11 @@ void CheckpointReader::read_range(const std::string& buffer, uint64_t begin, uin
 std::vector<float> CheckpointReader::read_buffer(const std::string& buffer) {
   const BufferInfo* b = manifest_.find_buffer(buffer);
   if (b == nullptr) throw CheckpointError(dir_ + ": no buffer '" + buffer + "' in this checkpoint");
+  // The manifest's count is only a claim until the files' real sizes back it: check them before
+  // allocating count floats.
+  for (const PieceRef& ref : index_[static_cast<size_t>(b - manifest_.buffers.data())]) {
+    file_fd(ref.file);
+  }
   std::vector<float> out(b->count);
   read_range(buffer, 0, b->count, out.data());
   return out;

@@ -1,8 +1,9 @@
-// Helpers shared by the checkpoint tests: scratch directories, deterministic buffer contents
-// derived from the step (so any checkpoint's data can be checked against the step it claims),
-// and an in-process N-rank save.
+// Helpers shared by the checkpoint tests: scratch directories, expected errors, deterministic
+// buffer contents derived from the step (so any checkpoint's data can be checked against the
+// step it claims), and an in-process N-rank save.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -38,6 +39,18 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The message of the CheckpointError `f` throws ("" and a test failure if it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a CheckpointError";
+  return "";
+}
 
 inline const std::vector<std::string>& buffer_names() {
   static const std::vector<std::string> names = {"params", "adam_m", "adam_v"};

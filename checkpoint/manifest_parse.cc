@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/json_guard.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/manifest_checks.h"
 
@@ -12,8 +13,6 @@ namespace rm {
 namespace {
 
 using Json = nlohmann::json;
-
-constexpr int kMaxDepth = 64;  // nlohmann's dump/compare recurse; a hostile state must not
 
 // Checked accessors, each naming the field on failure.
 class Reader {
@@ -76,33 +75,13 @@ class Reader {
   const std::string& path_;
 };
 
-// Rejects nesting deeper than kMaxDepth before nlohmann builds the tree. A scan that ignores
-// string contents is enough: invalid JSON that fools it fails in the parser anyway.
-void check_depth(const std::string& text, const Reader& r) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth) r.fail("", "JSON nested deeper than 64 levels");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-}
-
 Json parse_json(const std::string& text, const Reader& r, const char* what) {
-  if (text.size() > kMaxManifestBytes) r.fail("", std::string(what) + " larger than 256 MiB");
-  check_depth(text, r);
+  if (text.size() > kMaxManifestBytes) {
+    r.fail("",
+           std::string(what) + " larger than " + std::to_string(kMaxManifestBytes >> 20) + " MiB");
+  }
+  // Before nlohmann builds a tree: its size and depth (json_guard.h).
+  if (const std::string why = check_json_shape(text); !why.empty()) r.fail("", why);
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {

@@ -35,9 +35,15 @@ void Fd::close_checked(const std::string& path) {
 }
 
 Fd open_read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno(path, "cannot open", errno);
-  return Fd(fd);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, before regular_file_size()
+  // could refuse it. Cleared at once, so reads of what it opened block as usual.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) throw_errno(path, "cannot open", errno);
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw_errno(path, "fcntl failed", errno);
+  }
+  return fd;
 }
 
 Fd open_write_truncate(const std::string& path) {

@@ -38,7 +38,7 @@ class Fd {
 
 [[noreturn]] void throw_errno(const std::string& path, const std::string& what, int err);
 
-Fd open_read(const std::string& path);
+Fd open_read(const std::string& path);  // never waits: a FIFO opens at once (and is no file)
 Fd open_write_truncate(const std::string& path);  // create or truncate, mode 0644
 void write_all(int fd, const void* data, size_t size, const std::string& path);
 // Reads exactly `size` bytes at `offset`; a file that ends early is an error, not a short read.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/json_guard.h"
 #include "checkpoint/posix_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
@@ -104,6 +105,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   h.data_bytes = size - 8 - h.header_bytes;
   std::string text(h.header_bytes, '\0');
   io::pread_exact(fd.get(), text.data(), text.size(), 8, path);
+  if (const std::string why = check_json_shape(text); !why.empty()) fail(path, "header: " + why);
   Json j;
   try {
     j = Json::parse(text);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/posix_io.h"
 
 namespace rm {
 namespace {
@@ -28,26 +29,32 @@ void save_weights(const std::string& path, const float* params, size_t count) {
 }
 
 std::vector<float> load_weights(const std::string& path, size_t expected_count) {
-  const std::string buf = read_file(path);
-  if (buf.size() < kHeader || std::memcmp(buf.data(), kMagic, 8) != 0) {
+  // Header and size first: the payload is read (and allocated) only once the file's real size
+  // matches what the model needs, so a wrong, huge or endless file costs nothing.
+  io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  char header[kHeader];
+  if (size < kHeader) throw IoError(path + ": not a Ringmaster weights file (too short)");
+  io::pread_exact(fd.get(), header, kHeader, 0, path);
+  if (std::memcmp(header, kMagic, 8) != 0) {
     throw IoError(path + ": not a Ringmaster weights file (bad magic)");
   }
   uint64_t n = 0, hash = 0;
-  std::memcpy(&n, &buf[8], 8);
-  std::memcpy(&hash, &buf[16], 8);
+  std::memcpy(&n, header + 8, 8);
+  std::memcpy(&hash, header + 16, 8);
   if (n != expected_count) {
     throw IoError(path + ": holds " + std::to_string(n) + " parameters, the model has " +
                   std::to_string(expected_count));
   }
-  if (buf.size() != kHeader + n * sizeof(float)) {
-    throw IoError(path + ": size " + std::to_string(buf.size()) + " bytes, expected " +
+  if (size != kHeader + n * sizeof(float)) {
+    throw IoError(path + ": size " + std::to_string(size) + " bytes, expected " +
                   std::to_string(kHeader + n * sizeof(float)));
   }
-  if (XXH64(buf.data() + kHeader, n * sizeof(float), 0) != hash) {
+  std::vector<float> out(n);
+  io::pread_exact(fd.get(), out.data(), n * sizeof(float), kHeader, path);
+  if (XXH64(out.data(), n * sizeof(float), 0) != hash) {
     throw IoError(path + ": checksum mismatch (file is corrupted)");
   }
-  std::vector<float> out(n);
-  std::memcpy(out.data(), buf.data() + kHeader, n * sizeof(float));
   return out;
 }
 

@@ -1,8 +1,5 @@
 #include "configs/job_loader.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -10,9 +7,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include "configs/job_checks.h"
+#include "configs/job_file.h"
 #include "configs/schema.h"
 #include "configs/suggest.h"
 #include "configs/value_parse.h"
+#include "configs/yaml_guard.h"
 
 namespace rm {
 namespace {
@@ -22,6 +21,9 @@ struct Origin {
   bool from_override = false;
   YAML::Mark mark;  // in the job file
 };
+
+// A key longer than this is no schema key; it is reported cut short (and never spell-checked).
+constexpr size_t kMaxKeyBytes = 256;
 
 // One load: the config being filled, the errors so far, and what came from where.
 class Loader {
@@ -36,6 +38,8 @@ class Loader {
   JobConfig finish(int dp_ranks);
 
  private:
+  // Refuses the whole text (an error without a key): the guards of yaml_guard.h.
+  void refuse_text(ErrorSink& sink, int line, int col, const std::string& message);
   void walk_map(const YAML::Node& map, const std::string& prefix, ErrorSink& sink);
   void apply(const std::string& path, const YAML::Node& value, const YAML::Mark& key_mark,
              ErrorSink& sink);
@@ -51,8 +55,21 @@ class Loader {
   std::set<std::string> bad_;  // keys and sections whose value was rejected; "" = the whole file
 };
 
+void Loader::refuse_text(ErrorSink& sink, int line, int col, const std::string& message) {
+  YAML::Mark mark = YAML::Mark::null_mark();
+  if (line > 0) {
+    mark = YAML::Mark();
+    mark.line = line - 1;
+    mark.column = col - 1;
+  }
+  sink.add("", mark, message);
+  bad_.insert("");
+}
+
 void Loader::load_text(const std::string& text) {
   ErrorSink sink(file_, &errors_);
+  // Before yaml-cpp: size, encoding, nesting, aliases, entries (yaml_guard.h says why).
+  if (const auto p = check_job_text(text)) return refuse_text(sink, p->line, p->col, p->message);
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
@@ -69,6 +86,12 @@ void Loader::load_text(const std::string& text) {
   }
   const YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   if (!root.IsDefined() || root.IsNull()) return;  // empty: the required keys will say so
+  // After: yaml-cpp shares aliased nodes, a walk expands them ("billion laughs").
+  if (yaml_expands_beyond(root)) {
+    return refuse_text(sink, 0, 0,
+                       "aliases expand to more than " + std::to_string(kMaxYamlNodes) +
+                           " nodes (anchors that reference anchors: a \"billion laughs\" file?)");
+  }
   if (!root.IsMap()) {
     sink.add("", root.Mark(),
              "the top level must be a map of sections (name:, model:, data:, train:, ...), got " +
@@ -88,6 +111,10 @@ void Loader::walk_map(const YAML::Node& map, const std::string& prefix, ErrorSin
       continue;
     }
     const std::string name = kv.first.Scalar();
+    if (name.size() > kMaxKeyBytes) {
+      sink.add(prefix, key_mark, "unknown key " + shown_text(name));
+      continue;
+    }
     const std::string path = prefix.empty() ? name : prefix + "." + name;
     const auto [first, fresh] = seen.emplace(name, key_mark.line + 1);
     if (!fresh) {
@@ -239,26 +266,13 @@ JobConfig load(const std::string& text, const std::string& display_name,
   return loader.finish(dp_ranks);
 }
 
-// Reads all of `path` into *text; returns 0 or the errno of the failure.
-int read_file(const std::string& path, std::string* text) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return errno;
-  char buf[1 << 14];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
-  const int err = std::ferror(f) ? errno : 0;  // e.g. EISDIR: fopen() opens a directory
-  std::fclose(f);
-  return err;
-}
-
 }  // namespace
 
 JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides,
                    int dp_ranks) {
   std::string text;
-  if (const int err = read_file(path, &text); err != 0) {
-    throw JobConfigError(
-        {ConfigError{path, 0, 0, "", "cannot read job file: " + std::string(std::strerror(err))}});
+  if (const std::string why = read_job_file(path, &text); !why.empty()) {
+    throw JobConfigError({ConfigError{path, 0, 0, "", why}});
   }
   return load(text, path, path, overrides, dp_ranks);
 }

@@ -23,12 +23,15 @@ namespace rm {
 // dp_ranks for a job that runs on cluster.nodes x cluster.tasks_per_node ranks (`submit`).
 inline constexpr int kRanksFromCluster = 0;
 
-// Reads the job file at `path` ("cannot read job file: <strerror>" if it cannot), then as
+// Reads the job file at `path` as job_file.h says: only a regular file of at most 1 MiB, else
+// one error ("cannot read job file: <why>", "too large for a job file: ..."). Then as
 // load_job_from_string() with `path` as the display name; sets JobConfig::source_path = path.
 JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides = {},
                    int dp_ranks = 1);
 
-// Parses `yaml_text`; `display_name` is the file name errors print. Each override is
+// Parses `yaml_text`; `display_name` is the file name errors print. The text must first pass
+// yaml_guard.h (size, UTF-8 text, nesting, aliases, entries; after parsing, the nodes its
+// aliases expand to): a text that fails gives that one error, none about its keys. Each override is
 // "key.path=value", applied in order after the file:
 //   value is YAML: model.width=512, data.train=[a.bin,b.bin], data.train=a.bin (one item),
 //   model={width: 512, heads: 8} (a section as a flow map); for string keys the text is taken

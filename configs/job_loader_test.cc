@@ -149,7 +149,7 @@ TEST(JobLoader, WrongTypeFloatAndBool) {
   EXPECT_EQ(one_error(with_train("optimizer:\n  lr: fast\n")),
             "job.yaml:2:7: optimizer.lr: expected a number, got 'fast'");
   EXPECT_EQ(one_error(with_train("optimizer:\n  lr: .inf\n")),
-            "job.yaml:2:7: optimizer.lr: expected a number, got '.inf'");
+            "job.yaml:2:7: optimizer.lr: must be a finite number, got '.inf'");
   EXPECT_EQ(one_error(with_train("parallel:\n  overlap: yes\n")),
             "job.yaml:2:12: parallel.overlap: expected true or false, got 'yes'");
   EXPECT_EQ(one_error(with_train("parallel:\n  overlap: True\n")),

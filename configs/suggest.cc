@@ -58,6 +58,10 @@ std::string closest_word(std::string_view word, const std::vector<std::string>& 
   int best_distance = limit + 1;
   const std::string lw = lower(word);
   for (const std::string& c : candidates) {
+    // The distance is at least the difference in length: skip the table when that is too far
+    // already (and a hostile 1 MB key costs nothing).
+    const size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap > static_cast<size_t>(limit)) continue;
     const int d = lower(c) == lw ? 0 : edit_distance(word, c);
     if (d < best_distance) {
       best_distance = d;

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <regex>
 #include <type_traits>
 
 #include "configs/suggest.h"
@@ -19,6 +18,67 @@ bool has_position(const YAML::Mark& m) {
 
 bool is_plain_scalar(const YAML::Node& n) {
   return n.IsScalar() && n.Tag() == "?";
+}
+
+// No std::regex here: libstdc++ matches recursively, one stack frame per character, and a
+// 500000-digit value would overflow the stack.
+bool all_digits(const std::string& text, size_t from) {
+  if (from >= text.size()) return false;
+  for (size_t i = from; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+  }
+  return true;
+}
+
+// [+-]?[0-9]+, or [+]?[0-9]+ when !allow_minus.
+bool is_integer_text(const std::string& text, bool allow_minus) {
+  const bool sign = !text.empty() && (text[0] == '+' || (allow_minus && text[0] == '-'));
+  return all_digits(text, sign ? 1 : 0);
+}
+
+bool is_identifier(const std::string& name) {
+  const auto letter = [](char c) {
+    return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+  };
+  if (name.empty() || !letter(name[0])) return false;
+  for (const char c : name) {
+    if (!letter(c) && !std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// A string value this long is no path, name or Slurm word; refusing it up front also keeps the
+// schema's check functions (some use std::regex) away from huge inputs.
+constexpr size_t kMaxStringBytes = 4096;
+
+bool too_long(const std::string& key, const std::string& text, const YAML::Mark& mark,
+              ErrorSink& sink) {
+  if (text.size() <= kMaxStringBytes) return false;
+  sink.add(key, mark,
+           "longer than " + std::to_string(kMaxStringBytes) + " bytes, got " + shown_text(text));
+  return true;
+}
+
+enum class FloatText { kFinite, kNotANumber, kNotFinite, kOutOfRange };
+
+FloatText classify_float(const std::string& text, double* out) {
+  std::string lower;
+  for (const char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == ".inf" || lower == "+.inf" || lower == "-.inf" || lower == ".nan") {
+    return FloatText::kNotFinite;  // YAML's spellings, which strtod does not read
+  }
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) {
+    return FloatText::kNotANumber;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return FloatText::kNotANumber;
+  if (std::isfinite(v)) {
+    *out = v;
+    return FloatText::kFinite;
+  }
+  return errno == ERANGE ? FloatText::kOutOfRange : FloatText::kNotFinite;
 }
 
 // "" if v is inside c's range, else "must be >= 1, got 0" / "must be in [0, 0.5], got 0.7".
@@ -47,7 +107,7 @@ bool set_integer(const KeySpec& spec, const YAML::Node& value, const YAML::Mark&
     ok = parse_unsigned_text(text, &u) && u <= std::numeric_limits<T>::max();
     parsed = static_cast<T>(u);
     if (!ok && !text.empty() && text[0] == '-' && parse_integer_text(text, nullptr)) {
-      sink.add(key, mark, "must be >= 0, got " + text);
+      sink.add(key, mark, "must be >= 0, got " + shown_text(text, '\0'));
       return false;
     }
   } else {
@@ -58,19 +118,20 @@ bool set_integer(const KeySpec& spec, const YAML::Node& value, const YAML::Mark&
   }
   if (!ok) {
     // Digits that do not fit are a range error, anything else a type error.
-    static const std::regex digits("[+-]?[0-9]+");
-    if (std::regex_match(text, digits)) {
+    if (is_integer_text(text, true)) {
       const bool negative = text[0] == '-';
       const std::string limit = negative ? std::to_string(std::numeric_limits<T>::min())
                                          : std::to_string(std::numeric_limits<T>::max());
       sink.add(key, mark,
-               std::string("must be ") + (negative ? ">= " : "<= ") + limit + ", got " + text);
+               std::string("must be ") + (negative ? ">= " : "<= ") + limit + ", got " +
+                   shown_text(text, '\0'));
     } else {
       sink.add(key, mark, "expected an integer, got " + describe_node(value));
     }
     return false;
   }
-  const std::string err = range_error(spec.allowed, static_cast<double>(parsed), text);
+  const std::string err =
+      range_error(spec.allowed, static_cast<double>(parsed), shown_text(text, '\0'));
   if (!err.empty()) {
     sink.add(key, mark, err);
     return false;
@@ -83,11 +144,22 @@ bool set_float(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& m
                ErrorSink& sink) {
   const std::string key(spec.path);
   double v = 0;
-  if (!is_plain_scalar(value) || !parse_float_text(value.Scalar(), &v)) {
-    sink.add(key, mark, "expected a number, got " + describe_node(value));
-    return false;
+  switch (is_plain_scalar(value) ? classify_float(value.Scalar(), &v) : FloatText::kNotANumber) {
+    case FloatText::kFinite:
+      break;
+    case FloatText::kNotANumber:
+      sink.add(key, mark, "expected a number, got " + describe_node(value));
+      return false;
+    case FloatText::kNotFinite:
+      sink.add(key, mark, "must be a finite number, got " + describe_node(value));
+      return false;
+    case FloatText::kOutOfRange:
+      sink.add(key, mark,
+               "must be a finite number, got " + describe_node(value) +
+                   ", which is beyond the largest double (about 1.8e308)");
+      return false;
   }
-  const std::string err = range_error(spec.allowed, v, value.Scalar());
+  const std::string err = range_error(spec.allowed, v, shown_text(value.Scalar(), '\0'));
   if (!err.empty()) {
     sink.add(key, mark, err);
     return false;
@@ -114,6 +186,7 @@ bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& 
     return false;
   }
   const std::string text = value.IsScalar() ? value.Scalar() : "";
+  if (too_long(key, text, mark, sink)) return false;
   const Constraint& c = spec.allowed;
   if (!c.choices.empty()) {
     std::vector<std::string> words(c.choices.begin(), c.choices.end());
@@ -125,7 +198,7 @@ bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& 
     }
     std::string list;
     for (const std::string& w : words) list += (list.empty() ? "" : "|") + w;
-    std::string msg = "must be one of " + list + ", got '" + text + "'";
+    std::string msg = "must be one of " + list + ", got " + shown_text(text);
     const std::string guess = closest_word(text, words);
     if (!guess.empty()) msg += "; did you mean " + guess + "?";
     sink.add(key, mark, msg);
@@ -153,6 +226,7 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
       sink.add(key, mark, "expected a non-empty string or a list, got an empty string");
       return false;
     }
+    if (too_long(key, value.Scalar(), mark, sink)) return false;
     items.push_back(value.Scalar());
   } else if (value.IsSequence()) {
     bool ok = true;
@@ -163,6 +237,8 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
         sink.add(item_key, value_mark(item, mark),
                  "expected a non-empty string, got " +
                      (item.IsScalar() ? "an empty string" : describe_node(item)));
+        ok = false;
+      } else if (too_long(item_key, item.Scalar(), value_mark(item, mark), sink)) {
         ok = false;
       } else {
         items.push_back(item.Scalar());
@@ -180,10 +256,11 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
 // Map entry names become environment variable names.
 bool check_entry(const std::string& key, const std::string& name, const YAML::Node& value,
                  const YAML::Mark& mark, ErrorSink& sink) {
-  static const std::regex ident("[A-Za-z_][A-Za-z0-9_]*");
-  if (!std::regex_match(name, ident)) {
-    sink.add(key, mark,
-             "'" + name + "' is not a valid name (a letter or '_', then letters, digits, '_')");
+  if (too_long(key, name, mark, sink)) return false;
+  if (!is_identifier(name)) {
+    sink.add(
+        key, mark,
+        shown_text(name) + " is not a valid name (a letter or '_', then letters, digits, '_')");
     return false;
   }
   if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
@@ -234,8 +311,8 @@ std::string describe_node(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return "an empty value";
   if (n.IsSequence()) return "a sequence";
   if (n.IsMap()) return "a map";
-  if (n.Tag() != "?") return "the quoted string \"" + n.Scalar() + "\"";
-  return "'" + n.Scalar() + "'";
+  if (n.Tag() != "?") return "the quoted string " + shown_text(n.Scalar(), '"');
+  return shown_text(n.Scalar());
 }
 
 YAML::Mark value_mark(const YAML::Node& value, const YAML::Mark& key_mark) {
@@ -255,9 +332,27 @@ void ErrorSink::add(const std::string& key, const YAML::Mark& mark, const std::s
   out_->push_back(std::move(e));
 }
 
+std::string shown_text(const std::string& text, char quote) {
+  // Long texts are cut at a character boundary; line breaks and tabs are shown escaped, so the
+  // message stays on one line.
+  constexpr size_t kShown = 60;
+  size_t cut = text.size();
+  if (text.size() > kShown + 20) {
+    cut = kShown;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  }
+  const std::string q = quote == '\0' ? "" : std::string(1, quote);
+  std::string out = q;
+  for (size_t i = 0; i < cut; ++i) {
+    const char c = text[i];
+    out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : std::string(1, c);
+  }
+  if (cut == text.size()) return out + q;
+  return out + "..." + q + " (" + std::to_string(text.size()) + " bytes)";
+}
+
 bool parse_integer_text(const std::string& text, long long* out) {
-  static const std::regex re("[+-]?[0-9]+");
-  if (!std::regex_match(text, re)) return false;
+  if (!is_integer_text(text, true)) return false;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), nullptr, 10);
   if (errno == ERANGE) return false;
@@ -266,8 +361,7 @@ bool parse_integer_text(const std::string& text, long long* out) {
 }
 
 bool parse_unsigned_text(const std::string& text, unsigned long long* out) {
-  static const std::regex re("[+]?[0-9]+");
-  if (!std::regex_match(text, re)) return false;
+  if (!is_integer_text(text, false)) return false;
   errno = 0;
   const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
   if (errno == ERANGE) return false;
@@ -276,13 +370,7 @@ bool parse_unsigned_text(const std::string& text, unsigned long long* out) {
 }
 
 bool parse_float_text(const std::string& text, double* out) {
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || !std::isfinite(v)) return false;
-  *out = v;
-  return true;
+  return classify_float(text, out) == FloatText::kFinite;
 }
 
 bool parse_value(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& key_mark,

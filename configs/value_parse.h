@@ -3,12 +3,15 @@
 // yaml-cpp's own conversions are too lenient for a job file ("yes" is a bool, "1.5" fails as an
 // int with no message), so scalars are checked here from their raw text:
 //   int     optional sign + decimal digits, within the field type's limits and the key's range
-//   float   anything strtod() reads completely (ints included), finite
+//   float   anything strtod() reads completely (ints included) that is finite: not nan or
+//           inf (also YAML's .inf, .nan), not beyond the largest double (1e400)
 //   bool    exactly true or false
-//   string  any scalar; null (empty value, ~) = ""
+//   string  any scalar of at most 4096 bytes; null (empty value, ~) = ""
 //   enum    one of the key's words, with a did-you-mean
-//   list    a sequence of non-empty strings, or one scalar = a one-item list; null = []
-//   map     a map of NAME: scalar, NAME a letter or '_' then letters, digits, '_'; null = {}
+//   list    a sequence of non-empty strings (at most 4096 bytes each), or one scalar = a
+//           one-item list; null = []
+//   map     a map of NAME: scalar, NAME a letter or '_' then letters, digits, '_' (at most
+//           4096 bytes); null = {}
 // Numbers and bools must be plain scalars: a quoted "5" is a string, as in YAML.
 #pragma once
 
@@ -51,6 +54,11 @@ bool parse_map_entry(const KeySpec& spec, const std::string& name, const YAML::N
 // "'abc'", "a sequence", "a map", "an empty value", "the quoted string \"5\"": what a message
 // says the user gave ("expected an integer, got 'abc'").
 std::string describe_node(const YAML::Node& n);
+
+// `text` between quotes for a message, line breaks and tabs escaped (\n); a long text is cut to
+// its first 60 bytes and followed by its size ("'99999...' (500000 bytes)"), so a hostile value
+// still gives a one-line message. quote '\0': no quotes (for numbers).
+std::string shown_text(const std::string& text, char quote = '\'');
 
 // Where an error about `value` points: the value, or its key when the value has no text of its
 // own (yaml-cpp gives an empty value the position of whatever follows it).

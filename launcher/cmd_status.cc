@@ -60,7 +60,7 @@ std::string scontrol_field(const std::string& line, const std::string& key) {
 void print_slurm_state(const std::string& run_dir) {
   std::string id;
   try {
-    id = read_file(run_dir + "/slurm/job_id");
+    id = read_file(run_dir + "/slurm/job_id", 4096);  // a job id, not whatever the file holds
   } catch (const std::exception&) {
     return;  // never submitted
   }
@@ -90,7 +90,7 @@ int cmd_status(const StatusArgs& args) {
       print_error(dir + ": not a run directory (no config.yaml); give the run_dir of a job");
       return kExitBadInput;
     }
-    const JobConfig job = load_job_from_string(read_file(config_path), config_path);
+    const JobConfig job = load_job(config_path);  // read as any job file: bounded, text only
     std::vector<json> metrics = read_json_lines(dir + "/metrics.jsonl");
     metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
                                  [](const json& m) { return !m.contains("step"); }),

@@ -11,6 +11,10 @@
 
 namespace rm::test {
 
+// A wrapper for run_cli(): the child may map at most 512 MiB, so an allocation that a hostile
+// input could make unbounded fails the command instead of going unnoticed.
+inline const char kAddressSpace512MiB[] = "prlimit --as=536870912";
+
 struct CliResult {
   int exit_code = -1;
   std::string out, err;
@@ -24,12 +28,13 @@ inline std::string slurp(const std::string& path) {
 }
 
 // `args` is appended to the binary's path as shell words; `scratch` is a directory for the
-// captured streams; `env` is prepended as shell assignments (e.g. "A=1 B=2").
+// captured streams; `env` is prepended as shell assignments (e.g. "A=1 B=2"); `wrapper` is a
+// command that runs the binary (e.g. kAddressSpace512MiB).
 inline CliResult run_cli(const std::string& args, const std::string& scratch,
-                         const std::string& env = "") {
+                         const std::string& env = "", const std::string& wrapper = "") {
   const std::string out = scratch + "/cli.out", err = scratch + "/cli.err";
-  const std::string cmd = env + " " + std::string(RINGMASTER_BIN) + " " + args + " >" + out +
-                          " 2>" + err + " </dev/null";
+  const std::string cmd = env + " " + wrapper + " " + std::string(RINGMASTER_BIN) + " " + args +
+                          " >" + out + " 2>" + err + " </dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -14,9 +14,11 @@
 namespace rm {
 
 MappedFile MappedFile::open(const std::string& path) {
+  // O_NONBLOCK: a FIFO would otherwise wait here for a writer before fstat could refuse it.
+  // It changes nothing for a regular file, and the descriptor is only used to map.
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) throw DataError(path, strerror(errno));
 

@@ -1,6 +1,8 @@
 #include "worker/data/token_shard.h"
 
 #include <gtest/gtest.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -103,6 +105,22 @@ TEST(TokenShard, MissingFileAndDirectory) {
             missing + ": No such file or directory");
   EXPECT_EQ(data_error_of([&] { TokenShard::open(dir.path()); }),
             dir.path() + ": not a regular file");
+}
+
+// Hostile files: a FIFO or a device is refused without waiting for a writer or reading, and a
+// header that claims 2^31 - 1 tokens (4 GiB) is checked against the file's real size; nothing
+// is allocated from the claim (the tokens are read in place from the mapping).
+TEST(TokenShard, FifoDeviceAndHugeClaimsAreRefusedAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir.file("shard.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(data_error_of([&] { TokenShard::open(fifo); }), fifo + ": not a regular file");
+  EXPECT_EQ(data_error_of([&] { TokenShard::open("/dev/zero"); }), "/dev/zero: not a regular file");
+  const std::string path = dir.write("huge.bin", shard_bytes(20240520, 1, INT32_MAX, {1, 2}));
+  EXPECT_EQ(data_error_of([&] { TokenShard::open(path); }),
+            path +
+                ": truncated: header says 2147483647 tokens (4294968318 bytes) but file has "
+                "1028 bytes");
 }
 
 TEST(TokenShard, ValidateVocab) {

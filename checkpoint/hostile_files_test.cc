@@ -1,0 +1,152 @@
+// Hostile files where checkpoint/ reads: manifests, weights, safetensors headers and whole-file
+// reads. Nothing that is no regular file is waited on or read forever, and no size a file
+// merely claims is allocated before the file's real size backs it.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_test_util.h"
+#include "checkpoint/json_guard.h"
+#include "checkpoint/safetensors_writer.h"
+#include "checkpoint/weights_file.h"
+
+namespace rm {
+namespace {
+
+using nlohmann::json;
+using testutil::error_of;
+using testutil::TempDir;
+
+std::string make_fifo(const std::string& path) {
+  if (::mkfifo(path.c_str(), 0600) != 0) throw std::runtime_error("mkfifo " + path);
+  return path;
+}
+
+TEST(HostileFiles, ManifestThatIsNoRegularFileIsNotWaitedOn) {
+  TempDir dir;
+  const std::string fifo_dir = dir.sub("fifo"), zero_dir = dir.sub("zero"),
+                    dir_dir = dir.sub("dir");
+  for (const std::string& d : {fifo_dir, zero_dir, dir_dir}) io::make_dir(d);
+  make_fifo(io::join(fifo_dir, kManifestFileName));
+  std::filesystem::create_symlink("/dev/zero", io::join(zero_dir, kManifestFileName));
+  io::make_dir(io::join(dir_dir, kManifestFileName));
+  for (const std::string& d : {fifo_dir, zero_dir, dir_dir}) {
+    const std::string want = io::join(d, kManifestFileName) + ": not a regular file";
+    EXPECT_EQ(error_of([&] { load_manifest(d); }), want);
+    const VerifyResult r = verify_checkpoint(d);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, want);
+  }
+}
+
+TEST(HostileFiles, ManifestSizeIsCheckedBeforeReading) {
+  TempDir dir;
+  const std::string path = io::join(dir.path(), kManifestFileName);
+  std::ofstream(path) << "{}";
+  std::filesystem::resize_file(path, kMaxManifestBytes + 1);  // sparse
+  EXPECT_EQ(error_of([&] { load_manifest(dir.path()); }),
+            path + ": 67108865 bytes, larger than the 64 MiB a manifest may have");
+}
+
+TEST(HostileFiles, JsonShapeIsBoundedBeforeParsing) {
+  EXPECT_EQ(check_json_shape("[" + std::string(63, '[') + std::string(64, ']')), "");
+  EXPECT_EQ(check_json_shape(std::string(65, '[')), "JSON nested deeper than 64 levels");
+  EXPECT_EQ(check_json_shape("\"[[[[\\\"[[[[\"", 2), "");  // brackets inside a string
+  EXPECT_EQ(check_json_shape("[0,0,0]", 64, 4), "");
+  EXPECT_EQ(check_json_shape("[0,0,0,0]", 64, 4), "more than 4 JSON values");
+  EXPECT_EQ(check_json_shape("{\"a\":0,\"b\":0}", 64, 4), "more than 4 JSON values");
+
+  std::string values = "[0";
+  for (size_t i = 0; i < kMaxJsonValues; ++i) values += ",0";
+  EXPECT_EQ(error_of([&] { parse_manifest(values + "]", "m.json"); }),
+            "m.json: more than 1048576 JSON values");
+}
+
+// A manifest may claim any count within its bounds (2^48 floats = 1 PiB); the reader allocates
+// a buffer only after the shard files' real sizes agree with the claim.
+TEST(HostileFiles, ClaimedBufferSizesAreCheckedBeforeAllocating) {
+  TempDir run;
+  const std::string ckpt = testutil::save_steps_checkpoint(run.path(), 1, 1, 4000);
+  const std::string path = io::join(ckpt, kManifestFileName);
+  json j = json::parse(read_file(path));
+  const uint64_t n = kMaxElements;
+  for (json& b : j["buffers"]) b["count"] = n;
+  json& file = j["files"][0];
+  file["size"] = 3 * 4 * n;
+  for (size_t p = 0; p < file["pieces"].size(); ++p) {
+    json& piece = file["pieces"][p];
+    piece["begin"] = 0;
+    piece["end"] = n;
+    piece["offset"] = p * 4 * n;
+    piece["bytes"] = 4 * n;
+  }
+  const std::string text = j.dump();
+  write_file_atomic(path, text.data(), text.size());
+
+  CheckpointReader reader(ckpt);  // the manifest itself is consistent
+  const std::string message = error_of([&] { reader.read_buffer("params"); });
+  EXPECT_NE(
+      message.find("shard_00000.bin: 48000 bytes, manifest says 3377699720527872 (truncated)"),
+      std::string::npos)
+      << message;
+}
+
+TEST(HostileFiles, ReadFileRefusesSpecialAndOversizedFiles) {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir.sub("fifo"));
+  EXPECT_EQ(error_of([&] { read_file(fifo); }), fifo + ": not a regular file");
+  EXPECT_EQ(error_of([&] { read_file("/dev/zero"); }), "/dev/zero: not a regular file");
+  EXPECT_EQ(error_of([&] { read_file(dir.path()); }), dir.path() + ": not a regular file");
+  const std::string small = dir.sub("small");
+  write_file_atomic(small, "12345", 5);
+  EXPECT_EQ(read_file(small, 5), "12345");
+  EXPECT_EQ(error_of([&] { read_file(small, 4); }),
+            small + ": 5 bytes, more than the 4 this file may have");
+}
+
+TEST(HostileFiles, WeightsAreSizeCheckedBeforeTheirPayloadIsRead) {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir.sub("weights.fifo"));
+  EXPECT_EQ(error_of([&] { load_weights(fifo, 4); }), fifo + ": not a regular file");
+  // A header that claims what the model needs, in a file far too short for it.
+  const std::string path = dir.sub("weights.bin");
+  const float w[4] = {1, 2, 3, 4};
+  save_weights(path, w, 4);
+  std::string bytes = read_file(path);
+  const uint64_t huge = uint64_t{1} << 48;
+  bytes.replace(8, 8, reinterpret_cast<const char*>(&huge), 8);
+  write_file_atomic(path, bytes.data(), bytes.size());
+  EXPECT_EQ(error_of([&] { load_weights(path, huge); }),
+            path + ": size 40 bytes, expected 1125899906842648");
+  EXPECT_EQ(error_of([&] { load_weights(dir.sub("none"), 4); }),
+            dir.sub("none") + ": cannot open: No such file or directory");
+}
+
+TEST(HostileFiles, SafetensorsHeaderIsBoundedBeforeParsing) {
+  TempDir dir;
+  const std::string path = dir.sub("m.safetensors");
+  const auto write = [&](uint64_t claimed, const std::string& header) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&claimed), 8);
+    out << header;
+  };
+  write(uint64_t{3} << 30, "{}");  // a header length of 3 GiB in a 10-byte file
+  EXPECT_EQ(error_of([&] { read_safetensors_header(path); }),
+            path + ": header length 3221225472 is impossible for a 10-byte file");
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  write(deep.size(), deep);
+  EXPECT_EQ(error_of([&] { read_safetensors_header(path); }),
+            path + ": header: JSON nested deeper than 64 levels");
+  EXPECT_EQ(error_of([&] { read_safetensors_header(make_fifo(dir.sub("fifo"))); }),
+            dir.sub("fifo") + ": not a regular file");
+}
+
+}  // namespace
+}  // namespace rm
