@@ -1,9 +1,16 @@
 #include "checkpoint/async_writer.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/posix_io.h"
 #include "checkpoint/retention.h"
 
 namespace rm {
@@ -150,7 +157,59 @@ void AsyncCheckpointWriter::thread_main() {
   }
 }
 
+namespace {
+
+// " (this rank's shard needs N bytes; M bytes are free on RUN_DIR's filesystem)": what a full
+// disk needs to be told.
+std::string space_note(const SaveRequest& request) {
+  uint64_t need = 0;
+  for (const ShardSlice& s : request.slices) need += (s.end - s.begin) * sizeof(float);
+  struct statvfs fs {};
+  if (::statvfs(request.run_dir.c_str(), &fs) != 0) return "";
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  return " (this rank's shard of step " + std::to_string(request.step) + " needs " +
+         std::to_string(need) + " bytes; " + std::to_string(free) + " bytes are free on the "
+         "filesystem of " + request.run_dir + ")";
+}
+
+// After a failed save: remove what it wrote, so that a full disk is not kept full by it (the
+// rerun must at least be able to start). The committing rank removes the whole step_N.tmp/
+// (other ranks' shards in it are useless without its commit); the others remove their own
+// shard, leave the empty failure marker that stops the committing rank waiting for them
+// (collect_shards), and say why now: the error would otherwise surface only at their next
+// save, and they may be killed before (blocked in a collective with the committing rank).
+// Best effort: the failure being reported matters more than one that cleaning up may hit.
+void abandon_save(const SaveRequest& request, const std::string& error) {
+  const std::string tmp = checkpoint_tmp_path(request.run_dir, request.step);
+  try {
+    if (request.commit) {
+      if (io::exists(tmp)) io::remove_tree(tmp);
+      return;
+    }
+    std::fprintf(stderr, "ringmaster: [rank %d] checkpoint save of step %lld failed: %s\n",
+                 request.rank, static_cast<long long>(request.step), error.c_str());
+    std::fflush(stderr);
+    io::unlink_file(io::join(tmp, shard_descriptor_name(request.rank)));
+    io::unlink_file(io::join(tmp, shard_file_name(request.rank)));
+    io::Fd marker(::open(io::join(tmp, shard_failure_name(request.rank)).c_str(),
+                         O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace
+
 SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
+  try {
+    return write_and_commit(request);
+  } catch (const IoError& e) {
+    const std::string error = e.what() + space_note(request);
+    abandon_save(request, error);
+    throw IoError(error);
+  }
+}
+
+SaveResult AsyncCheckpointWriter::write_and_commit(const SaveRequest& request) {
   const auto t0 = std::chrono::steady_clock::now();
   SaveResult result;
   result.step = request.step;

@@ -13,6 +13,9 @@
 //
 //   - One save in flight: the next save() (or wait()) first waits for the previous one, so the
 //     staging buffer is reused. It is allocated on first use (or by reserve()) and only grows.
+//   - A save that fails on I/O (a full disk) removes what it wrote -- the committing rank the
+//     whole step_N.tmp/ -- so older checkpoints stay and the space comes back; its IoError ends
+//     with the bytes the shard needed and the bytes free.
 //   - Errors: a failure on the thread is rethrown (as thrown: CheckpointError) by the next
 //     save() or wait(), once. The destructor waits for the save in flight; it cannot throw, so it
 //     prints a failure of that last save to stderr -- call wait() before destruction to see it.
@@ -104,7 +107,10 @@ class AsyncCheckpointWriter {
   Mode mode() const { return mode_; }
 
  private:
+  // Writes (and commits) a save; on an I/O failure removes what it wrote and throws IoError with
+  // the bytes it needed and the bytes free.
   static SaveResult run(const SaveRequest& request);
+  static SaveResult write_and_commit(const SaveRequest& request);
   void thread_main();
   void stage_job();  // on the thread: copies job_'s slices into staging_ and repoints them
   void grow(size_t floats);  // only while no job is in flight

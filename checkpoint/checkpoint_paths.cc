@@ -36,6 +36,12 @@ std::string shard_descriptor_name(int rank) {
   return buf;
 }
 
+std::string shard_failure_name(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shard_%05d.failed", rank);
+  return buf;
+}
+
 std::optional<StepDirName> parse_step_dir_name(const std::string& name) {
   const std::string prefix = "step_";
   if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;

@@ -25,6 +25,9 @@ std::string checkpoint_path(const std::string& run_dir, int64_t step);
 std::string checkpoint_tmp_path(const std::string& run_dir, int64_t step);  // "...step_N.tmp"
 std::string shard_file_name(int rank);                                      // "shard_00003.bin"
 std::string shard_descriptor_name(int rank);  // "shard_00003.json" (written beside the shard)
+// "shard_00003.failed": an empty file a rank creates in step_N.tmp/ when its save failed, so the
+// committing rank stops waiting for it (empty: it can still be created on a full disk).
+std::string shard_failure_name(int rank);
 
 // Classifies an entry of checkpoints/. Committed: exactly step_dir_name(step). Scratch: that
 // name followed by a suffix starting with '.' and ending in ".tmp". Anything else: nullopt.

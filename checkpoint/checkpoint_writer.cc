@@ -131,8 +131,16 @@ std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t st
     for (int r = 0; r < writers; ++r) {
       if (have[r]) continue;
       const std::string path = io::join(tmp_dir, shard_descriptor_name(r));
-      if (!io::exists(path)) continue;
-      ShardFileInfo f = parse_shard_descriptor(read_file(path), path, step);
+      if (!io::exists(path)) {
+        // A rank whose save failed says so (shard_failure_name): give up now, not at timeout_s,
+        // so that rank 0's next save() fails instead of waiting while the others wait for it.
+        if (io::exists(io::join(tmp_dir, shard_failure_name(r)))) {
+          throw IoError(tmp_dir + ": rank " + std::to_string(r) + " could not write its shard "
+                        "of step " + std::to_string(step) + " (its error is in its log)");
+        }
+        continue;
+      }
+      ShardFileInfo f = parse_shard_descriptor(read_file(path, kMaxManifestBytes), path, step);
       if (f.rank != r || f.name != shard_file_name(r)) {
         throw CheckpointError(path + ": describes " + f.name + " of rank " +
                               std::to_string(f.rank) + ", expected rank " + std::to_string(r));

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
 #include "worker/data/test_util.h"
@@ -24,7 +25,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::logged_steps;
+using test::Child;
 using test::run_cli;
+using test::wait_exit;
+using test::wait_for_steps;
+
+Child spawn(const std::string& args, const TempDir& dir) {
+  return test::spawn_cli(args, dir.path());
+}
 
 constexpr int kStopped = 75;  // worker/exit_codes.h: kExitStopped
 
@@ -38,41 +46,6 @@ train: {steps: 400, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1
 checkpoint: {every: 1000, keep: 2, on_signal: )" + (on_signal ? "true" : "false") + R"(}
 parallel: {threads_per_rank: 1, timeout_s: 20}
 )");
-}
-
-// A ringmaster process in the background, its output in files.
-struct Child {
-  pid_t pid = -1;
-  std::string out, err;
-};
-
-Child spawn(const std::string& args, const TempDir& dir) {
-  Child c;
-  c.out = dir.file("bg.out");
-  c.err = dir.file("bg.err");
-  c.pid = ::fork();
-  if (c.pid == 0) {
-    const std::string cmd =
-        "exec " + std::string(RINGMASTER_BIN) + " " + args + " >" + c.out + " 2>" + c.err;
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return c;
-}
-
-int wait_exit(const Child& c) {
-  int status = 0;
-  ::waitpid(c.pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Waits until the run has logged `steps` steps (60 s at most).
-bool wait_for_steps(const std::string& metrics, size_t steps) {
-  for (int i = 0; i < 6000; ++i) {
-    if (logged_steps(metrics).size() >= steps) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
 }
 
 // The pids of a process's children (from /proc).

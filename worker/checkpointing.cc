@@ -40,6 +40,7 @@ Checkpointing::Checkpointing(const JobConfig& job, const std::string& resolved_j
       writer_(job.checkpoint.async ? AsyncCheckpointWriter::Mode::kAsync
                                    : AsyncCheckpointWriter::Mode::kSync) {
   // A save interrupted by a crash leaves step_N.tmp/ behind; it must go before anyone saves.
+  // No live run is writing one: this run holds the run directory's lock (worker/run_lock.h).
   if (comm.rank() == 0) remove_incomplete_checkpoints(job.run_dir);
   writer_.reserve(state.checkpoint_floats());  // touch the staging memory now, not mid-run
   comm.barrier();

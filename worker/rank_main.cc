@@ -5,7 +5,9 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "worker/device_select.h"
@@ -31,6 +33,18 @@ std::string sigabbrev(int sig) {
       return "SIGINT";
     default:
       return "signal " + std::to_string(sig);
+  }
+}
+
+// Once training has started, an I/O failure (a full disk, a lost mount) is a failure of the run,
+// exit 1, which `resilience.max_restarts` and Slurm requeues retry -- not bad input (exit 2,
+// which report_errors gives IoError: before the run starts it means a bad path).
+template <typename Body>
+int run_time(Body body) {
+  try {
+    return body();
+  } catch (const IoError& e) {
+    throw std::runtime_error(e.what());
   }
 }
 
@@ -119,7 +133,7 @@ int run_alone(const RankArgs& args) {
     TrainingData data = open_training_data(job);
     const DeviceChoice choice = choose_device(job.parallel.backend, 0, 1);
     const bool resuming = prepare(job, args);
-    return train(job, data, nullptr, choice, "", resuming, args.from);
+    return run_time([&] { return train(job, data, nullptr, choice, "", resuming, args.from); });
   });
 }
 
@@ -161,7 +175,8 @@ int run_with_mpi(const RankArgs& args) {
   if (worst != kExitOk) return worst;
   MPI_Bcast(&resuming, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return report_errors([&] {
-    return train(job, data, &mpi, choice, mpi.describe(), resuming != 0, args.from);
+    return run_time(
+        [&] { return train(job, data, &mpi, choice, mpi.describe(), resuming != 0, args.from); });
   });
 }
 

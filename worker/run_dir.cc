@@ -9,6 +9,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "configs/job_loader.h"
+#include "worker/run_lock.h"
 
 namespace rm {
 
@@ -52,6 +53,8 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   if (::access(run_dir.c_str(), W_OK | X_OK) != 0) {
     throw IoError(run_dir + ": run directory is not writable: " + std::strerror(errno));
   }
+  // Nothing is removed or written before this run owns the directory.
+  lock_run_dir(run_dir, run_lock_wait_s());
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
   const std::string metrics = run_file(run_dir, "metrics.jsonl");
   const std::string weights = run_file(run_dir, "weights.bin");

@@ -23,7 +23,8 @@ enum class RunStart {
                        // again from step 0, as a rerun, a restart or a Slurm requeue must
 };
 
-// Makes RUN_DIR ready: creates it and its parents and proves it writable.
+// Makes RUN_DIR ready: creates it and its parents, proves it writable, and takes its run lock
+// (worker/run_lock.h: refused, with IoError, while another run lives in it).
 //  - fresh: removes a previous run's checkpoints, metrics and weights (start over).
 //  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is
 //    accepted only for the same job (config.yaml trains the same thing as resolved_job), and

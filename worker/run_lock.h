@@ -1,0 +1,41 @@
+// One live run per run directory.
+//
+// Two runs writing the same checkpoints, metrics.jsonl and weights.bin corrupt each other
+// silently, and on a cluster it is not rare: a requeued job can start while the old
+// allocation's processes are still alive, or a user resubmits a job that is still running. So
+// the process that owns a run -- `ringmaster run`'s supervisor (for all its restarts), or rank 0
+// when srun or mpirun started the ranks directly -- holds flock(2) on RUN_DIR/.lock from before
+// the first byte is written until it exits. The kernel drops the lock when the last process
+// holding the open file goes, however it dies, so a stale lock cannot outlive a crash (no pid
+// files to clean up). The descriptor is inherited by children (mpirun), so the lock stays held
+// while any of them lives even if the supervisor itself is killed.
+//
+// The owner exports RM_RUN_LOCK="<pid> <canonical run dir>"; a rank 0 that finds its run
+// directory there, with that pid among its ancestors, does not lock again (its supervisor holds
+// the lock for it). The ancestry check matters: sbatch exports the submitting shell's
+// environment to the job, and `ringmaster submit` takes the lock too (to refuse a resubmission,
+// or --fresh, while the run is live).
+//
+// flock works across hosts on NFS (Linux maps it to byte-range locks) and on Lustre mounted with
+// -o flock; on a filesystem without lock support the lock fails with a message saying so.
+#pragma once
+
+#include <string>
+
+namespace rm {
+
+inline constexpr const char* kRunLockEnv = "RM_RUN_LOCK";
+
+// Takes the lock of `run_dir` (which must exist) for this process, waiting up to wait_s seconds
+// for another holder to exit (saying once that it waits), and records who holds it (pid, host,
+// start time) in the lock file for the message of the next would-be holder. Returns at once if
+// this process, or the ancestor named by RM_RUN_LOCK, holds it already. Throws IoError naming the
+// directory and the holder when the lock stays taken.
+void lock_run_dir(const std::string& run_dir, double wait_s);
+
+// How long a run waits for the lock: 90 s inside a Slurm job (a requeued job may start before
+// the old one's processes are killed: KillWait is 30 s by default), 0 elsewhere (a second run
+// started by hand is refused at once).
+double run_lock_wait_s();
+
+}  // namespace rm
