@@ -11,9 +11,11 @@
 
 namespace rm::test {
 
-// A wrapper for run_cli(): the child may map at most 512 MiB, so an allocation that a hostile
-// input could make unbounded fails the command instead of going unnoticed.
-inline const char kAddressSpace512MiB[] = "prlimit --as=536870912";
+// A wrapper for run_cli(): the child's heap and other private writable memory (RLIMIT_DATA) may
+// reach at most 512 MiB, so an allocation that a hostile input could make unbounded fails the
+// command instead of going unnoticed. Not an address-space limit: a CUDA build maps ~1 GiB of
+// cuBLAS code just to start.
+inline const char kDataLimit512MiB[] = "prlimit --data=536870912";
 
 struct CliResult {
   int exit_code = -1;
@@ -29,7 +31,7 @@ inline std::string slurp(const std::string& path) {
 
 // `args` is appended to the binary's path as shell words; `scratch` is a directory for the
 // captured streams; `env` is prepended as shell assignments (e.g. "A=1 B=2"); `wrapper` is a
-// command that runs the binary (e.g. kAddressSpace512MiB).
+// command that runs the binary (e.g. kDataLimit512MiB).
 inline CliResult run_cli(const std::string& args, const std::string& scratch,
                          const std::string& env = "", const std::string& wrapper = "") {
   const std::string out = scratch + "/cli.out", err = scratch + "/cli.err";

@@ -2,7 +2,7 @@
 // FIFO, huge, binary, deeply nested, an alias bomb, numbers out of range), `ringmaster validate`
 // exits 2 quickly, in bounded memory, with one message naming the file and what is wrong.
 //
-// Every case runs under a 512 MiB address-space limit (cli_runner.h) and must finish within
+// Every case runs under a 512 MiB data limit (cli_runner.h) and must finish within
 // kBound: a bound that a hang or an unbounded read fails, not a benchmark (they take ~10 ms).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -126,7 +126,7 @@ TEST_P(HostileJobFile, ValidateExits2QuicklyWithOneMessage) {
   const HostileCase& c = GetParam();
   const std::string path = c.make(dir);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_cli("validate " + path, dir.path(), "", test::kAddressSpace512MiB);
+  const auto r = run_cli("validate " + path, dir.path(), "", test::kDataLimit512MiB);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -145,7 +145,7 @@ TEST(HostileJobFileRun, RunRefusesAFifoWithoutWaiting) {
   TempDir dir;
   const std::string path = mkfifo_in(dir);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_cli("run " + path, dir.path(), "", test::kAddressSpace512MiB);
+  const auto r = run_cli("run " + path, dir.path(), "", test::kDataLimit512MiB);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kBound);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err.rfind(path + ": cannot read job file: a FIFO, not a regular file", 0), 0u)
@@ -161,7 +161,7 @@ TEST(HostileJobFileRun, DataAndManifestFifosAreRefused) {
                                                     "heads: 2, width: 32}\ndata: {train: " +
                                                     fifo + "}\n");
   auto t0 = std::chrono::steady_clock::now();
-  auto r = run_cli("run " + job, dir.path(), "", test::kAddressSpace512MiB);
+  auto r = run_cli("run " + job, dir.path(), "", test::kDataLimit512MiB);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kBound);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(fifo + ": not a regular file"), std::string::npos) << r.err;
@@ -170,7 +170,7 @@ TEST(HostileJobFileRun, DataAndManifestFifosAreRefused) {
   std::filesystem::create_directory(ckpt);
   ASSERT_EQ(::mkfifo((ckpt + "/manifest.json").c_str(), 0600), 0);
   t0 = std::chrono::steady_clock::now();
-  r = run_cli("ckpt verify " + ckpt, dir.path(), "", test::kAddressSpace512MiB);
+  r = run_cli("ckpt verify " + ckpt, dir.path(), "", test::kDataLimit512MiB);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;  // `ckpt verify`: 1 = the checkpoint does not verify
   EXPECT_NE(r.err.find(ckpt + "/manifest.json: not a regular file"), std::string::npos) << r.err;
