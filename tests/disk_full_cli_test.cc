@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -87,9 +88,14 @@ TEST_F(DiskFull, SaveFailsWithExitOneAndRemovesItsPartialCheckpoint) {
 
 TEST_F(DiskFull, TwoRanksFailWithExitOneAndTheRerunResumes) {
   const std::string j = job();
+  const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_cli("run " + j + " --nproc 2", dir_.path());
+  // Whichever rank runs out of space ends the job at once with the cause, not the other rank
+  // timing out in its next collective (parallel.timeout_s is 20 s here) with the cause lost.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(checkpoints() + "/step_00000010/manifest.json"));
   // A rank killed while it waited for the others may leave step_N.tmp/; the next start
   // removes it (no live run writes it: the run lock) and resumes.

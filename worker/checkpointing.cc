@@ -86,12 +86,23 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
     m.state.update(extra_state);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  writer_.save(r);
+  or_abort([&] { writer_.save(r); });
   staging_ = true;
   blocked_ms_ += ms_since(t0);
 }
 
-void Checkpointing::wait() { writer_.wait(); }
+void Checkpointing::wait() {
+  or_abort([&] { writer_.wait(); });
+}
+
+void Checkpointing::or_abort(const std::function<void()>& body) {
+  if (comm_.size() == 1) return body();
+  try {
+    body();
+  } catch (const std::exception& e) {
+    comm_.abort(std::string("checkpoint save failed: ") + e.what());
+  }
+}
 
 void Checkpointing::wait_staged() {
   if (!staging_) return;

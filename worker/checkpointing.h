@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,7 +37,8 @@ class Checkpointing {
   // Saves the state after `steps_done` optimizer steps (a no-op if that step is already saved).
   // `extra_state` (a JSON object) is merged into the manifest's state, overriding defaults.
   void save(int64_t steps_done, const nlohmann::json& extra_state = nlohmann::json::object());
-  // Waits until the last save is on disk (rank 0: committed).
+  // Waits until the last save is on disk (rank 0: committed). save() and wait() throw a failed
+  // save's error on one rank; with several, they abort the job with it (see or_abort).
   void wait();
   // Waits until the last save no longer reads the training buffers: call before modifying
   // parameters or optimizer moments (the optimizer update).
@@ -51,6 +53,12 @@ class Checkpointing {
   const nlohmann::json& resumed_state() const { return resumed_state_; }
 
  private:
+  // Runs body; with several ranks, a failure (a full disk on this rank) ends the whole job at
+  // once with the error (Communicator::abort): the other ranks may already wait for this one
+  // in a collective, and unwinding -- whose destructors meet the peers -- would end in a timeout
+  // that hides the cause. One rank: the error propagates (exit 1).
+  void or_abort(const std::function<void()>& body);
+
   const JobConfig& job_;
   std::string resolved_job_;
   const Model& model_;
