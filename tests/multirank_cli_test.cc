@@ -82,5 +82,20 @@ TEST_P(RankFault, OthersFailWithinTheTimeout) {
 
 INSTANTIATE_TEST_SUITE_P(Faults, RankFault, testing::Values("stop", "sleep", "kill"));
 
+// Before any communicator exists, the ranks agree (their checks, the backend, the resume) over
+// plain MPI; a rank stuck there still ends the job within the start-up timeout, naming the step.
+TEST(MultiRankCli, ARankStuckAtStartUpEndsTheJobWithinTheTimeout) {
+  TempDir dir;
+  const auto t0 = Clock::now();
+  const auto r = run_cli("run " + job_file(dir) + " --nproc 2", dir.path(),
+                         "RM_TEST_FAULT=stop:1:0 RM_STARTUP_TIMEOUT_S=3");
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 3 + 20);
+  EXPECT_NE(r.err.find("[rank 0/2] start-up (every rank's checks): timed out after"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace rm

@@ -54,7 +54,10 @@ Fault parse_one(const std::string& spec) {
       f.name = k.name;
     }
   }
-  const bool ok = f.kind != Kind::kNone && rank >= 0 && at >= 1 &&
+  // Step 0 (start-up) exists for stop, kill and sleep only.
+  const bool at_startup_ok =
+      f.kind == Kind::kStop || f.kind == Kind::kKill || f.kind == Kind::kSleep;
+  const bool ok = f.kind != Kind::kNone && rank >= 0 && (at >= 1 || (at == 0 && at_startup_ok)) &&
                   (n == 3 || (n == 4 && f.kind == Kind::kSaveKill && delay_us >= 0));
   if (!ok) return Fault{};
   f.rank = rank;

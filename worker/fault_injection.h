@@ -3,7 +3,8 @@
 // leaves a run that resumes. Driven by the environment variable
 //   RM_TEST_FAULT=KIND:RANK:STEP          KIND = stop (SIGSTOP itself), kill (SIGKILL itself),
 //                                         sleep (sleep 3600 s), at the start of step STEP
-//                                         (1-based)
+//                                         (1-based; 0: at start-up, before the ranks' first
+//                                         agreement, worker/startup_agreement.h)
 //   RM_TEST_FAULT=savekill:RANK:N[:DELAY_US]
 //                                         SIGKILL at the N-th (1-based) checkpoint phase event
 //                                         of rank RANK (checkpoint_writer.h's phase hook: shard

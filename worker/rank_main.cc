@@ -1,6 +1,5 @@
 #include "worker/rank_main.h"
 
-#include <mpi.h>
 
 #include <csignal>
 #include <cstdio>
@@ -13,10 +12,12 @@
 #include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
+#include "worker/fault_injection.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
 #include "worker/rank_log.h"
 #include "worker/run_dir.h"
+#include "worker/startup_agreement.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
 
@@ -158,11 +159,11 @@ int run_with_mpi(const RankArgs& args) {
   // its checks, every rank leaves now (the failing ones have said why) instead of waiting for it
   // in a collective. The backend is agreed too: under auto, one node without GPUs puts the
   // whole job on the CPU.
-  int worst = status;
-  MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  maybe_inject_fault(mpi.rank(), 0);
+  int worst = agree_int(status, Agree::kMax, "every rank's checks");
   if (worst != kExitOk) return worst;
-  int cuda_here = choice.kind == ComputeKind::kCuda ? 1 : 0, cuda_everywhere = 0;
-  MPI_Allreduce(&cuda_here, &cuda_everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const int cuda_here = choice.kind == ComputeKind::kCuda ? 1 : 0;
+  const int cuda_everywhere = agree_int(cuda_here, Agree::kMin, "the backend");
   if (cuda_here && !cuda_everywhere) {
     choice = DeviceChoice{ComputeKind::kCpu, -1, "auto: some node of the job has no GPU"};
   }
@@ -171,9 +172,9 @@ int run_with_mpi(const RankArgs& args) {
     if (mpi.rank() == 0) resuming = prepare(job, args) ? 1 : 0;
     return kExitOk;
   });
-  MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  worst = agree_int(status, Agree::kMax, "the run directory");
   if (worst != kExitOk) return worst;
-  MPI_Bcast(&resuming, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  resuming = broadcast_int(resuming, 0, "whether the run resumes");
   return report_errors([&] {
     return run_time(
         [&] { return train(job, data, &mpi, choice, mpi.describe(), resuming != 0, args.from); });
