@@ -65,13 +65,12 @@ class Compute {
   virtual void zero(void* dst, size_t bytes) = 0;
   // A download that does not hold the compute stream (checkpoints): copies `src` as it is after
   // the work queued so far into host_dst (from allocate_host), on a side stream, while compute
-  // goes on. The data is in host_dst once wait_downloads() returns; until then neither buffer
-  // may be written.
+  // goes on. The data is in host_dst once a fence taken after it (below) has returned; until
+  // then neither buffer may be written.
   virtual void download_async(void* host_dst, const void* src, size_t bytes) = 0;
-  virtual void wait_downloads() = 0;
-  // The same wait as a function that ANY thread may call (once or more), for the downloads
-  // queued so far: a checkpoint writer's thread runs it, so that the owning thread goes on
-  // queueing compute while the bytes cross the bus. It throws std::runtime_error on a device
+  // The wait for the downloads queued so far, as a function that ANY thread may call (once or
+  // more): a checkpoint writer's thread runs it, so that the owning thread goes on queueing
+  // compute while the bytes cross the bus. It throws std::runtime_error on a device
   // failure. It must not be called after the Compute is destroyed. cpu: a no-op (done already).
   virtual std::function<void()> downloads_fence() = 0;
   // Waits for everything queued on the compute stream.

@@ -39,7 +39,6 @@ class CountingCompute final : public Compute {
   void copy(void*, const void*, size_t) override { unused(); }
   void zero(void*, size_t) override { unused(); }
   void download_async(void*, const void*, size_t) override { unused(); }
-  void wait_downloads() override { unused(); }
   std::function<void()> downloads_fence() override { unused(); }
   void synchronize() override { unused(); }
   LayerKernels<float>& layers_f32() override { unused(); }

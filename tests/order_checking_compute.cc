@@ -77,7 +77,6 @@ void OrderCheckingCompute::download_async(void* host_dst, const void* src, size_
   if (bytes > 0) ledger_.add_download(host_dst, src, bytes);
 }
 
-void OrderCheckingCompute::wait_downloads() { ledger_.fence_downloads(UINT64_MAX); }
 
 std::function<void()> OrderCheckingCompute::downloads_fence() {
   // Covers the downloads queued so far, not later ones (as a cuda event recorded now would).

@@ -8,8 +8,8 @@
 //    GPU. Use it with ShardedState, the optimizer and the models' memory planning only, not
 //    with code that picks or opens a device by kind (worker/device_select.h).
 //  - download_async copies nothing when called: the copy happens when a fence taken after it
-//    runs (downloads_fence()'s function, from any thread) or at wait_downloads(), from the source
-//    as it is then. release() and release_host() fence first, as the cuda backend's do.
+//    runs (downloads_fence()'s function, from any thread), from the source as it is then.
+//    release() and release_host() fence first, as the cuda backend's do.
 //  - The layer kernels (layers_f32 / layers_bf16) are the cpu ones, unchecked: the ordering
 //    tests drive ShardedState directly and run no forward or backward.
 //  - Memory from allocate / allocate_host is named in the ledger ("compute.allocate#3",
@@ -46,7 +46,6 @@ class OrderCheckingCompute final : public Compute {
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
   void download_async(void* host_dst, const void* src, size_t bytes) override;
-  void wait_downloads() override;
   std::function<void()> downloads_fence() override;
   void synchronize() override { inner_.synchronize(); }
 

@@ -13,8 +13,8 @@
 //    too, since the values change under it. So is another collective on the same bytes (the
 //    mpi backend's MPI path completes operations in any order).
 //  - A download_async copies its source on a side stream after the compute calls made before
-//    it, and is done only when a fence taken after it has run (or wait_downloads). Until then a
-//    compute write to the source, or any compute access to the host destination, is a race, and
+//    it, and is done only when a fence taken after it has run. Until then a compute write to
+//    the source, or any compute access to the host destination, is a race, and
 //    so is a collective issued on the source. The copy itself happens here only when the fence
 //    runs, from the source as it is then: the side stream at its latest, so that a reader who
 //    skips the fence sees stale bytes, and one whose source changed sees that in the data.

@@ -109,7 +109,6 @@ class CpuCompute final : public Compute {
   void download_async(void* dst, const void* src, size_t bytes) override {
     copy(dst, src, bytes);
   }
-  void wait_downloads() override {}
   std::function<void()> downloads_fence() override {
     return [] {};
   }

@@ -93,9 +93,6 @@ class CudaCompute final : public Compute {
     RM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.side_stream()),
                   kThrow);
   }
-  void wait_downloads() override {
-    RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.side_stream()), kThrow);
-  }
   std::function<void()> downloads_fence() override {
     // An event of its own, recorded after the downloads queued so far on the side stream, so
     // that later downloads do not move it; destroyed with the last copy of the function.
@@ -162,7 +159,7 @@ class CudaCompute final : public Compute {
  private:
   void wait_all() {
     synchronize();
-    wait_downloads();
+    RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.side_stream()), kThrow);  // the downloads
   }
 
   CudaContext ctx_;

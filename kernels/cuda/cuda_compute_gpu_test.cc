@@ -369,7 +369,7 @@ TEST_F(CudaTest, MemoryIsZeroedAndCopiesRoundTrip) {
   std::fill(pinned, pinned + n, -1.0f);  // upload returned: the source may be reused
   gpu().scale(a.data(), n, 2.0f);        // queued before the download: must be seen by it
   gpu().download_async(pinned, a.data(), n * sizeof(float));
-  gpu().wait_downloads();
+  gpu().downloads_fence()();
   for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(pinned[i], 2.0f * src[i]);
   gpu().release_host(pinned);
   gpu().release(nullptr);
