@@ -8,10 +8,10 @@
 #include <cstring>
 #include <iostream>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
-#include "checkpoint/posix_io.h"
 #include "checkpoint/retention.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 namespace rm {
 
@@ -191,8 +191,7 @@ void abandon_save(const SaveRequest& request, const std::string& error) {
     std::fflush(stderr);
     io::unlink_file(io::join(tmp, shard_descriptor_name(request.rank)));
     io::unlink_file(io::join(tmp, shard_file_name(request.rank)));
-    io::Fd marker(::open(io::join(tmp, shard_failure_name(request.rank)).c_str(),
-                         O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    io::open_write_truncate(io::join(tmp, shard_failure_name(request.rank)));  // the marker
   } catch (const std::exception&) {
   }
 }
@@ -205,7 +204,7 @@ SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
   } catch (const IoError& e) {
     const std::string error = e.what() + space_note(request);
     abandon_save(request, error);
-    throw IoError(error);
+    throw IoError(error, e.error_code());
   }
 }
 

@@ -153,14 +153,14 @@ TEST(AsyncWriter, ErrorIsRethrownOnTheNextCallThenTheWriterWorksAgain) {
   try {
     writer.wait();
     FAIL() << "the error was lost";
-  } catch (const CheckpointError& e) {
+  } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("not_a_dir/run"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("Not a directory"), std::string::npos) << e.what();
   }
   writer.wait();  // reported once
   writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data));
   auto data2 = data_at(2);
-  EXPECT_THROW(writer.save(request(dir.path(), 2, 0, 1, data2)), CheckpointError);  // next call
+  EXPECT_THROW(writer.save(request(dir.path(), 2, 0, 1, data2)), IoError);  // next call
   writer.save(request(dir.path(), 2, 0, 1, data2));
   writer.wait();
   expect_checkpoint(dir.path(), 2);
@@ -171,7 +171,7 @@ TEST(AsyncWriter, SyncModeThrowsFromSave) {
   std::ofstream(dir.sub("not_a_dir")) << "a regular file";
   auto data = data_at(1);
   AsyncCheckpointWriter writer(AsyncCheckpointWriter::Mode::kSync);
-  EXPECT_THROW(writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data)), CheckpointError);
+  EXPECT_THROW(writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data)), IoError);
   writer.save(request(dir.path(), 1, 0, 1, data));
   EXPECT_EQ(writer.wait().committed_path, checkpoint_path(dir.path(), 1));
   expect_checkpoint(dir.path(), 1);

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/posix_io.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {
@@ -114,7 +114,7 @@ double bench_write_fsync(const std::string& path, const BenchState& state) {
   }
   io::fsync_fd(fd.get(), path);
   fd.close_checked(path);
-  fsync_directory(io::parent_dir(path));
+  io::fsync_directory(io::parent_dir(path));
   const double seconds = since(t0);
   io::unlink_file(path);
   return seconds;

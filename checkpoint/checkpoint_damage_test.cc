@@ -10,9 +10,9 @@
 #include <functional>
 #include <ostream>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
+#include "io/atomic_file.h"
 
 namespace rm {
 namespace {
@@ -31,7 +31,7 @@ struct Case {
 
 void edit_manifest(const std::string& ckpt, const std::function<void(json&)>& edit) {
   const std::string path = io::join(ckpt, kManifestFileName);
-  json j = json::parse(read_file(path));
+  json j = json::parse(io::read_file(path));
   edit(j);
   const std::string text = j.dump(1);
   write_file_atomic(path, text.data(), text.size());

@@ -1,6 +1,8 @@
-// The one exception type of checkpoint/: everything it throws is a CheckpointError (IoError, in
-// atomic_file.h, is the kind raised by a failed system call). what() starts with the path of
-// the file or directory concerned, then names the field or operation and the reason.
+// The exceptions of checkpoint/: a CheckpointError for a checkpoint that is not what it must be
+// (a manifest field, a checksum, a missing shard), and an IoError (io/io_error.h) for a failed
+// system call or a file that is no regular file. Both are std::runtime_errors whose what()
+// starts with the path of the file or directory concerned, then names the field or operation
+// and the reason.
 //
 // Expected outcomes that a caller branches on (a checkpoint that does not verify, no checkpoint
 // to resume from) are returned as values instead (VerifyResult, std::optional), in the spirit of

@@ -6,7 +6,7 @@
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/posix_io.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {
@@ -62,6 +62,7 @@ CheckpointInfo describe(const Entry& e, VerifyResult verify) {
     const std::string manifest = io::join(e.path, kManifestFileName);
     info.mtime_unix = io::mtime_unix(io::exists(manifest) ? manifest : e.path);
   } catch (const CheckpointError&) {
+  } catch (const IoError&) {
   }
   return info;
 }
@@ -87,6 +88,8 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
     if (level == VerifyLevel::kChecksums) reader.verify_all();
     result.ok = true;
   } catch (const CheckpointError& e) {
+    result.error = e.what();
+  } catch (const IoError& e) {  // a file missing, unreadable, or no regular file
     result.error = e.what();
   } catch (const std::bad_alloc&) {
     result.error = ckpt_dir + ": out of memory while verifying";

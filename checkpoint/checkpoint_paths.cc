@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "checkpoint/posix_io.h"
+#include "io/posix_io.h"
 
 namespace rm {
 

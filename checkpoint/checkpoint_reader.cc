@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/io_progress.h"
-#include "checkpoint/posix_io.h"
 #include "checkpoint/xxh_state.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint files store floats little-endian, as they are in memory here");

@@ -15,7 +15,7 @@
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/manifest.h"
-#include "checkpoint/posix_io.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace testutil {
@@ -40,15 +40,18 @@ class TempDir {
   std::string path_;
 };
 
-// The message of the CheckpointError `f` throws ("" and a test failure if it throws none).
+// The message of the CheckpointError or IoError `f` throws ("" and a test failure if it throws
+// neither).
 template <typename F>
 std::string error_of(F&& f) {
   try {
     f();
   } catch (const CheckpointError& e) {
     return e.what();
+  } catch (const IoError& e) {
+    return e.what();
   }
-  ADD_FAILURE() << "expected a CheckpointError";
+  ADD_FAILURE() << "expected a CheckpointError or an IoError";
   return "";
 }
 

@@ -1,22 +1,19 @@
 #include "checkpoint/checkpoint_writer.h"
 
-#include <fcntl.h>
-#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <set>
 #include <thread>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/io_progress.h"
 #include "checkpoint/manifest_checks.h"
-#include "checkpoint/posix_io.h"
 #include "checkpoint/xxh_state.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint files store floats little-endian, as they are in memory here");
@@ -30,13 +27,6 @@ namespace {
 constexpr size_t kChunkBytes = size_t{256} << 10;
 
 std::atomic<CheckpointPhaseHook> g_phase_hook{nullptr};
-
-// Exchanges two directory entries atomically, or returns false where the filesystem cannot.
-bool exchange(const std::string& a, const std::string& b) {
-  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
-  if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) return false;
-  io::throw_errno(a, "cannot exchange with " + b, errno);
-}
 
 }  // namespace
 
@@ -111,7 +101,10 @@ ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
   // the shard is durable, and commit_checkpoint fsyncs the directory (every entry in it) before
   // the rename. Skipping its fsyncs saves two per rank.
   checkpoint_phase("shard:descriptor");
-  io::write_file_visible(descriptor, shard_descriptor_to_json(step, info));
+  {
+    const std::string text = shard_descriptor_to_json(step, info);
+    write_file_atomic(descriptor, text.data(), text.size(), Durability::kVisibleOnly);
+  }
   return info;
 }
 
@@ -140,7 +133,7 @@ std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t st
         }
         continue;
       }
-      ShardFileInfo f = parse_shard_descriptor(read_file(path, kMaxManifestBytes), path, step);
+      ShardFileInfo f = parse_shard_descriptor(io::read_file(path, kMaxManifestBytes), path, step);
       if (f.rank != r || f.name != shard_file_name(r)) {
         throw CheckpointError(path + ": describes " + f.name + " of rank " +
                               std::to_string(f.rank) + ", expected rank " + std::to_string(r));
@@ -209,9 +202,9 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
   const std::string root = checkpoints_root(run_dir);
   if (!io::exists(final_dir)) {
     io::rename_path(tmp, final_dir);
-  } else if (exchange(tmp, final_dir)) {
+  } else if (io::exchange_paths(tmp, final_dir)) {
     // step_N now holds the new checkpoint, step_N.tmp the old one.
-    fsync_directory(root);
+    io::fsync_directory(root);
     io::remove_tree(tmp);
   } else {
     // No RENAME_EXCHANGE here: move the old one aside first. A crash in between leaves step_N
@@ -220,11 +213,11 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
     io::remove_tree(old);
     io::rename_path(final_dir, old);
     io::rename_path(tmp, final_dir);
-    fsync_directory(root);
+    io::fsync_directory(root);
     io::remove_tree(old);
   }
   checkpoint_phase("commit:fsync");
-  fsync_directory(root);
+  io::fsync_directory(root);
   checkpoint_phase("commit:done");
   return final_dir;
 }

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/manifest.h"
+#include "io/atomic_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -36,7 +36,7 @@ TEST(FuzzCorpus, EveryInputParsesOrThrowsCheckpointError) {
   ASSERT_GE(files.size(), 30u);
   int parsed = 0, rejected = 0;
   for (const std::string& name : files) {
-    const std::string input = read_file(io::join(RM_FUZZ_CORPUS_DIR, name));
+    const std::string input = io::read_file(io::join(RM_FUZZ_CORPUS_DIR, name));
     bool ok = false;
     try {
       parse_manifest(manifest_part(input), name);
@@ -68,7 +68,7 @@ TEST(FuzzCorpus, ValidCheckpointInputsVerifyAsIs) {
   int checked = 0;
   for (const std::string& name : corpus()) {
     if (name.rfind("valid_", 0) != 0 || name.find("_ckpt") == std::string::npos) continue;
-    const std::string input = read_file(io::join(RM_FUZZ_CORPUS_DIR, name));
+    const std::string input = io::read_file(io::join(RM_FUZZ_CORPUS_DIR, name));
     std::vector<std::string> parts;
     for (size_t at = 0;;) {
       const size_t next = input.find("\n--shard--\n", at);

@@ -8,14 +8,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/json_guard.h"
 #include "checkpoint/safetensors_writer.h"
 #include "checkpoint/weights_file.h"
+#include "io/atomic_file.h"
 
 namespace rm {
 namespace {
@@ -37,8 +38,11 @@ TEST(HostileFiles, ManifestThatIsNoRegularFileIsNotWaitedOn) {
   make_fifo(io::join(fifo_dir, kManifestFileName));
   std::filesystem::create_symlink("/dev/zero", io::join(zero_dir, kManifestFileName));
   io::make_dir(io::join(dir_dir, kManifestFileName));
+  const std::map<std::string, std::string> kinds = {
+      {fifo_dir, "a FIFO"}, {zero_dir, "a character device"}, {dir_dir, "a directory"}};
   for (const std::string& d : {fifo_dir, zero_dir, dir_dir}) {
-    const std::string want = io::join(d, kManifestFileName) + ": not a regular file";
+    const std::string want = io::join(d, kManifestFileName) + ": " + kinds.at(d) +
+                             ", not a regular file";
     EXPECT_EQ(error_of([&] { load_manifest(d); }), want);
     const VerifyResult r = verify_checkpoint(d);
     EXPECT_FALSE(r.ok);
@@ -75,7 +79,7 @@ TEST(HostileFiles, ClaimedBufferSizesAreCheckedBeforeAllocating) {
   TempDir run;
   const std::string ckpt = testutil::save_steps_checkpoint(run.path(), 1, 1, 4000);
   const std::string path = io::join(ckpt, kManifestFileName);
-  json j = json::parse(read_file(path));
+  json j = json::parse(io::read_file(path));
   const uint64_t n = kMaxElements;
   for (json& b : j["buffers"]) b["count"] = n;
   json& file = j["files"][0];
@@ -101,25 +105,25 @@ TEST(HostileFiles, ClaimedBufferSizesAreCheckedBeforeAllocating) {
 TEST(HostileFiles, ReadFileRefusesSpecialAndOversizedFiles) {
   TempDir dir;
   const std::string fifo = make_fifo(dir.sub("fifo"));
-  EXPECT_EQ(error_of([&] { read_file(fifo); }), fifo + ": not a regular file");
-  EXPECT_EQ(error_of([&] { read_file("/dev/zero"); }), "/dev/zero: not a regular file");
-  EXPECT_EQ(error_of([&] { read_file(dir.path()); }), dir.path() + ": not a regular file");
+  EXPECT_EQ(error_of([&] { io::read_file(fifo); }), fifo + ": a FIFO, not a regular file");
+  EXPECT_EQ(error_of([&] { io::read_file("/dev/zero"); }), "/dev/zero: a character device, not a regular file");
+  EXPECT_EQ(error_of([&] { io::read_file(dir.path()); }), dir.path() + ": a directory, not a regular file");
   const std::string small = dir.sub("small");
   write_file_atomic(small, "12345", 5);
-  EXPECT_EQ(read_file(small, 5), "12345");
-  EXPECT_EQ(error_of([&] { read_file(small, 4); }),
+  EXPECT_EQ(io::read_file(small, 5), "12345");
+  EXPECT_EQ(error_of([&] { io::read_file(small, 4); }),
             small + ": 5 bytes, more than the 4 this file may have");
 }
 
 TEST(HostileFiles, WeightsAreSizeCheckedBeforeTheirPayloadIsRead) {
   TempDir dir;
   const std::string fifo = make_fifo(dir.sub("weights.fifo"));
-  EXPECT_EQ(error_of([&] { load_weights(fifo, 4); }), fifo + ": not a regular file");
+  EXPECT_EQ(error_of([&] { load_weights(fifo, 4); }), fifo + ": a FIFO, not a regular file");
   // A header that claims what the model needs, in a file far too short for it.
   const std::string path = dir.sub("weights.bin");
   const float w[4] = {1, 2, 3, 4};
   save_weights(path, w, 4);
-  std::string bytes = read_file(path);
+  std::string bytes = io::read_file(path);
   const uint64_t huge = uint64_t{1} << 48;
   bytes.replace(8, 8, reinterpret_cast<const char*>(&huge), 8);
   write_file_atomic(path, bytes.data(), bytes.size());
@@ -145,7 +149,7 @@ TEST(HostileFiles, SafetensorsHeaderIsBoundedBeforeParsing) {
   EXPECT_EQ(error_of([&] { read_safetensors_header(path); }),
             path + ": header: JSON nested deeper than 64 levels");
   EXPECT_EQ(error_of([&] { read_safetensors_header(make_fifo(dir.sub("fifo"))); }),
-            dir.sub("fifo") + ": not a regular file");
+            dir.sub("fifo") + ": a FIFO, not a regular file");
 }
 
 }  // namespace

@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/manifest.h"
-#include "checkpoint/posix_io.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {

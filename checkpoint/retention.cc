@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <optional>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
-#include "checkpoint/posix_io.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {
@@ -79,7 +79,7 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
       const std::string scratch = path + ".del.tmp";
       io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
       io::rename_path(path, scratch);
-      fsync_directory(root);
+      io::fsync_directory(root);
       removed.push_back(path);
       path = scratch;
     } else {

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_test_util.h"
+#include "io/atomic_file.h"
 
 namespace rm {
 namespace {
@@ -46,7 +46,7 @@ TEST(Safetensors, HeaderIsValidAndDataRoundTrips) {
   EXPECT_EQ(read_safetensors_f32(path, h, "scale"), s);
 
   // The raw layout, checked independently of the reader.
-  const std::string raw = read_file(path);
+  const std::string raw = io::read_file(path);
   uint64_t n = 0;
   std::memcpy(&n, raw.data(), 8);
   EXPECT_EQ(n, h.header_bytes);

@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/json_guard.h"
-#include "checkpoint/posix_io.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/posix_io.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {

@@ -34,7 +34,7 @@ std::string scratch(const std::string& name) {
 
 TEST(HostileJob, OnlyRegularFilesOfAtMost1MiBAreRead) {
   EXPECT_EQ(read_error(scratch("none.yaml")), "cannot read job file: No such file or directory");
-  EXPECT_EQ(read_error(RM_CONFIGS_BUILD_DIR), "cannot read job file: Is a directory");
+  EXPECT_EQ(read_error(RM_CONFIGS_BUILD_DIR), "cannot read job file: a directory, not a regular file");
   EXPECT_EQ(read_error("/dev/zero"),
             "cannot read job file: a character device, not a regular file");
   const std::string fifo = scratch("fifo");

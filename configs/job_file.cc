@@ -1,67 +1,29 @@
 #include "configs/job_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
-#include <memory>
 
 #include "configs/yaml_guard.h"
+#include "io/posix_io.h"
 
 namespace rm {
-namespace {
-
-const char* file_kind(mode_t mode) {
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
-std::string cannot_read(const std::string& why) {
-  return "cannot read job file: " + why;
-}
-
-// Closes the descriptor on every path out of read_job_file().
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
-
-}  // namespace
 
 std::string read_job_file(const std::string& path, std::string* text) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return cannot_read(std::strerror(errno));
-  const FdCloser closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return cannot_read(std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return cannot_read(std::strerror(EISDIR));
-  if (!S_ISREG(st.st_mode)) {
-    return cannot_read(std::string(file_kind(st.st_mode)) + ", not a regular file");
+  // io/ refuses what is no regular file from fstat (a FIFO opens without waiting for a writer)
+  // and a file over the limit before reading it; errors are turned into the loader's wording
+  // (it adds the path).
+  try {
+    io::Fd fd = io::open_read(path);
+    const uint64_t size = io::regular_file_size(fd.get(), path);
+    if (size > kMaxJobBytes) return job_too_large(size);
+    text->assign(size, '\0');
+    io::pread_exact(fd.get(), text->data(), size, 0, path);
+  } catch (const IoError& e) {
+    std::string why = e.what();
+    if (why.compare(0, path.size() + 2, path + ": ") == 0) why.erase(0, path.size() + 2);
+    if (e.error_code() != 0) why = std::strerror(e.error_code());  // "No such file or directory"
+    return "cannot read job file: " + why;
   }
-  if (static_cast<uint64_t>(st.st_size) > kMaxJobBytes) return job_too_large(st.st_size);
-
-  // One byte more than allowed: a file that grew since fstat is caught, not read on and on.
-  // Not zero-filled: only the pages the read writes are touched.
-  const size_t capacity = kMaxJobBytes + 1;
-  const std::unique_ptr<char[]> buf(new char[capacity]);
-  size_t got = 0;
-  while (got < capacity) {
-    const ssize_t n = ::read(fd, buf.get() + got, capacity - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return cannot_read(std::strerror(errno));
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  if (got > kMaxJobBytes) {
-    return "too large for a job file: it grew past the limit of " + std::to_string(kMaxJobBytes) +
-           " bytes (1 MiB) while being read";
-  }
-  text->assign(buf.get(), got);
   return "";
 }
 

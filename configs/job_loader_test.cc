@@ -56,7 +56,7 @@ TEST(JobLoader, DirectoryIsUnreadable) {
     FAIL() << "expected JobConfigError";
   } catch (const JobConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              std::string(RM_CONFIGS_BUILD_DIR) + ": cannot read job file: Is a directory");
+              std::string(RM_CONFIGS_BUILD_DIR) + ": cannot read job file: a directory, not a regular file");
   }
 }
 

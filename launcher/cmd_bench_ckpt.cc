@@ -49,10 +49,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/bench_io.h"
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/posix_io.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 #include "launcher/cmd_common.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"

@@ -9,13 +9,13 @@
 #include <ctime>
 #include <filesystem>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors_writer.h"
+#include "io/atomic_file.h"
 #include "launcher/cmd_common.h"
+#include "launcher/loaded_run.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
-#include "launcher/loaded_run.h"
 #include "worker/model_export.h"
 
 namespace rm {
@@ -121,6 +121,9 @@ int cmd_ckpt_inspect(const CkptArgs& args) {
     try {
       m = load_manifest(args.path);
     } catch (const CheckpointError& e) {
+      print_error(e.what());
+      return kExitFailure;
+    } catch (const IoError& e) {
       print_error(e.what());
       return kExitFailure;
     }

@@ -10,9 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "configs/job_loader.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 #include "launcher/commands.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"
@@ -60,7 +61,7 @@ std::string scontrol_field(const std::string& line, const std::string& key) {
 void print_slurm_state(const std::string& run_dir) {
   std::string id;
   try {
-    id = read_file(run_dir + "/slurm/job_id", 4096);  // a job id, not whatever the file holds
+    id = io::read_file(run_dir + "/slurm/job_id", 4096);  // a job id, not whatever the file holds
   } catch (const std::exception&) {
     return;  // never submitted
   }

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "checkpoint/atomic_file.h"
 #include "configs/job_loader.h"
+#include "io/atomic_file.h"
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
 #include "launcher/shell_capture.h"

@@ -2,10 +2,10 @@
 
 #include <filesystem>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
+#include "io/atomic_file.h"
 #include "worker/checkpointing.h"
 
 namespace rm {

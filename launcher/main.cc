@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "io/fault_file_system.h"
 #include "launcher/commands.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
@@ -160,6 +161,12 @@ int main(int argc, char** argv) {
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   run.argv = bench_train.argv = bench_ar.argv = args;
+  try {
+    rm::io::install_file_system_from_env();  // tests only: RM_TEST_IO_FAULT
+  } catch (const rm::IoError& e) {
+    std::fprintf(stderr, "ringmaster: %s\n", e.what());
+    return rm::kExitBadInput;
+  }
   try {
     if (*v) return rm::cmd_validate(validate);
     if (*r) return rm::cmd_run(run);

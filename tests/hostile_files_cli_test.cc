@@ -68,7 +68,7 @@ std::function<std::string(const TempDir&)> text_file(const std::string& text) {
 std::vector<HostileCase> cases() {
   return {
       {"Directory", [](const TempDir& dir) { return dir.path(); },
-       ": cannot read job file: Is a directory"},
+       ": cannot read job file: a directory, not a regular file"},
       {"DevZero", [](const TempDir&) { return std::string("/dev/zero"); },
        ": cannot read job file: a character device, not a regular file"},
       {"Fifo", mkfifo_in, ": cannot read job file: a FIFO, not a regular file"},
@@ -164,7 +164,7 @@ TEST(HostileJobFileRun, DataAndManifestFifosAreRefused) {
   auto r = run_cli("run " + job, dir.path(), "", test::kDataLimit512MiB);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kBound);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find(fifo + ": not a regular file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(fifo + ": a FIFO, not a regular file"), std::string::npos) << r.err;
 
   const std::string ckpt = dir.file("step_00000001");
   std::filesystem::create_directory(ckpt);
@@ -173,7 +173,7 @@ TEST(HostileJobFileRun, DataAndManifestFifosAreRefused) {
   r = run_cli("ckpt verify " + ckpt, dir.path(), "", test::kDataLimit512MiB);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;  // `ckpt verify`: 1 = the checkpoint does not verify
-  EXPECT_NE(r.err.find(ckpt + "/manifest.json: not a regular file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(ckpt + "/manifest.json: a FIFO, not a regular file"), std::string::npos) << r.err;
 }
 
 }  // namespace

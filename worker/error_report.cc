@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "checkpoint/atomic_file.h"
 #include "configs/job_loader.h"
+#include "io/atomic_file.h"
 #include "worker/data/data_error.h"
 #include "worker/device_select.h"
 #include "worker/exit_codes.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace rm {
 
@@ -35,20 +35,14 @@ MetricsLog::MetricsLog(const std::string& path, int64_t steps_done) : path_(path
 }
 
 void MetricsLog::rewind(int64_t steps_done) {
-  if (file_) {
-    std::fclose(file_);
-    file_ = nullptr;
-  }
+  file_ = io::Fd();
   // Replaced atomically, so that a crash now cannot lose the history the run had.
   const std::string kept = steps_done > 0 ? lines_through(path_, steps_done) : std::string();
   write_file_atomic(path_, kept.data(), kept.size());
-  file_ = std::fopen(path_.c_str(), "a");
-  if (!file_) throw std::runtime_error(path_ + ": cannot open for writing: " + std::strerror(errno));
+  file_ = io::open_append(path_);
 }
 
-MetricsLog::~MetricsLog() {
-  if (file_) std::fclose(file_);
-}
+MetricsLog::~MetricsLog() = default;
 
 void MetricsLog::write(const StepMetrics& m) {
   // JSON has no NaN: a non-finite value is written as null, which readers handle.
@@ -60,9 +54,7 @@ void MetricsLog::write(const StepMetrics& m) {
   if (m.skipped) j["skipped"] = true;
   if (m.ckpt_stall_ms > 0) j["ckpt_stall_ms"] = m.ckpt_stall_ms;
   const std::string line = j.dump() + "\n";
-  if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
-    throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
-  }
+  io::write_all(file_.get(), line.data(), line.size(), path_);  // one write(2): whole lines
 }
 
 std::string format_log_line(const StepMetrics& m, int64_t total_steps) {

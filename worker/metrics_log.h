@@ -3,9 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
+
+#include "io/posix_io.h"
 
 namespace rm {
 
@@ -38,7 +39,7 @@ class MetricsLog {
 
  private:
   std::string path_;
-  std::FILE* file_ = nullptr;
+  io::Fd file_;  // O_APPEND, through io/ (so the fault layer sees every line)
 };
 
 // "step   50/2000 | loss 2.4512 | lr 1.00e-03 | norm 0.532 | 12345 tok/s | 85.2 ms"

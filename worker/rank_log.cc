@@ -13,7 +13,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "checkpoint/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace rm {
 namespace {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
+#include "io/atomic_file.h"
 #include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"

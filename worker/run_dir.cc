@@ -7,8 +7,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/atomic_file.h"
 #include "configs/job_loader.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 #include "worker/run_lock.h"
 
 namespace rm {
@@ -70,7 +71,7 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   if (!has_checkpoints && !has_metrics && !has_weights) return RunStart::kNew;
   const std::string previous = run_file(run_dir, "config.yaml");
   const bool known = fs::exists(previous);
-  if (known && !same_training(read_file(previous), resolved_job)) {
+  if (known && !same_training(io::read_file(previous), resolved_job)) {
     throw IoError(run_dir + ": holds a run of a different job (" + previous +
                   " differs); pass --fresh to start over, or set run_dir");
   }

@@ -1,14 +1,13 @@
 #include "worker/run_events.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+
+#include "io/posix_io.h"
 
 namespace rm {
 
@@ -31,12 +30,14 @@ void append_run_event(const std::string& run_dir, const std::string& event,
   for (const auto& [k, v] : fields.items()) line[k] = v;
   const std::string text = line.dump() + "\n";
   const std::string path = run_dir + "/events.jsonl";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    std::fprintf(stderr, "ringmaster: %s: cannot append the '%s' event: %s\n", path.c_str(),
-                 event.c_str(), std::strerror(errno));
+  try {
+    io::Fd fd = io::open_append(path);
+    io::write_all(fd.get(), text.data(), text.size(), path);  // one write(2): whole lines
+  } catch (const IoError& e) {
+    // An event that cannot be recorded must not end the run it describes.
+    std::fprintf(stderr, "ringmaster: cannot append the '%s' event: %s\n", event.c_str(),
+                 e.what());
   }
-  if (fd >= 0) ::close(fd);
 }
 
 std::vector<nlohmann::json> read_run_events(const std::string& run_dir) {

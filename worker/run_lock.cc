@@ -17,7 +17,7 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace rm {
 namespace {

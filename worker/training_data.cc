@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "io/posix_io.h"
+#include "worker/data/data_error.h"
 #include "worker/data/token_shard.h"
 
 namespace rm {
@@ -40,10 +42,15 @@ TrainingData open_training_data(const JobConfig& job) {
 
 std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab) {
   // A token shard starts with llm.c's magic number; anything else is text.
+  // Read through io/: a FIFO or a device is refused at once instead of waited on.
   int32_t magic = 0;
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    if (std::fread(&magic, sizeof magic, 1, f) != 1) magic = 0;
-    std::fclose(f);
+  try {
+    io::Fd fd = io::open_read(path);
+    if (io::regular_file_size(fd.get(), path) >= sizeof magic) {
+      io::pread_exact(fd.get(), &magic, sizeof magic, 0, path);
+    }
+  } catch (const IoError& e) {
+    throw DataError(e.what());
   }
   TokenSource s = magic == kTokenShardMagic ? TokenSource::open_shards({path})
                                             : TokenSource::open_text(path);

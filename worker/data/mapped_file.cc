@@ -1,52 +1,34 @@
 #include "worker/data/mapped_file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <utility>
 
+#include "io/posix_io.h"
 #include "worker/data/data_error.h"
 
 namespace rm {
 
 MappedFile MappedFile::open(const std::string& path) {
-  // O_NONBLOCK: a FIFO would otherwise wait here for a writer before fstat could refuse it.
-  // It changes nothing for a regular file, and the descriptor is only used to map.
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw DataError(path, strerror(errno));
-
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw DataError(path, strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw DataError(path, "not a regular file");
-  }
-
+  // io/ opens without waiting for a FIFO's writer and refuses anything but a regular file
+  // before it is mapped; its messages already start with the path.
+  io::Fd fd;
   MappedFile file;
+  try {
+    fd = io::open_read(path);
+    file.size_ = io::regular_file_size(fd.get(), path);
+  } catch (const IoError& e) {
+    throw DataError(e.what());
+  }
   file.path_ = path;
-  file.size_ = static_cast<uint64_t>(st.st_size);
   if (file.size_ > 0) {  // mmap of length 0 is an error, and there is nothing to map
-    void* addr = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      throw DataError(path, std::string("mmap failed: ") + strerror(err));
-    }
+    void* addr = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (addr == MAP_FAILED) throw DataError(path, std::string("mmap failed: ") + strerror(errno));
     file.data_ = static_cast<const uint8_t*>(addr);
   }
-  ::close(fd);
-  return file;
+  return file;  // the mapping keeps the file alive; fd closes here
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

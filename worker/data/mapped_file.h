@@ -17,9 +17,9 @@ namespace rm {
 
 class MappedFile {
  public:
-  // Maps `path`. Throws DataError "PATH: <strerror>" if it cannot be opened, and
-  // "PATH: not a regular file" for directories, devices and FIFOs (without waiting for a FIFO's
-  // writer). An empty file maps to data() == nullptr, size() == 0.
+  // Maps `path`. Throws DataError "PATH: cannot open: <strerror>" if it cannot be opened, and
+  // "PATH: a FIFO, not a regular file" (a directory, a character device, ...) without waiting
+  // for a FIFO's writer. An empty file maps to data() == nullptr, size() == 0.
   static MappedFile open(const std::string& path);
 
   MappedFile() = default;

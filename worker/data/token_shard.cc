@@ -1,15 +1,12 @@
 #include "worker/data/token_shard.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <string>
 #include <utility>
 
+#include "io/atomic_file.h"
 #include "worker/data/data_error.h"
 
 namespace rm {
@@ -23,36 +20,6 @@ int32_t header_word(const MappedFile& file, int index) {
   int32_t word;
   memcpy(&word, file.data() + 4 * index, sizeof word);
   return word;
-}
-
-// write(2) until done; false with errno set on failure.
-bool write_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Makes a finished rename durable (LevelDB's SetCurrentFile does the same).
-void fsync_parent_dir(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    throw DataError(dir, std::string("cannot open directory to fsync: ") + strerror(errno));
-  const int rc = fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw DataError(dir, std::string("fsync failed: ") + strerror(err));
 }
 
 }  // namespace
@@ -125,29 +92,14 @@ void write_token_shard(const std::string& path, const std::vector<uint16_t>& tok
   header[1] = kTokenShardVersion;
   header[2] = static_cast<int32_t>(tokens.size());
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw DataError(tmp, strerror(errno));
-  const auto fail = [&](const char* what) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw DataError(tmp, std::string(what) + ": " + strerror(err));
-  };
-  if (!write_all(fd, header, sizeof header)) fail("write failed");
-  if (!write_all(fd, tokens.data(), tokens.size() * sizeof(uint16_t))) fail("write failed");
-  if (fsync(fd) != 0) fail("fsync failed");
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw DataError(tmp, std::string("close failed: ") + strerror(err));
+  try {
+    AtomicFileWriter out(path);  // durable: fsync, rename, fsync the directory
+    out.append(header, sizeof header);
+    out.append(tokens.data(), tokens.size() * sizeof(uint16_t));
+    out.commit();
+  } catch (const IoError& e) {
+    throw DataError(e.what());
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw DataError(path, std::string("rename from .tmp failed: ") + strerror(err));
-  }
-  fsync_parent_dir(path);
 }
 
 }  // namespace rm

@@ -49,8 +49,8 @@ class TokenShard {
   uint64_t size_ = 0;
 };
 
-// Writes `tokens` as an llm.c shard: to PATH.tmp, fsync, rename to PATH, fsync the directory,
-// so PATH is either absent, the old file, or the complete new one. Throws DataError on I/O
+// Writes `tokens` as an llm.c shard with io/atomic_file.h (temporary file, fsync, rename, fsync
+// the directory), so PATH is either absent, the old file, or the complete new one. Throws DataError on I/O
 // errors and for an empty vector or more than INT32_MAX tokens (which the reader rejects).
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens);
 

@@ -102,9 +102,9 @@ TEST(TokenShard, MissingFileAndDirectory) {
   TempDir dir;
   const std::string missing = dir.file("nope.bin");
   EXPECT_EQ(data_error_of([&] { TokenShard::open(missing); }),
-            missing + ": No such file or directory");
+            missing + ": cannot open: No such file or directory");
   EXPECT_EQ(data_error_of([&] { TokenShard::open(dir.path()); }),
-            dir.path() + ": not a regular file");
+            dir.path() + ": a directory, not a regular file");
 }
 
 // Hostile files: a FIFO or a device is refused without waiting for a writer or reading, and a
@@ -114,8 +114,8 @@ TEST(TokenShard, FifoDeviceAndHugeClaimsAreRefusedAtOnce) {
   TempDir dir;
   const std::string fifo = dir.file("shard.fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_EQ(data_error_of([&] { TokenShard::open(fifo); }), fifo + ": not a regular file");
-  EXPECT_EQ(data_error_of([&] { TokenShard::open("/dev/zero"); }), "/dev/zero: not a regular file");
+  EXPECT_EQ(data_error_of([&] { TokenShard::open(fifo); }), fifo + ": a FIFO, not a regular file");
+  EXPECT_EQ(data_error_of([&] { TokenShard::open("/dev/zero"); }), "/dev/zero: a character device, not a regular file");
   const std::string path = dir.write("huge.bin", shard_bytes(20240520, 1, INT32_MAX, {1, 2}));
   EXPECT_EQ(data_error_of([&] { TokenShard::open(path); }),
             path +

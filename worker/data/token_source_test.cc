@@ -71,7 +71,7 @@ TEST(TokenSource, MissingTextFile) {
   TempDir dir;
   const std::string path = dir.file("missing.txt");
   EXPECT_EQ(data_error_of([&] { TokenSource::open_text(path); }),
-            path + ": No such file or directory");
+            path + ": cannot open: No such file or directory");
 }
 
 TEST(TokenSource, ShardsInSortedGlobOrder) {

@@ -1,12 +1,18 @@
-// Checked POSIX file operations for checkpoint/ (internal). Every failure throws IoError
-// "<path>: <what>: <strerror(errno)>", so no return code goes unchecked at the call sites.
+// Checked file operations, the layer every Ringmaster reader and writer goes through. Every
+// failure throws IoError "<path>: <what>: <strerror(errno)>", so no return code goes unchecked
+// at the call sites. Calls that change the disk go through fs() (file_system.h), so a test can
+// inject faults under all of them; reads go straight to the kernel.
 // Stateless and thread-safe (each call works on its own descriptor).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "io/io_error.h"
 
 namespace rm {
 namespace io {
@@ -38,14 +44,30 @@ class Fd {
 
 [[noreturn]] void throw_errno(const std::string& path, const std::string& what, int err);
 
+// ---- reading -----------------------------------------------------------------------------
 Fd open_read(const std::string& path);  // never waits: a FIFO opens at once (and is no file)
-Fd open_write_truncate(const std::string& path);  // create or truncate, mode 0644
-void write_all(int fd, const void* data, size_t size, const std::string& path);
+// fstat; refuses anything but a regular file with IoError "<path>: a FIFO, not a regular file"
+// (or a directory, a character device, ...). Returns the size.
+uint64_t regular_file_size(int fd, const std::string& path);
 // Reads exactly `size` bytes at `offset`; a file that ends early is an error, not a short read.
 void pread_exact(int fd, void* data, size_t size, uint64_t offset, const std::string& path);
-void fsync_fd(int fd, const std::string& path);
-uint64_t regular_file_size(int fd, const std::string& path);  // fstat; rejects non-regular
+// Reads a whole regular file of at most `max_bytes`. A directory, device or FIFO and a larger
+// file are refused before anything is read or allocated, so nothing reads forever and no
+// allocation exceeds what the limit allows. Messages: "<path>: cannot open: <errno text>",
+// "<path>: a FIFO, not a regular file", "<path>: N bytes, more than the M this file may have".
+std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX);
+// What a non-regular file is, for messages: "a directory", "a FIFO", "a character device", ...
+const char* file_kind(mode_t mode);
 
+// ---- writing -----------------------------------------------------------------------------
+Fd open_write_truncate(const std::string& path);  // create or truncate, mode 0644
+Fd open_append(const std::string& path);          // create if missing, O_APPEND, mode 0644
+void write_all(int fd, const void* data, size_t size, const std::string& path);
+void fsync_fd(int fd, const std::string& path);
+// fsyncs a directory so that the creations, renames and removals inside it are durable.
+void fsync_directory(const std::string& dir);
+
+// ---- names -------------------------------------------------------------------------------
 bool exists(const std::string& path);        // lstat succeeds
 bool is_directory(const std::string& path);  // stat, follows symlinks
 bool is_regular_file(const std::string& path);
@@ -54,9 +76,9 @@ void make_dir(const std::string& path);
 std::vector<std::string> list_dir(const std::string& path);  // without "." and ".."
 void unlink_file(const std::string& path);                   // ENOENT is not an error
 void rename_path(const std::string& from, const std::string& to);
-// Makes `path` appear complete or not at all (temporary file + rename) WITHOUT fsync: for files
-// that only need to be visible to other processes, not durable (the shard descriptors).
-void write_file_visible(const std::string& path, const std::string& bytes);
+// Swaps two existing entries atomically (renameat2 RENAME_EXCHANGE); false where the file
+// system cannot, and then nothing changed.
+bool exchange_paths(const std::string& a, const std::string& b);
 // Removes a directory tree: files first, then the directories, never following symlinks
 // (a symlink is removed, not its target); then fsyncs the parent so the removal is durable.
 void remove_tree(const std::string& path);

@@ -1,4 +1,4 @@
-#include "checkpoint/posix_io.h"
+#include "io/posix_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -8,22 +8,22 @@
 #include <cerrno>
 #include <cstring>
 
-#include "checkpoint/atomic_file.h"
+#include "io/file_system.h"
 
 namespace rm {
 namespace io {
 
 void throw_errno(const std::string& path, const std::string& what, int err) {
-  throw IoError(path + ": " + what + ": " + std::strerror(err));
+  throw IoError(path + ": " + what + ": " + std::strerror(err), err);
 }
 
 Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) fs().close(fd_);
 }
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) fs().close(fd_);
     fd_ = other.release();
   }
   return *this;
@@ -31,7 +31,7 @@ Fd& Fd::operator=(Fd&& other) noexcept {
 
 void Fd::close_checked(const std::string& path) {
   // On Linux the descriptor is released even when close fails, so never retry it.
-  if (fd_ >= 0 && ::close(release()) != 0) throw_errno(path, "close failed", errno);
+  if (fd_ >= 0 && fs().close(release()) != 0) throw_errno(path, "close failed", errno);
 }
 
 Fd open_read(const std::string& path) {
@@ -47,15 +47,21 @@ Fd open_read(const std::string& path) {
 }
 
 Fd open_write_truncate(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = fs().open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno(path, "cannot create", errno);
+  return Fd(fd);
+}
+
+Fd open_append(const std::string& path) {
+  const int fd = fs().open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno(path, "cannot open for appending", errno);
   return Fd(fd);
 }
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
+    const ssize_t n = fs().write(fd, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno(path, "write of " + std::to_string(size) + " bytes failed", errno);
@@ -84,14 +90,45 @@ void pread_exact(int fd, void* data, size_t size, uint64_t offset, const std::st
 }
 
 void fsync_fd(int fd, const std::string& path) {
-  if (::fsync(fd) != 0) throw_errno(path, "fsync failed", errno);
+  if (fs().fsync(fd) != 0) throw_errno(path, "fsync failed", errno);
+}
+
+void fsync_directory(const std::string& dir) {
+  Fd fd(fs().open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0));
+  if (!fd.valid()) throw_errno(dir, "cannot open directory", errno);
+  fsync_fd(fd.get(), dir);
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
 }
 
 uint64_t regular_file_size(int fd, const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0) throw_errno(path, "fstat failed", errno);
-  if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError(path + ": " + file_kind(st.st_mode) + ", not a regular file");
+  }
   return static_cast<uint64_t>(st.st_size);
+}
+
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  // Size first, so that /dev/zero, a FIFO or a huge file costs nothing; then exactly that much.
+  Fd fd = open_read(path);
+  const uint64_t size = regular_file_size(fd.get(), path);
+  if (size > max_bytes) {
+    throw IoError(path + ": " + std::to_string(size) + " bytes, more than the " +
+                  std::to_string(max_bytes) + " this file may have");
+  }
+  std::string text(size, '\0');
+  pread_exact(fd.get(), text.data(), text.size(), 0, path);
+  return text;
 }
 
 bool exists(const std::string& path) {
@@ -110,7 +147,7 @@ bool is_regular_file(const std::string& path) {
 }
 
 void make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0) return;
+  if (fs().mkdir(path.c_str(), 0755) == 0) return;
   const int err = errno;
   if (err == EEXIST && is_directory(path)) return;
   throw_errno(path, "cannot create directory", err);
@@ -135,21 +172,21 @@ std::vector<std::string> list_dir(const std::string& path) {
 }
 
 void unlink_file(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno(path, "cannot delete", errno);
+  if (fs().unlink(path.c_str()) != 0 && errno != ENOENT) {
+    throw_errno(path, "cannot delete", errno);
+  }
 }
 
 void rename_path(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
+  if (fs().rename(from.c_str(), to.c_str()) != 0) {
     throw_errno(from, "cannot rename to " + to, errno);
   }
 }
 
-void write_file_visible(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Fd fd = open_write_truncate(tmp);
-  write_all(fd.get(), bytes.data(), bytes.size(), tmp);
-  fd.close_checked(tmp);
-  rename_path(tmp, path);
+bool exchange_paths(const std::string& a, const std::string& b) {
+  if (fs().exchange(a.c_str(), b.c_str()) == 0) return true;
+  if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) return false;
+  throw_errno(a, "cannot exchange with " + b, errno);
 }
 
 namespace {
@@ -167,7 +204,7 @@ void remove_tree_no_sync(const std::string& path, int depth) {
   // Checkpoint directories are flat; the bound only guards against a pathological tree.
   if (depth > 16) throw IoError(path + ": directory tree too deep to remove");
   for (const std::string& name : list_dir(path)) remove_tree_no_sync(join(path, name), depth + 1);
-  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
+  if (fs().rmdir(path.c_str()) != 0 && errno != ENOENT) {
     throw_errno(path, "cannot remove directory", errno);
   }
 }

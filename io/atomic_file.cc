@@ -1,0 +1,59 @@
+#include "io/atomic_file.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "io/file_system.h"
+#include "io/posix_io.h"
+
+namespace rm {
+
+AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability)
+    : path_(std::move(path)),
+      tmp_(path_ + ".tmp." + std::to_string(::getpid())),
+      durability_(durability) {
+  fd_ = io::open_write_truncate(tmp_).release();
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) abandon();
+}
+
+void AtomicFileWriter::abandon() noexcept {
+  if (fd_ >= 0) io::fs().close(fd_);
+  fd_ = -1;
+  io::fs().unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::append(const void* data, size_t size) {
+  if (fd_ < 0) throw IoError(tmp_ + ": append after commit or failure");
+  try {
+    io::write_all(fd_, data, size, tmp_);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw IoError(tmp_ + ": commit after commit or failure");
+  try {
+    if (durability_ == Durability::kDurable) io::fsync_fd(fd_, tmp_);
+    io::Fd(std::exchange(fd_, -1)).close_checked(tmp_);
+    io::rename_path(tmp_, path_);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  if (durability_ == Durability::kDurable) io::fsync_directory(io::parent_dir(path_));
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size,
+                       Durability durability) {
+  AtomicFileWriter out(path, durability);
+  out.append(data, size);
+  out.commit();
+}
+
+}  // namespace rm

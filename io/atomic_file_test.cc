@@ -1,0 +1,90 @@
+// The one atomic-write implementation: which calls it makes (the journal of the fault layer
+// lists them), and that a failure at any of them leaves the old file and no temporary file.
+#include <string>
+#include <vector>
+
+#include "io/io_test_util.h"
+#include "io/journal_format.h"
+
+namespace rm {
+namespace io {
+namespace {
+
+using test::content;
+using test::FaultyRun;
+using test::write_text;
+
+// The kinds of the counted calls, in order, from the journal's K records.
+std::vector<std::string> calls(const std::string& journal) {
+  std::vector<std::string> kinds;
+  std::string text = read_file(journal);
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    const auto f = split_journal_line(text.substr(start, nl - start));
+    if (f[0] == "K") kinds.push_back(f[2]);
+    start = nl + 1;
+  }
+  return kinds;
+}
+
+TEST(AtomicFile, DurableWriteSyncsTheFileThenRenamesThenSyncsTheDirectory) {
+  FaultyRun r;
+  write_text(r.at("a"), "x");
+  EXPECT_EQ(calls(r.journal()),
+            (std::vector<std::string>{"create", "write", "fsync", "close", "rename", "fsync"}));
+}
+
+TEST(AtomicFile, VisibleOnlyWriteMakesNoFsync) {
+  FaultyRun r;
+  write_text(r.at("a"), "x", Durability::kVisibleOnly);
+  EXPECT_EQ(calls(r.journal()), (std::vector<std::string>{"create", "write", "close", "rename"}));
+}
+
+// Every call of a durable replacement fails once, in turn: the target keeps its old content,
+// no temporary file is left, and the error names the failing path and errno.
+TEST(AtomicFile, AFailureAtAnyCallLeavesTheOldFileAndNoTemporaryFile) {
+  for (int at = 1; at <= 5; ++at) {  // the 6th call (directory fsync) comes after the rename
+    SCOPED_TRACE("failing call " + std::to_string(at));
+    test::ScratchDir dir;
+    const std::string target = dir.sub("a");
+    write_text(target, "old");
+    FaultPlan plan;
+    plan.scope = dir.path();
+    plan.journal = dir.sub("../" + base_name(dir.path()) + ".journal");
+    plan.at = at;
+    plan.action = "fail";
+    plan.error = ENOSPC;
+    {
+      FaultFileSystem faulty(plan);
+      ScopedFileSystem use(&faulty);
+      try {
+        write_text(target, "new");
+        ADD_FAILURE() << "no error";
+      } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find(dir.path()), std::string::npos) << e.what();
+        EXPECT_EQ(e.error_code(), ENOSPC) << e.what();
+      }
+    }
+    EXPECT_EQ(content(target), "old");
+    EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"a"});
+    unlink_file(plan.journal);
+    remove_tree(plan.journal + ".stash");
+  }
+}
+
+TEST(AtomicFile, AppendAfterAFailureIsRefused) {
+  FaultPlan plan;
+  plan.at = 2;
+  plan.action = "fail";
+  FaultyRun r(plan);
+  AtomicFileWriter w(r.at("a"));
+  EXPECT_THROW(w.append("x", 1), IoError);
+  EXPECT_THROW(w.append("y", 1), IoError);
+  EXPECT_THROW(w.commit(), IoError);
+  EXPECT_FALSE(exists(r.at("a")));
+}
+
+}  // namespace
+}  // namespace io
+}  // namespace rm
