@@ -13,6 +13,7 @@
 #include "checkpoint/manifest_checks.h"
 #include "checkpoint/xxh_state.h"
 #include "io/atomic_file.h"
+#include "io/file_system.h"
 #include "io/posix_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -37,6 +38,7 @@ void set_checkpoint_phase_hook(CheckpointPhaseHook hook) {
 void checkpoint_phase(const char* phase) {
   set_io_activity(phase);
   note_io_progress();
+  io::fs().note(phase);
   if (CheckpointPhaseHook hook = g_phase_hook.load()) hook(phase);
 }
 
@@ -44,8 +46,10 @@ std::string prepare_checkpoint_dir(const std::string& run_dir, int64_t step) {
   if (step < 0 || step > kMaxStep) {
     throw CheckpointError(run_dir + ": checkpoint step " + std::to_string(step) + " out of range");
   }
-  io::make_dir(run_dir);
-  io::make_dir(checkpoints_root(run_dir));
+  // checkpoints/ (and the run directory) must be durable entries before anything committed
+  // inside them can be: a power cut forgets a directory whose parent was never fsynced.
+  io::fs().note("shard:prepare");  // for the fault layer's journal only (not a phase event)
+  io::make_dirs_durable(checkpoints_root(run_dir));
   const std::string tmp = checkpoint_tmp_path(run_dir, step);
   io::make_dir(tmp);
   return tmp;

@@ -98,6 +98,8 @@ FaultPlan parse_fault_plan(const std::string& text) {
       plan.op = value;
     } else if (key == "error") {
       plan.error = errno_by_name(value);
+    } else if (key == "skip_fsync") {
+      plan.skip_fsync = std::strtoll(value.c_str(), nullptr, 10);
     } else if (key == "sticky") {
       plan.sticky = value == "1";
     } else if (key == "rank") {
@@ -158,8 +160,11 @@ std::string FaultFileSystem::stash(const std::string& abs) {
   return target;
 }
 
-FaultFileSystem::Verdict FaultFileSystem::count(const char* kind, const std::string& abs) {
+FaultFileSystem::Verdict FaultFileSystem::count(const char* kind, const std::string& abs,
+                                                int64_t* number) {
+  if (number != nullptr) *number = 0;
   if (dead_.load()) return Verdict::kFail;
+  if (!plan_.count_calls) return Verdict::kProceed;
   if (!under(abs, plan_.count_under)) return Verdict::kProceed;
   if (!counting_.load()) {
     if (abs.find(plan_.start_at) == std::string::npos) return Verdict::kProceed;
@@ -167,7 +172,8 @@ FaultFileSystem::Verdict FaultFileSystem::count(const char* kind, const std::str
   }
   if (plan_.op != "any" && plan_.op != kind) return Verdict::kProceed;
   const int64_t n = ++counted_;
-  record(journal_line({"K", std::to_string(n), kind, abs}));
+  if (number != nullptr) *number = n;
+  record(journal_line({"K", std::to_string(n), kind, abs, rank_of_process()}));
   if (plan_.at == 0) return Verdict::kProceed;
   const bool hit = n == plan_.at;
   if (plan_.action == "fail") {
@@ -203,7 +209,9 @@ int FaultFileSystem::open(const char* path, int flags, mode_t mode) {
   const std::string abs = absolute(path);
   const bool writing = (flags & (O_WRONLY | O_RDWR)) != 0;
   const bool directory = (flags & O_DIRECTORY) != 0;
-  if (!in_scope(abs) || (!writing && !directory)) return ::open(path, flags, mode);
+  // Directories are tracked wherever they are: the fsync of the scope's own parent is what
+  // makes the scope's entry durable.
+  if (!directory && (!writing || !in_scope(abs))) return ::open(path, flags, mode);
   if (writing) {
     if (fail_now(count("create", abs))) return -1;
   }
@@ -232,7 +240,7 @@ int FaultFileSystem::open(const char* path, int flags, mode_t mode) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  files_[fd] = OpenFile{abs, true, directory};
+  files_[fd] = OpenFile{abs, in_scope(abs), directory};
   return fd;
 }
 
@@ -267,7 +275,12 @@ int FaultFileSystem::fsync(int fd) {
     if (it == files_.end()) return ::fsync(fd);
     file = it->second;
   }
-  if (fail_now(count("fsync", file.path))) return -1;
+  int64_t n = 0;
+  if (fail_now(count("fsync", file.path, &n))) return -1;
+  if (n > 0 && ++fsyncs_ == plan_.skip_fsync) {
+    record(journal_line({"P", "skipped fsync " + std::to_string(plan_.skip_fsync)}));
+    return 0;
+  }
   uint64_t size = 0;
   const uint64_t ino = fd_ino(fd, &size);
   if (file.directory) {
@@ -366,7 +379,10 @@ int FaultFileSystem::rmdir(const char* path) {
   if (!in_scope(abs)) return ::rmdir(path);
   if (fail_now(count("rmdir", abs))) return -1;
   const int64_t id = next_id();
-  record(journal_line({"E", std::to_string(id), std::to_string(parent_ino(abs)), "rmdir", abs}));
+  struct stat st;
+  const uint64_t own = ::lstat(abs.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  record(journal_line({"E", std::to_string(id), std::to_string(parent_ino(abs)), "rmdir", abs,
+                       std::to_string(own)}));
   const int rc = ::rmdir(path);
   const int err = errno;
   record(journal_line({rc == 0 ? "O" : "F", std::to_string(id)}));
@@ -374,11 +390,18 @@ int FaultFileSystem::rmdir(const char* path) {
   return rc;
 }
 
+void FaultFileSystem::note(const char* text) {
+  record(journal_line({"P", text}));
+}
+
 void install_file_system_from_env() {
   const char* text = std::getenv("RM_TEST_IO_FAULT");
   if (text == nullptr || text[0] == '\0') return;
   FaultPlan plan = parse_fault_plan(text);
   if (is_restart()) plan.at = 0;  // faults strike the first attempt only; still journal
+  plan.count_calls = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+                     std::getenv("PMIX_RANK") != nullptr ||
+                     std::getenv("RM_RESTART_COUNT") != nullptr;  // a rank, not a supervisor
   // Lives until the process ends: writers may run on any thread until exit.
   static std::unique_ptr<FaultFileSystem> installed;
   static std::unique_ptr<ScopedFileSystem> scope;

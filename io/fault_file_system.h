@@ -18,13 +18,15 @@
 //   tear   the call is a write: half of its bytes are written, then as crash
 //   fail   the call fails with `error` (EIO, ENOSPC, ...), once, or from then on if `sticky`
 // `op` restricts counting to one kind of call ("write", "fsync", "rename", ...; "any": all).
+// `skip_fsync` = K: the K-th counted fsync is silently not made (a removed fsync).
 //
 // From the environment (the ringmaster binary; install_file_system_from_env):
 //   RM_TEST_IO_FAULT="scope=/abs/run journal=/abs/j.log [count_under=/abs/run/checkpoints]
 //                     [start_at=step_00000004] [at=N action=crash|tear|fail op=any|write|...
-//                      error=EIO|ENOSPC sticky=0|1 rank=R]"
+//                      error=EIO|ENOSPC sticky=0|1 rank=R] [skip_fsync=K]"
 // Every process journals; only rank R (OMPI_COMM_WORLD_RANK or PMIX_RANK, default 0) counts
-// and triggers. Faults strike only the first attempt (RM_RESTART_COUNT/SLURM_RESTART_COUNT
+// and triggers, and never the supervising `ringmaster run` process (which has neither MPI's
+// variables nor RM_RESTART_COUNT). Faults strike only the first attempt (RM_RESTART_COUNT/SLURM_RESTART_COUNT
 // unset or 0), so `max_restarts` recovers from them. Paths are compared as written after
 // making them absolute against the working directory; give absolute paths.
 #pragma once
@@ -52,6 +54,12 @@ struct FaultPlan {
   int error = 5;  // EIO
   bool sticky = false;
   bool freeze = false;  // in-process tests: "crash" fails every call from then on instead
+  // The skip_fsync-th counted fsync (1-based) is not made and not journaled, yet reports
+  // success: as if the code had no such fsync. For showing which test catches its removal.
+  int64_t skip_fsync = 0;
+  // false: journal only, never count or trigger (the supervisor of `ringmaster run`, so that
+  // call numbers are those of the rank alone).
+  bool count_calls = true;
 };
 
 // Parses the RM_TEST_IO_FAULT syntax above; throws IoError naming the bad field.
@@ -71,6 +79,7 @@ class FaultFileSystem : public FileSystem {
   int unlink(const char* path) override;
   int mkdir(const char* path, mode_t mode) override;
   int rmdir(const char* path) override;
+  void note(const char* text) override;
 
   int64_t counted() const { return counted_.load(); }  // counted calls so far
   bool triggered() const { return triggered_.load(); }
@@ -83,7 +92,8 @@ class FaultFileSystem : public FileSystem {
   };
   enum class Verdict { kProceed, kFail, kCrash, kTear };
 
-  Verdict count(const char* kind, const std::string& path);
+  // Counts the call if it is under count_under (then *number is its number, else 0).
+  Verdict count(const char* kind, const std::string& path, int64_t* number = nullptr);
   bool fail_now(Verdict v);  // handles kFail/kCrash (freeze or SIGKILL); true: return -1
   bool in_scope(const std::string& abs) const;
   void record(const std::string& line);
@@ -92,7 +102,7 @@ class FaultFileSystem : public FileSystem {
 
   FaultPlan plan_;
   int journal_fd_ = -1;
-  std::atomic<int64_t> counted_{0}, ids_{0}, stashed_{0};
+  std::atomic<int64_t> counted_{0}, fsyncs_{0}, ids_{0}, stashed_{0};
   std::atomic<bool> counting_, triggered_{false}, dead_{false};
   std::mutex mu_;
   std::map<int, OpenFile> files_;

@@ -35,6 +35,9 @@ class FileSystem {
   virtual int unlink(const char* path) = 0;
   virtual int mkdir(const char* path, mode_t mode) = 0;
   virtual int rmdir(const char* path) = 0;
+  // A marker for tests ("commit:done"): the fault layer journals it between the calls it
+  // separates; the plain file system ignores it.
+  virtual void note(const char* /*text*/) {}
 };
 
 // The system calls themselves.

@@ -2,19 +2,21 @@
 // (power_cut.cc): one line per record, fields separated by tabs (paths may hold spaces, never a
 // tab or a newline in a run directory Ringmaster writes). Internal to io/.
 //
-//   K n kind path                a counted call, before it is made (informational)
+//   K n kind path rank           a counted call of that rank, before it is made
 //   T ino path                   a file was created or truncated: nothing of it is durable yet
 //   A ino size                   an existing file opened to append: its first `size` bytes
 //                                are taken as durable (unless an earlier T/S says otherwise)
 //   S ino size                   fsync of a file returned: its first `size` bytes are durable
 //   E id dir_ino create isdir path
 //   E id dir_ino unlink stash path
-//   E id dir_ino rmdir path
+//   E id dir_ino rmdir path own_ino
 //   E id dir_ino rename to_dir_ino stash from to
 //   E id dir_ino exchange to_dir_ino a b
 //                                a directory-entry change, written BEFORE it is made, with what
 //                                undoing it needs (stash: a hard link to the file it removes or
-//                                replaces, or "-")
+//                                replaces, or "-"). Paths are as they were then; the replay
+//                                finds each directory by its inode, since a later durable
+//                                rename (step_N.tmp -> step_N) may have moved it.
 //   O id / F id                  that change was made / failed (nothing to undo)
 //   Y id dir_ino                 fsync of a directory begins
 //   Z id                         ... and returned: every change of that directory recorded "O"

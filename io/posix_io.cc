@@ -146,11 +146,18 @@ bool is_regular_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-void make_dir(const std::string& path) {
-  if (fs().mkdir(path.c_str(), 0755) == 0) return;
+bool make_dir(const std::string& path) {
+  if (fs().mkdir(path.c_str(), 0755) == 0) return true;
   const int err = errno;
-  if (err == EEXIST && is_directory(path)) return;
+  if (err == EEXIST && is_directory(path)) return false;
   throw_errno(path, "cannot create directory", err);
+}
+
+void make_dirs_durable(const std::string& path) {
+  if (is_directory(path)) return;
+  const std::string parent = parent_dir(path);
+  if (parent != path) make_dirs_durable(parent);
+  if (make_dir(path)) fsync_directory(parent);
 }
 
 std::vector<std::string> list_dir(const std::string& path) {

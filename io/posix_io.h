@@ -72,7 +72,13 @@ bool exists(const std::string& path);        // lstat succeeds
 bool is_directory(const std::string& path);  // stat, follows symlinks
 bool is_regular_file(const std::string& path);
 // mkdir, tolerating an existing directory (several ranks may race to create the same one).
-void make_dir(const std::string& path);
+// Returns whether this call created it. The new entry is durable only once its parent is
+// fsynced: see make_dirs_durable.
+bool make_dir(const std::string& path);
+// mkdir -p that survives a power cut: creates every missing directory of `path`, and fsyncs the
+// parent of each one it created (a directory whose own entry was never synced can vanish with
+// everything committed inside it).
+void make_dirs_durable(const std::string& path);
 std::vector<std::string> list_dir(const std::string& path);  // without "." and ".."
 void unlink_file(const std::string& path);                   // ENOENT is not an error
 void rename_path(const std::string& from, const std::string& to);

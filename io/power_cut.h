@@ -29,5 +29,9 @@ struct PowerCutReport {
 PowerCutReport apply_power_cut(const std::string& journal, const std::string& scope,
                                CutMode mode = CutMode::kDropUnsynced);
 
+// True when the journal shows a rename onto `to` (an absolute path) that a later fsync of its
+// directory made durable: what a crash test asks to know which checkpoint must survive.
+bool rename_made_durable(const std::string& journal, const std::string& to);
+
 }  // namespace io
 }  // namespace rm

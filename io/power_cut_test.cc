@@ -118,10 +118,12 @@ TEST(PowerCut, DirectoryRenameRevertsUntilTheParentIsFsynced) {
     fsync_directory(copy.run());
     rename_path(copy.at("step.tmp"), copy.at("step"));
     fsync_directory(copy.run());
+    EXPECT_TRUE(rename_made_durable(copy.journal(), copy.at("step")));
     copy.power_cut();
     EXPECT_EQ(content(join(copy.at("step"), "f")), "data");
     EXPECT_FALSE(exists(copy.at("step.tmp")));
   }
+  EXPECT_FALSE(rename_made_durable(r.journal(), r.at("step")));
   r.power_cut();
   EXPECT_FALSE(exists(r.at("step")));
   EXPECT_EQ(content(join(r.at("step.tmp"), "f")), "data");

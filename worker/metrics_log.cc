@@ -57,6 +57,10 @@ void MetricsLog::write(const StepMetrics& m) {
   io::write_all(file_.get(), line.data(), line.size(), path_);  // one write(2): whole lines
 }
 
+void MetricsLog::sync() {
+  io::fsync_fd(file_.get(), path_);
+}
+
 std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
   char buf[256];
   int n = std::snprintf(buf, sizeof buf,

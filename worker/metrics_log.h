@@ -27,13 +27,17 @@ class MetricsLog {
   // resumed run keeps the lines of steps 1..steps_done and drops later ones (steps the crashed
   // run logged after its last checkpoint, which the resumed run repeats), so the file holds
   // each step once. Unparsable lines (a crash mid-line) are dropped too. Throws
-  // std::runtime_error naming the file on failure.
+  // IoError naming the file on failure.
   MetricsLog(const std::string& path, int64_t steps_done);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
+  // Appends the step's line with one write(2): visible at once, durable at the next sync().
   void write(const StepMetrics& m);
+  // fsyncs the file: the trainer calls it before each checkpoint save, so a checkpoint that
+  // survives a power cut never outlives the metrics lines of its steps.
+  void sync();
   // Drops the lines after step `steps_done` (a rollback to that step), as on opening.
   void rewind(int64_t steps_done);
 

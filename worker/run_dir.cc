@@ -47,10 +47,10 @@ bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
 }  // namespace
 
 RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job) {
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) throw IoError(run_dir + ": cannot create run directory: " + ec.message());
-  if (!fs::is_directory(run_dir)) throw IoError(run_dir + ": run_dir is not a directory");
+  if (io::exists(run_dir) && !io::is_directory(run_dir)) {
+    throw IoError(run_dir + ": run_dir is not a directory");
+  }
+  io::make_dirs_durable(run_dir);
   if (::access(run_dir.c_str(), W_OK | X_OK) != 0) {
     throw IoError(run_dir + ": run directory is not writable: " + std::strerror(errno));
   }
@@ -60,9 +60,10 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   const std::string metrics = run_file(run_dir, "metrics.jsonl");
   const std::string weights = run_file(run_dir, "weights.bin");
   if (fresh) {
+    // Through io/ and durable (remove_tree fsyncs the run directory): a power cut after
+    // --fresh must not bring an old run's checkpoints back under the new one.
     for (const fs::path& p : {checkpoints, fs::path(metrics), fs::path(weights)}) {
-      fs::remove_all(p, ec);
-      if (ec) throw IoError(p.string() + ": cannot remove: " + ec.message());
+      io::remove_tree(p.string());
     }
     return RunStart::kNew;
   }

@@ -252,6 +252,8 @@ Trainer::Outcome Trainer::run() {
     if (checkpoints_ &&
         (last || stop || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
       progress_.enter(Phase::kCheckpointSave);
+      // ...and durable before it: a power cut must not keep checkpoint k and lose lines 1..k.
+      if (rank0 && options_.metrics) options_.metrics->sync();
       checkpoints_->save(m.step, data_state(m.step));
     }
     if (stop) return Outcome::kStopped;
