@@ -69,6 +69,7 @@ struct CheckpointConfig {
   int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
   bool async = true;
   bool on_signal = true;
+  std::string on_error = "stop";  // stop | continue: what a save's I/O error does
 };
 
 struct ResilienceConfig {

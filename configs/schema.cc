@@ -176,6 +176,10 @@ std::vector<KeySpec> build_schema() {
              "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
       RM_KEY(checkpoint.async, any(),
              "Write checkpoints in the background while training goes on."),
+      RM_KEY(checkpoint.on_error, one_of({"stop", "continue"}),
+             "A save that fails with an I/O error (disk full, EIO) -- its partial files are "
+             "removed either way. stop: save nothing more and exit 1 (restarts apply); "
+             "continue: warn, keep training and try again at the next interval."),
       RM_KEY(
           checkpoint.on_signal, any(),
           "On SIGTERM, SIGUSR1 or SIGINT (Slurm preemption, time limit, Ctrl-C): finish the step, "

@@ -7,6 +7,8 @@
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "io/io_error.h"
+#include "worker/run_events.h"
 
 namespace rm {
 
@@ -86,13 +88,42 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
     m.state.update(extra_state);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  or_abort([&] { writer_.save(r); });
+  or_abort([&] {
+    // An asynchronous writer reports the previous save's failure here, before taking this one:
+    // under on_error: continue, that one is reported and this one is still handed over. (A
+    // synchronous one reports this save's own failure: the next interval tries again.)
+    if (!tolerate_io_error([&] { writer_.save(r); }) && job_.checkpoint.async) {
+      tolerate_io_error([&] { writer_.save(r); });
+    }
+  });
   staging_ = true;
   blocked_ms_ += ms_since(t0);
 }
 
 void Checkpointing::wait() {
-  or_abort([&] { writer_.wait(); });
+  or_abort([&] { tolerate_io_error([&] { writer_.wait(); }); });
+}
+
+bool Checkpointing::tolerate_io_error(const std::function<void()>& body) {
+  if (job_.checkpoint.on_error != "continue") {
+    body();
+    return true;
+  }
+  try {
+    body();
+    return true;
+  } catch (const IoError& e) {
+    // The writer has already removed what the failed save wrote; older checkpoints stay.
+    ++failed_saves_;
+    std::fprintf(stderr,
+                 "ringmaster: [rank %d] warning: a checkpoint save failed; training goes on and "
+                 "the next interval tries again (checkpoint.on_error: continue): %s\n",
+                 comm_.rank(), e.what());
+    std::fflush(stderr);
+    append_run_event(job_.run_dir, "checkpoint_failed",
+                     {{"rank", comm_.rank()}, {"error", e.what()}});
+    return false;
+  }
 }
 
 void Checkpointing::or_abort(const std::function<void()>& body) {

@@ -38,8 +38,12 @@ class Checkpointing {
   // `extra_state` (a JSON object) is merged into the manifest's state, overriding defaults.
   void save(int64_t steps_done, const nlohmann::json& extra_state = nlohmann::json::object());
   // Waits until the last save is on disk (rank 0: committed). save() and wait() throw a failed
-  // save's error on one rank; with several, they abort the job with it (see or_abort).
+  // save's error on one rank; with several, they abort the job with it (see or_abort). Under
+  // checkpoint.on_error: continue, an I/O error (IoError) is instead reported on stderr and in
+  // events.jsonl ("checkpoint_failed") and training goes on; the next save tries again.
   void wait();
+  // Saves that failed and were tolerated (on_error: continue).
+  int failed_saves() const { return failed_saves_; }
   // Waits until the last save no longer reads the training buffers: call before modifying
   // parameters or optimizer moments (the optimizer update).
   void wait_staged();
@@ -58,6 +62,8 @@ class Checkpointing {
   // in a collective, and unwinding -- whose destructors meet the peers -- would end in a timeout
   // that hides the cause. One rank: the error propagates (exit 1).
   void or_abort(const std::function<void()>& body);
+  // Runs body; under on_error: continue, an IoError is reported and swallowed (returns false).
+  bool tolerate_io_error(const std::function<void()>& body);
 
   const JobConfig& job_;
   std::string resolved_job_;
@@ -68,6 +74,7 @@ class Checkpointing {
   int64_t last_saved_ = -1;
   double blocked_ms_ = 0;
   bool staging_ = false;  // a save may still read the training buffers
+  int failed_saves_ = 0;
   nlohmann::json resumed_state_ = nlohmann::json::object();
 };
 

@@ -1,0 +1,117 @@
+// checkpoint.on_error through the real binary, with the fault layer failing one fsync of the
+// step-2 save with ENOSPC (RM_TEST_IO_FAULT, io/fault_file_system.h):
+//   stop      the run exits 1 naming the error; the partial step_2 is gone; nothing more saved
+//   continue  the run warns, trains on, saves steps 4 and 6 and ends with the weights of a run
+//             that never failed (a failed save changes nothing but the disk)
+// on 1 rank (synchronous saves) and 2 ranks (asynchronous, the fault on rank 1, whose failure
+// rank 0 learns from its failure marker).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "io/posix_io.h"
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+
+const std::string kGuard = "timeout -k 5 120";
+
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: save-error
+model: {type: gpt, seq_len: 16, layers: 1, heads: 2, width: 16}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 6, global_batch: 4, micro_batch: 2, eval_every: 0, log_every: 1}
+checkpoint: {every: 2, keep: 3}
+parallel: {threads_per_rank: 1, timeout_s: 30}
+)");
+}
+
+std::string fail_first_fsync_of_step_2(const std::string& run_dir, const std::string& journal,
+                                       int rank) {
+  return "RM_TEST_IO_FAULT='scope=" + run_dir + " journal=" + journal + " count_under=" + run_dir +
+         "/checkpoints start_at=step_00000002 op=fsync at=1 action=fail error=ENOSPC rank=" +
+         std::to_string(rank) + "'";
+}
+
+struct Left {
+  std::vector<int64_t> committed;  // verified
+  int scratch = 0, bad = 0;
+};
+
+Left scan(const std::string& run_dir) {
+  Left l;
+  for (const CheckpointInfo& info : list_checkpoints(run_dir)) {
+    if (!info.committed) {
+      ++l.scratch;
+    } else if (info.verify.ok) {
+      l.committed.push_back(info.step);
+    } else {
+      ++l.bad;
+    }
+  }
+  return l;
+}
+
+struct Case {
+  int ranks;
+  bool async;
+  int fault_rank;
+};
+
+class SaveErrorCli : public testing::TestWithParam<Case> {};
+
+TEST_P(SaveErrorCli, ContinueTrainsOnAndStopExits1) {
+  const Case c = GetParam();
+  TempDir dir;
+  const std::string base = "run " + job_file(dir) + " --nproc " + std::to_string(c.ranks) +
+                           " --set checkpoint.async=" + (c.async ? "true" : "false");
+  const auto straight = run_cli(base + " --set run_dir=" + dir.file("straight"), dir.path(), kGuard);
+  ASSERT_EQ(straight.exit_code, 0) << straight.out << straight.err;
+  const std::string want_weights = test::slurp(dir.file("straight/weights.bin"));
+
+  {
+    const std::string run_dir = dir.file("continue");
+    const auto r = run_cli(base + " --set run_dir=" + run_dir + " --set checkpoint.on_error=continue",
+                           dir.path(),
+                           fail_first_fsync_of_step_2(run_dir, dir.file("j1.log"), c.fault_rank) +
+                               " " + kGuard);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("warning: a checkpoint save failed"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    const Left l = scan(run_dir);
+    EXPECT_EQ(l.committed, (std::vector<int64_t>{4, 6}));
+    EXPECT_EQ(l.scratch, 0);
+    EXPECT_EQ(l.bad, 0);
+    EXPECT_TRUE(test::slurp(run_dir + "/weights.bin") == want_weights);
+    EXPECT_NE(test::slurp(run_dir + "/events.jsonl").find("\"checkpoint_failed\""),
+              std::string::npos);
+  }
+  {
+    const std::string run_dir = dir.file("stop");
+    const auto r = run_cli(base + " --set run_dir=" + run_dir, dir.path(),  // stop: the default
+                           fail_first_fsync_of_step_2(run_dir, dir.file("j2.log"), c.fault_rank) +
+                               " " + kGuard);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    const Left l = scan(run_dir);
+    EXPECT_TRUE(l.committed.empty());
+    EXPECT_EQ(l.scratch, 0) << "the partial step_2 was left behind";
+    EXPECT_FALSE(io::exists(run_dir + "/weights.bin"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Saves, SaveErrorCli,
+                         testing::Values(Case{1, false, 0}, Case{2, true, 1}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return std::to_string(info.param.ranks) + "ranks_" +
+                                  (info.param.async ? "async" : "sync");
+                         });
+
+}  // namespace
+}  // namespace rm
