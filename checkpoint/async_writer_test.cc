@@ -154,8 +154,8 @@ TEST(AsyncWriter, ErrorIsRethrownOnTheNextCallThenTheWriterWorksAgain) {
     writer.wait();
     FAIL() << "the error was lost";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("not_a_dir/run"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("Not a directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not_a_dir"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
   }
   writer.wait();  // reported once
   writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data));

@@ -150,6 +150,9 @@ bool make_dir(const std::string& path) {
   if (fs().mkdir(path.c_str(), 0755) == 0) return true;
   const int err = errno;
   if (err == EEXIST && is_directory(path)) return false;
+  if (err == EEXIST) {
+    throw IoError(path + ": cannot create directory: it exists and is not a directory", ENOTDIR);
+  }
   throw_errno(path, "cannot create directory", err);
 }
 
