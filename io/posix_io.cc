@@ -156,11 +156,23 @@ bool make_dir(const std::string& path) {
   throw_errno(path, "cannot create directory", err);
 }
 
-void make_dirs_durable(const std::string& path) {
+namespace {
+void make_dirs_durable_from_root(const std::string& path) {
   if (is_directory(path)) return;
   const std::string parent = parent_dir(path);
-  if (parent != path) make_dirs_durable(parent);
+  if (parent != path) make_dirs_durable_from_root(parent);
   if (make_dir(path)) fsync_directory(parent);
+}
+}  // namespace
+
+void make_dirs_durable(const std::string& path) {
+  try {
+    make_dirs_durable_from_root(path);
+  } catch (const IoError& e) {
+    // The failing component may be an ancestor; the user asked for `path`, so name it first.
+    if (std::string(e.what()).rfind(path + ":", 0) == 0) throw;
+    throw IoError("cannot create directory " + path + ": " + e.what(), e.error_code());
+  }
 }
 
 std::vector<std::string> list_dir(const std::string& path) {
