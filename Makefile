@@ -1,12 +1,16 @@
 # The two commands of the README's quick start, plus the build they share.
 #   make demo   install what is missing, build Release, train the default job, print a sample
 #   make test   install what is missing, build, run every test through ctest
+#   make fuzz      build the libFuzzer targets with clang, run each FUZZ_SECONDS (scripts/fuzz.sh)
+#   make sanitize  ASan+UBSan and TSan builds, a subset of the tests under each (scripts/sanitize.sh)
 BUILD   ?= build
 JOBS    ?= 2
 CMAKE_FLAGS ?=
 NPROC   ?= 2
+FUZZ_SECONDS ?= 60
+SANITIZE ?= all
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test fuzz sanitize bench clean
 
 all: build
 
@@ -25,6 +29,12 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+fuzz: deps
+	RM_FUZZ_SECONDS=$(FUZZ_SECONDS) RM_FUZZ_JOBS=$(JOBS) scripts/fuzz.sh
+
+sanitize: deps
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZE)
 
 clean:
 	rm -rf $(BUILD)

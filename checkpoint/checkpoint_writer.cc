@@ -109,6 +109,7 @@ ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
     const std::string text = shard_descriptor_to_json(step, info);
     write_file_atomic(descriptor, text.data(), text.size(), Durability::kVisibleOnly);
   }
+  io::fs().note("shard:done");  // for the fault journal: this rank's part of the save is over
   return info;
 }
 
@@ -171,6 +172,7 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
   }
   validate_manifest(manifest, io::join(tmp, kManifestFileName));
   if (!io::is_directory(tmp)) throw CheckpointError(tmp + ": no such directory to commit");
+  io::fs().note("commit:prepare");  // for the fault journal: the descriptors' removal follows
 
   // Cheap structural check of what the ranks wrote: every listed file present, exact size.
   // (Their checksums were computed from memory while writing; resume verifies them.)

@@ -70,9 +70,12 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir);
 
 // Testing: called with a phase name ("shard:write", "shard:fsync", "shard:descriptor",
-// "commit:manifest", "commit:rename", "commit:fsync", "commit:done") as each begins, so a crash
-// test can record where its SIGKILL landed. nullptr (the default) disables it. Every phase
-// event is also a beat of io_progress.h (and names its activity), hook or not.
+// "commit:manifest", "commit:rename", "commit:fsync", "commit:done", "retention:delete") as each
+// begins, so a crash test can kill a rank there. nullptr (the default) disables it. Every phase
+// event is also a beat of io_progress.h (and names its activity), hook or not, and a note in the
+// fault layer's journal (io/fault_file_system.h), which also gets "shard:prepare",
+// "shard:done", "commit:prepare" and "retention:done" (no phase events): from the journal a
+// test tells where a kill landed.
 using CheckpointPhaseHook = void (*)(const char* phase);
 void set_checkpoint_phase_hook(CheckpointPhaseHook hook);
 void checkpoint_phase(const char* phase);  // calls the hook, if any

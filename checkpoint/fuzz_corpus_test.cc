@@ -1,7 +1,7 @@
-// Replays the fixed fuzz corpus (fuzz_corpus/) through the libFuzzer entry point, so the fuzz
-// harness runs on every build, sanitizers or not. Each input must parse or throw
-// CheckpointError -- never anything else -- and the entry point must not throw at all.
-// Files named valid_* must parse and verify; bad_* must be rejected.
+// Checks of the manifest fuzz corpus (fuzz_corpus/) beyond the replay every fuzz target gets
+// (fuzz/corpus_replay_test.cc: valid_* parse, bad_* are rejected with CheckpointError naming the
+// input, nothing escapes the entry point): the corpus keeps both outcomes in numbers, and the
+// valid_*_ckpt seeds are whole checkpoints that verify as they are.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,8 +12,6 @@
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/manifest.h"
 #include "io/atomic_file.h"
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace rm {
 namespace {
@@ -31,40 +29,29 @@ std::string manifest_part(const std::string& input) {
   return input.substr(0, input.find("\n--shard--\n"));
 }
 
-TEST(FuzzCorpus, EveryInputParsesOrThrowsCheckpointError) {
+// The generic replay (fuzz/corpus_replay_test.cc) checks each input's outcome; this checks the
+// corpus still spans both outcomes in numbers, so that a parser change that suddenly accepts or
+// rejects everything shows.
+TEST(ManifestCorpus, ParsesSomeAndRejectsSome) {
   const auto files = corpus();
   ASSERT_GE(files.size(), 30u);
   int parsed = 0, rejected = 0;
   for (const std::string& name : files) {
     const std::string input = io::read_file(io::join(RM_FUZZ_CORPUS_DIR, name));
-    bool ok = false;
     try {
       parse_manifest(manifest_part(input), name);
-      ok = true;
       ++parsed;
-    } catch (const CheckpointError& e) {
+    } catch (const CheckpointError&) {
       ++rejected;
-      EXPECT_EQ(std::string(e.what()).rfind(name + ": ", 0), 0u) << e.what();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << name << ": threw something else: " << e.what();
-    } catch (...) {
-      ADD_FAILURE() << name << ": threw a non-exception";
     }
-    const bool want_valid = name.rfind("valid_", 0) == 0, want_bad = name.rfind("bad_", 0) == 0;
-    EXPECT_TRUE(!want_valid || ok) << name << " should parse";
-    EXPECT_TRUE(!want_bad || !ok) << name << " should be rejected";
-    EXPECT_NO_THROW(
-        LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size()))
-        << name;
   }
-  std::printf("[fuzz corpus] %zu inputs: %d parsed, %d rejected\n", files.size(), parsed, rejected);
-  EXPECT_GT(parsed, 0);
-  EXPECT_GT(rejected, 0);
+  EXPECT_GE(parsed, 10);
+  EXPECT_GE(rejected, 30);
 }
 
 // The valid_*_ckpt inputs carry their shards: as a checkpoint directory they verify as they
 // are, so the harness reaches the read path without its checksum fix-up.
-TEST(FuzzCorpus, ValidCheckpointInputsVerifyAsIs) {
+TEST(ManifestCorpus, ValidCheckpointInputsVerifyAsIs) {
   int checked = 0;
   for (const std::string& name : corpus()) {
     if (name.rfind("valid_", 0) != 0 || name.find("_ckpt") == std::string::npos) continue;

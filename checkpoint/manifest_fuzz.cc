@@ -1,21 +1,20 @@
-// libFuzzer entry point over the checkpoint loading path.
+// Fuzz target: the checkpoint loading path -- manifest parser, validator, verifier, reader.
 //
 // Input: manifest text, optionally followed by shard blobs, each introduced by the separator
-// line "\n--shard--\n". The manifest is parsed (it must parse or throw CheckpointError, nothing
-// else); if it parses, a checkpoint directory is built from the input -- manifest.json as
-// given, shard file i holding blob i % #blobs (empty without blobs) -- and verified. Then the
-// manifest's checksums and file sizes are fixed up to match the blobs, so that inputs get past
-// the checksum gate, and the directory is verified again; when it verifies, every buffer is
-// read back through CheckpointReader and compared with the bytes the manifest points at.
+// line "\n--shard--\n". The manifest is parsed with `name` as its file name; if it parses, a
+// checkpoint directory is built from the input -- manifest.json as given, shard file i holding
+// blob i % #blobs (empty without blobs) -- and verified. Then the manifest's checksums and file
+// sizes are fixed up to match the blobs, so that inputs get past the checksum gate, and the
+// directory is verified again; when it verifies, every buffer is read back through
+// CheckpointReader and compared with the bytes the manifest points at.
 //
-// Any exception other than CheckpointError escapes (a crash to libFuzzer, a failure in
-// fuzz_corpus_test.cc). A checkpoint that verifies but then fails to read, or reads wrong
-// data, throws std::logic_error.
+// Contract (fuzz/fuzz_target.h): accepted = the manifest parses; rejected = parse_manifest
+// threw CheckpointError "NAME: ...". verify_checkpoint returns its verdict and must not throw.
+// Anything else is a finding: another exception, a checkpoint that verifies but then fails to
+// read or reads wrong data (std::logic_error), a crash, a sanitizer report, a hang.
 //
-// Built as a fuzzer only with clang (-fsanitize=fuzzer, see CMakeLists.txt); in the GCC build
-// it is an ordinary function that fuzz_corpus_test.cc calls for every file of fuzz_corpus/.
-#include <stdlib.h>
-#include <unistd.h>
+// The fuzzer is built with clang (cmake/fuzz.cmake); in every build fuzz_corpus_test.cc and
+// fuzz/corpus_replay_test.cc replay fuzz_corpus/ through it.
 #include <xxhash.h>
 
 #include <cstddef>
@@ -24,11 +23,15 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/manifest.h"
+#include "fuzz/fuzz_target.h"
+#include "fuzz/scratch_dir.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
 
@@ -38,27 +41,6 @@ namespace {
 constexpr char kSeparator[] = "\n--shard--\n";
 constexpr size_t kMaxFuzzFiles = 16;
 constexpr uint64_t kMaxFuzzElements = uint64_t{1} << 22;
-
-// One scratch directory per process, removed at exit. Under /dev/shm when present: the fuzzer
-// writes a directory per input and should not wear the disk.
-class Scratch {
- public:
-  Scratch() {
-    std::string tmpl = io::is_directory("/dev/shm") ? "/dev/shm/rm_manifest_fuzz.XXXXXX"
-                                                    : "/tmp/rm_manifest_fuzz.XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) root_ = tmpl;
-  }
-  ~Scratch() {
-    try {
-      if (!root_.empty()) io::remove_tree(root_);
-    } catch (...) {
-    }
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
-};
 
 void write_plain(const std::string& path, const std::string& bytes) {
   io::Fd fd = io::open_write_truncate(path);
@@ -87,7 +69,7 @@ void check_reads(const std::string& dir, const Manifest& m, const std::vector<st
       if (b.count >= 3) reader.read_range(b.name, b.count / 3, b.count / 3 + 1, got.data());
       reader.read_range(b.name, 0, b.count, got.data());
     } catch (const CheckpointError& e) {
-      throw std::logic_error(std::string("verified checkpoint failed to read: ") + e.what());
+      fuzz::require(false, std::string("verified checkpoint failed to read: ") + e.what());
     }
     for (size_t f = 0; f < m.files.size(); ++f) {
       const std::string& blob = blobs[f % blobs.size()];
@@ -97,18 +79,36 @@ void check_reads(const std::string& dir, const Manifest& m, const std::vector<st
         }
       }
     }
-    if (std::memcmp(got.data(), want.data(), b.count * sizeof(float)) != 0) {
-      throw std::logic_error("buffer '" + b.name + "' read back differently from its pieces");
-    }
+    fuzz::require(std::memcmp(got.data(), want.data(), b.count * sizeof(float)) == 0,
+                  "buffer '" + b.name + "' read back differently from its pieces");
   }
 }
 
-int fuzz_one(const uint8_t* data, size_t size) {
-  const std::string input(reinterpret_cast<const char*>(data), size);
+// Removes the checkpoint directory of one input when the input is done: its name comes from the
+// input's step, so directories left behind would pile up over millions of inputs.
+class RemovedAtExit {
+ public:
+  explicit RemovedAtExit(std::string dir) : dir_(std::move(dir)) {}
+  ~RemovedAtExit() {
+    try {
+      io::remove_tree(dir_);
+    } catch (...) {
+    }
+  }
+  RemovedAtExit(const RemovedAtExit&) = delete;
+  RemovedAtExit& operator=(const RemovedAtExit&) = delete;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace
+
+fuzz::FuzzOutcome fuzz::run_fuzz_input(std::string_view input, const std::string& name) {
   std::vector<std::string> parts;
   for (size_t at = 0;;) {
     const size_t next = input.find(kSeparator, at);
-    parts.push_back(input.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    parts.emplace_back(input.substr(at, next == std::string::npos ? std::string::npos : next - at));
     if (next == std::string::npos) break;
     at = next + sizeof(kSeparator) - 1;
   }
@@ -117,21 +117,20 @@ int fuzz_one(const uint8_t* data, size_t size) {
 
   std::optional<Manifest> parsed;
   try {
-    parsed = parse_manifest(text, "fuzz/manifest.json");
-  } catch (const CheckpointError&) {
-    return 0;
+    parsed = parse_manifest(text, name);
+  } catch (const CheckpointError& e) {
+    return fuzz::rejected(e.what(), name + ": ");
   }
   Manifest m = *parsed;
-  if (m.files.size() > kMaxFuzzFiles) return 0;
+  if (m.files.size() > kMaxFuzzFiles) return fuzz::accepted();
 
-  static Scratch scratch;
-  if (scratch.root().empty()) return 0;
-  const std::string dir = io::join(scratch.root(), step_dir_name(m.step));
+  const std::string dir = io::join(fuzz::scratch_dir(), step_dir_name(m.step));
+  const RemovedAtExit cleanup(dir);
   build_dir(dir, text, m, blobs);
   verify_checkpoint(dir);  // returns its verdict; must not throw
 
   // Make the manifest agree with the blobs where it can, to reach the read path.
-  if (blobs.empty()) return 0;
+  if (blobs.empty()) return fuzz::accepted();
   for (size_t f = 0; f < m.files.size(); ++f) {
     const std::string& blob = blobs[f % blobs.size()];
     m.files[f].size = blob.size();
@@ -145,12 +144,12 @@ int fuzz_one(const uint8_t* data, size_t size) {
   build_dir(dir, fixed, m, blobs);
   const VerifyResult v = verify_checkpoint(dir);
   if (v.ok) check_reads(dir, m, blobs);
-  return 0;
+  return fuzz::accepted();
 }
 
-}  // namespace
 }  // namespace rm
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  return rm::fuzz_one(data, size);
+  rm::fuzz::run_fuzz_input({reinterpret_cast<const char*>(data), size}, "input");
+  return 0;
 }

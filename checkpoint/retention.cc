@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "io/atomic_file.h"
+#include "io/file_system.h"
 #include "io/posix_io.h"
 
 namespace rm {
@@ -74,6 +75,7 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   }
 
   for (const std::string& name : doomed) {
+    checkpoint_phase("retention:delete");
     std::string path = io::join(root, name);
     if (parse_step_dir_name(name)->committed) {
       const std::string scratch = path + ".del.tmp";
@@ -85,9 +87,9 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
     } else {
       removed.push_back(path);
     }
-    checkpoint_phase("retention:delete");
     io::remove_tree(path);  // files, then the directory, then fsync checkpoints/
   }
+  if (!doomed.empty()) io::fs().note("retention:done");  // for the fault journal
   return removed;
 }
 

@@ -22,7 +22,23 @@ std::string ConfigError::str() const {
     if (!out.empty()) out += ": ";
   }
   if (!key.empty()) out += key + ": ";
-  return out + message;
+  out += message;
+  // One line, whatever the parts hold: the CLI prints one error per line and counts them, and a
+  // key or value may carry a line break that no message-building site escaped -- a quoted YAML
+  // key ("a\nb": 1), a --set argument with a newline in its key, a value a check quotes back
+  // (cluster.time: "1\n2"). Found by configs/job_fuzz.cc.
+  std::string one_line;
+  one_line.reserve(out.size());
+  for (const char c : out) {
+    if (c == '\n') {
+      one_line += "\\n";
+    } else if (c == '\r') {
+      one_line += "\\r";
+    } else {
+      one_line += c;
+    }
+  }
+  return one_line;
 }
 
 JobConfigError::JobConfigError(std::vector<ConfigError> errors_in)

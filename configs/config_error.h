@@ -18,7 +18,8 @@ struct ConfigError {
   std::string message;
 
   // "FILE:LINE:COL: key.path: message"; without a position "FILE: key.path: message";
-  // for an override "--set key.path: message". Empty parts are left out.
+  // for an override "--set key.path: message". Empty parts are left out. Always one line: line
+  // breaks in any part are written as \n and \r.
   std::string str() const;
 };
 

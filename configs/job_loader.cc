@@ -1,5 +1,6 @@
 #include "configs/job_loader.h"
 
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -72,7 +73,7 @@ void Loader::load_text(const std::string& text) {
   if (const auto p = check_job_text(text)) return refuse_text(sink, p->line, p->col, p->message);
   std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(text);
+    docs = load_all_documents(text);  // YAML::LoadAll, which can hang on invalid YAML
   } catch (const YAML::Exception& e) {
     sink.add("", e.mark, "invalid YAML: " + e.msg);  // yaml-cpp stops at the first
     bad_.insert("");
@@ -196,6 +197,15 @@ void Loader::apply_override(const std::string& text) {
   const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
   const KeySpec* spec = find_key(path);
   const bool known = spec || is_section(path) || map_parent(path);
+  // An override ends up in the resolved job that `run` writes into the run directory, and that
+  // must load again (status, resume): it is held to a job file's text rules (UTF-8, no NUL or
+  // control characters). Unchecked, --set data.train=$'\xb0.bin' was accepted and the run's own
+  // resolved job then refused as "not UTF-8 text". Found by configs/job_fuzz.cc.
+  if (const auto p = check_text_encoding(text)) {
+    sink.add(check_text_encoding(path) ? "" : path, YAML::Mark::null_mark(), p->message);
+    if (known) bad_.insert(path);
+    return;
+  }
   // Strings are taken verbatim: "cluster.time=24:00:00" or "name=" should not need YAML
   // quoting on a shell command line.
   if ((spec && spec->type() == KeyType::kString) || map_parent(path)) {
@@ -244,9 +254,30 @@ void Loader::locate(ConfigError& e) const {
 
 JobConfig Loader::finish(int dp_ranks) {
   if (cfg_.run_dir.empty()) cfg_.run_dir = "runs/" + cfg_.name;
-  if (dp_ranks == kRanksFromCluster) dp_ranks = cfg_.cluster.nodes * cfg_.cluster.tasks_per_node;
-  for (ConfigError& e :
-       check_job_if(cfg_, dp_ranks, [this](std::string_view key) { return usable(key); })) {
+  // The batch arithmetic needs the rank count; `submit` takes it from the cluster section.
+  bool ranks_known = true;
+  if (dp_ranks == kRanksFromCluster) {
+    // In 64 bits: two values in range can overflow an int (65536 x 65536), which was undefined
+    // behaviour and then a rank count < 1 that check_batch_arithmetic() threw
+    // std::invalid_argument for. Found by configs/job_fuzz.cc.
+    const long long ranks =
+        static_cast<long long>(cfg_.cluster.nodes) * cfg_.cluster.tasks_per_node;
+    if (ranks > std::numeric_limits<int>::max()) {
+      ConfigError e{file_, 0, 0, "cluster.tasks_per_node",
+                    "cluster.nodes × cluster.tasks_per_node = " + std::to_string(ranks) +
+                        " ranks, more than an MPI job can have (" +
+                        std::to_string(std::numeric_limits<int>::max()) + ")"};
+      locate(e);
+      errors_.push_back(std::move(e));
+      ranks_known = false;
+    } else {
+      dp_ranks = static_cast<int>(ranks);
+    }
+  }
+  const auto checkable = [&](std::string_view key) {
+    return usable(key) && (ranks_known || key != "train.global_batch");
+  };
+  for (ConfigError& e : check_job_if(cfg_, ranks_known ? dp_ranks : 1, checkable)) {
     locate(e);
     errors_.push_back(std::move(e));
   }

@@ -37,9 +37,11 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
 //   model={width: 512, heads: 8} (a section as a flow map); for string keys the text is taken
 //   verbatim (cluster.time=24:00:00, cluster.partition= sets "");
 //   cluster.env.NAME=value sets one entry of a map.
+// An override must be text as a job file must (UTF-8, no NUL or control characters but tab, CR
+// and LF), since it ends up in the resolved job; else it gives that one error.
 // Then fills run_dir = "runs/<name>" if it is empty, and validates; `dp_ranks` (>= 1) is the
-// number of data-parallel ranks for the batch arithmetic, or kRanksFromCluster. Throws
-// JobConfigError.
+// number of data-parallel ranks for the batch arithmetic, or kRanksFromCluster (cluster.nodes ×
+// cluster.tasks_per_node; more than INT_MAX ranks is an error). Throws JobConfigError.
 JobConfig load_job_from_string(const std::string& yaml_text, const std::string& display_name,
                                const std::vector<std::string>& overrides = {}, int dp_ranks = 1);
 

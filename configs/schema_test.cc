@@ -143,6 +143,8 @@ TEST(Schema, FormatDoubleIsShortestExact) {
 
 TEST(Schema, YamlQuote) {
   EXPECT_EQ(yaml_quote("data/fineweb_train_*.bin"), "data/fineweb_train_*.bin");
+  // yaml-cpp cannot read '?' in a plain scalar inside [ ], where lists are written.
+  EXPECT_EQ(yaml_quote("data/shard_??.bin"), "\"data/shard_??.bin\"");
   EXPECT_EQ(yaml_quote("gpt2-124m"), "gpt2-124m");
   EXPECT_EQ(yaml_quote(""), "\"\"");
   EXPECT_EQ(yaml_quote("24:00:00"), "\"24:00:00\"");

@@ -1,6 +1,9 @@
 #include "configs/yaml_guard.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <cstdio>
+#include <sstream>
 #include <vector>
 
 namespace rm {
@@ -247,6 +250,47 @@ std::optional<TextProblem> check_job_text(std::string_view text) {
   if (text.size() > kMaxJobBytes) return problem(0, 0, job_too_large(text.size()));
   if (auto p = check_text_encoding(text)) return p;
   return check_yaml_structure(text);
+}
+
+namespace {
+
+// Records where each document starts: a document that starts where the previous one did has
+// consumed nothing, and yaml-cpp would hand out the same empty document forever.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark start;
+};
+
+}  // namespace
+
+std::vector<YAML::Node> load_all_documents(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  int previous = -1;
+  while (parser.HandleNextDocument(starts)) {
+    if (starts.start.pos == previous) {
+      const size_t at = static_cast<size_t>(previous);
+      throw YAML::ParserException(starts.start,
+                                  at < text.size() ? "unexpected '" + std::string(1, text[at]) + "'"
+                                                   : std::string("unexpected end of text"));
+    }
+    previous = starts.start.pos;
+  }
+  return YAML::LoadAll(text);  // now known to end
 }
 
 bool yaml_expands_beyond(const YAML::Node& root, size_t limit) {

@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -63,6 +64,14 @@ std::string job_too_large(uint64_t bytes);
 // The two halves of check_job_text, for tests and for texts whose size is already checked.
 std::optional<TextProblem> check_text_encoding(std::string_view text);
 std::optional<TextProblem> check_yaml_structure(std::string_view text);
+
+// YAML::LoadAll(text), minus a hang of yaml-cpp 0.7 (Debian 12): a document that begins with a
+// token no value can begin with (',' outside [ ] and { }: ",", "--- ,", "!tag ,") is read as an
+// empty document that consumes nothing, again and again, allocating each time (yaml-cpp issue
+// #1040, fixed upstream in 2024). The structure scan cannot refuse that ',' by itself, since
+// "a\n, b" is a valid plain scalar ("a , b"). Throws YAML::ParserException at that token
+// instead, as for any other invalid YAML. Costs one more event-only parse of the text.
+std::vector<YAML::Node> load_all_documents(const std::string& text);
 
 // Whether walking `root` with aliases expanded meets more than `limit` nodes. Stops counting at
 // limit + 1, so it costs at most that many steps; iterative, so no depth can overflow the stack.

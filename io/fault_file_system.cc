@@ -120,6 +120,9 @@ FaultPlan parse_fault_plan(const std::string& text) {
 
 FaultFileSystem::FaultFileSystem(FaultPlan plan)
     : plan_(std::move(plan)), counting_(plan_.start_at.empty()) {
+  // The ranks of a job (and its supervisor) share one journal: record ids carry the pid, so
+  // that an "O id" never completes another process's change.
+  ids_.store(static_cast<int64_t>(::getpid()) << 32);
   if (plan_.count_under.empty()) plan_.count_under = plan_.scope;
   journal_fd_ = ::open(plan_.journal.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (journal_fd_ < 0) throw_errno(plan_.journal, "cannot open the fault journal", errno);
@@ -278,7 +281,7 @@ int FaultFileSystem::fsync(int fd) {
   int64_t n = 0;
   if (fail_now(count("fsync", file.path, &n))) return -1;
   if (n > 0 && ++fsyncs_ == plan_.skip_fsync) {
-    record(journal_line({"P", "skipped fsync " + std::to_string(plan_.skip_fsync)}));
+    record(journal_line({"P", "skipped fsync " + std::to_string(plan_.skip_fsync), rank_of_process()}));
     return 0;
   }
   uint64_t size = 0;
@@ -391,7 +394,7 @@ int FaultFileSystem::rmdir(const char* path) {
 }
 
 void FaultFileSystem::note(const char* text) {
-  record(journal_line({"P", text}));
+  record(journal_line({"P", text, rank_of_process()}));
 }
 
 void install_file_system_from_env() {

@@ -17,7 +17,10 @@
 //                                replaces, or "-"). Paths are as they were then; the replay
 //                                finds each directory by its inode, since a later durable
 //                                rename (step_N.tmp -> step_N) may have moved it.
-//   O id / F id                  that change was made / failed (nothing to undo)
+//   O id / F id                  that change was made / failed (nothing to undo); ids are
+//                                unique across the processes sharing the journal (pid << 32 | n)
+//   P text rank                  a note of that rank: the checkpoint phase it enters
+//                                (checkpoint_writer.h), or "skipped fsync K"
 //   Y id dir_ino                 fsync of a directory begins
 //   Z id                         ... and returned: every change of that directory recorded "O"
 //                                before its Y is durable

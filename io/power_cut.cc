@@ -192,6 +192,15 @@ bool rename_made_durable(const std::string& journal, const std::string& to) {
   return false;
 }
 
+std::vector<std::string> renames_made(const std::string& journal) {
+  const Journal j(journal);
+  std::vector<std::string> out;
+  for (const EntryChange& c : j.changes) {
+    if (c.f[3] == "rename" && c.f.size() == 8 && c.done != 0) out.push_back(c.f[7]);
+  }
+  return out;
+}
+
 PowerCutReport apply_power_cut(const std::string& journal, const std::string& scope,
                                CutMode mode) {
   const Journal j(journal);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace rm {
 namespace io {
@@ -32,6 +33,10 @@ PowerCutReport apply_power_cut(const std::string& journal, const std::string& sc
 // True when the journal shows a rename onto `to` (an absolute path) that a later fsync of its
 // directory made durable: what a crash test asks to know which checkpoint must survive.
 bool rename_made_durable(const std::string& journal, const std::string& to);
+
+// The targets of every rename the journal shows made (its "O" record), durable or not, in order:
+// what a process crash, which keeps the page cache, keeps.
+std::vector<std::string> renames_made(const std::string& journal);
 
 }  // namespace io
 }  // namespace rm

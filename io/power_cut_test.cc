@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "io/io_test_util.h"
+#include "io/journal_format.h"
 
 namespace rm {
 namespace io {
@@ -223,31 +226,71 @@ TEST(FaultFileSystem, ParsesTheEnvironmentSyntaxAndRejectsNonsense) {
   EXPECT_THROW(parse_fault_plan("scope=/r journal=/j bogus"), IoError);
 }
 
+// A plan that journals every call under `run` and injects nothing.
+FaultPlan journaling(const std::string& run, const std::string& journal) {
+  FaultPlan plan;
+  plan.scope = run;
+  plan.journal = journal;
+  return plan;
+}
+
+// Runs `body` in a forked child process with a FaultFileSystem of `plan` installed, as a rank
+// of a job runs; returns the child's wait status.
+template <typename Body>
+int in_child_process(const FaultPlan& plan, Body body) {
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    FaultFileSystem faulty(plan);
+    ScopedFileSystem use(&faulty);
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  return ::waitpid(child, &status, 0) == child ? status : -1;
+}
+
 // A real process SIGKILLed by the fault layer mid-save: the journal written by the dead process
 // is replayed by another, as the ranks of a job are.
 TEST(FaultFileSystem, ARealProcessKilledAtTheNthCallLeavesAReplayableJournal) {
   test::ScratchDir dir;
   const std::string run = dir.sub("run"), journal = dir.sub("j.log");
   make_dir(run);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    FaultPlan plan;
-    plan.scope = run;
-    plan.journal = journal;
-    plan.at = 9;  // the second write_text's fsync (each one: create write fsync close rename fsync)
-    FaultFileSystem faulty(plan);
-    ScopedFileSystem use(&faulty);
+  FaultPlan plan = journaling(run, journal);
+  plan.at = 9;  // the second write_text's fsync (each one: create write fsync close rename fsync)
+  const int status = in_child_process(plan, [&] {
     write_text(join(run, "a"), "first");   // calls 1-6
     write_text(join(run, "a"), "second");  // create (7), write (8), fsync (9): SIGKILL
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  });
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   const PowerCutReport rep = apply_power_cut(journal, run);
   EXPECT_EQ(content(join(run, "a")), "first");
   EXPECT_EQ(list_dir(run).size(), 1u) << rep.summary();  // the half-made temporary file is gone
+}
+
+// The ranks of a job share one journal, and an "O id" record completes the change "E id": ids
+// must not repeat across processes, or one rank's completion is taken for another's (a change
+// that was made looks never made, and its undo, durability and renames_made() go wrong).
+TEST(FaultFileSystem, ProcessesSharingAJournalNeverReuseARecordId) {
+  test::ScratchDir dir;
+  const std::string run = dir.sub("run"), journal = dir.sub("j.log");
+  make_dir(run);
+  const FaultPlan plan = journaling(run, journal);
+  for (const char* name : {"a", "b"}) {
+    // Creates a temporary file and renames it: two changes.
+    const int status = in_child_process(plan, [&] { write_text(join(run, name), name); });
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  std::vector<std::string> ids;
+  std::istringstream lines(read_file(journal));
+  for (std::string line; std::getline(lines, line);) {
+    const std::vector<std::string> f = split_journal_line(line);
+    if (f[0] == "E") ids.push_back(f[1]);
+  }
+  ASSERT_EQ(ids.size(), 4u) << read_file(journal);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end()) << read_file(journal);
+  EXPECT_EQ(renames_made(journal), (std::vector<std::string>{join(run, "a"), join(run, "b")}));
 }
 
 }  // namespace

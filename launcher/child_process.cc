@@ -18,7 +18,23 @@ volatile sig_atomic_t g_forward_as_usr1 = 0;
 volatile sig_atomic_t g_signals_seen[NSIG] = {};
 volatile sig_atomic_t g_any_signal = 0;
 
+// Saves and restores errno: write(2) and kill(2) may set it, and the interrupted code may be
+// between a failing call and its errno check (run_child's waitpid loop reads errno; so may
+// anything else this process does while a signal arrives). Found by ThreadSanitizer ("signal
+// handler spoils errno").
+class ErrnoKeeper {
+ public:
+  ErrnoKeeper() : saved_(errno) {}
+  ~ErrnoKeeper() { errno = saved_; }
+  ErrnoKeeper(const ErrnoKeeper&) = delete;
+  ErrnoKeeper& operator=(const ErrnoKeeper&) = delete;
+
+ private:
+  const int saved_;
+};
+
 void forward_to_child(int sig) {
+  const ErrnoKeeper keep_errno;
   g_any_signal = 1;
   const pid_t pid = g_child_pid;
   if (pid <= 0) return;

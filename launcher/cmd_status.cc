@@ -92,10 +92,17 @@ int cmd_status(const StatusArgs& args) {
       return kExitBadInput;
     }
     const JobConfig job = load_job(config_path);  // read as any job file: bounded, text only
-    std::vector<json> metrics = read_json_lines(dir + "/metrics.jsonl");
-    metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
-                                 [](const json& m) { return !m.contains("step"); }),
-                  metrics.end());
+    // The last 20 step lines and the last with a val_loss, read from the end: a long run's
+    // metrics.jsonl is never read whole, let alone held.
+    constexpr size_t kRecent = 20;
+    std::vector<json> metrics;  // the last kRecent step lines, oldest first
+    json last_val;
+    for_each_json_line_backwards(dir + "/metrics.jsonl", [&](const json& m) {
+      if (!m.contains("step") || !m["step"].is_number_integer()) return true;
+      if (metrics.size() < kRecent) metrics.insert(metrics.begin(), m);
+      if (last_val.is_null() && m.contains("val_loss") && m["val_loss"].is_number()) last_val = m;
+      return metrics.size() < kRecent || last_val.is_null();
+    });
     const int64_t total = job.train.steps;
     const int64_t step = metrics.empty() ? 0 : metrics.back()["step"].get<int64_t>();
     const bool finished = fs::exists(dir + "/weights.bin") && step >= total;
@@ -107,20 +114,17 @@ int cmd_status(const StatusArgs& args) {
       const json& last = metrics.back();
       std::printf("loss        %.4f (step %lld)", number(last, "loss"),
                   static_cast<long long>(step));
-      for (auto it = metrics.rbegin(); it != metrics.rend(); ++it) {
-        if (it->contains("val_loss") && (*it)["val_loss"].is_number()) {
-          std::printf(", val_loss %.4f (step %lld)", number(*it, "val_loss"),
-                      static_cast<long long>((*it)["step"].get<int64_t>()));
-          break;
-        }
+      if (!last_val.is_null()) {
+        std::printf(", val_loss %.4f (step %lld)", number(last_val, "val_loss"),
+                    static_cast<long long>(last_val["step"].get<int64_t>()));
       }
       std::printf("\n");
       // Speed and ETA from the median of the last 20 steps: robust to the slow first step and
       // to steps that evaluated or waited for a checkpoint.
       std::vector<double> ms, tps;
-      for (size_t i = metrics.size() > 20 ? metrics.size() - 20 : 0; i < metrics.size(); ++i) {
-        ms.push_back(number(metrics[i], "step_ms"));
-        tps.push_back(number(metrics[i], "tokens_per_s"));
+      for (const json& m : metrics) {
+        ms.push_back(number(m, "step_ms"));
+        tps.push_back(number(m, "tokens_per_s"));
       }
       std::sort(ms.begin(), ms.end());
       std::sort(tps.begin(), tps.end());

@@ -19,6 +19,10 @@ packages=(
 if [[ "${RM_WITH_TORCH:-0}" == 1 ]]; then
   packages+=(python3-torch python3-numpy)
 fi
+# libFuzzer and the sanitizers' runtimes come with clang (scripts/fuzz.sh); libomp for OpenMP.
+if [[ "${RM_WITH_FUZZ:-0}" == 1 ]]; then
+  packages+=(clang-14 libclang-rt-14-dev libomp-14-dev)
+fi
 if [[ "${RM_WITH_SLURM:-0}" == 1 ]]; then
   packages+=(munge slurmctld slurmd slurm-client libpmix-dev)
 fi

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
 
 namespace rm::test {
@@ -34,6 +35,30 @@ inline Child spawn_cli(const std::string& args, const std::string& scratch,
     ::_exit(127);
   }
   return c;
+}
+
+// Starts `sh -c script` in the background, its streams in `scratch`/<name>.out and .err.
+inline Child spawn_shell(const std::string& script, const std::string& scratch,
+                         const std::string& name = "sh") {
+  Child c;
+  c.out = scratch + "/" + name + ".out";
+  c.err = scratch + "/" + name + ".err";
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    const std::string cmd = "exec >" + c.out + " 2>" + c.err + "; " + script;
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return c;
+}
+
+// Waits until the file at `path` contains `text` (60 s at most).
+inline bool wait_for_text(const std::string& path, const std::string& text) {
+  for (int i = 0; i < 6000; ++i) {
+    if (slurp(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 // Waits for the child; its exit code, or 128 + the signal that killed it.

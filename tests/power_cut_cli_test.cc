@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
-#include "io/journal_format.h"
 #include "io/posix_io.h"
 #include "io/power_cut.h"
 #include "tests/cli_runner.h"
+#include "tests/fault_journal.h"
 #include "tests/metrics_reader.h"
 #include "worker/data/test_util.h"
 
@@ -49,36 +49,6 @@ std::string name_of(const testing::TestParamInfo<Case>& info) {
          std::to_string(c.cut_rank);
 }
 
-struct Call {
-  std::string kind, path, phase;  // phase: the checkpoint phase note before it ("" if none)
-};
-struct Records {
-  std::vector<Call> calls;  // counted call n is calls[n - 1]
-  // "commit:done" notes: saves that returned before the power cut, which comes after the last
-  // record of any process.
-  int commits = 0;
-};
-
-// The journal's counted calls of `rank`, and how many saves committed.
-Records read_records(const std::string& journal, int rank = 0) {
-  Records r;
-  const std::string text = io::read_file(journal);
-  std::string phase;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t nl = text.find('\n', start);
-    const auto f = io::split_journal_line(text.substr(start, nl - start));
-    start = nl + 1;
-    if (f.size() == 5 && f[0] == "K" && f[4] == std::to_string(rank)) {
-      r.calls.push_back(Call{f[2], f[3], phase});
-    } else if (f.size() == 2 && f[0] == "P") {
-      phase = f[1];
-      if (phase == "commit:done") ++r.commits;
-    }
-  }
-  return r;
-}
-
 // What an uninterrupted run ends with.
 struct Want {
   std::string weights;
@@ -91,7 +61,7 @@ struct Want {
 std::string recover_and_check(const std::string& cmd, const std::string& scratch,
                               const std::string& run_dir, const std::string& journal,
                               const Want& want, int64_t* newest_out) {
-  const Records rec = read_records(journal);
+  const test::FaultJournal rec = test::read_fault_journal(journal);
   const io::PowerCutReport rep = io::apply_power_cut(journal, run_dir);
   const int64_t required = 2 * rec.commits;  // saves every 2 steps
   const bool step4_durable =
@@ -170,14 +140,15 @@ TEST_P(PowerCutCli, EveryCallOfASaveSurvivesAPowerCutAndResumesExactly) {
                                         std::to_string(at) + " rank=" + std::to_string(c.cut_rank));
     const auto cut = run_cli(cmd, dir.path(), fault + " " + kGuard);
     ASSERT_NE(cut.exit_code, 124) << "hang\n" << cut.out << cut.err;
-    const Records rec = read_records(journal, c.cut_rank);
-    if (static_cast<int>(rec.calls.size()) < at) {
+    const std::vector<test::JournalCall> calls =
+        test::read_fault_journal(journal).rank(c.cut_rank).calls;
+    if (static_cast<int>(calls.size()) < at) {
       // No call number `at`: the save has fewer calls, and this run must have finished.
       ASSERT_EQ(cut.exit_code, 0) << cut.out << cut.err;
       break;
     }
     ASSERT_NE(cut.exit_code, 0) << cut.out << cut.err;
-    const std::string kind = rec.calls[at - 1].kind, path = rec.calls[at - 1].path;
+    const std::string kind = calls[at - 1].kind, path = calls[at - 1].path;
     ++hit_kinds[kind];
     int64_t newest = -1;
     const std::string wrong = recover_and_check(cmd, dir.path(), run_dir, journal, want, &newest);
@@ -223,10 +194,10 @@ TEST(PowerCutCli, RemovingAnyFsyncOfTheCommitPathIsCaught) {
   ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
   const Want want{test::slurp(ref_dir + "/weights.bin"),
                   test::losses_by_step(ref_dir + "/metrics.jsonl")};
-  const Records all = read_records(ref_journal);
-  std::vector<std::pair<int64_t, Call>> fsyncs;  // (call number, call)
-  for (size_t i = 0; i < all.calls.size(); ++i) {
-    if (all.calls[i].kind == "fsync") fsyncs.emplace_back(i + 1, all.calls[i]);
+  const std::vector<test::JournalCall> all = test::read_fault_journal(ref_journal).rank(0).calls;
+  std::vector<std::pair<int64_t, test::JournalCall>> fsyncs;  // (call number, call)
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].kind == "fsync") fsyncs.emplace_back(i + 1, all[i]);
   }
   ASSERT_GE(fsyncs.size(), 8u);
   const auto relative = [&](const std::string& p) {
@@ -235,7 +206,7 @@ TEST(PowerCutCli, RemovingAnyFsyncOfTheCommitPathIsCaught) {
 
   std::string table, missed;
   for (size_t k = 1; k <= fsyncs.size(); ++k) {
-    const Call& f = fsyncs[k - 1].second;
+    const test::JournalCall& f = fsyncs[k - 1].second;
     const std::string rel = relative(f.path);
     // The save's own calls (retention's deletions excepted), and the metrics sync before it.
     const bool in_save = f.phase.rfind("shard:", 0) == 0 ||
@@ -248,7 +219,7 @@ TEST(PowerCutCli, RemovingAnyFsyncOfTheCommitPathIsCaught) {
                "): not in the commit path, not tried\n";
       continue;
     }
-    for (int64_t at = fsyncs[k - 1].first + 1; at <= static_cast<int64_t>(all.calls.size()) + 1;
+    for (int64_t at = fsyncs[k - 1].first + 1; at <= static_cast<int64_t>(all.size()) + 1;
          ++at) {
       const std::string run_dir = dir.file("skip"), journal = dir.file("skip.log");
       const std::string cmd = base + " --set run_dir=" + run_dir;
@@ -258,7 +229,8 @@ TEST(PowerCutCli, RemovingAnyFsyncOfTheCommitPathIsCaught) {
               " " + kGuard);
       int64_t newest = -1;
       // A run that ended before call `at` (exit 0) gets its power cut after its last call.
-      const bool reached = static_cast<int64_t>(read_records(journal).calls.size()) >= at;
+      const bool reached =
+          static_cast<int64_t>(test::read_fault_journal(journal).rank(0).calls.size()) >= at;
       const std::string wrong =
           cut.exit_code == 0 || reached
               ? recover_and_check(cmd, dir.path(), run_dir, journal, want, &newest)
@@ -266,7 +238,7 @@ TEST(PowerCutCli, RemovingAnyFsyncOfTheCommitPathIsCaught) {
       remove_trial(run_dir, journal);
       if (!wrong.empty()) {
         caught = "power cut before call " + std::to_string(at) + " (" +
-                 relative(all.calls.at(std::min<size_t>(at, all.calls.size()) - 1).path) +
+                 relative(all.at(std::min<size_t>(at, all.size()) - 1).path) +
                  "): " + wrong.substr(0, wrong.find('\n'));
         break;
       }

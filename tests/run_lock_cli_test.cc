@@ -2,7 +2,9 @@
 // the directory of a live one is refused at once, touching nothing; a run killed with SIGKILL
 // leaves no stale lock; and inside a Slurm job a run waits for the old holder to go (a requeue
 // that starts before the old allocation's processes are gone), then resumes from its
-// checkpoint.
+// checkpoint. Where flock does not reach other hosts, the lease in the lock file does
+// (worker/run_lease.h): a lock whose holder on another host stopped renewing it is taken over,
+// and one still renewed is refused.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -66,6 +68,9 @@ TEST(RunLock, SecondRunOnALiveRunDirectoryIsRefused) {
   expect_each_step_once(dir.file("run/metrics.jsonl"), 3000);
   EXPECT_TRUE(fs::exists(dir.file("run/weights.bin")));
   EXPECT_TRUE(fs::exists(dir.file("run/checkpoints/step_00003000")));
+  // A clean exit releases the lease: the next run need not wait for it to expire.
+  const std::string lock = test::slurp(dir.file("run/.lock"));
+  EXPECT_NE(lock.find("\nreleased\n"), std::string::npos) << lock;
 }
 
 TEST(RunLock, AKilledRunLeavesNoStaleLock) {
@@ -85,6 +90,10 @@ TEST(RunLock, AKilledRunLeavesNoStaleLock) {
   } while (again.exit_code == 2 && seconds_since(t0) < 10);
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.out;
+  EXPECT_NE(again.err.find("taking over the lock of a run that did not release it (pid " +
+                           std::to_string(first.pid)),
+            std::string::npos)
+      << again.err;
 }
 
 TEST(RunLock, InsideASlurmJobARunWaitsForTheOldHolder) {
@@ -108,6 +117,58 @@ TEST(RunLock, InsideASlurmJobARunWaitsForTheOldHolder) {
   EXPECT_EQ(test::wait_exit(requeued), 0) << test::slurp(requeued.err);
   EXPECT_NE(test::slurp(requeued.out).find("resuming from"), std::string::npos);
   expect_each_step_once(dir.file("run/metrics.jsonl"), 3000);
+  const std::string lock = test::slurp(dir.file("run/.lock"));
+  EXPECT_NE(lock.find(", Slurm job 42\n"), std::string::npos) << lock;
+}
+
+// The lock file a node leaves when it dies holding the lock: its lease, never renewed again.
+std::string dead_holder_lock(int64_t n) {
+  return "pid 4242 on host deadnode since 2026-11-24T01:00:00Z, Slurm job 7\nlease deadnode 4242 " +
+         std::to_string(n) + "\n";
+}
+
+TEST(RunLock, ALockOfADeadHostIsTakenOverWhenItsLeaseRunsOut) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  fs::create_directories(dir.file("run"));
+  dir.write("run/.lock", dead_holder_lock(17));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_cli("run " + job + " --set train.steps=20", dir.path(), "RM_RUN_LOCK_LEASE_S=2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(seconds_since(t0), 2.0) << "took over without waiting out the lease";
+  EXPECT_NE(r.err.find(dir.file("run") + ": taking over the lock of a run on another host (pid "
+                       "4242 on host deadnode since 2026-11-24T01:00:00Z, Slurm job 7): its lease "
+                       "was not renewed for 2"),
+            std::string::npos)
+      << r.err;
+  expect_each_step_once(dir.file("run/metrics.jsonl"), 20);
+}
+
+// A live holder on another host whose flock this host cannot see (NFS with local_lock=flock):
+// played by a shell loop that renews the lease as a holder does, holding no flock here.
+TEST(RunLock, ALiveHolderOnAnotherHostIsRefusedThoughFlockMissesIt) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  fs::create_directories(dir.file("run"));
+  const std::string lock = dir.file("run/.lock");
+  const std::string renew = "n=1; while true; do printf 'pid 4242 on host othernode since "
+                            "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
+                            lock + "; n=$((n+1)); sleep 0.2; done";
+  const test::Child holder = test::spawn_shell(renew, dir.path());
+  ASSERT_TRUE(test::wait_for_text(lock, "lease othernode 4242 2"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_cli("run " + job, dir.path(), "RM_RUN_LOCK_LEASE_S=2");
+  ::kill(holder.pid, SIGKILL);
+  test::wait_exit(holder);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(seconds_since(t0), 10.0);
+  EXPECT_NE(r.err.find(dir.file("run") + ": in use by another run on another host (pid 4242 on "
+                       "host othernode since 2026-11-24T01:00:00Z): its lease in " + lock +
+                       " is being renewed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("run/metrics.jsonl"))) << "the refused run wrote";
+  EXPECT_FALSE(fs::exists(dir.file("run/config.yaml"))) << "the refused run wrote";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "worker/run_events.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -53,6 +54,49 @@ std::vector<nlohmann::json> read_json_lines(const std::string& path) {
     if (j.is_object()) out.push_back(std::move(j));
   }
   return out;
+}
+
+void for_each_json_line_backwards(const std::string& path,
+                                  const std::function<bool(const nlohmann::json&)>& visit) {
+  constexpr size_t kBlock = size_t{64} << 10, kMaxLine = size_t{1} << 20;
+  if (!io::exists(path)) return;
+  const io::Fd fd = io::open_read(path);
+  uint64_t off = io::regular_file_size(fd.get(), path);
+  std::string carry;       // the start of the file's text not yet split: a line's first part
+  bool drop_next = false;  // the next line found is the rest of one too long to keep
+  // Visits the complete line text[begin, end); false: stop.
+  const auto line = [&](const std::string& text, size_t begin, size_t end) {
+    if (drop_next) {
+      drop_next = false;
+      return true;
+    }
+    if (end == begin) return true;
+    const nlohmann::json j = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                   text.begin() + static_cast<std::ptrdiff_t>(end),
+                                                   nullptr, false);
+    return !j.is_object() || visit(j);
+  };
+  std::string text;
+  while (off > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, off));
+    off -= n;
+    text.assign(n, '\0');
+    io::pread_exact(fd.get(), text.data(), n, off, path);
+    text += carry;
+    size_t end = text.size();
+    while (end > 0) {
+      const size_t nl = text.rfind('\n', end - 1);
+      if (nl == std::string::npos) break;
+      if (!line(text, nl + 1, end)) return;
+      end = nl;
+    }
+    carry.assign(text, 0, end);
+    if (carry.size() > kMaxLine) {  // a line this long is not a metrics line: skip it
+      carry.clear();
+      drop_next = true;
+    }
+  }
+  line(carry, 0, carry.size());
 }
 
 }  // namespace rm

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 namespace rm {
@@ -24,6 +26,13 @@ void append_run_event(const std::string& run_dir, const std::string& event,
 // Every line of a JSON-lines file that parses as an object, in file order (none if the file is
 // missing); a line torn by a crash is skipped.
 std::vector<nlohmann::json> read_json_lines(const std::string& path);
+
+// The lines of a JSON-lines file that parse as objects, from the last to the first, each passed
+// to `visit` until it returns false. Reads the file backwards in 64 KiB blocks, so memory stays
+// bounded however long the file (a month of metrics.jsonl): a line over 1 MiB is skipped. A
+// missing file visits nothing; other read errors throw IoError.
+void for_each_json_line_backwards(const std::string& path,
+                                  const std::function<bool(const nlohmann::json&)>& visit);
 
 // read_json_lines(RUN_DIR/events.jsonl).
 std::vector<nlohmann::json> read_run_events(const std::string& run_dir);

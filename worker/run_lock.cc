@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "io/atomic_file.h"
+#include "worker/run_lease.h"
 
 namespace rm {
 namespace {
@@ -25,15 +26,22 @@ namespace {
 std::mutex g_mu;
 std::set<std::string> g_held;  // canonical run directories this process has locked
 
-std::string whoami() {
+std::string host_name() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// "pid P on host H since T[, Slurm job J]": the holder's line of the lock file.
+std::string whoami() {
   char when[32] = {};
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return "pid " + std::to_string(::getpid()) + " on host " + host + " since " + when;
+  std::string me = "pid " + std::to_string(::getpid()) + " on host " + host_name() + " since " + when;
+  if (const char* job = std::getenv("SLURM_JOB_ID")) me += ", Slurm job " + std::string(job);
+  return me;
 }
 
 // The holder's line from the lock file (best effort: it is only for the message).
@@ -41,7 +49,8 @@ std::string holder_of(int fd) {
   char buf[512] = {};
   const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
   std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
+  text = text.substr(0, text.find('\n'));  // the holder's line (run_lease.h: then its lease)
+  while (!text.empty() && text.back() == '\0') text.pop_back();
   return text.empty() ? "a process that has not said who it is yet" : text;
 }
 
@@ -117,10 +126,31 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  const std::string me = whoami() + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-    // Only the next holder's message needs it; the lock itself is held.
+  // flock granted. Where flock does not reach other hosts, the lease does (run_lease.h).
+  const double lease_s = run_lock_lease_s();
+  for (bool said_lease = false;;) {
+    const PreviousHolder previous = check_previous_holder(path, host_name(), lease_s);
+    if (!previous.live) {
+      if (!previous.message.empty()) {
+        std::fprintf(stderr, "ringmaster: %s: %s\n", run_dir.c_str(), previous.message.c_str());
+      }
+      break;
+    }
+    const std::string why = "in use by another run on another host (" + previous.holder +
+                            "): its lease in " + path + " is being renewed, though this " +
+                            "host's flock did not see its lock";
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      throw IoError(run_dir + ": " + why + "; wait for it to finish or stop it, or set run_dir " +
+                    "to another directory");
+    }
+    if (!said_lease) {
+      std::fprintf(stderr, "ringmaster: %s: %s; waiting up to %.0f s for it to exit\n",
+                   run_dir.c_str(), why.c_str(), wait_s);
+      said_lease = true;
+    }
   }
+  hold_lease(fd, whoami(), host_name(), lease_s / 6);
   g_held.insert(dir);  // the descriptor stays open for the life of the process
   ::setenv(kRunLockEnv, (std::to_string(::getpid()) + " " + dir).c_str(), 1);
 }

@@ -17,7 +17,11 @@
 // or --fresh, while the run is live).
 //
 // flock works across hosts on NFS (Linux maps it to byte-range locks) and on Lustre mounted with
-// -o flock; on a filesystem without lock support the lock fails with a message saying so.
+// -o flock; on a filesystem without lock support the lock fails with a message saying so. Where
+// flock is local to each host (NFS with local_lock=flock, some FUSE file systems), the lease the
+// holder renews in the lock file keeps a run on another host out (run_lease.h), and lets a run
+// take over from a holder whose node died. The lock file: the holder's line "pid P on host H
+// since T[, Slurm job J]", then its lease line.
 #pragma once
 
 #include <string>
@@ -28,7 +32,9 @@ inline constexpr const char* kRunLockEnv = "RM_RUN_LOCK";
 
 // Takes the lock of `run_dir` (which must exist) for this process, waiting up to wait_s seconds
 // for another holder to exit (saying once that it waits), and records who holds it (pid, host,
-// start time) in the lock file for the message of the next would-be holder. Returns at once if
+// start time, Slurm job) in the lock file for the message of the next would-be holder. A holder
+// that died without releasing is taken over with a message (after run_lock_lease_s() without
+// renewal when it was on another host). Returns at once if
 // this process, or the ancestor named by RM_RUN_LOCK, holds it already. Throws IoError naming the
 // directory and the holder when the lock stays taken.
 void lock_run_dir(const std::string& run_dir, double wait_s);
