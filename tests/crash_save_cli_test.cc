@@ -154,6 +154,13 @@ std::string base_name(const std::string& path) {
   return path.substr(path.find_last_of('/') + 1);
 }
 
+// Makes RUN_DIR/checkpoints/ before a run, as a resumed run finds it: else both ranks' first
+// saves race to create it, and the one that wins makes one more call (the fsync of the run
+// directory), which would shift a rank's call numbers from one run to the next.
+void make_checkpoints_dir(const std::string& run_dir) {
+  std::filesystem::create_directories(run_dir + "/checkpoints");
+}
+
 // One kill of a trial, as drawn.
 struct Kill {
   int rank = 0;
@@ -173,40 +180,49 @@ class CrashTrials {
   CrashTrials(const TempDir& dir, std::string base, unsigned seed)
       : dir_(dir), base_(std::move(base)), rng_(seed) {}
 
-  // The uninterrupted run: the weights and losses to end with, and the calls of every part of
-  // a save, rank by rank.
-  void reference() {
-    const std::string run_dir = dir_.file("reference"), journal = run_dir + ".log";
-    const auto r = run_cli(base_ + " --set run_dir=" + run_dir, dir_.path(),
-                           io_fault(run_dir, journal, 0) + " " + kGuard);
+  // The uninterrupted run, with synchronous and with asynchronous saves: the weights and losses
+  // to end with (the same either way), and the calls of every part of a save, rank by rank.
+  void reference(bool async) {
+    const std::string run_dir = dir_.file(async ? "reference_async" : "reference_sync");
+    const std::string journal = run_dir + ".log";
+    make_checkpoints_dir(run_dir);
+    const auto r = run_cli(base_ + " --set run_dir=" + run_dir + " --set checkpoint.async=" +
+                               (async ? "true" : "false"),
+                           dir_.path(), io_fault(run_dir, journal, 0) + " " + kGuard);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    weights_ = test::slurp(run_dir + "/weights.bin");
-    losses_ = test::losses_by_step(run_dir + "/metrics.jsonl");
-    ASSERT_EQ(losses_.size(), static_cast<size_t>(kSteps));
-    ASSERT_FALSE(weights_.empty());
+    const std::string weights = test::slurp(run_dir + "/weights.bin");
+    const std::map<int, double> losses = test::losses_by_step(run_dir + "/metrics.jsonl");
+    ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
+    ASSERT_FALSE(weights.empty());
+    if (weights_.empty()) {
+      weights_ = weights;
+      losses_ = losses;
+    }
+    ASSERT_TRUE(weights == weights_ && losses == losses_) << "sync and async runs differ";
     // Every rank counts its calls (only rank 0 would trigger a fault, and none is asked for).
     const test::FaultJournal j = test::read_fault_journal(journal);
+    CallsByPart& calls_by_part = calls_[async];
     for (int rank = 0; rank < 2; ++rank) {
       for (const test::JournalCall& c : j.rank(rank).calls) {
-        calls_[{rank, test::save_part(c.phase, rank)}].push_back(c);
+        calls_by_part[{rank, test::save_part(c.phase, rank)}].push_back(c);
       }
     }
     std::string seen;
-    for (const auto& [key, calls] : calls_) {
+    for (const auto& [key, calls] : calls_by_part) {
       seen += " " + std::to_string(key.first) + ":" + key.second + "=" + std::to_string(calls.size());
     }
     for (const std::string& part : kRequiredParts) {
       const std::pair<int, std::string> key{0, part};
-      ASSERT_FALSE(calls_[key].empty())
+      ASSERT_FALSE(calls_by_part[key].empty())
           << "rank 0 made no I/O call in the save's " << part << "; calls by rank and part:" << seen;
     }
   }
 
   // At a call. The first draws aim at the required parts on rank 0, in order; then every
   // (rank, part) with calls, in fresh shuffles.
-  Kill at_a_call(const std::string& run_dir, const std::string& journal) {
+  Kill at_a_call(const std::string& run_dir, const std::string& journal, bool async) {
     if (call_targets_.empty()) {
-      for (const auto& [key, calls] : calls_) call_targets_.push_back(key);
+      for (const auto& [key, calls] : calls_[false]) call_targets_.push_back(key);
       std::shuffle(call_targets_.begin(), call_targets_.end(), rng_);
       if (first_round_) {
         for (auto it = kRequiredParts.rbegin(); it != kRequiredParts.rend(); ++it) {
@@ -217,7 +233,8 @@ class CrashTrials {
     }
     const auto [rank, part] = call_targets_.back();
     call_targets_.pop_back();
-    const std::vector<test::JournalCall>& calls = calls_[{rank, part}];
+    const std::vector<test::JournalCall>& calls = calls_[async][{rank, part}];
+    if (calls.empty()) return at_a_call(run_dir, journal, async);  // none in this mode
     const test::JournalCall& c =
         calls[std::uniform_int_distribution<size_t>(0, calls.size() - 1)(rng_)];
     const bool tear = c.kind == "write" && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
@@ -277,6 +294,7 @@ class CrashTrials {
                   const std::string& journal) {
     const std::string cmd = base_ + " --set run_dir=" + run_dir +
                             " --set checkpoint.async=" + (async ? "true" : "false");
+    make_checkpoints_dir(run_dir);
     const auto killed = run_cli(cmd, dir_.path(), k.env + " " + kGuard);
     EXPECT_NE(killed.exit_code, 0) << "the job was not killed\n" << killed.out << killed.err;
     EXPECT_NE(killed.exit_code, 124) << "hang: killed after 120 s\n" << killed.out << killed.err;
@@ -284,6 +302,9 @@ class CrashTrials {
       EXPECT_NE(killed.err.find(k.hit), std::string::npos)
           << "expected '" << k.hit << "': is the schedule of phase events out of date?\n"
           << killed.err;
+    }
+    if (!std::filesystem::exists(journal)) {
+      ADD_FAILURE() << "the run wrote no fault journal: did it start?\n" << killed.err;
     }
     if (testing::Test::HasFailure()) return "";
 
@@ -297,7 +318,7 @@ class CrashTrials {
                 base_name(j.calls.back().path) + ")";
     }
     if (!k.part.empty()) {
-      // The rank's calls come in the reference run's order with synchronous saves. With
+      // With synchronous saves a rank's calls come in the order of the reference run. With
       // asynchronous ones the next save's preparation (main thread) may interleave with the
       // last one's retention (writer thread), so call N may fall in the other.
       EXPECT_TRUE(j.call_after_phase && !j.calls.empty() && j.calls.back().n == k.call &&
@@ -361,7 +382,7 @@ class CrashTrials {
   std::mt19937 rng_;
   std::string weights_;
   std::map<int, double> losses_;
-  CallsByPart calls_;
+  std::map<bool, CallsByPart> calls_;  // by checkpoint.async
   std::vector<std::pair<int, std::string>> call_targets_, time_targets_;
   bool first_round_ = true;
   int resumed_ = 0;
@@ -376,19 +397,22 @@ TEST(CrashSaveCli, SigkillAnyRankAnywhereInASaveAlwaysResumes) {
   std::printf("crash trials: seed %u, %d trials (replay: RM_CRASH_SEED=%u RM_CRASH_FIRST=N)\n",
               seed, trials, seed);
   CrashTrials t(dir, base, seed);
-  t.reference();
-  if (HasFatalFailure()) return;
+  for (const bool async : {false, true}) {
+    t.reference(async);
+    if (HasFatalFailure()) return;
+  }
 
   std::map<std::string, int> landed;
   const auto t0 = std::chrono::steady_clock::now();
   for (int trial = 0; trial < trials; ++trial) {
     // Kills at a call aim at the required parts first, with synchronous saves, where each
-    // lands where it aims (see run()); then saves alternate, two trials each way.
+    // lands where it aims (see run()); then saves alternate, two trials each way. Each mode has
+    // its own reference run, whose calls the kills at a call are drawn from.
     const bool at_a_call = trial % 2 == 0;
     const bool async = trial % 4 < 2 && trial >= 2 * static_cast<int>(kRequiredParts.size());
     const std::string run_dir = dir.file("trial_" + std::to_string(trial));
     const std::string journal = run_dir + ".log";
-    const Kill k = at_a_call ? t.at_a_call(run_dir, journal) : t.at_a_time(run_dir, journal, async);
+    const Kill k = at_a_call ? t.at_a_call(run_dir, journal, async) : t.at_a_time(run_dir, journal, async);
     if (trial < first) continue;  // drawn all the same, so that trial K is the same kill
     const std::string label = "trial " + std::to_string(trial) + " (seed " +
                               std::to_string(seed) + "): " + k.what + ", async " +

@@ -57,7 +57,18 @@ TokenSource TokenSource::open_shards(const std::vector<std::string>& globs, doub
   check_fractions(begin_fraction, end_fraction);
   TokenSource source;
   source.format_vocab_size_ = source.vocab_limit_ = 65536;
-  for (const std::string& path : expand_globs(globs)) {
+  std::vector<std::string> paths;
+  try {
+    paths = expand_globs(globs);
+  } catch (const DataError& e) {
+    if (globs.empty()) throw;
+    // Say where such files come from: a user who copied a job file may not know the format.
+    throw DataError(std::string(e.what()) +
+                    "; data.format: tokens reads llm.c's token shards (a 256 x int32 header, then "
+                    "uint16 token ids), which llm.c's dev/data/ scripts make (fineweb.py, "
+                    "tinyshakespeare.py); data.format: text trains on any file, a byte a token");
+  }
+  for (const std::string& path : paths) {
     source.shards_.push_back(TokenShard::open(path));
     const TokenShard& shard = source.shards_.back();
     source.add_segment(path, reinterpret_cast<const uint8_t*>(shard.tokens()), shard.size(), 2,

@@ -95,8 +95,21 @@ TEST(TokenSource, ShardsInSortedGlobOrder) {
 TEST(TokenSource, GlobMatchingNothing) {
   TempDir dir;
   const std::string pattern = dir.file("*.bin");
-  EXPECT_EQ(data_error_of([&] { TokenSource::open_shards({pattern}); }),
-            "no files match '" + pattern + "'");
+  const std::string nothing = data_error_of([&] { TokenSource::open_shards({pattern}); });
+  EXPECT_EQ(nothing.rfind("no files match '" + pattern + "' in the directory '" + dir.path() +
+                              "'; data.format: tokens reads llm.c's token shards",
+                          0),
+            0u)
+      << nothing;
+  EXPECT_NE(nothing.find("dev/data/"), std::string::npos) << "where to get shards: " << nothing;
+  // The directory the pattern looks in is missing, or a file: said so, by name.
+  const std::string in_missing = dir.file("fineweb10B/fineweb_train_*.bin");
+  EXPECT_EQ(data_error_of([&] { expand_globs({in_missing}); }),
+            "no files match '" + in_missing + "': the directory '" + dir.file("fineweb10B") +
+                "' does not exist");
+  const std::string file = dir.write("not_a_dir", "x");
+  EXPECT_EQ(data_error_of([&] { expand_globs({file + "/*.bin"}); }),
+            "no files match '" + file + "/*.bin': '" + file + "' is not a directory");
   EXPECT_EQ(data_error_of([&] { TokenSource::open_shards({}); }), "no data files given");
   const std::string missing = dir.file("plain.bin");
   EXPECT_EQ(data_error_of([&] { expand_globs({missing}); }),
