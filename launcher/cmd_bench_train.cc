@@ -18,6 +18,8 @@
 #include "launcher/cmd_common.h"
 #include "worker/device_select.h"
 #include "worker/error_report.h"
+#include "worker/gemm_rate.h"
+#include "worker/small_stats.h"
 #include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
 #include "worker/mpi_bootstrap.h"
@@ -27,49 +29,6 @@ namespace rm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Seconds for one issue of `g` (all `count` repetitions), median of `reps` runs. Attention's
-// per-head GEMMs run as independent single-threaded sgemms in parallel, as the kernel does.
-double time_gemm(const GemmShape& g, int reps) {
-  const size_t a_size = static_cast<size_t>(g.m) * g.k, b_size = static_cast<size_t>(g.k) * g.n,
-               c_size = static_cast<size_t>(g.m) * g.n;
-  const int copies = g.per_head ? std::max(1, omp_get_max_threads()) : 1;
-  std::vector<float> A(a_size * copies, 0.01f), B(b_size * copies, 0.02f), C(c_size * copies);
-  const int lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
-  auto run_once = [&] {
-    if (g.per_head) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < g.count; ++i) {
-        const int c = omp_get_thread_num() % copies;
-        cpu::sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, A.data() + c * a_size, lda,
-                   B.data() + c * b_size, ldb, 0.0f, C.data() + c * c_size, g.n);
-      }
-    } else {
-      for (int64_t i = 0; i < g.count; ++i) {
-        cpu::sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
-                   C.data(), g.n);
-      }
-    }
-  };
-  run_once();  // warm: first touch, BLAS thread start
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    run_once();
-    t.push_back(seconds(t0, Clock::now()));
-  }
-  return median(t);
-}
 
 }  // namespace
 
@@ -130,7 +89,7 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     for (int i = 0; i < args.steps; ++i) {
       const auto t0 = Clock::now();
       trainer.train_step(args.warmup + i);
-      step_s.push_back(seconds(t0, Clock::now()));
+      step_s.push_back(seconds_between(t0, Clock::now()));
       wait_ms.push_back(trainer.last_timing().comm_wait_ms);
       in_backward_ms.push_back(trainer.state().overlap_stats().comm_ms);
     }

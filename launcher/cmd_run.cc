@@ -5,16 +5,19 @@
 // can be checked (job file, data, run directory) before the first byte is written, writes the
 // resolved job, and then supervises the training (launcher/supervisor.h: signals, restarts): a
 // child process for one rank, or `mpirun -np N` of itself.
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
 #include "launcher/supervisor.h"
+#include "worker/console_progress.h"
+#include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_main.h"
-#include "worker/device_select.h"
 #include "worker/run_dir.h"
 #include "worker/training_data.h"
 
@@ -37,6 +40,9 @@ int cmd_run(const RunArgs& args) {
     prepare_run(job, args.fresh);
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
     for (const auto& [name, value] : job.cluster.env) ::setenv(name.c_str(), value.c_str(), 1);
+    // The ranks' stdout is mpirun's pipe: tell rank 0 whether the console is a terminal, for
+    // its progress line (console_progress.h). Not if the caller already said.
+    ::setenv(kConsoleTtyEnv, ::isatty(STDOUT_FILENO) == 1 ? "1" : "0", 0);
     return supervise(job, args.job.nproc, args.argv);
   });
 }

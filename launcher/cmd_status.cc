@@ -17,6 +17,7 @@
 #include "launcher/commands.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"
+#include "worker/console_progress.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "worker/run_events.h"
@@ -29,19 +30,6 @@ using nlohmann::json;
 
 double number(const json& j, const char* key, double fallback = 0) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
-}
-
-std::string duration_text(double seconds) {
-  const long long s = static_cast<long long>(seconds + 0.5);
-  char buf[64];
-  if (s >= 3600) {
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
-  } else if (s >= 60) {
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llds", s);
-  }
-  return buf;
 }
 
 // "KEY=VALUE" of `scontrol show job -o` output, or "".

@@ -186,8 +186,8 @@ class CrashTrials {
     const std::string run_dir = dir_.file(async ? "reference_async" : "reference_sync");
     const std::string journal = run_dir + ".log";
     make_checkpoints_dir(run_dir);
-    const auto r = run_cli(base_ + " --set run_dir=" + run_dir + " --set checkpoint.async=" +
-                               (async ? "true" : "false"),
+    const auto r = run_cli(base_ + " --set run_dir=" + run_dir +
+                               " --set checkpoint.async=" + (async ? "true" : "false"),
                            dir_.path(), io_fault(run_dir, journal, 0) + " " + kGuard);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const std::string weights = test::slurp(run_dir + "/weights.bin");
@@ -209,12 +209,13 @@ class CrashTrials {
     }
     std::string seen;
     for (const auto& [key, calls] : calls_by_part) {
-      seen += " " + std::to_string(key.first) + ":" + key.second + "=" + std::to_string(calls.size());
+      seen +=
+          " " + std::to_string(key.first) + ":" + key.second + "=" + std::to_string(calls.size());
     }
     for (const std::string& part : kRequiredParts) {
       const std::pair<int, std::string> key{0, part};
-      ASSERT_FALSE(calls_by_part[key].empty())
-          << "rank 0 made no I/O call in the save's " << part << "; calls by rank and part:" << seen;
+      ASSERT_FALSE(calls_by_part[key].empty()) << "rank 0 made no I/O call in the save's " << part
+                                               << "; calls by rank and part:" << seen;
     }
   }
 
@@ -358,18 +359,20 @@ class CrashTrials {
     for (const auto& [step, loss] : losses_) {
       if (got_losses.count(step) == 0) missing += " " + std::to_string(step);
     }
-    EXPECT_EQ(got_losses, losses_) << (missing.empty() ? "" : "no metrics line for step(s)" + missing);
+    EXPECT_EQ(got_losses, losses_)
+        << (missing.empty() ? "" : "no metrics line for step(s)" + missing);
     const Committed after_rerun = scan(run_dir);
     EXPECT_TRUE(after_rerun.bad.empty()) << after_rerun.bad;
     EXPECT_EQ(after_rerun.scratch, 0) << "scratch directories left after a complete run";
     EXPECT_TRUE(!after_rerun.steps.empty() && after_rerun.steps.back() == kSteps);
 
     resumed_ += said_resuming;
-    std::printf("  trial %d landed: %s; newest committed step %lld (at least %lld), %d "
-                "scratch dir(s); rerun %s\n",
-                trial, detail.c_str(), static_cast<long long>(newest),
-                static_cast<long long>(std::max<int64_t>(must, 0)), after_kill.scratch,
-                said_resuming ? ("resumed from step " + m[1].str()).c_str() : "started over");
+    std::printf(
+        "  trial %d landed: %s; newest committed step %lld (at least %lld), %d "
+        "scratch dir(s); rerun %s\n",
+        trial, detail.c_str(), static_cast<long long>(newest),
+        static_cast<long long>(std::max<int64_t>(must, 0)), after_kill.scratch,
+        said_resuming ? ("resumed from step " + m[1].str()).c_str() : "started over");
     std::fflush(stdout);
     return landed;
   }
@@ -412,11 +415,11 @@ TEST(CrashSaveCli, SigkillAnyRankAnywhereInASaveAlwaysResumes) {
     const bool async = trial % 4 < 2 && trial >= 2 * static_cast<int>(kRequiredParts.size());
     const std::string run_dir = dir.file("trial_" + std::to_string(trial));
     const std::string journal = run_dir + ".log";
-    const Kill k = at_a_call ? t.at_a_call(run_dir, journal, async) : t.at_a_time(run_dir, journal, async);
+    const Kill k =
+        at_a_call ? t.at_a_call(run_dir, journal, async) : t.at_a_time(run_dir, journal, async);
     if (trial < first) continue;  // drawn all the same, so that trial K is the same kill
-    const std::string label = "trial " + std::to_string(trial) + " (seed " +
-                              std::to_string(seed) + "): " + k.what + ", async " +
-                              (async ? "true" : "false");
+    const std::string label = "trial " + std::to_string(trial) + " (seed " + std::to_string(seed) +
+                              "): " + k.what + ", async " + (async ? "true" : "false");
     std::printf("%s\n", label.c_str());
     std::fflush(stdout);
     SCOPED_TRACE(label);
@@ -429,9 +432,10 @@ TEST(CrashSaveCli, SigkillAnyRankAnywhereInASaveAlwaysResumes) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("crash trials: %d in %.1f s, %d resumed from a checkpoint, the rest started over; "
-              "landed in:",
-              trials - first, seconds, t.resumed());
+  std::printf(
+      "crash trials: %d in %.1f s, %d resumed from a checkpoint, the rest started over; "
+      "landed in:",
+      trials - first, seconds, t.resumed());
   for (const auto& [part, count] : landed) std::printf(" %s=%d", part.c_str(), count);
   std::printf("\n");
   if (first == 0 && trials >= 2 * static_cast<int>(kRequiredParts.size())) {

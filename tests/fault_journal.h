@@ -16,10 +16,10 @@
 namespace rm::test {
 
 struct JournalCall {
-  int64_t n = 0;           // its number among the rank's counted calls (1-based)
-  std::string kind;        // "create", "write", "fsync", "rename", "unlink", ...
-  std::string path;        // absolute
-  std::string phase;       // the rank's last phase note before it ("" if none)
+  int64_t n = 0;      // its number among the rank's counted calls (1-based)
+  std::string kind;   // "create", "write", "fsync", "rename", "unlink", ...
+  std::string path;   // absolute
+  std::string phase;  // the rank's last phase note before it ("" if none)
 };
 
 struct RankJournal {
@@ -63,13 +63,18 @@ inline FaultJournal read_fault_journal(const std::string& path) {
 // scratch directory), "between saves" (its part of the last save was over), or "before any
 // save".
 inline std::string save_part(const std::string& phase, int rank) {
-  static const std::map<std::string, std::string> kParts = {
-      {"", "before any save"},           {"shard:prepare", "prepare"},
-      {"shard:write", "write"},          {"shard:fsync", "fsync"},
-      {"shard:descriptor", "descriptor"}, {"commit:prepare", "commit check"},
-      {"commit:manifest", "manifest"},   {"commit:rename", "rename"},
-      {"commit:fsync", "rename fsync"},  {"commit:done", "between saves"},
-      {"retention:delete", "retention"}, {"retention:done", "between saves"}};
+  static const std::map<std::string, std::string> kParts = {{"", "before any save"},
+                                                            {"shard:prepare", "prepare"},
+                                                            {"shard:write", "write"},
+                                                            {"shard:fsync", "fsync"},
+                                                            {"shard:descriptor", "descriptor"},
+                                                            {"commit:prepare", "commit check"},
+                                                            {"commit:manifest", "manifest"},
+                                                            {"commit:rename", "rename"},
+                                                            {"commit:fsync", "rename fsync"},
+                                                            {"commit:done", "between saves"},
+                                                            {"retention:delete", "retention"},
+                                                            {"retention:done", "between saves"}};
   if (phase == "shard:done") return rank == 0 ? "collect" : "between saves";
   const auto it = kParts.find(phase);
   return it == kParts.end() ? "unknown phase " + phase : it->second;

@@ -58,8 +58,7 @@ TEST(RunLock, SecondRunOnALiveRunDirectoryIsRefused) {
     const auto second = run_cli("run " + job + extra, dir.path());
     EXPECT_LT(seconds_since(t0), 10.0) << extra;
     EXPECT_EQ(second.exit_code, 2) << extra << "\n" << second.err;
-    EXPECT_NE(second.err.find(dir.file("run") + ": in use by another run (pid "),
-              std::string::npos)
+    EXPECT_NE(second.err.find(dir.file("run") + ": in use by another run (pid "), std::string::npos)
         << second.err;
     EXPECT_NE(second.err.find("set run_dir to another directory"), std::string::npos);
   }
@@ -133,10 +132,12 @@ TEST(RunLock, ALockOfADeadHostIsTakenOverWhenItsLeaseRunsOut) {
   fs::create_directories(dir.file("run"));
   dir.write("run/.lock", dead_holder_lock(17));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_cli("run " + job + " --set train.steps=20", dir.path(), "RM_RUN_LOCK_LEASE_S=2");
+  const auto r =
+      run_cli("run " + job + " --set train.steps=20", dir.path(), "RM_RUN_LOCK_LEASE_S=2");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(seconds_since(t0), 2.0) << "took over without waiting out the lease";
-  EXPECT_NE(r.err.find(dir.file("run") + ": taking over the lock of a run on another host (pid "
+  EXPECT_NE(r.err.find(dir.file("run") +
+                       ": taking over the lock of a run on another host (pid "
                        "4242 on host deadnode since 2026-11-24T01:00:00Z, Slurm job 7): its lease "
                        "was not renewed for 2"),
             std::string::npos)
@@ -151,9 +152,10 @@ TEST(RunLock, ALiveHolderOnAnotherHostIsRefusedThoughFlockMissesIt) {
   const std::string job = job_file(dir);
   fs::create_directories(dir.file("run"));
   const std::string lock = dir.file("run/.lock");
-  const std::string renew = "n=1; while true; do printf 'pid 4242 on host othernode since "
-                            "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
-                            lock + "; n=$((n+1)); sleep 0.2; done";
+  const std::string renew =
+      "n=1; while true; do printf 'pid 4242 on host othernode since "
+      "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
+      lock + "; n=$((n+1)); sleep 0.2; done";
   const test::Child holder = test::spawn_shell(renew, dir.path());
   ASSERT_TRUE(test::wait_for_text(lock, "lease othernode 4242 2"));
   const auto t0 = std::chrono::steady_clock::now();
@@ -162,9 +164,10 @@ TEST(RunLock, ALiveHolderOnAnotherHostIsRefusedThoughFlockMissesIt) {
   test::wait_exit(holder);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_LT(seconds_since(t0), 10.0);
-  EXPECT_NE(r.err.find(dir.file("run") + ": in use by another run on another host (pid 4242 on "
-                       "host othernode since 2026-11-24T01:00:00Z): its lease in " + lock +
-                       " is being renewed"),
+  EXPECT_NE(r.err.find(dir.file("run") +
+                       ": in use by another run on another host (pid 4242 on "
+                       "host othernode since 2026-11-24T01:00:00Z): its lease in " +
+                       lock + " is being renewed"),
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir.file("run/metrics.jsonl"))) << "the refused run wrote";

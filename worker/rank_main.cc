@@ -1,6 +1,7 @@
 #include "worker/rank_main.h"
 
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -9,10 +10,12 @@
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
+#include "worker/console_progress.h"
 #include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "worker/fault_injection.h"
+#include "worker/gemm_rate.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
 #include "worker/rank_log.h"
@@ -62,6 +65,21 @@ bool prepare(const JobConfig& job, const RankArgs& args) {
   return start == RunStart::kResume || !args.from.empty();
 }
 
+// Rank 0's console. On a terminal with the cpu backend it first times sgemm at the job's own
+// GEMM shapes (one micro-batch's, 3 runs each: well under a second for the shipped jobs), the
+// baseline of the progress line's MFU.
+std::unique_ptr<ConsoleProgress> make_console(const JobConfig& job, const Model& model,
+                                              const DeviceChoice& choice, int ranks) {
+  const bool terminal = console_is_terminal();
+  const double flops_per_step =
+      model.train_flops_per_sample() * job.train.global_batch / std::max(1, ranks);
+  double rate = 0;
+  if (terminal && choice.kind == ComputeKind::kCpu) {
+    rate = sgemm_rate(model.train_gemms(job.train.micro_batch), 3);
+  }
+  return std::make_unique<ConsoleProgress>(job.train.steps, terminal, flops_per_step, rate);
+}
+
 // `where` describes rank 0's place (host, Slurm job, restart count) for the log. mpi is null
 // for a lone process.
 int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
@@ -101,7 +119,11 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   std::printf("ringmaster: %s%scompute %s (%s)\n", where.c_str(), where.empty() ? "" : ", ",
               devices.compute->describe().c_str(), choice.reason.c_str());
   std::fflush(stdout);
+  std::unique_ptr<ConsoleProgress> console;
+  if (rank0) console = make_console(job, trainer.model(), choice, comm.size());
+  trainer.set_console(console.get());
   const Trainer::Outcome outcome = trainer.run();
+  if (console) console->clear();
   trainer.wait_for_checkpoints();
   if (outcome == Trainer::Outcome::kStopped) {
     // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under

@@ -36,8 +36,7 @@ void append_run_event(const std::string& run_dir, const std::string& event,
     io::write_all(fd.get(), text.data(), text.size(), path);  // one write(2): whole lines
   } catch (const IoError& e) {
     // An event that cannot be recorded must not end the run it describes.
-    std::fprintf(stderr, "ringmaster: cannot append the '%s' event: %s\n", event.c_str(),
-                 e.what());
+    std::fprintf(stderr, "ringmaster: cannot append the '%s' event: %s\n", event.c_str(), e.what());
   }
 }
 
@@ -71,9 +70,9 @@ void for_each_json_line_backwards(const std::string& path,
       return true;
     }
     if (end == begin) return true;
-    const nlohmann::json j = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(begin),
-                                                   text.begin() + static_cast<std::ptrdiff_t>(end),
-                                                   nullptr, false);
+    const nlohmann::json j =
+        nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(begin),
+                              text.begin() + static_cast<std::ptrdiff_t>(end), nullptr, false);
     return !j.is_object() || visit(j);
   };
   std::string text;

@@ -16,7 +16,8 @@ namespace {
 std::string step_lines(int first, int last) {
   std::string text;
   for (int i = first; i <= last; ++i) {
-    text += "{\"step\": " + std::to_string(i) + ", \"pad\": \"" + std::string(i % 97, 'x') + "\"}\n";
+    text +=
+        "{\"step\": " + std::to_string(i) + ", \"pad\": \"" + std::string(i % 97, 'x') + "\"}\n";
   }
   return text;
 }

@@ -43,9 +43,9 @@ std::string lock_file_text(const std::string& holder, const Lease& lease);
 
 // What check_previous_holder found.
 struct PreviousHolder {
-  bool live = false;     // held by a live process on another host: refuse (or wait)
-  std::string message;   // when taking over from a dead holder: one line saying whose lock
-  std::string holder;    // the holder's line, for messages
+  bool live = false;    // held by a live process on another host: refuse (or wait)
+  std::string message;  // when taking over from a dead holder: one line saying whose lock
+  std::string holder;   // the holder's line, for messages
 };
 
 // Called with the flock held. Returns at once unless the lease names another host and is not

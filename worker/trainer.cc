@@ -197,6 +197,7 @@ void Trainer::roll_back(const StepMetrics& bad) {
                              " rollbacks at this step (resilience.on_nan: rollback); giving up");
   }
   if (rank0) {
+    if (options_.console != nullptr) options_.console->clear();
     std::printf("ringmaster: step %lld: non-finite %s; rolling back to the newest verified "
                 "checkpoint, and step %lld will train on the next batch instead\n",
                 static_cast<long long>(bad.step),
@@ -243,8 +244,11 @@ Trainer::Outcome Trainer::run() {
     if (rank0) {
       progress_.enter(Phase::kLog);
       if (options_.metrics) options_.metrics->write(m);
-      if (options_.verbose &&
-          (m.step % tc.log_every == 0 || m.step == 1 || last || stop || m.val_loss)) {
+      const bool permanent =
+          m.step % tc.log_every == 0 || m.step == 1 || last || stop || m.val_loss.has_value();
+      if (options_.console != nullptr) {
+        options_.console->step(m, permanent);
+      } else if (options_.verbose && permanent) {
         std::printf("%s\n", format_log_line(m, tc.steps).c_str());
         std::fflush(stdout);
       }

@@ -22,6 +22,7 @@
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
 #include "worker/checkpointing.h"
+#include "worker/console_progress.h"
 #include "worker/metrics_log.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
@@ -33,6 +34,8 @@ namespace rm {
 struct TrainerOptions {
   bool verbose = true;            // print the log line to stdout (rank 0)
   MetricsLog* metrics = nullptr;  // optional metrics.jsonl sink (rank 0)
+  // Rank 0's console (progress line and log lines); null: the log lines alone, if verbose.
+  ConsoleProgress* console = nullptr;
   // Where the model computes; null: a cpu Compute of the model's own (the thread count as it
   // is). comm must communicate memory of this backend.
   Compute* compute = nullptr;
@@ -74,6 +77,7 @@ class Trainer {
 
   // Where rank 0 writes one line per step; may be set (or changed) before run().
   void set_metrics(MetricsLog* metrics) { options_.metrics = metrics; }
+  void set_console(ConsoleProgress* console) { options_.console = console; }
 
   // Writes checkpoints into job.run_dir/checkpoints/ from now on; resolved_job is recorded in
   // each manifest.

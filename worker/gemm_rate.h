@@ -1,0 +1,19 @@
+// The sgemm rate of this CPU at a model's own GEMM shapes: the baseline of `bench train` and of
+// the console's MFU (model FLOP utilisation = a step's GEMM flops per second / this rate).
+#pragma once
+
+#include <vector>
+
+#include "worker/model.h"
+
+namespace rm {
+
+// Seconds for one issue of `g` (all its `count` repetitions), the median of `reps` runs after a
+// warm-up run. Attention's per-head GEMMs run as independent single-threaded sgemms in
+// parallel, as the kernel does. Uses the calling thread's OpenMP thread count.
+double time_gemm(const GemmShape& g, int reps);
+
+// Flops per second over all of `gemms`, each timed with time_gemm(g, reps).
+double sgemm_rate(const std::vector<GemmShape>& gemms, int reps);
+
+}  // namespace rm
