@@ -200,7 +200,9 @@ void abandon_save(const SaveRequest& request, const std::string& error) {
 
 SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
   try {
-    return write_and_commit(request);
+    SaveResult result = write_and_commit(request);
+    if (request.on_saved) request.on_saved(result);
+    return result;
   } catch (const IoError& e) {
     const std::string error = e.what() + space_note(request);
     abandon_save(request, error);
@@ -222,6 +224,7 @@ SaveResult AsyncCheckpointWriter::write_and_commit(const SaveRequest& request) {
     }
     manifest.files = collect_shards(tmp, request.step, request.writers, request.collect_timeout_s);
     result.committed_path = commit_checkpoint(request.run_dir, request.step, manifest);
+    for (const ShardFileInfo& f : manifest.files) result.committed_bytes += f.size;
     if (request.keep > 0) {
       result.removed = apply_retention(request.run_dir, request.keep, request.keep_every);
     }

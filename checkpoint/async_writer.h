@@ -52,6 +52,8 @@
 
 namespace rm {
 
+struct SaveResult;
+
 struct SaveRequest {
   std::string run_dir;
   int64_t step = 0;
@@ -72,12 +74,16 @@ struct SaveRequest {
   double collect_timeout_s = 600;
   int keep = 0;
   int64_t keep_every = 0;
+  // If set, called after the save succeeded (and committed, on the committing rank), on the
+  // thread that wrote it, with its result: a run's "checkpoint_saved" event. Must not throw.
+  std::function<void(const SaveResult&)> on_saved;
 };
 
 struct SaveResult {
   int64_t step = -1;                 // -1: nothing saved yet
   ShardFileInfo shard;               // this rank's shard
   std::string committed_path;        // set when this rank committed
+  uint64_t committed_bytes = 0;      // the committed checkpoint's shard bytes, all ranks' (ditto)
   std::vector<std::string> removed;  // by retention
   double seconds = 0;                // spent writing (and committing), excluding the copy
 };

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +124,15 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   std::snprintf(name, sizeof name, "/checkpoints/step_%08d", stopped_at);
   const auto verify = run_cli("ckpt verify " + run + name, dir.path());
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  // events.jsonl says which signal stopped it, and after which step. The launcher passes
+  // SIGTERM and SIGINT on as SIGUSR1; a rank that was not signalled itself says so.
+  const std::string events = test::slurp(run + "/events.jsonl");
+  const std::string step = "\"step\":" + std::to_string(stopped_at);
+  const std::string signal = R"re("signal":"(SIG[A-Z0-9]+|\(seen on another rank\))",)re";
+  EXPECT_TRUE(std::regex_search(events, std::regex(R"(\{"event":"stop_signal",)" + signal + step)))
+      << events;
+  EXPECT_TRUE(std::regex_search(events, std::regex(R"(\{"event":"stopped",)" + signal + step)))
+      << events;
 
   const auto resumed = run_cli(args, dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;

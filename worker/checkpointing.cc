@@ -1,5 +1,6 @@
 #include "worker/checkpointing.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -86,6 +87,12 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
                {"global_sample_cursor", steps_done * job_.train.global_batch},
                {"seed", job_.seed}};
     m.state.update(extra_state);
+    r.on_saved = [run_dir = job_.run_dir](const SaveResult& s) {
+      nlohmann::json removed = s.removed;
+      append_run_event(run_dir, "checkpoint_saved",
+                       {{"step", s.step}, {"path", s.committed_path}, {"bytes", s.committed_bytes},
+                        {"seconds", s.seconds}, {"removed", removed}});
+    };
   }
   const auto t0 = std::chrono::steady_clock::now();
   or_abort([&] {
@@ -153,11 +160,11 @@ int64_t Checkpointing::resume(const std::string& path) {
   // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others.
   double step = -1;
   std::string chosen = path;
+  std::vector<std::string> skipped;  // "skipped PATH: why", for the log and the event
   if (comm_.rank() == 0) {
     if (chosen.empty()) {
-      std::vector<std::string> report;
-      const auto found = find_resume_checkpoint(job_.run_dir, &report);  // verified already
-      for (const std::string& line : report) std::printf("ringmaster: %s\n", line.c_str());
+      const auto found = find_resume_checkpoint(job_.run_dir, &skipped);  // verified already
+      for (const std::string& line : skipped) std::printf("ringmaster: %s\n", line.c_str());
       if (found) {
         chosen = found->path;
         step = static_cast<double>(found->step);
@@ -171,6 +178,13 @@ int64_t Checkpointing::resume(const std::string& path) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
                   static_cast<long long>(step));
       std::fflush(stdout);
+    }
+    // Also when nothing verified: the checkpoints skipped, and why, are what a user wants to see.
+    if (step >= 0 || !skipped.empty()) {
+      append_run_event(job_.run_dir, "resumed",
+                       {{"from", step >= 0 ? nlohmann::json(chosen) : nlohmann::json()},
+                        {"step", static_cast<int64_t>(std::max(0.0, step))},
+                        {"skipped", skipped}});
     }
   }
   comm_.broadcast(&step, 1, DType::kFloat64, 0)->wait();

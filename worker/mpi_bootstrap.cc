@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "collectives/mpi/mpi_communicator.h"
@@ -36,6 +37,14 @@ MpiSession::MpiSession() {
   MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_size(local, &local_size_);
   MPI_Comm_free(&local);
+}
+
+std::string MpiSession::library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "";
+  const std::string s(text, ::strnlen(text, sizeof text));  // len may count the NUL
+  return s.substr(0, s.find_first_of("\r\n"));
 }
 
 MpiSession::~MpiSession() {

@@ -25,6 +25,9 @@ class MpiSession {
   int world() const { return world_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  // The MPI library's first line of MPI_Get_library_version ("Open MPI v4.1.4, ..."), for the
+  // run's "started" event; "" if it cannot say.
+  static std::string library_version();
   // The world communicator over MPI (shared memory between ranks of one node).
   std::unique_ptr<Communicator> communicator(double timeout_s) const;
   // Where this rank runs: "rank 1/4 (local 1/2) on host, slurm job 123 (nodes), restart 0".

@@ -1,9 +1,11 @@
 #include "worker/rank_main.h"
 
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 
@@ -19,6 +21,7 @@
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
 #include "worker/rank_log.h"
+#include "worker/run_events.h"
 #include "worker/run_dir.h"
 #include "worker/startup_agreement.h"
 #include "worker/stop_signal.h"
@@ -26,19 +29,6 @@
 
 namespace rm {
 namespace {
-
-std::string sigabbrev(int sig) {
-  switch (sig) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGUSR1:
-      return "SIGUSR1";
-    case SIGINT:
-      return "SIGINT";
-    default:
-      return "signal " + std::to_string(sig);
-  }
-}
 
 // Once training has started, an I/O failure (a full disk, a lost mount) is a failure of the run,
 // exit 1, which `resilience.max_restarts` and Slurm requeues retry -- not bad input (exit 2,
@@ -63,6 +53,34 @@ bool prepare(const JobConfig& job, const RankArgs& args) {
     std::fflush(stdout);
   }
   return start == RunStart::kResume || !args.from.empty();
+}
+
+// The "started" event's fields: what runs, where, and built from what.
+nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
+                              const DeviceChoice& choice, const MpiSession* mpi,
+                              int64_t steps_done) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
+  const char* restart = std::getenv("RM_RESTART_COUNT");
+  if (restart == nullptr) restart = std::getenv("SLURM_RESTART_COUNT");
+  nlohmann::json f = {
+      {"ranks", ranks},
+      {"threads_per_rank", threads},
+      {"host", host},  // rank 0's
+      {"hosts", nodelist != nullptr ? nodelist : host},
+      {"ranks_per_host", mpi != nullptr ? mpi->local_size() : 1},
+      {"backend", choice.kind == ComputeKind::kCpu ? "cpu" : "cuda"},
+      {"shard", job.parallel.shard},
+      {"precision", job.parallel.precision},
+      {"from_step", steps_done},
+      {"restart", restart != nullptr ? std::atoi(restart) : 0},
+      {"versions",
+       {{"ringmaster", RM_GIT_COMMIT},
+        {"compiler", __VERSION__},
+        {"mpi", mpi != nullptr ? MpiSession::library_version() : "none (one process)"}}}};
+  if (const char* job_id = std::getenv("SLURM_JOB_ID")) f["slurm_job_id"] = job_id;
+  return f;
 }
 
 // Rank 0's console. On a terminal with the cpu backend it first times sgemm at the job's own
@@ -104,6 +122,8 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   if (rank0) {
     metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
     trainer.set_metrics(metrics.get());
+    append_run_event(job.run_dir, "started",
+                     started_fields(job, comm.size(), threads, choice, mpi, steps_done));
     std::printf(
         "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
         "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
@@ -131,10 +151,13 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     comm.barrier();
     if (rank0) {
       const int sig = trainer.stop_signal();
+      append_run_event(job.run_dir, "stopped",
+                       {{"step", trainer.next_step()},
+                        {"signal", sig != 0 ? signal_name(sig) : "(seen on another rank)"}});
       std::printf(
           "ringmaster: stopped by %s after step %lld; checkpoint saved; run the same "
           "command again to resume\n",
-          sig != 0 ? sigabbrev(sig).c_str() : "a signal (first seen on another rank)",
+          sig != 0 ? signal_name(sig).c_str() : "a signal (first seen on another rank)",
           static_cast<long long>(trainer.next_step()));
       std::fflush(stdout);
     }
@@ -145,6 +168,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     const std::string weights = run_file(job.run_dir, "weights.bin");
     save_weights(weights, params.data(), params.size());
     std::printf("ringmaster: done; weights in %s\n", weights.c_str());
+    append_run_event(job.run_dir, "finished", {{"step", trainer.next_step()}, {"weights", weights}});
   }
   comm.barrier();
   return kExitOk;

@@ -38,4 +38,17 @@ int stop_signal_received() {
   return g_stop_signal;
 }
 
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal " + std::to_string(sig);
+  }
+}
+
 }  // namespace rm

@@ -12,6 +12,8 @@
 // can reach a rank twice (scancel --full: directly and through the batch script).
 #pragma once
 
+#include <string>
+
 namespace rm {
 
 // Installs the handlers for SIGTERM, SIGUSR1 and SIGINT (process-wide; call once, before any
@@ -20,5 +22,8 @@ void install_stop_signal_handlers();
 
 // The first stop signal received (SIGTERM, SIGUSR1 or SIGINT), or 0. Async-signal-safe read.
 int stop_signal_received();
+
+// "SIGTERM", "SIGUSR1", "SIGINT", else "signal N".
+std::string signal_name(int sig);
 
 }  // namespace rm

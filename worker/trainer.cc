@@ -8,6 +8,7 @@
 
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
+#include "worker/run_events.h"
 #include "worker/stop_signal.h"
 #include "worker/watchdog.h"
 
@@ -205,6 +206,10 @@ void Trainer::roll_back(const StepMetrics& bad) {
                 static_cast<long long>(bad.step));
     std::fflush(stdout);
   }
+  if (rank0) {
+    append_run_event(job_.run_dir, "nan_rollback",
+                     {{"step", bad.step}, {"what", std::isfinite(bad.loss) ? "grad_norm" : "loss"}});
+  }
   progress_.enter(Phase::kCheckpointWait);
   checkpoints_->wait();  // the newest save must be on disk before choosing
   progress_.enter(Phase::kCheckpointLoad);
@@ -244,6 +249,16 @@ Trainer::Outcome Trainer::run() {
     if (rank0) {
       progress_.enter(Phase::kLog);
       if (options_.metrics) options_.metrics->write(m);
+      if (m.skipped) {
+        append_run_event(job_.run_dir, "nan_skipped",
+                         {{"step", m.step}, {"what", std::isfinite(m.loss) ? "grad_norm" : "loss"}});
+      }
+      if (stop) {
+        append_run_event(job_.run_dir, "stop_signal",
+                         {{"step", m.step},
+                          {"signal", stop_signal_ != 0 ? signal_name(stop_signal_)
+                                                       : std::string("(seen on another rank)")}});
+      }
       const bool permanent =
           m.step % tc.log_every == 0 || m.step == 1 || last || stop || m.val_loss.has_value();
       if (options_.console != nullptr) {
