@@ -205,8 +205,6 @@ void Trainer::roll_back(const StepMetrics& bad) {
                 std::isfinite(bad.loss) ? "gradient norm" : "loss",
                 static_cast<long long>(bad.step));
     std::fflush(stdout);
-  }
-  if (rank0) {
     append_run_event(job_.run_dir, "nan_rollback",
                      {{"step", bad.step}, {"what", std::isfinite(bad.loss) ? "grad_norm" : "loss"}});
   }
