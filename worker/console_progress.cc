@@ -55,7 +55,8 @@ std::string ConsoleProgress::progress_line(const StepMetrics& m) const {
                         duration_text(elapsed).c_str(),
                         duration_text(step_ms / 1e3 * static_cast<double>(total_ - m.step)).c_str(),
                         m.loss, m.tokens_per_s);
-  std::string line(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  // snprintf returns the length it wanted: a loss of 1e300 in %.4f would not fit.
+  std::string line(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
   if (sgemm_rate_ > 0 && flops_per_step_ > 0 && step_ms > 0) {
     std::snprintf(buf, sizeof buf, " | MFU %.0f%%",
                   100.0 * flops_per_step_ / (step_ms / 1e3) / sgemm_rate_);

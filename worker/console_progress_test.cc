@@ -42,5 +42,20 @@ TEST(ConsoleProgress, LongRunsShowHoursAndMinutes) {
   EXPECT_NE(console.progress_line(step(2, 1000)).find("eta 27h46m"), std::string::npos);
 }
 
+// A diverging run's numbers can be long: the lines are cut to their buffers, never read past.
+TEST(ConsoleProgress, HugeNumbersAreCutNotOverrun) {
+  ConsoleProgress console(10, false, 4e8, 1e10);
+  StepMetrics m = step(1, 100);
+  m.loss = 1e300;  // %.4f: 301 digits and more
+  m.grad_norm = 1e300;
+  console.step(m, false);
+  const std::string line = console.progress_line(m);
+  EXPECT_LT(line.size(), 2 * 256u);  // the clamped head (one 256-byte buffer) and the MFU part
+  EXPECT_EQ(line.rfind("step      1/10", 0), 0u) << line;
+  const std::string log = format_log_line(m, 10);
+  EXPECT_LT(log.size(), 256u);
+  EXPECT_EQ(log.rfind("step      1/10 | loss 1000000", 0), 0u) << log;
+}
+
 }  // namespace
 }  // namespace rm

@@ -1,5 +1,6 @@
 #include "worker/metrics_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -67,7 +68,8 @@ std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
                         "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | %7.1f ms",
                         static_cast<long long>(m.step), static_cast<long long>(total_steps),
                         m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms);
-  std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  // snprintf returns the length it wanted: a loss of 1e300 in %.4f would not fit.
+  std::string s(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
   if (m.val_loss) {
     std::snprintf(buf, sizeof buf, " | val %.4f", *m.val_loss);
     s += buf;
