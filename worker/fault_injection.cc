@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_writer.h"
@@ -19,14 +20,14 @@
 namespace rm {
 namespace {
 
-enum class Kind { kNone, kStop, kKill, kSleep, kSaveKill, kNan, kSlowIo };
+enum class Kind { kNone, kStop, kKill, kSleep, kSaveKill, kNan, kSlowIo, kSlowStep };
 
 struct Fault {
   Kind kind = Kind::kNone;
   const char* name = "";
   int rank = -1;
-  long long at = -1;  // the step (stop, kill, sleep, nan), the phase event (savekill) or the
-                      // delay in microseconds (slowio)
+  long long at = -1;  // the step (stop, kill, sleep, nan), the phase event (savekill), the
+                      // delay in microseconds (slowio) or in milliseconds (slowstep)
   long long delay_us = 0;
 };
 
@@ -47,7 +48,8 @@ Fault parse_one(const std::string& spec) {
                {"sleep", Kind::kSleep},
                {"savekill", Kind::kSaveKill},
                {"nan", Kind::kNan},
-               {"slowio", Kind::kSlowIo}};
+               {"slowio", Kind::kSlowIo},
+               {"slowstep", Kind::kSlowStep}};
   for (const auto& k : kinds) {
     if (std::strcmp(kind, k.name) == 0) {
       f.kind = k.kind;
@@ -168,6 +170,16 @@ void announce(int rank, const Fault& f) {
 
 void maybe_inject_fault(int rank, int64_t step) {
   for (const Fault& f : faults(rank)) {
+    if (f.kind == Kind::kSlowStep && f.rank == rank) {
+      static bool announced = false;
+      if (!std::exchange(announced, true)) {
+        std::fprintf(stderr, "ringmaster: [rank %d] RM_TEST_FAULT: slowstep, %lld ms at every step\n",
+                     rank, f.at);
+        std::fflush(stderr);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(f.at));
+      continue;
+    }
     if (f.at != step || f.rank != rank) continue;
     if (f.kind == Kind::kStop) announce(rank, f), raise(SIGSTOP);
     if (f.kind == Kind::kKill) announce(rank, f), raise(SIGKILL);

@@ -24,6 +24,9 @@
 //                                         shard collected), from its first step on: saves (and
 //                                         rollback reads) that are slow but alive, for the
 //                                         watchdog's tests (worker/watchdog.h)
+//   RM_TEST_FAULT=slowstep:RANK:MS        rank RANK sleeps MS milliseconds at the start of every
+//                                         step, inside the step's timing: a straggler, for the
+//                                         metrics' per-rank spread (step_agreement.h)
 // Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill and
 // one slowio).
 // Faults strike only the first attempt of a run: none when RM_RESTART_COUNT (set by the

@@ -54,6 +54,14 @@ void MetricsLog::write(const StepMetrics& m) {
   if (m.val_loss) j["val_loss"] = num(*m.val_loss);
   if (m.skipped) j["skipped"] = true;
   if (m.ckpt_stall_ms > 0) j["ckpt_stall_ms"] = m.ckpt_stall_ms;
+  // Rounded to 0.001 ms / 0.1 MiB: the lines stay short, and nothing finer is meaningful.
+  auto ms = [](double x) { return std::round(x * 1e3) / 1e3; };
+  j["data_ms"] = ms(m.data_ms);
+  j["comm_wait_ms"] = ms(m.comm_wait_ms);
+  j["busy_ms_max"] = ms(m.busy_ms_max);
+  j["busy_ms_min"] = ms(m.busy_ms_min);
+  j["slowest_rank"] = m.slowest_rank;
+  j["peak_rss_mib"] = std::round(m.peak_rss_mib * 10) / 10;
   const std::string line = j.dump() + "\n";
   io::write_all(file_.get(), line.data(), line.size(), path_);  // one write(2): whole lines
 }

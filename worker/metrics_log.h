@@ -19,6 +19,15 @@ struct StepMetrics {
   // Time this step (and the end of the previous one) spent blocked by checkpoint saves; logged
   // when > 0. Async saves block only if their copy outlasts a forward and backward.
   double ckpt_stall_ms = 0;
+  // Where the step's time went, as rank 0 saw it: reading batches, and waiting for gradient
+  // communication after its backward (what overlap did not hide).
+  double data_ms = 0, comm_wait_ms = 0;
+  // Over all ranks (step_agreement.h): the slowest and fastest rank's busy time (data, forward,
+  // backward: a straggler shows as a spread), which rank was slowest, and the largest peak
+  // resident memory of any rank so far.
+  double busy_ms_max = 0, busy_ms_min = 0;
+  int slowest_rank = 0;
+  double peak_rss_mib = 0;
 };
 
 class MetricsLog {

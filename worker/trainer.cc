@@ -9,6 +9,7 @@
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
 #include "worker/run_events.h"
+#include "worker/step_agreement.h"
 #include "worker/stop_signal.h"
 #include "worker/watchdog.h"
 
@@ -46,9 +47,9 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
+  const auto t0 = Clock::now();
   progress_.enter(Phase::kData, step + 1);
   maybe_inject_fault(comm_.rank(), step + 1);
-  const auto t0 = Clock::now();
   const TrainConfig& tc = job_.train;
   const int rank = comm_.rank(), ranks = comm_.size();
   const double lr = learning_rate(job_.optimizer, step, tc.steps);
@@ -60,12 +61,14 @@ StepMetrics Trainer::train_step(int64_t step) {
   const float grad_scale = static_cast<float>(1.0 / targets_in_batch);
 
   state_->begin_step();
-  double loss_sum = 0;
+  double loss_sum = 0, data_ms = 0;
   for (int j = 0; j < accum_steps_; ++j) {
     const uint64_t first = static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
                            static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
     progress_.enter(Phase::kData);
+    const auto t_data = Clock::now();
     data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs_.data(), targets_.data());
+    data_ms += ms_since(t_data);
     state_->begin_micro_batch(j == accum_steps_ - 1);
     progress_.enter(Phase::kForward);  // ShardedState marks backward
     loss_sum += model_->forward_backward(*state_, inputs_.data(), targets_.data(),
@@ -76,18 +79,25 @@ StepMetrics Trainer::train_step(int64_t step) {
   progress_.enter(Phase::kGradientSync);
   state_->finish_backward();
   timing_.comm_wait_ms = ms_since(t_backward);
-  // The stop flag rides in the loss all-reduce: every rank learns whether any rank was
-  // signalled, at the same step, for free.
+  // The stop flag and the per-rank figures ride in the collective that sums the loss: every
+  // rank learns whether any rank was signalled, at the same step, for free.
   stop_signal_ = stop_signal_received();
-  double sums[2] = {loss_sum, stop_signal_ != 0 ? 1.0 : 0.0};
-  host_comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
-  loss_sum = sums[0];
-  stop_requested_ = sums[1] > 0;
+  const StepAgreement agreed =
+      agree_on_step(host_comm_, {loss_sum, stop_signal_ != 0,
+                                 std::chrono::duration<double, std::milli>(t_backward - t0).count(),
+                                 peak_rss_mib()});
+  stop_requested_ = agreed.stop;
 
   StepMetrics m;
   m.step = step + 1;
   m.lr = lr;
-  m.loss = loss_sum / targets_in_batch;
+  m.loss = agreed.loss_sum / targets_in_batch;
+  m.data_ms = data_ms;
+  m.comm_wait_ms = timing_.comm_wait_ms;
+  m.busy_ms_max = agreed.busy_ms_max;
+  m.busy_ms_min = agreed.busy_ms_min;
+  m.slowest_rank = agreed.slowest_rank;
+  m.peak_rss_mib = agreed.peak_rss_mib;
   m.grad_norm = state_->grad_norm();
   // The loss and the norm are global, so every rank takes the same decision here.
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {

@@ -1,0 +1,74 @@
+// RUN_DIR/metrics.jsonl's breakdown of a step, through the real binary on real ranks: data time,
+// communication wait, peak memory, and the busy time of the slowest and fastest rank -- a rank
+// slowed on purpose (RM_TEST_FAULT=slowstep) must show as the slowest, by about its delay, and
+// rank 0 must be seen waiting for it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+using nlohmann::json;
+using test::run_cli;
+
+std::vector<json> metrics_lines(const TempDir& dir) {
+  std::vector<json> out;
+  std::ifstream in(dir.file("run/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: metrics
+run_dir: )" + dir.file("run") + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 12, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 6}
+parallel: {threads_per_rank: 1}
+)");
+}
+
+TEST(Metrics, ASlowRankShowsAsTheSlowestAndRankZeroWaitsForIt) {
+  TempDir dir;
+  constexpr double kDelayMs = 40;
+  const auto r = run_cli("run " + job_file(dir) + " --nproc 2", dir.path(),
+                         "RM_TEST_FAULT=slowstep:1:40");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = metrics_lines(dir);
+  ASSERT_EQ(lines.size(), 12u);
+  for (const json& m : lines) {
+    EXPECT_EQ(m["slowest_rank"], 1) << m;
+    const double max = m["busy_ms_max"], min = m["busy_ms_min"];
+    EXPECT_GE(max - min, 0.8 * kDelayMs) << m;
+    // Rank 0 finished its backward early and waited in the gradient reduction.
+    EXPECT_GE(m["comm_wait_ms"].get<double>(), 0.8 * kDelayMs) << m;
+    EXPECT_LE(m["comm_wait_ms"].get<double>(), m["step_ms"].get<double>()) << m;
+    EXPECT_GE(m["data_ms"].get<double>(), 0) << m;
+    EXPECT_LT(m["data_ms"].get<double>(), m["step_ms"].get<double>()) << m;
+    // A GPT rank with its model, Open MPI and OpenBLAS resident: tens of MiB at least.
+    EXPECT_GT(m["peak_rss_mib"].get<double>(), 10) << m;
+  }
+}
+
+TEST(Metrics, OneRankIsItsOwnSlowestAndFastest) {
+  TempDir dir;
+  const auto r = run_cli("run " + job_file(dir), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const json& m : metrics_lines(dir)) {
+    EXPECT_EQ(m["slowest_rank"], 0) << m;
+    EXPECT_EQ(m["busy_ms_max"], m["busy_ms_min"]) << m;
+    EXPECT_GT(m["busy_ms_max"].get<double>(), 0) << m;
+    EXPECT_LE(m["busy_ms_max"].get<double>(), m["step_ms"].get<double>()) << m;
+  }
+}
+
+}  // namespace
+}  // namespace rm
