@@ -69,7 +69,7 @@ void record_phase(const char* phase) {
 [[noreturn]] void child_main(const std::string& run_dir) {
   try {
     record_phase("startup");
-    set_checkpoint_phase_hook(record_phase);
+    add_checkpoint_phase_hook(record_phase);
     remove_incomplete_checkpoints(run_dir);  // what rank 0 does at start-up
     const auto resume = find_resume_checkpoint(run_dir);
     int64_t step = resume ? resume->step : 0;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "checkpoint/checkpoint_paths.h"
@@ -27,19 +28,37 @@ namespace {
 // it into the page cache.
 constexpr size_t kChunkBytes = size_t{256} << 10;
 
-std::atomic<CheckpointPhaseHook> g_phase_hook{nullptr};
+// Slots, not a locked list: a save's thread reads them at every phase while the training thread
+// may install a trace's hook.
+std::atomic<CheckpointPhaseHook> g_phase_hooks[4] = {};
 
 }  // namespace
 
-void set_checkpoint_phase_hook(CheckpointPhaseHook hook) {
-  g_phase_hook.store(hook);
+void add_checkpoint_phase_hook(CheckpointPhaseHook hook) {
+  for (auto& slot : g_phase_hooks) {
+    if (slot.load() == hook) return;
+  }
+  for (auto& slot : g_phase_hooks) {
+    CheckpointPhaseHook empty = nullptr;
+    if (slot.compare_exchange_strong(empty, hook)) return;
+  }
+  throw std::logic_error("add_checkpoint_phase_hook: more than 4 hooks");
+}
+
+void remove_checkpoint_phase_hook(CheckpointPhaseHook hook) {
+  for (auto& slot : g_phase_hooks) {
+    CheckpointPhaseHook expected = hook;
+    slot.compare_exchange_strong(expected, nullptr);
+  }
 }
 
 void checkpoint_phase(const char* phase) {
   set_io_activity(phase);
   note_io_progress();
   io::fs().note(phase);
-  if (CheckpointPhaseHook hook = g_phase_hook.load()) hook(phase);
+  for (auto& slot : g_phase_hooks) {
+    if (CheckpointPhaseHook hook = slot.load()) hook(phase);
+  }
 }
 
 std::string prepare_checkpoint_dir(const std::string& run_dir, int64_t step) {

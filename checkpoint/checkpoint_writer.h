@@ -69,15 +69,18 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
 // Only when no save is in flight (at start-up, on rank 0, before the ranks' first save).
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir);
 
-// Testing: called with a phase name ("shard:write", "shard:fsync", "shard:descriptor",
-// "commit:manifest", "commit:rename", "commit:fsync", "commit:done", "retention:delete") as each
-// begins, so a crash test can kill a rank there. nullptr (the default) disables it. Every phase
+// Observers of the phases of a save: called with a phase name ("shard:write", "shard:fsync",
+// "shard:descriptor", "commit:manifest", "commit:rename", "commit:fsync", "commit:done",
+// "retention:delete") as each begins, on the thread that saves -- so a crash test can kill a
+// rank there, and a trace (worker/trace_recorder.h) can time each stage. At most 4 at once;
+// adding one already there, or removing one that is not, does nothing. Every phase
 // event is also a beat of io_progress.h (and names its activity), hook or not, and a note in the
 // fault layer's journal (io/fault_file_system.h), which also gets "shard:prepare",
 // "shard:done", "commit:prepare" and "retention:done" (no phase events): from the journal a
 // test tells where a kill landed.
 using CheckpointPhaseHook = void (*)(const char* phase);
-void set_checkpoint_phase_hook(CheckpointPhaseHook hook);
-void checkpoint_phase(const char* phase);  // calls the hook, if any
+void add_checkpoint_phase_hook(CheckpointPhaseHook hook);
+void remove_checkpoint_phase_hook(CheckpointPhaseHook hook);
+void checkpoint_phase(const char* phase);  // calls every hook
 
 }  // namespace rm

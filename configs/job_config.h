@@ -78,6 +78,13 @@ struct ResilienceConfig {
   std::string on_nan = "abort";  // skip | rollback | abort
 };
 
+// What a run records about itself beyond metrics.jsonl and events.jsonl.
+struct ObservabilityConfig {
+  bool trace = false;          // each rank writes a Chrome trace of a window of steps
+  int64_t trace_start = 3;     // the window's first step (1-based): after start-up effects
+  int64_t trace_steps = 5;     // steps in the window
+};
+
 struct ClusterConfig {
   int nodes = 1;
   int tasks_per_node = 1;
@@ -103,6 +110,7 @@ struct JobConfig {
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
   ResilienceConfig resilience;
+  ObservabilityConfig observability;
   ClusterConfig cluster;
 
   std::string source_path;  // the job file this came from ("" if built in code)

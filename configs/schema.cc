@@ -198,6 +198,18 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(resilience.on_nan, one_of({"skip", "rollback", "abort"}),
              "On a NaN/inf loss: skip the step, roll back to the last checkpoint, or abort."),
 
+      RM_KEY(observability.trace, any(),
+             "Each rank records a Chrome trace of the step window below -- every phase, each "
+             "layer's forward and backward, each gradient reduction from issue to completion, "
+             "each checkpoint stage -- to RUN_DIR/trace/rank-K.json; `ringmaster trace RUN_DIR` "
+             "merges them for Perfetto or chrome://tracing. Off: no cost."),
+      RM_KEY(observability.trace_start, at_least(1),
+             "The first traced step (1-based); the default skips the first steps' start-up "
+             "effects (first touch of memory, the first checkpoint)."),
+      RM_KEY(observability.trace_steps, between(1, 1000),
+             "Steps traced from trace_start on: the trace's size is bounded by this window (and "
+             "by 200000 events per rank)."),
+
       RM_KEY(cluster.nodes, at_least(1), "Slurm nodes (`--nodes`)."),
       RM_KEY(cluster.tasks_per_node, at_least(1), "Ranks per node (`--ntasks-per-node`)."),
       RM_KEY(cluster.gpus_per_node, at_least(0), "GPUs per node (`--gpus-per-node`); 0 = none."),

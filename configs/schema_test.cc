@@ -47,6 +47,7 @@ TEST(Schema, CoversEveryField) {
   EXPECT_EQ(field_count<ParallelConfig>(), children("parallel").size());
   EXPECT_EQ(field_count<CheckpointConfig>(), children("checkpoint").size());
   EXPECT_EQ(field_count<ResilienceConfig>(), children("resilience").size());
+  EXPECT_EQ(field_count<ObservabilityConfig>(), children("observability").size());
   EXPECT_EQ(field_count<ClusterConfig>(), children("cluster").size());
 }
 

@@ -41,6 +41,16 @@ struct StatusArgs {
 };
 int cmd_status(const StatusArgs& args);
 
+// `ringmaster trace RUN_DIR [-o FILE]`: merges the ranks' Chrome traces (observability.trace)
+// into one file, by default RUN_DIR/trace.json, written atomically (launcher/trace_merge.h).
+// Exit 0 (ranks it could not merge are named on stderr), or 2 naming what is missing or bad
+// (nothing written).
+struct TraceArgs {
+  std::string run_dir;
+  std::string output;
+};
+int cmd_trace(const TraceArgs& args);
+
 struct SampleArgs {
   std::string run_dir;
   std::string prompt = "\n";

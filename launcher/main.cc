@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
       "status", "where a run stands: step, loss, speed, ETA, checkpoint, restarts, Slurm state");
   st->add_option("run_dir", status.run_dir, "run directory")->required();
 
+  rm::TraceArgs trace;
+  auto* tr = app.add_subcommand(
+      "trace", "merge a run's per-rank traces into one file for Perfetto or chrome://tracing");
+  tr->add_option("run_dir", trace.run_dir, "run directory")->required();
+  tr->add_option("-o,--output", trace.output, "output file (default RUN_DIR/trace.json)");
+
   rm::SampleArgs sample;
   auto* s = app.add_subcommand("sample", "generate text from a run's weights (or a checkpoint's)");
   s->add_option("path", sample.run_dir, "run directory or checkpoint directory")->required();
@@ -173,6 +179,7 @@ int main(int argc, char** argv) {
     if (*w) return rm::cmd_run(worker);
     if (*sb) return rm::cmd_submit(submit);
     if (*st) return rm::cmd_status(status);
+    if (*tr) return rm::cmd_trace(trace);
     if (*s) return rm::cmd_sample(sample);
     if (*e) return rm::cmd_eval(eval);
     if (*bt) return rm::cmd_bench_train(bench_train);

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "io/io_error.h"
 #include "worker/run_events.h"
+#include "worker/trace_recorder.h"
 
 namespace rm {
 
@@ -87,13 +88,16 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
                {"global_sample_cursor", steps_done * job_.train.global_batch},
                {"seed", job_.seed}};
     m.state.update(extra_state);
-    r.on_saved = [run_dir = job_.run_dir](const SaveResult& s) {
+  }
+  r.on_saved = [run_dir = job_.run_dir, commit = r.commit, trace = trace_](const SaveResult& s) {
+    if (commit) {
       nlohmann::json removed = s.removed;
       append_run_event(run_dir, "checkpoint_saved",
                        {{"step", s.step}, {"path", s.committed_path}, {"bytes", s.committed_bytes},
                         {"seconds", s.seconds}, {"removed", removed}});
-    };
-  }
+    }
+    if (trace != nullptr) trace->save_done();
+  };
   const auto t0 = std::chrono::steady_clock::now();
   or_abort([&] {
     // An asynchronous writer reports the previous save's failure here, before taking this one:

@@ -23,6 +23,8 @@
 
 namespace rm {
 
+class TraceRecorder;
+
 // Throws CheckpointError unless the manifest's tensor table and "params" buffer are exactly
 // `model`'s layout (names, shapes, offsets, size): the bytes of another model mean nothing.
 void check_checkpoint_matches_model(const Manifest& manifest, const Model& model,
@@ -55,6 +57,8 @@ class Checkpointing {
   int64_t resume(const std::string& path);
   // The manifest state of the checkpoint the last resume() read (empty object if none).
   const nlohmann::json& resumed_state() const { return resumed_state_; }
+  // Saves from now on tell `trace` when they are done (the end of their last stage); null: none.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  private:
   // Runs body; with several ranks, a failure (a full disk on this rank) ends the whole job at
@@ -76,6 +80,7 @@ class Checkpointing {
   bool staging_ = false;  // a save may still read the training buffers
   int failed_saves_ = 0;
   nlohmann::json resumed_state_ = nlohmann::json::object();
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace rm

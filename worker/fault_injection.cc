@@ -140,7 +140,7 @@ std::vector<Fault> setup(int rank) {
       g_savekill = f;
       g_rank = rank;
       std::atexit(kill_if_pending_at_exit);
-      set_checkpoint_phase_hook(on_checkpoint_phase);
+      add_checkpoint_phase_hook(on_checkpoint_phase);
     }
     if (f.kind == Kind::kSlowIo && f.rank == rank && g_slowio_us == 0) {
       g_slowio_us = f.at;

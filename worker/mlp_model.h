@@ -32,6 +32,9 @@ class MlpModel final : public Model {
   }
   const ParamLayout& layout() const override { return layout_; }
   const std::vector<ParamUnit>& units() const override { return units_; }
+  std::string unit_name(int u) const override {
+    return u == 0 ? "embedding" : u == L_ + 1 ? "head" : "fc." + std::to_string(u - 1);
+  }
   void init_params(float* params, uint64_t seed) const override;
   int max_batch() const override { return max_batch_; }
   int seq_len() const override { return T_; }

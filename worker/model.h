@@ -54,6 +54,8 @@ class Model {
   virtual const ParamLayout& layout() const = 0;
   // Contiguous, in order, covering the layout exactly.
   virtual const std::vector<ParamUnit>& units() const = 0;
+  // What unit u holds, for traces: "embeddings", "block 3", ...
+  virtual std::string unit_name(int u) const = 0;
   // Fills params (host, float) from the counter-based RNG keyed by (seed, flat index): the same on every rank.
   virtual void init_params(float* params, uint64_t seed) const = 0;
 

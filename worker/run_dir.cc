@@ -23,7 +23,7 @@ std::string run_file(const std::string& run_dir, const char* name) {
 namespace {
 
 // Whether two resolved jobs train the same thing: everything but how it runs (parallel,
-// checkpoint, resilience, cluster), which may change between a run and its resume (e.g. 4 ranks
+// checkpoint, resilience, observability, cluster), which may change between a run and its resume (e.g. 4 ranks
 // in ZeRO-1 resumed on 2 ranks in ZeRO-3), and where it lives (name, run_dir: a run directory
 // that was moved or copied resumes from its new place).
 bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
@@ -34,6 +34,7 @@ bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
     j.parallel = ParallelConfig();
     j.checkpoint = CheckpointConfig();
     j.resilience = ResilienceConfig();
+    j.observability = ObservabilityConfig();
     j.cluster = ClusterConfig();
     return to_yaml(j);
   };

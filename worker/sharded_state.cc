@@ -166,6 +166,7 @@ void ShardedState::give_back_scratch(float* p) {
 
 const void* ShardedState::acquire_params(int u) {
   if (progress_) progress_->beat();
+  trace_unit(u);
   const ParamUnit& unit = model_.units()[u];
   const size_t esize = compute_param_bytes();
   const char* mine = compute_params();  // this rank's (or every) compute-precision parameter
@@ -180,7 +181,9 @@ const void* ShardedState::acquire_params(int u) {
     compute_.copy(bytes + (lo - unit.begin) * esize, mine + (lo - shard_begin_) * esize,
                   (hi - lo) * esize);
   }
+  const uint64_t traced = trace_ ? trace_->comm_begin("all-gather unit", u, unit.size() * esize) : 0;
   comm_.all_gather(buf, counts, bf16_ ? DType::kBFloat16 : DType::kFloat32)->wait();
+  if (trace_) trace_->comm_end(traced);
   unit_params_[u] = buf;
   return buf;
 }
@@ -203,6 +206,7 @@ void ShardedState::release_params(int u) {
 
 float* ShardedState::acquire_grads(int u) {
   if (progress_) progress_->enter(Phase::kBackward);
+  trace_unit(u);
   const ParamUnit& unit = model_.units()[u];
   if (full_grads_) return grads_.data() + unit.begin;
   float* buf = take_scratch(unit.size());
@@ -213,6 +217,7 @@ float* ShardedState::acquire_grads(int u) {
 
 void ShardedState::release_grads(int u) {
   const auto t0 = std::chrono::steady_clock::now();
+  trace_unit(u);
   if (full_grads_) {
     // Launch every bucket whose last unit this was (buckets are ordered high to low).
     if (communicate_ && job_.parallel.overlap) {
@@ -234,6 +239,10 @@ void ShardedState::release_grads(int u) {
       give_back_scratch(p.scratch);
       p.scratch = wire;
       p.wire = true;
+    }
+    if (trace_) {
+      p.trace_id = trace_->comm_begin("reduce-scatter unit", u,
+                                      unit.size() * (p.wire ? sizeof(bf16) : sizeof(float)));
     }
     p.work = comm_.reduce_scatter(p.scratch, counts_in(unit.begin, unit.end),
                                   p.wire ? DType::kBFloat16 : DType::kFloat32, ReduceOp::kSum);
@@ -271,6 +280,11 @@ void ShardedState::launch_bucket(const Bucket& b) {
     p.begin = b.begin;
     p.end = b.end;
   }
+  if (trace_) {
+    p.trace_id = trace_->comm_begin(mode_ == "none" ? "all-reduce bucket" : "reduce-scatter bucket",
+                                    static_cast<int>(&b - buckets_.data()),
+                                    (b.end - b.begin) * dtype_size(type));
+  }
   if (mode_ == "none") {
     p.work = comm_.all_reduce(buf, b.end - b.begin, type, ReduceOp::kSum);
   } else {
@@ -282,6 +296,7 @@ void ShardedState::launch_bucket(const Bucket& b) {
 }
 
 void ShardedState::complete(Pending& p) {
+  if (trace_) trace_->comm_end(p.trace_id);
   if (p.unit < 0) {
     if (!p.wire) return;  // a bucket reduced in place
     // Widen the reduced bf16 values back: the whole bucket (all-reduce) or this rank's part.
@@ -349,7 +364,12 @@ void ShardedState::optimizer_step(double lr, double norm) {
     optimizer_->step(p, g, lr, norm);
     // The fp32 masters are gathered, so every rank keeps the whole master (its checkpoint
     // slice and the final weights read it), then rounded to the compute copy.
-    if (full_params_) comm_.all_gather(params_.data(), shard_counts_, DType::kFloat32)->wait();
+    if (full_params_) {
+      const uint64_t traced =
+          trace_ ? trace_->comm_begin("all-gather params", 0, params_.size() * sizeof(float)) : 0;
+      comm_.all_gather(params_.data(), shard_counts_, DType::kFloat32)->wait();
+      if (trace_) trace_->comm_end(traced);
+    }
   }
   refresh_compute_params();
 }

@@ -51,6 +51,7 @@
 #include "worker/adamw_optimizer.h"
 #include "worker/model.h"
 #include "worker/step_progress.h"
+#include "worker/trace_recorder.h"
 
 namespace rm {
 
@@ -113,6 +114,9 @@ class ShardedState final : public ParamAccess {
   // Beats `progress` once per parameter unit acquired, and marks the backward phase when the
   // first gradients are acquired (for the watchdog: a few relaxed stores per unit). Optional.
   void set_progress(StepProgress* progress) { progress_ = progress; }
+  // Tells `trace` which unit the model works on and when each collective is issued and seen
+  // complete (trace_recorder.h); null (the default): one pointer test per call.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
   // ParamAccess
   const void* acquire_params(int unit) override;
@@ -131,6 +135,7 @@ class ShardedState final : public ParamAccess {
     float* scratch = nullptr;  // ZeRO-2/3: the reduced buffer (fp32, or bf16 on the wire)
     size_t begin = 0, end = 0;  // a bucket reduced in bf16: its range of the layout
     bool wire = false;          // reduced in bf16: widen (and add) back into grads_
+    uint64_t trace_id = 0;      // its async event in the trace, if any
   };
 
   std::vector<size_t> counts_in(size_t begin, size_t end) const;  // per-rank slice of a range
@@ -209,6 +214,10 @@ class ShardedState final : public ParamAccess {
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null
   size_t scratch_capacity_ = 0;
   StepProgress* progress_ = nullptr;
+  TraceRecorder* trace_ = nullptr;
+  void trace_unit(int u) {
+    if (trace_ != nullptr) trace_->unit(u, model_.unit_name(u));
+  }
 };
 
 }  // namespace rm

@@ -33,6 +33,13 @@ enum class Phase : uint8_t {
 // "forward", "checkpoint save", ...
 const char* phase_name(Phase phase);
 
+// Told of every phase a StepProgress enters, on the thread that marks it (a trace recorder).
+class PhaseObserver {
+ public:
+  virtual ~PhaseObserver() = default;
+  virtual void on_phase(Phase phase, int64_t step) = 0;
+};
+
 class StepProgress {
  public:
   // Training thread. `step` is 1-based, as the logs print steps: the step being trained, or the
@@ -44,7 +51,11 @@ class StepProgress {
   void enter(Phase phase) {
     phase_.store(phase, std::memory_order_relaxed);
     beat();
+    if (observer_ != nullptr) observer_->on_phase(phase, step());
   }
+  // Training thread, before marking starts; null: none (the default, and all it costs is this
+  // test).
+  void set_observer(PhaseObserver* observer) { observer_ = observer; }
   // Progress within the current phase (a parameter unit of forward or backward).
   void beat() {
     beats_.store(beats_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -59,6 +70,7 @@ class StepProgress {
   std::atomic<uint64_t> beats_{0};
   std::atomic<int64_t> step_{0};
   std::atomic<Phase> phase_{Phase::kStart};
+  PhaseObserver* observer_ = nullptr;
 };
 
 }  // namespace rm

@@ -40,6 +40,14 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
                       parse_precision(job.parallel.precision));
   state_ = std::make_unique<ShardedState>(job_, *model_, comm, &host_comm_);
   state_->set_progress(&progress_);
+  if (job.observability.trace) {
+    trace_ = std::make_unique<TraceRecorder>(job.run_dir, comm.rank(), comm.size(),
+                                             job.observability.trace_start,
+                                             job.observability.trace_steps);
+    trace_->install();
+    progress_.set_observer(trace_.get());
+    state_->set_trace(trace_.get());
+  }
   state_->init_params(job.seed);
   const size_t tokens = static_cast<size_t>(job.train.micro_batch) * job.model.seq_len;
   inputs_.assign(tokens, 0);
@@ -47,6 +55,7 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
+  if (trace_) trace_->begin_step(step + 1);
   const auto t0 = Clock::now();
   progress_.enter(Phase::kData, step + 1);
   maybe_inject_fault(comm_.rank(), step + 1);
@@ -155,6 +164,7 @@ double Trainer::evaluate() {
 
 void Trainer::enable_checkpoints(const std::string& resolved_job) {
   checkpoints_ = std::make_unique<Checkpointing>(job_, resolved_job, *model_, *state_, host_comm_);
+  checkpoints_->set_trace(trace_.get());
 }
 
 int64_t Trainer::resume(const std::string& path) {
@@ -234,11 +244,22 @@ void Trainer::roll_back(const StepMetrics& bad) {
 }
 
 Trainer::Outcome Trainer::run() {
-  const TrainConfig& tc = job_.train;
-  const bool rank0 = comm_.rank() == 0;
   // The clock starts now: model set up, checkpoint (if any) read back.
   progress_.enter(Phase::kStart, next_step_ + 1);
   const std::unique_ptr<Watchdog> watchdog = Watchdog::start(job_, progress_, comm_);
+  if (trace_) {
+    // Time zero of every rank's trace: the exit of one barrier (trace_recorder.h, Clocks).
+    host_comm_.barrier();
+    trace_->align();
+  }
+  const Outcome outcome = run_steps();
+  if (trace_) trace_->finish();
+  return outcome;
+}
+
+Trainer::Outcome Trainer::run_steps() {
+  const TrainConfig& tc = job_.train;
+  const bool rank0 = comm_.rank() == 0;
   while (next_step_ < tc.steps) {
     const int64_t step = next_step_;
     StepMetrics m = train_step(step);

@@ -27,6 +27,7 @@
 #include "worker/model.h"
 #include "worker/sharded_state.h"
 #include "worker/step_progress.h"
+#include "worker/trace_recorder.h"
 #include "worker/training_data.h"
 
 namespace rm {
@@ -111,6 +112,7 @@ class Trainer {
   int64_t next_step_ = 0;
   StepTiming timing_;
   StepProgress progress_;  // marked on every phase: cheap, watched or not
+  std::unique_ptr<TraceRecorder> trace_;  // observability.trace only
   // resilience.on_nan: rollback. Each entry x: from step x (0-based) on, every step takes the
   // batch after the one it took before (batch_index); saved in checkpoints.
   static constexpr int kMaxRollbacks = 3;  // at one step
@@ -120,6 +122,7 @@ class Trainer {
   int64_t batch_index(int64_t step) const;
   nlohmann::json data_state(int64_t steps_done) const;
   void roll_back(const StepMetrics& bad);
+  Outcome run_steps();  // run()'s loop
   int stop_signal_ = 0;          // the stop signal this rank received (0: none)
   bool stop_requested_ = false;  // some rank received one (agreed in the loss all-reduce)
 };

@@ -1,0 +1,35 @@
+// `ringmaster trace RUN_DIR [-o FILE]` (commands.h): merge, write atomically, say where.
+#include <cstdio>
+#include <exception>
+
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
+#include "launcher/commands.h"
+#include "launcher/trace_merge.h"
+#include "worker/exit_codes.h"
+
+namespace rm {
+
+int cmd_trace(const TraceArgs& args) {
+  MergedTrace merged;
+  try {
+    merged = merge_rank_traces(args.run_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringmaster trace: %s\n", e.what());
+    return kExitBadInput;
+  }
+  const std::string out = args.output.empty() ? io::join(args.run_dir, "trace.json") : args.output;
+  try {
+    write_file_atomic(out, merged.json.data(), merged.json.size());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringmaster trace: %s\n", e.what());
+    return kExitFailure;
+  }
+  for (const std::string& note : merged.notes) std::fprintf(stderr, "ringmaster trace: %s\n", note.c_str());
+  std::printf("%s: %zu events of %d ranks; open it in Perfetto (ui.perfetto.dev, \"Open trace "
+              "file\") or chrome://tracing (\"Load\")\n",
+              out.c_str(), merged.events, merged.ranks);
+  return kExitOk;
+}
+
+}  // namespace rm
