@@ -4,15 +4,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "kernels/compute_factory.h"
+#include "worker/deadline_guard.h"
+#include "worker/startup_agreement.h"
 
 namespace rm {
 namespace {
+
+constexpr double kFinalizeTimeoutS = 120;
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -29,14 +34,27 @@ bool launched_by_mpi() {
 MpiSession::MpiSession() {
   if (!launched_by_mpi()) return;
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  {
+    // MPI_Init waits for the launcher's other processes: bounded like every start-up step.
+    DeadlineGuard guard(startup_timeout_s(), "MPI_Init",
+                        "a process of the job never started, or the launcher lost it");
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) {
+      // The default error handler aborts before this; said here in case a build returns.
+      std::fprintf(stderr, "ringmaster: MPI_Init_thread failed (error %d)\n", rc);
+      std::exit(1);
+    }
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_);
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
-  MPI_Comm_rank(local, &local_rank_);
-  MPI_Comm_size(local, &local_size_);
-  MPI_Comm_free(&local);
+  if (provided < MPI_THREAD_FUNNELED) {
+    std::fprintf(stderr, "[rank %d/%d] start-up: the MPI library gives thread level %d, below "
+                 "MPI_THREAD_FUNNELED, which the OpenMP kernels need\n", rank_, world_, provided);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  const HostPlace place = place_on_host("ranks per host");
+  local_rank_ = place.local_rank;
+  local_size_ = place.local_size;
 }
 
 std::string MpiSession::library_version() {
@@ -51,7 +69,11 @@ MpiSession::~MpiSession() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Finalize();
+  if (!initialized || finalized) return;
+  // Finalize may wait for peers; one that died or hangs in its shutdown must not hold this rank
+  // (and its allocation) forever. The job's work is done and on disk by now.
+  DeadlineGuard guard(kFinalizeTimeoutS, "MPI_Finalize", "a peer rank hangs or died while exiting");
+  MPI_Finalize();
 }
 
 std::unique_ptr<Communicator> MpiSession::communicator(double timeout_s) const {

@@ -13,7 +13,10 @@ namespace rm {
 bool launched_by_mpi();
 
 // MPI_Init on construction (funneled: only the main thread calls MPI; OpenMP threads don't),
-// MPI_Finalize on destruction. A null object outside MPI (rank 0 of 1).
+// MPI_Finalize on destruction. A null object outside MPI (rank 0 of 1). Never hangs: MPI_Init
+// is bounded by the start-up deadline (startup_agreement.h) and MPI_Finalize by 120 s, each
+// ending the process with a message (deadline_guard.h); the ranks per host are learnt with a
+// polled, non-blocking all-gather (place_on_host).
 class MpiSession {
  public:
   MpiSession();

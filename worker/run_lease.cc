@@ -38,6 +38,10 @@ Held* g_held = nullptr;
 
 // Rewrites the whole lock file (it only grows while N counts up; "released" is shorter, hence
 // the truncate) and pushes it to the disk, or the NFS server, where other hosts read it.
+// Plain system calls, not io/: the file is rewritten in place because the flock lives on its
+// inode (an atomic replace by rename would drop it), and from a detached thread, even during
+// exit, that must never throw. A failed renewal needs no handling: other hosts then see the
+// counter stand still and take over after the lease time, which is the lease's contract.
 void write_lock_file(const Held& h) {
   const std::string text = lock_file_text(h.holder, h.lease);
   if (h.lease.state == Lease::State::kReleased && ::ftruncate(h.fd, 0) != 0) return;

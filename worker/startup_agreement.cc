@@ -2,11 +2,14 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace rm {
 namespace {
@@ -26,12 +29,6 @@ std::string mpi_error_text(int code) {
   int len = 0;
   MPI_Error_string(code, text, &len);
   return std::string(text, static_cast<size_t>(len));
-}
-
-double startup_timeout_s() {
-  const char* env = std::getenv("RM_STARTUP_TIMEOUT_S");
-  const double s = env != nullptr ? std::atof(env) : 0;
-  return s > 0 ? s : kStartupTimeoutS;
 }
 
 // Waits for `request` until the deadline, checking every result.
@@ -58,6 +55,12 @@ void finish(MPI_Request* request, const char* what) {
 
 }  // namespace
 
+double startup_timeout_s() {
+  const char* env = std::getenv("RM_STARTUP_TIMEOUT_S");
+  const double s = env != nullptr ? std::atof(env) : 0;
+  return s > 0 ? s : kStartupTimeoutS;
+}
+
 int agree_int(int value, Agree how, const char* what) {
   // MPI_ERRORS_RETURN so that the results below are ours to check and to name (the default,
   // MPI_ERRORS_ARE_FATAL, would abort without saying which start-up step failed).
@@ -78,6 +81,30 @@ int broadcast_int(int value, int root, const char* what) {
   if (rc != MPI_SUCCESS) fail(what, "MPI_Ibcast failed: " + mpi_error_text(rc));
   finish(&request, what);
   return value;
+}
+
+HostPlace place_on_host(const char* what) {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  constexpr int kName = 256;  // HOST_NAME_MAX is 64 on Linux; room to spare, NUL-terminated
+  std::vector<char> names(static_cast<size_t>(kName) * static_cast<size_t>(size), '\0');
+  char* mine = names.data() + static_cast<size_t>(kName) * static_cast<size_t>(rank);
+  ::gethostname(mine, kName - 1);
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, names.data(), kName, MPI_CHAR,
+                                MPI_COMM_WORLD, &request);
+  if (rc != MPI_SUCCESS) fail(what, "MPI_Iallgather failed: " + mpi_error_text(rc));
+  finish(&request, what);
+  HostPlace place{0, 0};
+  for (int r = 0; r < size; ++r) {
+    const char* name = names.data() + static_cast<size_t>(kName) * static_cast<size_t>(r);
+    if (std::strncmp(name, mine, kName) != 0) continue;
+    ++place.local_size;
+    if (r < rank) ++place.local_rank;
+  }
+  return place;
 }
 
 }  // namespace rm

@@ -22,4 +22,15 @@ int agree_int(int value, Agree how, const char* what);
 // Root's `value` on every rank.
 int broadcast_int(int value, int root, const char* what);
 
+// This rank's place among the ranks on its host (same hostname): what MPI_Comm_split_type
+// (MPI_COMM_TYPE_SHARED) would give, from a non-blocking all-gather of host names instead, so
+// that a rank that never arrives ends the job rather than hanging it.
+struct HostPlace {
+  int local_rank = 0, local_size = 1;
+};
+HostPlace place_on_host(const char* what);
+
+// The deadline itself, in seconds: kStartupTimeoutS or RM_STARTUP_TIMEOUT_S.
+double startup_timeout_s();
+
 }  // namespace rm
