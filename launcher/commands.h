@@ -41,6 +41,16 @@ struct StatusArgs {
 };
 int cmd_status(const StatusArgs& args);
 
+// `ringmaster report RUN_DIR [RUN_DIR ...] [-o FILE]`: one self-contained HTML page (facts,
+// jobs, SVG plots with events marked, events table) over one or more runs, written atomically
+// to FILE (default RUN_DIR/report.html of the first). Exit 0, or 2 naming a directory that is not
+// a run (nothing written).
+struct ReportArgs {
+  std::vector<std::string> run_dirs;
+  std::string output;
+};
+int cmd_report(const ReportArgs& args);
+
 // `ringmaster trace RUN_DIR [-o FILE]`: merges the ranks' Chrome traces (observability.trace)
 // into one file, by default RUN_DIR/trace.json, written atomically (launcher/trace_merge.h).
 // Exit 0 (ranks it could not merge are named on stderr), or 2 naming what is missing or bad

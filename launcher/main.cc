@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
       "status", "where a run stands: step, loss, speed, ETA, checkpoint, restarts, Slurm state");
   st->add_option("run_dir", status.run_dir, "run directory")->required();
 
+  rm::ReportArgs report;
+  auto* rp = app.add_subcommand(
+      "report", "one HTML page of plots and facts over runs: loss, lr, speed, step time, events");
+  rp->add_option("run_dirs", report.run_dirs, "run directories (plots overlay them)")->required();
+  rp->add_option("-o,--output", report.output, "output file (default RUN_DIR/report.html)");
+
   rm::TraceArgs trace;
   auto* tr = app.add_subcommand(
       "trace", "merge a run's per-rank traces into one file for Perfetto or chrome://tracing");
@@ -179,6 +185,7 @@ int main(int argc, char** argv) {
     if (*w) return rm::cmd_run(worker);
     if (*sb) return rm::cmd_submit(submit);
     if (*st) return rm::cmd_status(status);
+    if (*rp) return rm::cmd_report(report);
     if (*tr) return rm::cmd_trace(trace);
     if (*s) return rm::cmd_sample(sample);
     if (*e) return rm::cmd_eval(eval);

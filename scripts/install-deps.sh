@@ -13,6 +13,7 @@ packages=(
   libcli11-dev                        # command line
   nlohmann-json3-dev                  # metrics.jsonl, manifests
   libxxhash-dev                       # checksums of weights and checkpoints
+  chromium                            # headless: report_cli_test draws `ringmaster report` pages
 )
 # PyTorch: only tests/hf_gpt2_loss.py, which loads `ckpt export` files the way Hugging Face's
 # GPT-2 does (its test skips without it). Large, so opt-in; CI opts in.
