@@ -4,12 +4,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "worker/run_events.h"
 
 namespace rm {
 
@@ -17,15 +17,15 @@ namespace {
 
 // The lines of an existing metrics file whose step is at most steps_done.
 std::string lines_through(const std::string& path, int64_t steps_done) {
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
+  std::string kept;
+  for_each_line(path, [&](const std::string& line) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
         j["step"].get<int64_t>() <= steps_done) {
       kept += line + "\n";
     }
-  }
+    return true;
+  });
   return kept;
 }
 

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 
 #include "io/posix_io.h"
 
@@ -46,13 +45,38 @@ std::vector<nlohmann::json> read_run_events(const std::string& run_dir) {
 
 std::vector<nlohmann::json> read_json_lines(const std::string& path) {
   std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
+  for_each_line(path, [&](const std::string& line) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_object()) out.push_back(std::move(j));
-  }
+    return true;
+  });
   return out;
+}
+
+void for_each_line(const std::string& path, const std::function<bool(const std::string&)>& visit) {
+  constexpr size_t kBlock = size_t{64} << 10, kMaxLine = size_t{1} << 20;
+  if (!io::exists(path)) return;
+  const io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  std::string block, line;
+  bool dropping = false;  // inside a line too long to keep: skip to its end
+  for (uint64_t off = 0; off < size;) {
+    block.resize(static_cast<size_t>(std::min<uint64_t>(kBlock, size - off)));
+    io::pread_exact(fd.get(), block.data(), block.size(), off, path);
+    off += block.size();
+    size_t begin = 0;
+    for (size_t nl; (nl = block.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+      if (!dropping) {
+        line.append(block, begin, nl - begin);
+        if (!visit(line)) return;
+      }
+      line.clear();
+      dropping = false;
+    }
+    if (!dropping) line.append(block, begin, std::string::npos);
+    if (line.size() > kMaxLine) line.clear(), dropping = true;
+  }
+  if (!dropping && !line.empty()) visit(line);  // the last line, without its newline
 }
 
 void for_each_json_line_backwards(const std::string& path,

@@ -27,6 +27,12 @@ void append_run_event(const std::string& run_dir, const std::string& event,
 // missing); a line torn by a crash is skipped.
 std::vector<nlohmann::json> read_json_lines(const std::string& path);
 
+// Each line of a text file, in order, without its newline, passed to `visit` until it returns
+// false. Through io/: a FIFO or device at `path` is refused (IoError) instead of read forever,
+// and the file is read in 64 KiB blocks, so memory stays bounded however long the file: a line
+// over 1 MiB is skipped. A missing file visits nothing.
+void for_each_line(const std::string& path, const std::function<bool(const std::string&)>& visit);
+
 // The lines of a JSON-lines file that parse as objects, from the last to the first, each passed
 // to `visit` until it returns false. Reads the file backwards in 64 KiB blocks, so memory stays
 // bounded however long the file (a month of metrics.jsonl): a line over 1 MiB is skipped. A
