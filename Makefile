@@ -17,13 +17,18 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+# Configures $(BUILD) once; later runs keep its cache (and CMAKE_FLAGS given then).
+configure = test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
-build: deps $(BUILD)/CMakeCache.txt
+build: deps
+	@$(configure)
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The binary alone, not the tests: a fresh machine's first run is the build plus the training.
+demo:
+	@scripts/install-deps.sh demo
+	@$(configure)
+	cmake --build $(BUILD) --target ringmaster -j $(JOBS)
 	$(BUILD)/ringmaster run configs/shakespeare.yaml --fresh --nproc $(NPROC)
 	$(BUILD)/ringmaster sample runs/shakespeare --prompt "ROMEO:" --tokens 300 --temperature 0.8
 

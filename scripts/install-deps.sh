@@ -2,7 +2,11 @@
 # Installs the Debian 12 packages Ringmaster builds and tests with, if any are missing.
 # As root: apt-get installs them. Otherwise: prints the exact command and exits 1.
 # Idempotent and quiet when everything is present (dpkg-query only, no network).
+#   scripts/install-deps.sh        what the build and every test need (make test)
+#   scripts/install-deps.sh demo   what building and running the binary needs (make demo): no
+#                                  browser, so that a fresh machine's first run stays quick
 set -euo pipefail
+profile=${1:-test}
 
 packages=(
   cmake g++ make pkg-config
@@ -13,8 +17,10 @@ packages=(
   libcli11-dev                        # command line
   nlohmann-json3-dev                  # metrics.jsonl, manifests
   libxxhash-dev                       # checksums of weights and checkpoints
-  chromium                            # headless: report_cli_test draws `ringmaster report` pages
 )
+if [[ $profile != demo ]]; then
+  packages+=(chromium)                # headless: report_cli_test draws `ringmaster report` pages
+fi
 # PyTorch: only tests/hf_gpt2_loss.py, which loads `ckpt export` files the way Hugging Face's
 # GPT-2 does (its test skips without it). Large, so opt-in; CI opts in.
 if [[ "${RM_WITH_TORCH:-0}" == 1 ]]; then
