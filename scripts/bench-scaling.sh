@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-8}
 bin=build/ringmaster
-anchor=../shared/anchors/torch_gpt_ddp.py
+anchor=scripts/torch_gpt_ddp.py
 
 # name | ringmaster overrides | anchor shape
 jobs=(
