@@ -34,6 +34,7 @@
 #             the fault layer it drives runs under ASan in io_test.
 #         The executables not listed in ASAN_TARGETS are not built, and their tests not run.
 #   tsan  the threads we start and the signals: the async checkpoint writer (AsyncWriter.*), the
+#         trace recorder fed by a save's thread and the training thread (TraceRecorder.*), the
 #         watchdog and the communicator's activity seqlock (Watchdog.*, CommActivity.*), the
 #         MPI communicator (collectives_np2), and a stop signal to one rank of a real 2-rank run
 #         (the rank's signal handler, its writer and watchdog threads, MPI, in one process).
@@ -83,8 +84,8 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   dp_equivalence_test grad_reduce_test stream_order_test
   cli_test resume_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
   ckpt_cli_test bench_ckpt_cli_test stop_signal_cli_test nan_rollback_cli_test restart_cli_test
-  watchdog_cli_test reshard_cli_test save_error_cli_test)
-TSAN_TESTS='^(AsyncWriter\.|Watchdog\.|CommActivity\.|collectives_np2$|Signals/StopSignal\.SavesStopsAndResumesExactly/sigusr1_to_one_of_two_ranks)'
+  watchdog_cli_test reshard_cli_test save_error_cli_test metrics_cli_test trace_cli_test)
+TSAN_TESTS='^(AsyncWriter\.|Watchdog\.|CommActivity\.|TraceRecorder\.|collectives_np2$|Signals/StopSignal\.SavesStopsAndResumesExactly/sigusr1_to_one_of_two_ranks)'
 TSAN_TARGETS=(checkpoint_test worker_test collectives_test stop_signal_cli_test)
 
 now() { date +%s; }

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +126,41 @@ TEST(TraceRecorder, CheckpointStagesRunFromOneToTheNextAndEndWithTheSave) {
     if (e["tid"] == 3) stages.push_back(e["name"]);
   }
   EXPECT_EQ(stages, (std::vector<std::string>{"shard:write", "shard:fsync"}));
+}
+
+// A save's thread reports stages while the training thread marks steps (ThreadSanitizer runs
+// this): every stage the window saw is in the file, whole.
+TEST(TraceRecorder, StagesFromASaveThreadWhileStepsRun) {
+  TempDir dir;
+  TraceRecorder t(dir.path(), 0, 1, 1, int64_t{1} << 30);
+  t.install();
+  t.align();
+  std::atomic<bool> done{false};
+  std::atomic<int> saves{0};
+  one_step(t, 1);  // recording from here on: every save below lands in the window
+  std::thread writer([&] {
+    while (!done.load()) {
+      checkpoint_phase("shard:write");
+      checkpoint_phase("shard:fsync");
+      t.save_done();
+      saves.fetch_add(1);
+    }
+  });
+  // Steps go on until the save thread has run a while beside them; each yields a little, so
+  // that they cannot race to the event cap before the thread is scheduled.
+  int64_t step = 2;
+  for (; step <= 50 || saves.load() < 100; ++step) {
+    one_step(t, step);
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  done.store(true);
+  writer.join();
+  t.finish();
+  const json doc = read_trace(t);
+  size_t stages = 0;
+  for (const json& e : of_phase(doc, "X")) stages += e["tid"] == 3 ? 1 : 0;
+  EXPECT_GE(stages, 2u * 100);  // two stages a save (dropped only past the event cap)
+  EXPECT_EQ(complete_names(doc).at("step " + std::to_string(step - 1)), 1);
 }
 
 TEST(TraceRecorder, StopsAtTheEventCapAndSaysHowManyItDropped) {
