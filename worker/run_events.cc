@@ -12,7 +12,10 @@
 namespace rm {
 
 std::string utc_now_iso8601() {
-  const auto now = std::chrono::system_clock::now();
+  return utc_iso8601(std::chrono::system_clock::now());
+}
+
+std::string utc_iso8601(std::chrono::system_clock::time_point now) {
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
   const long ms = static_cast<long>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);

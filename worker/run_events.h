@@ -8,6 +8,7 @@
 // harmless: nothing resumes from this file.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,5 +46,7 @@ std::vector<nlohmann::json> read_run_events(const std::string& run_dir);
 
 // Now as "2026-11-23T18:02:11.123Z".
 std::string utc_now_iso8601();
+// A given moment, the same way.
+std::string utc_iso8601(std::chrono::system_clock::time_point t);
 
 }  // namespace rm

@@ -62,6 +62,11 @@ void TraceRecorder::align() {
   origin_utc_ = utc_now_iso8601();
 }
 
+void TraceRecorder::set_attempt(std::chrono::system_clock::time_point start) {
+  std::lock_guard<std::mutex> lock(mu_);
+  origin_utc_ = utc_iso8601(start);
+}
+
 double TraceRecorder::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
       .count();

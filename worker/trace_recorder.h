@@ -58,6 +58,10 @@ class TraceRecorder final : public PhaseObserver {
   void install();
   // Sets time zero: call right after a barrier every rank passes.
   void align();
+  // Names the attempt the file belongs to by the wall-clock moment it started, which must be the
+  // same on every rank (rank 0's, broadcast): `ringmaster trace` merges the files of one
+  // attempt. Without it, each rank's own clock at align() names it.
+  void set_attempt(std::chrono::system_clock::time_point start);
 
   // The training thread, at the start of each step (1-based): opens "step N" when it is in the
   // window; after the window, writes the file (once).

@@ -251,6 +251,16 @@ Trainer::Outcome Trainer::run() {
     // Time zero of every rank's trace: the exit of one barrier (trace_recorder.h, Clocks).
     host_comm_.barrier();
     trace_->align();
+    // The attempt's name, the same in every rank's file: rank 0's start (ranks' clocks, even on
+    // one host, format a millisecond apart). Milliseconds since the epoch fit a double exactly.
+    double start_ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+    start_ms = std::floor(start_ms);
+    host_comm_.broadcast(&start_ms, 1, DType::kFloat64, 0)->wait();
+    trace_->set_attempt(std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double, std::milli>(start_ms))));
   }
   const Outcome outcome = run_steps();
   if (trace_) trace_->finish();
