@@ -84,7 +84,7 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   dp_equivalence_test grad_reduce_test stream_order_test
   cli_test resume_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
   ckpt_cli_test bench_ckpt_cli_test stop_signal_cli_test nan_rollback_cli_test restart_cli_test
-  watchdog_cli_test reshard_cli_test save_error_cli_test metrics_cli_test trace_cli_test)
+  watchdog_cli_test reshard_cli_test save_error_cli_test trace_cli_test)
 TSAN_TESTS='^(AsyncWriter\.|Watchdog\.|CommActivity\.|TraceRecorder\.|collectives_np2$|Signals/StopSignal\.SavesStopsAndResumesExactly/sigusr1_to_one_of_two_ranks)'
 TSAN_TARGETS=(checkpoint_test worker_test collectives_test stop_signal_cli_test)
 
