@@ -24,7 +24,9 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
   if (!launched_by_mpi()) {
     return report_errors([&]() -> int {
       if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
-      return run_child(mpirun_command(args.nproc, args.argv), SignalForwarding::kSame);
+      int nproc = args.nproc;
+      const MpiLaunch launch = resolve_launch(args.hosts, args.nproc_given, nproc);
+      return run_child(mpirun_command(launch, args.argv), SignalForwarding::kSame);
     });
   }
   MpiSession mpi;

@@ -33,9 +33,11 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 int cmd_bench_train(const BenchTrainArgs& args) {
-  if (!launched_by_mpi() && args.job.nproc > 1) {
+  if (!launched_by_mpi() && (args.job.nproc > 1 || !args.job.hosts.empty())) {
     return report_errors([&] {
-      return run_child(mpirun_command(args.job.nproc, args.argv), SignalForwarding::kSame);
+      int nproc = args.job.nproc;
+      const MpiLaunch launch = resolve_launch(args.job.hosts, args.job.nproc_given, nproc);
+      return run_child(mpirun_command(launch, args.argv), SignalForwarding::kSame);
     });
   }
   MpiSession mpi;

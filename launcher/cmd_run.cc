@@ -32,18 +32,23 @@ int cmd_run(const RunArgs& args) {
     return kExitBadInput;
   }
   return report_errors([&] {
-    const JobConfig job = load_job_args(args.job);
+    JobArgs job_args = args.job;
+    MpiLaunch launch = resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
+    const JobConfig job = load_job_args(job_args);
     open_training_data(job);
     // Hardware the job needs and this machine lacks is bad input: said here, before the run
     // directory is touched (the ranks choose again, each for itself).
-    choose_device(job.parallel.backend, 0, args.job.nproc);
+    choose_device(job.parallel.backend, 0, job_args.nproc);
     prepare_run(job, args.fresh);
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
-    for (const auto& [name, value] : job.cluster.env) ::setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : job.cluster.env) {
+      ::setenv(name.c_str(), value.c_str(), 1);
+      launch.extra_env.push_back(name);
+    }
     // The ranks' stdout is mpirun's pipe: tell rank 0 whether the console is a terminal, for
     // its progress line (console_progress.h). Not if the caller already said.
     ::setenv(kConsoleTtyEnv, ::isatty(STDOUT_FILENO) == 1 ? "1" : "0", 0);
-    return supervise(job, args.job.nproc, args.argv);
+    return supervise(job, launch, args.argv);
   });
 }
 

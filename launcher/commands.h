@@ -12,6 +12,8 @@ struct JobArgs {
   std::string job;                // the YAML job file
   std::vector<std::string> sets;  // --set key.path=value overrides, in order
   int nproc = 1;                  // data-parallel ranks
+  bool nproc_given = false;       // --nproc was on the command line
+  std::string hosts;              // --hosts: Open MPI hostfile (launcher/hostfile.h)
 };
 
 int cmd_validate(const JobArgs& args);
@@ -91,6 +93,8 @@ struct BenchAllreduceArgs {
   double seconds = 0.4;  // timed seconds per size and implementation
   bool hugetlb = false;  // run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
   std::string backend = "mpi";  // mpi (host buffers) | nccl (device buffers, one GPU per rank)
+  bool nproc_given = false;     // --np was on the command line
+  std::string hosts;            // --hosts: Open MPI hostfile; ranks default to its slots
   std::vector<std::string> argv;
 };
 int cmd_bench_allreduce(const BenchAllreduceArgs& args);

@@ -19,6 +19,12 @@ void add_job_options(CLI::App* cmd, rm::JobArgs& a) {
   cmd->add_option("--nproc", a.nproc, "data-parallel ranks")->check(CLI::PositiveNumber);
 }
 
+void add_hosts_option(CLI::App* cmd, std::string& hosts) {
+  cmd->add_option("--hosts", hosts,
+                  "run the ranks across these hosts: an Open MPI hostfile ('node slots=N' lines); "
+                  "--nproc defaults to its slots");
+}
+
 void add_fresh_flag(CLI::App* cmd, bool& fresh) {
   cmd->add_flag("--fresh", fresh, "start over in a run directory that already holds a run");
 }
@@ -44,6 +50,7 @@ int main(int argc, char** argv) {
   rm::RunArgs run;
   auto* r = app.add_subcommand("run", "train a job: here, or on --nproc ranks under mpirun");
   add_rank_options(r, run);
+  add_hosts_option(r, run.job.hosts);
 
   rm::RunArgs worker;
   worker.worker = true;
@@ -94,6 +101,7 @@ int main(int argc, char** argv) {
   rm::BenchTrainArgs bench_train;
   auto* bt = bench->add_subcommand("train", "tokens/s and GFLOP/s of a job beside raw sgemm");
   add_job_options(bt, bench_train.job);
+  add_hosts_option(bt, bench_train.job.hosts);
   bt->add_option("--steps", bench_train.steps, "timed steps")->check(CLI::PositiveNumber);
   bt->add_option("--warmup", bench_train.warmup, "untimed steps first")
       ->check(CLI::NonNegativeNumber);
@@ -101,7 +109,9 @@ int main(int argc, char** argv) {
   rm::BenchAllreduceArgs bench_ar;
   auto* ba = bench->add_subcommand(
       "allreduce", "all-reduce busbw of Ringmaster's communicator beside plain MPI_Allreduce");
-  ba->add_option("--np", bench_ar.nproc, "ranks")->check(CLI::PositiveNumber);
+  ba->add_option("--np", bench_ar.nproc, "ranks (default 2, or the hostfile's slots)")
+      ->check(CLI::PositiveNumber);
+  add_hosts_option(ba, bench_ar.hosts);
   ba->add_option("--max-mb", bench_ar.max_mb, "largest message in MiB (from 4 KiB, doubling)")
       ->check(CLI::Range(1, 4096));
   ba->add_option("--seconds", bench_ar.seconds, "timed seconds per size and implementation")
@@ -173,6 +183,9 @@ int main(int argc, char** argv) {
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   run.argv = bench_train.argv = bench_ar.argv = args;
+  run.job.nproc_given = r->get_option("--nproc")->count() > 0;
+  bench_train.job.nproc_given = bt->get_option("--nproc")->count() > 0;
+  bench_ar.nproc_given = ba->get_option("--np")->count() > 0;
   try {
     rm::io::install_file_system_from_env();  // tests only: RM_TEST_IO_FAULT
   } catch (const rm::IoError& e) {

@@ -27,16 +27,18 @@ std::vector<std::string> restart_arguments(const std::vector<std::string>& argv)
   return out;
 }
 
-int supervise(const JobConfig& job, int nproc, const std::vector<std::string>& argv) {
+int supervise(const JobConfig& job, const MpiLaunch& launch, const std::vector<std::string>& argv) {
   const SignalForwarding forwarding =
       job.checkpoint.on_signal ? SignalForwarding::kAsUsr1 : SignalForwarding::kSame;
   const int max_restarts = job.resilience.max_restarts;
   std::vector<std::string> args = argv;
   for (int attempt = 0;; ++attempt) {
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
+    // One rank on this host needs no mpirun; one rank elsewhere does.
+    const bool alone = launch.nproc <= 1 && launch.hostfile.empty();
     std::vector<std::string> command =
-        nproc > 1 ? mpirun_command(nproc, args) : std::vector<std::string>{self_path()};
-    if (nproc <= 1) command.insert(command.end(), args.begin(), args.end());
+        alone ? std::vector<std::string>{self_path()} : mpirun_command(launch, args);
+    if (alone) command.insert(command.end(), args.begin(), args.end());
     const int code = run_child(command, forwarding);
     if (code == kExitOk || code == kExitBadInput || code == kExitStopped || stop_signal_seen()) {
       return code;

@@ -1,5 +1,5 @@
 // `ringmaster run` as a supervisor: it runs the training -- `mpirun -np N ringmaster run ...`
-// for N ranks, or `ringmaster run ...` in a child process for one -- and restarts it from the
+// for N ranks (on this host or across a hostfile's), or `ringmaster run ...` in a child process for one -- and restarts it from the
 // newest verified checkpoint when it fails, up to resilience.max_restarts times (torchrun's
 // --max-restarts; 0 by default).
 //
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "configs/job_config.h"
+#include "launcher/mpi_launch.h"
 
 namespace rm {
 
@@ -25,7 +26,7 @@ inline constexpr const char* kRestartCountEnv = "RM_RESTART_COUNT";
 
 // Runs the job's training (argv: the command line after the program name) until it succeeds,
 // stops, or fails more than job.resilience.max_restarts times; returns the last exit code.
-int supervise(const JobConfig& job, int nproc, const std::vector<std::string>& argv);
+int supervise(const JobConfig& job, const MpiLaunch& launch, const std::vector<std::string>& argv);
 
 // argv without --fresh, --from PATH and --from=PATH (what a restart must not repeat).
 std::vector<std::string> restart_arguments(const std::vector<std::string>& argv);

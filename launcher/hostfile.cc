@@ -1,0 +1,76 @@
+#include "launcher/hostfile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "configs/config_error.h"
+
+namespace rm {
+namespace {
+
+[[noreturn]] void bad(const std::string& path, int line, const std::string& message) {
+  ConfigError e;
+  e.file = path;
+  e.line = line;
+  e.col = line > 0 ? 1 : 0;
+  e.message = message;
+  throw JobConfigError({e});
+}
+
+// A positive slot count, or -1.
+int parse_slots(const std::string& text) {
+  if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  const int n = std::stoi(text);
+  return n > 0 ? n : -1;
+}
+
+}  // namespace
+
+std::vector<HostSlots> read_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad(path, 0, std::string("--hosts: cannot read the hostfile: ") + std::strerror(errno));
+  std::vector<HostSlots> hosts;
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line) {
+    if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
+    std::istringstream words(text);
+    std::string host, word;
+    if (!(words >> host)) continue;
+    if (host.find('=') != std::string::npos) bad(path, line, "expected a host name first, got '" + host + "'");
+    int slots = 1;
+    while (words >> word) {
+      const auto eq = word.find('=');
+      const std::string key = word.substr(0, eq);
+      const std::string value = eq == std::string::npos ? "" : word.substr(eq + 1);
+      if (key == "slots" || key == "max_slots" || key == "max-slots") {
+        const int n = parse_slots(value);
+        if (n < 0) bad(path, line, key + " must be a positive number, not '" + value + "'");
+        if (key == "slots") slots = n;
+      } else {
+        bad(path, line, "unknown key '" + key + "' (expected slots=N or max_slots=N)");
+      }
+    }
+    bool known = false;
+    for (auto& h : hosts) {
+      if (h.host == host) {
+        h.slots += slots;
+        known = true;
+      }
+    }
+    if (!known) hosts.push_back({host, slots});
+  }
+  if (in.bad()) bad(path, 0, std::string("--hosts: read failed: ") + std::strerror(errno));
+  if (hosts.empty()) bad(path, 0, "--hosts: the hostfile names no host");
+  return hosts;
+}
+
+int total_slots(const std::vector<HostSlots>& hosts) {
+  int n = 0;
+  for (const auto& h : hosts) n += h.slots;
+  return n;
+}
+
+}  // namespace rm

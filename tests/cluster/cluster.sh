@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Test hosts on one machine: K network namespaces that Open MPI and Ringmaster see as K hosts.
+#
+#   cluster.sh up K [SLOTS]    create hosts <name>-h0 .. h<K-1>, SLOTS ranks each (default 2)
+#   cluster.sh down            tear everything down (also what a failed run left behind)
+#   cluster.sh on HOST CMD...  run CMD on HOST (as the rsh agent does, with the cluster's env)
+#   cluster.sh env             print the environment for mpirun (source it: eval "$(... env)")
+#   cluster.sh cut HOST | heal HOST     take HOST's link down / up again
+#   cluster.sh kill HOST       kill every process running on HOST
+#   cluster.sh shape RATE [DELAY]       shape every host's outgoing link (e.g. 1gbit 0.2ms)
+#   cluster.sh unshape
+#   cluster.sh check           exit 0 if this machine can create the hosts, else say why (77)
+#
+# Each host is a real network host as far as MPI can tell: its own network namespace (a veth
+# link to a bridge in a separate "switch" namespace, so the root namespace has no route to the
+# cluster's addresses), its own hostname (UTS namespace), its own /dev/shm and /etc/hosts (mount
+# namespace) and its own System V IPC: neither Open MPI nor Ringmaster can find a shared-memory
+# path between two hosts. A holder process (sleep) keeps each host's namespaces alive; commands
+# enter them with nsenter. Only addresses inside the cluster's subnet and loopback are used.
+#
+# RM_CLUSTER_NAME (default rmc) names the hosts and the state directory
+# (/run/ringmaster-cluster/<name>); RM_CLUSTER_NET (default 10.233.7) is the /24 they live on.
+# Two clusters may coexist if both differ. Needs root, iproute2 and util-linux.
+set -euo pipefail
+
+name=${RM_CLUSTER_NAME:-rmc}
+net=${RM_CLUSTER_NET:-10.233.7}
+state=/run/ringmaster-cluster/$name
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+switch=$name-sw
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+host_ns() { echo "$name-$1"; }  # net namespace of host HOST (HOST is h0, h1, ...)
+holder_pid() {
+  local f=$state/$1.pid
+  [[ -f $f ]] || die "no host '$1' in cluster '$name' (hosts: $(hosts_list))"
+  cat "$f"
+}
+hosts_list() { [[ -f $state/hosts ]] && tr '\n' ' ' <"$state/hosts" || echo none; }
+host_short() {  # accepts "h1" or the full hostname "rmc-h1"
+  local h=$1
+  [[ $h == "$name-"* ]] && h=${h#"$name-"}
+  echo "$h"
+}
+
+check() {
+  [[ $(id -u) == 0 ]] || { echo "cluster.sh: test hosts need root (network namespaces)"; return 77; }
+  for tool in ip nsenter unshare mpirun; do
+    command -v $tool >/dev/null || { echo "cluster.sh: $tool is not installed"; return 77; }
+  done
+  local probe=$name-probe$$ err
+  if ! err=$(ip netns add "$probe" 2>&1); then
+    echo "cluster.sh: cannot create network namespaces here: $err"; return 77
+  fi
+  if ! err=$(ip netns exec "$probe" unshare --uts --mount --ipc true 2>&1); then
+    ip netns del "$probe"
+    echo "cluster.sh: cannot create UTS/mount namespaces here: $err"; return 77
+  fi
+  if ! err=$(ip link add "${probe:0:10}a" type veth peer name "${probe:0:10}b" 2>&1); then
+    ip netns del "$probe"
+    echo "cluster.sh: cannot create veth links here: $err"; return 77
+  fi
+  ip link del "${probe:0:10}a"
+  ip netns del "$probe"
+}
+
+up() {
+  local k=${1:?usage: cluster.sh up K [SLOTS]} slots=${2:-2}
+  [[ $k =~ ^[1-9][0-9]?$ ]] || die "K must be 1..99, not '$k'"
+  [[ $slots =~ ^[1-9][0-9]*$ ]] || die "SLOTS must be a positive number, not '$slots'"
+  [[ -d $state ]] && down
+  mkdir -p "$state"
+  ip netns add "$switch"
+  ip -n "$switch" link set lo up
+  ip -n "$switch" link add br0 type bridge
+  ip -n "$switch" link set br0 up
+  : >"$state/hosts"
+  : >"$state/hostfile"
+  printf '127.0.0.1 localhost\n' >"$state/etc-hosts"
+  for ((i = 0; i < k; i++)); do
+    printf '%s.%d %s\n' "$net" $((10 + i)) "$name-h$i" >>"$state/etc-hosts"
+  done
+  for ((i = 0; i < k; i++)); do
+    local h=h$i ns
+    ns=$(host_ns $h)
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    # The pair is created in the host and its far end moved to the switch.
+    ip -n "$ns" link add eth0 type veth peer name "p$h"
+    ip -n "$ns" link set "p$h" netns "$switch"
+    ip -n "$switch" link set "p$h" master br0 up
+    ip -n "$ns" addr add "$net.$((10 + i))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    # The holder: own hostname, /dev/shm, /etc/hosts and IPC, kept alive by sleep.
+    ip netns exec "$ns" unshare --uts --mount --ipc --propagation private \
+      sh -c 'hostname "$1"; mount -t tmpfs -o size=4g,mode=1777 tmpfs /dev/shm
+             mount --bind "$2" /etc/hosts; echo $$ >"$3"; exec sleep infinity' \
+      holder "$name-$h" "$state/etc-hosts" "$state/$h.pid" </dev/null >/dev/null 2>&1 &
+    for _ in $(seq 100); do [[ -s $state/$h.pid ]] && break; sleep 0.05; done
+    [[ -s $state/$h.pid ]] || die "host $h did not start"
+    echo "$h" >>"$state/hosts"
+    echo "$name-$h slots=$slots" >>"$state/hostfile"
+  done
+  # veth links come up asynchronously: wait until every host's link reports up.
+  for ((i = 0; i < k; i++)); do
+    for _ in $(seq 100); do
+      ip -n "$(host_ns h$i)" link show eth0 | grep -q 'state UP' && break
+      sleep 0.05
+    done
+  done
+  echo "cluster '$name': $k hosts ($(hosts_list)), hostfile $state/hostfile"
+}
+
+down() {
+  if [[ -f $state/hosts ]]; then
+    while read -r h; do
+      kill_host "$h" 2>/dev/null || true
+      [[ -f $state/$h.pid ]] && kill "$(cat "$state/$h.pid")" 2>/dev/null || true
+      ip netns del "$(host_ns "$h")" 2>/dev/null || true
+    done <"$state/hosts"
+  fi
+  # Anything named like ours that a crashed run left behind.
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$name-" || true); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  rm -rf "$state"
+}
+
+env_lines() {
+  # TCP between hosts, and only on the cluster's subnet; ob1 so that no other transport
+  # (UCX) is tried. The rsh agent enters a host instead of ssh-ing to it.
+  cat <<ENV
+export OMPI_MCA_plm_rsh_agent=$here/rsh-agent.sh
+export OMPI_MCA_plm_rsh_no_tree_spawn=1
+export OMPI_MCA_pml=ob1
+export OMPI_MCA_btl=self,tcp
+export OMPI_MCA_btl_tcp_if_include=$net.0/24
+export OMPI_MCA_oob_tcp_if_include=$net.0/24
+export RM_CLUSTER_NAME=$name
+export RM_CLUSTER_NET=$net
+export RM_CLUSTER_HOSTFILE=$state/hostfile
+ENV
+}
+
+on() {
+  local h
+  h=$(host_short "${1:?usage: cluster.sh on HOST CMD...}")
+  shift
+  local pid
+  pid=$(holder_pid "$h")
+  eval "$(env_lines)"
+  exec nsenter --target "$pid" --net --uts --mount --ipc --wd="$PWD" -- "$@"
+}
+
+kill_host() {
+  local h ns
+  h=$(host_short "$1")
+  ns=$(host_ns "$h")
+  local holder
+  holder=$(cat "$state/$h.pid" 2>/dev/null || echo none)
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do
+    [[ $pid == "$holder" ]] || kill -9 "$pid" 2>/dev/null || true
+  done
+}
+
+shape() {
+  local rate=${1:?usage: cluster.sh shape RATE [DELAY]} delay=${2:-}
+  while read -r h; do
+    local ns
+    ns=$(host_ns "$h")
+    ip -n "$ns" link set eth0 txqueuelen 1000
+    tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
+    if tc -n "$ns" qdisc add dev eth0 root netem rate "$rate" ${delay:+delay $delay} 2>/dev/null; then
+      continue
+    fi
+    # This kernel has no netem (CONFIG_NET_SCH_NETEM): shape the rate with a token bucket; a
+    # delay cannot be added.
+    [[ -z $delay ]] || echo "cluster.sh: no netem in this kernel: rate $rate shaped, delay $delay NOT added" >&2
+    tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+  done <"$state/hosts"
+}
+
+unshape() {
+  while read -r h; do tc -n "$(host_ns "$h")" qdisc del dev eth0 root 2>/dev/null || true; done <"$state/hosts"
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+  up) check >&2 || exit $?; up "$@" ;;
+  down) down ;;
+  on) on "$@" ;;
+  env) env_lines ;;
+  cut) ip -n "$switch" link set "p$(host_short "${1:?host}")" down ;;
+  heal) ip -n "$switch" link set "p$(host_short "${1:?host}")" up ;;
+  kill) kill_host "${1:?host}" ;;
+  shape) shape "$@" ;;
+  unshape) unshape ;;
+  check) check ;;
+  *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+esac

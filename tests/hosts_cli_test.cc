@@ -1,0 +1,63 @@
+// `ringmaster run --hosts FILE` on bad hostfiles: exit 2, one message naming the file (and
+// line), nothing written. The real multi-host run is tests/cluster/cluster_run_test.sh.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+
+std::string tiny_job(const TempDir& dir) {
+  return dir.write("job.yaml", "name: tiny\nrun_dir: " + dir.file("run") + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 4, global_batch: 8, micro_batch: 2}
+)");
+}
+
+struct BadHostfile {
+  const char* text;
+  const char* expected;  // in stderr, after "FILE"
+};
+
+TEST(HostsCli, ABadHostfileIsRefusedNamingFileAndLineAndNothingIsWritten) {
+  const BadHostfile cases[] = {
+      {"node-a slots=2\nnode-b slots=two\n", ":2:1: slots must be a positive number, not 'two'"},
+      {"node-a slots=0\n", ":1:1: slots must be a positive number, not '0'"},
+      {"node-a cores=2\n", ":1:1: unknown key 'cores'"},
+      {"slots=2\n", ":1:1: expected a host name first"},
+      {"# nothing\n\n", ": --hosts: the hostfile names no host"},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    const std::string hosts = dir.write("hosts", c.text);
+    const auto r = run_cli("run " + tiny_job(dir) + " --hosts " + hosts, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << c.text << r.err;
+    EXPECT_NE(r.err.find(hosts + c.expected), std::string::npos) << c.text << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("run"))) << c.text;
+  }
+}
+
+TEST(HostsCli, MoreRanksThanSlotsOrAMissingFileIsRefused) {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "node-a slots=1\nnode-b\n");
+  auto r = run_cli("run " + tiny_job(dir) + " --nproc 4 --hosts " + hosts, dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(hosts + ": --nproc 4 but the hostfile has 2 slots"), std::string::npos)
+      << r.err;
+  r = run_cli("run " + tiny_job(dir) + " --hosts " + dir.file("nope"), dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(dir.file("nope") + ": --hosts: cannot read the hostfile"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("run")));
+}
+
+}  // namespace
+}  // namespace rm
