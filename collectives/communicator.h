@@ -13,8 +13,8 @@
 //    stay valid and untouched until the operation's Work completes. Host memory for mpi, device
 //    memory for nccl. Buffers that are communicated every step should come from allocate(),
 //    which makes the mpi backend up to several times faster (see allocate). Several operations
-//    may be outstanding at once; they complete in issue order, except on the mpi backend's MPI
-//    path (ranks across nodes), where they complete in any order.
+//    may be outstanding at once; they complete in issue order, except on the mpi backend's paths
+//    across nodes (MPI, hierarchical), where they complete in any order.
 //  - Work handles must not outlive their communicator. Dropping a Work without waiting is
 //    allowed; the operation still completes during later calls.
 //  - Timeouts: an operation must complete within CommOptions::timeout_s of being issued
@@ -161,6 +161,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi", "nccl"
+  // The backend and the path it takes for this job's ranks, for the log (e.g. "mpi, hierarchical:
+  // shared memory within each of 2 hosts x 2 ranks, MPI between them (2 rails)").
+  virtual std::string describe() const { return backend(); }
 
   // Memory for buffers that are communicated every step (flat gradients, ZeRO shards), allocated
   // once at start-up: operations on it can skip staging copies (mpi on one node: peers read and

@@ -4,6 +4,8 @@
 // fp32 and averages are the same division. bf16 inputs are fractions, so that sums need rounding:
 // the reference is the contract's (float sum in rank order, float division, one rounding).
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -139,6 +141,7 @@ struct Param {
   Algorithm algorithm;
   size_t slot_bytes;
   bool registered;  // buffers from Communicator::allocate()
+  detail::HierLayout layout = detail::HierLayout::kRails;
 };
 
 class CommTest : public ::testing::TestWithParam<Param> {
@@ -149,6 +152,7 @@ class CommTest : public ::testing::TestWithParam<Param> {
     MpiOptions mpi;
     mpi.algorithm = GetParam().algorithm;
     mpi.shm_slot_bytes = GetParam().slot_bytes;
+    mpi.hier_layout = GetParam().layout;
     comm_ = make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
     rank_ = comm_->rank();
     size_ = comm_->size();
@@ -255,6 +259,15 @@ TEST_P(CommTest, ReportsRankSizeBackend) {
   EXPECT_EQ(comm_->size(), world_size());
   EXPECT_EQ(comm_->backend(), "mpi");
   EXPECT_EQ(comm_->sequence(), 0u);
+  // Run across test hosts (tests/cluster), the path auto chose is the one the run expects.
+  const char* expect = std::getenv("RM_EXPECT_AUTO_PATH");
+  if (expect != nullptr && GetParam().algorithm == Algorithm::kAuto) {
+    const std::string want =
+        GetParam().layout == detail::HierLayout::kLeaders && std::string(expect) == "hierarchical"
+            ? "host leaders"
+            : expect;
+    EXPECT_NE(comm_->describe().find(want), std::string::npos) << comm_->describe();
+  }
 }
 
 TEST_P(CommTest, AllReduceFloatSumAndAvg) {
@@ -513,6 +526,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // Tiny slots: many pipeline steps and slot reuse even on small inputs.
                       Param{"auto_tiny_slots", Algorithm::kAuto, 1024, false},
                       Param{"auto_registered", Algorithm::kAuto, MpiOptions{}.shm_slot_bytes, true},
+                      // Across hosts: the hierarchy with one leader per host, and no hierarchy.
+                      Param{"auto_leaders", Algorithm::kAuto, 1024, true, detail::HierLayout::kLeaders},
+                      Param{"across_hosts_flat", Algorithm::kMpiAcrossHosts, MpiOptions{}.shm_slot_bytes, true},
                       Param{"mpi", Algorithm::kMpi, 0, false},
                       Param{"mpi_registered", Algorithm::kMpi, 0, true}),
     [](const ::testing::TestParamInfo<Param>& info) { return std::string(info.param.name); });

@@ -138,6 +138,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   // log only.
   std::printf("ringmaster: %s%scompute %s (%s)\n", where.c_str(), where.empty() ? "" : ", ",
               devices.compute->describe().c_str(), choice.reason.c_str());
+  if (rank0 && comm.size() > 1) std::printf("ringmaster: collectives %s\n", comm.describe().c_str());
   std::fflush(stdout);
   std::unique_ptr<ConsoleProgress> console;
   if (rank0) console = make_console(job, trainer.model(), choice, comm.size());

@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "collectives/mpi/hier_path.h"
 #include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/shm_engine.h"
 #include "collectives/reduce_kernels.h"
@@ -49,6 +50,8 @@ struct Op : OpStamp {
   bool avg = false;
   size_t finish_count = 0;   // elements to divide (kAvg)
   size_t finish_offset = 0;  // bytes: where this rank's shard belongs (reduce-scatter)
+  // Hierarchical path: the op's stages (hier_path.h).
+  std::shared_ptr<detail::HierOp> hier;
 };
 
 class MpiCommunicator;
@@ -79,6 +82,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  std::string describe() const override;
   void* allocate(size_t bytes) override;
 
   std::unique_ptr<Work> all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) override;
@@ -91,7 +95,7 @@ class MpiCommunicator final : public Communicator {
   void progress() override { poll(); }
   [[noreturn]] void abort(const std::string& why) override;
   uint64_t share_liveness(uint64_t beats) override {
-    return shm_ ? shm_->share_liveness(beats) : 0;
+    return shm_ ? shm_->share_liveness(beats) : hier_ ? hier_->share_liveness(beats) : 0;
   }
 
   // Drives everything until `op` completes (or fails).
@@ -107,6 +111,8 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> issue_shm(std::shared_ptr<Op> op, detail::ShmKind kind, void* buf,
                                   std::vector<size_t> counts, DType dtype, ReduceOp rop);
   std::unique_ptr<Work> issue_mpi(std::shared_ptr<Op> op);
+  std::unique_ptr<Work> issue_hier(std::shared_ptr<Op> op);
+  bool advance_hier();
   std::unique_ptr<Work> done_op(std::shared_ptr<Op> op);
   std::unique_ptr<Work> issue_bf16_reduction(std::shared_ptr<Op> op, void* buf,
                                              const std::vector<size_t>& counts, ReduceOp rop,
@@ -141,6 +147,9 @@ class MpiCommunicator final : public Communicator {
   CommOptions options_;
   bool local_ = false;  // one rank and no MPI requested: every op is complete at once
   std::unique_ptr<detail::ShmEngine> shm_;
+  // Ranks on several hosts, laid out host after host: shared memory within hosts, MPI between.
+  std::unique_ptr<detail::HierPath> hier_;
+  std::deque<std::shared_ptr<Op>> hier_pending_;  // in issue order; complete in any order
   std::deque<std::shared_ptr<Op>> shm_queue_;     // in issue order; the head is running
   std::vector<std::shared_ptr<Op>> mpi_pending_;  // MPI requests, complete in any order
   std::deque<std::shared_ptr<Op>> stage_two_;     // two-request ops, in issue order
@@ -195,9 +204,26 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options, MpiOptions 
                           "] make_mpi_communicator: shared memory requested but the ranks span " +
                           "more than one node");
   } else {
+    // bf16 reductions and broadcasts take the plain MPI path on either (see hier_path.h).
     RM_MPI_CHECK(MPI_Comm_dup(comm_, &stage_two_comm_), on_error);
     RM_MPI_CHECK(MPI_Comm_set_errhandler(stage_two_comm_, MPI_ERRORS_RETURN), on_error);
+    if (mpi_options.algorithm != Algorithm::kMpiAcrossHosts) {
+      hier_ = detail::HierPath::make(comm_, mpi_options.shm_slot_bytes, mpi_options.hier_layout);
+    }
   }
+}
+
+std::string MpiCommunicator::describe() const {
+  const std::string n = std::to_string(size_);
+  if (local_) return "mpi, one rank";
+  if (shm_) return "mpi, shared memory (" + n + " ranks on one host)";
+  if (hier_) {
+    const bool rails = hier_->layout() == detail::HierLayout::kRails;
+    return "mpi, hierarchical: shared memory within each of " + std::to_string(hier_->hosts()) +
+           " hosts x " + std::to_string(hier_->local_size()) + " ranks, MPI between them (" +
+           (rails ? std::to_string(hier_->local_size()) + " rails" : "host leaders") + ")";
+  }
+  return "mpi, MPI collectives (" + n + " ranks)";
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -211,18 +237,26 @@ MpiCommunicator::~MpiCommunicator() {
       op->task.kind = detail::ShmKind::kBarrier;
       shm_queue_.push_back(op);
       wait_for(*op);
+    } else if (hier_) {
+      // The engines' windows are freed collectively over each host: meet first, likewise.
+      auto op = new_op("destroy", 0);
+      RM_MPI_CHECK(MPI_Ibarrier(comm_, &op->request), (OpError{this, op.get()}));
+      mpi_pending_.push_back(op);
+      wait_for(*op);
     }
   } catch (const CollectiveError&) {
     return;  // already reported
   }
   shm_.reset();
+  hier_.reset();
   if (stage_two_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stage_two_comm_);
   MPI_Comm_free(&comm_);
 }
 
 void* MpiCommunicator::allocate(size_t bytes) {
   check_usable();
-  return shm_ ? shm_->allocate(bytes) : Communicator::allocate(bytes);
+  if (shm_) return shm_->allocate(bytes);
+  return hier_ ? hier_->allocate(bytes) : Communicator::allocate(bytes);
 }
 
 std::shared_ptr<Op> MpiCommunicator::new_op(const char* name, size_t bytes) {
@@ -271,6 +305,12 @@ std::unique_ptr<Work> MpiCommunicator::issue_mpi(std::shared_ptr<Op> op) {
   return std::make_unique<MpiWork>(this, std::move(op));
 }
 
+std::unique_ptr<Work> MpiCommunicator::issue_hier(std::shared_ptr<Op> op) {
+  hier_pending_.push_back(op);
+  publish_oldest();
+  return std::make_unique<MpiWork>(this, std::move(op));
+}
+
 std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType dtype,
                                                   ReduceOp rop) {
   check_usable();
@@ -281,6 +321,12 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType
                      dtype, rop);
   }
   check_counts(*op, count);
+  if (hier_ && dtype != DType::kBFloat16) {
+    op->hier = std::make_shared<detail::HierOp>();
+    op->hier->owner = op.get();
+    hier_->all_reduce(op->hier, static_cast<char*>(buf), count, dtype, rop == ReduceOp::kAvg);
+    return issue_hier(std::move(op));
+  }
   if (dtype == DType::kBFloat16) {
     return issue_bf16_reduction(std::move(op), buf, shard_counts(count, size_), rop, true);
   }
@@ -305,6 +351,12 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vect
     return issue_shm(std::move(op), detail::ShmKind::kReduceScatter, buf, counts, dtype, rop);
   }
   check_counts(*op, total);
+  if (hier_ && dtype != DType::kBFloat16) {
+    op->hier = std::make_shared<detail::HierOp>();
+    op->hier->owner = op.get();
+    hier_->reduce_scatter(op->hier, static_cast<char*>(buf), counts, dtype, rop == ReduceOp::kAvg);
+    return issue_hier(std::move(op));
+  }
   if (dtype == DType::kBFloat16)
     return issue_bf16_reduction(std::move(op), buf, counts, rop, false);
   op->counts.assign(counts.begin(), counts.end());
@@ -333,6 +385,12 @@ std::unique_ptr<Work> MpiCommunicator::all_gather(void* buf, const std::vector<s
                      ReduceOp::kSum);
   }
   check_counts(*op, total);
+  if (hier_) {  // moves bytes only: bf16 too
+    op->hier = std::make_shared<detail::HierOp>();
+    op->hier->owner = op.get();
+    hier_->all_gather(op->hier, static_cast<char*>(buf), counts, dtype);
+    return issue_hier(std::move(op));
+  }
   op->counts.assign(counts.begin(), counts.end());
   op->displs.resize(counts.size());
   for (int r = 0; r < size_; ++r) {
@@ -478,12 +536,13 @@ bool MpiCommunicator::advance() {
       ++i;
     }
   }
+  if (hier_ && advance_hier()) moved = true;
   if (moved) issue_stage_two();
   if (moved) {
     activity_.note_progress();
     publish_oldest();
   }
-  if (moved || (shm_queue_.empty() && mpi_pending_.empty())) return moved;
+  if (moved || (shm_queue_.empty() && mpi_pending_.empty() && hier_pending_.empty())) return moved;
 
   // Nothing moved: is anyone overdue, or has a peer failed?
   const auto now = Clock::now();
@@ -499,6 +558,20 @@ bool MpiCommunicator::advance() {
       fail(head, text + (waiting.empty() ? "" : "; waiting for " + waiting));
     }
   }
+  if (!hier_pending_.empty()) {
+    const int failed = hier_->failed_peer();
+    if (failed >= 0) {
+      fail(*hier_pending_.front(), "failed: rank " + std::to_string(failed) + " reported a failure");
+    }
+    for (const auto& op : hier_pending_) {
+      if (now > op->deadline) {
+        char text[64];
+        std::snprintf(text, sizeof(text), "timed out after %.1f s; ",
+                      std::chrono::duration<double>(now - op->issued).count());
+        fail(*op, text + hier_->waiting_for(*op->hier));
+      }
+    }
+  }
   for (const auto& op : mpi_pending_) {
     if (now > op->deadline) {
       char text[128];
@@ -510,6 +583,26 @@ bool MpiCommunicator::advance() {
     }
   }
   return false;
+}
+
+// Advances the hierarchical path; completed ops leave the pending list (in any order).
+bool MpiCommunicator::advance_hier() {
+  bool moved = false;
+  try {
+    moved = hier_->advance();
+  } catch (const detail::HierFailure& f) {
+    fail(*static_cast<const Op*>(f.owner), f.what);
+  }
+  for (auto it = hier_pending_.begin(); it != hier_pending_.end();) {
+    if ((*it)->hier->done) {
+      (*it)->done = true;
+      it = hier_pending_.erase(it);
+      moved = true;
+    } else {
+      ++it;
+    }
+  }
+  return moved;
 }
 
 void MpiCommunicator::wait_for(const Op& op) {
@@ -529,9 +622,13 @@ void MpiCommunicator::wait_for(const Op& op) {
     if (op.done) break;
     const auto idle = Clock::now() - idle_since;
     if (idle < kSpin) continue;
-    if (shm_queue_.empty()) {
+    if (!hier_pending_.empty() && (idle > kSpinLimit || hier_->waits_for_peer_on(sched_getcpu()))) {
+      activity_.set_peer(-1);
+      hier_->block(2000);  // a local peer's counter; returns at once if none is waited for
+      if (idle > kSpinLimit) sched_yield();
+    } else if (shm_queue_.empty()) {
       sched_yield();  // MPI requests: MPI gives no better signal
-    } else if (idle > kSpinLimit || shm_->waits_for_peer_on(sched_getcpu())) {
+    } else if (shm_ && (idle > kSpinLimit || shm_->waits_for_peer_on(sched_getcpu()))) {
       activity_.set_peer(shm_->blocking_peer());  // for a watchdog: who we sleep for
       shm_->block(2000);  // short: MPI requests and deadlines are checked in between
     }
@@ -552,6 +649,10 @@ void MpiCommunicator::wait_all() {
     const std::shared_ptr<Op> last = shm_queue_.back();
     wait_for(*last);
   }
+  while (!hier_pending_.empty()) {
+    const std::shared_ptr<Op> last = hier_pending_.back();
+    wait_for(*last);
+  }
   while (!mpi_pending_.empty() || !stage_two_.empty()) {
     const std::shared_ptr<Op> last = !stage_two_.empty() ? stage_two_.back() : mpi_pending_.back();
     wait_for(*last);
@@ -563,6 +664,9 @@ void MpiCommunicator::publish_oldest() {
   const Op* oldest = shm_queue_.empty() ? nullptr : shm_queue_.front().get();
   for (const auto& op : mpi_pending_) {
     if (oldest == nullptr || op->seq < oldest->seq) oldest = op.get();
+  }
+  if (!hier_pending_.empty() && (oldest == nullptr || hier_pending_.front()->seq < oldest->seq)) {
+    oldest = hier_pending_.front().get();
   }
   // Between its two requests an op is in neither list above.
   if (!stage_two_.empty() && (oldest == nullptr || stage_two_.front()->seq < oldest->seq)) {
@@ -577,6 +681,7 @@ void MpiCommunicator::fail(const Op& op, const std::string& what) {
   std::fprintf(stderr, "%s\n", msg.c_str());
   std::fflush(stderr);
   if (shm_) shm_->poison();
+  if (hier_) hier_->poison();
   if (options_.abort_on_error) {
     MPI_Abort(comm_, 1);
     std::abort();
@@ -589,6 +694,7 @@ void MpiCommunicator::abort(const std::string& why) {
   std::fprintf(stderr, "[rank %d/%d] aborting: %s\n", rank_, size_, why.c_str());
   std::fflush(stderr);
   if (shm_) shm_->poison();
+  if (hier_) hier_->poison();
   MPI_Abort(comm_, 1);
   std::abort();
 }

@@ -6,10 +6,12 @@
 //    broadcast uses MPI_Ibcast. On a buffer from allocate() an operation is one pass: each rank
 //    reduces its shard straight from every rank's buffer into every rank's buffer. On any other
 //    buffer it is pipelined through preallocated staging (copy in, reduce, copy out).
-//  - MPI (ranks across nodes, or when asked for): MPI's non-blocking collectives
+//  - hierarchical (ranks on several nodes, the same number on each, node after node; the
+//    default there): shared memory within nodes, MPI between them (hier_path.h). bf16
+//    reductions and broadcasts take the MPI path below.
+//  - MPI (other layouts across nodes, or when asked for): MPI's non-blocking collectives
 //    (MPI_Iallreduce, MPI_Ireduce_scatter, MPI_Iallgatherv, MPI_Ibcast, MPI_Ibarrier), polled
-//    with MPI_Test. Counts must fit in an int there. (A node-aware hierarchy -- shared memory
-//    within nodes, a ring across them -- would be the next step for multi-node jobs.)
+//    with MPI_Test. Counts must fit in an int there.
 //    bf16 reductions there are an all-to-all of the shards (MPI_Ialltoallv), summed by the host
 //    kernels in rank order as on the shm path (same bits), then for all-reduce an in-place
 //    MPI_Iallgatherv on a second duplicated communicator; MPI has no bf16 type and its own
@@ -30,16 +32,20 @@
 #include <memory>
 
 #include "collectives/communicator.h"
+#include "collectives/mpi/hier_path.h"
 
 namespace rm {
 
 struct MpiOptions {
   enum class Algorithm {
-    kAuto,          // shared memory if all ranks share this node, else MPI
-    kSharedMemory,  // shared memory; creation throws if the ranks span nodes
-    kMpi,           // MPI's non-blocking collectives
+    kAuto,            // shared memory on one node; across nodes hierarchical where it fits
+    kSharedMemory,    // shared memory; creation throws if the ranks span nodes
+    kMpi,             // MPI's non-blocking collectives, always
+    kMpiAcrossHosts,  // shared memory on one node, else MPI's collectives (no hierarchy)
   };
   Algorithm algorithm = Algorithm::kAuto;
+  // The hierarchical path's inter-host layout (hier_path.h).
+  detail::HierLayout hier_layout = detail::HierLayout::kRails;
   // Shared-memory staging per rank per pipeline slot (two slots, allocated and touched once at
   // creation). One step moves shm_slot_bytes / size() bytes of every rank's shard.
   size_t shm_slot_bytes = size_t{128} << 10;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A job across two test hosts (cluster.sh): `ringmaster run JOB --hosts FILE` from host h0 puts
-# ranks 0-1 on h0 and 2-3 on h1, trains, and ends with the same losses as the same job on four
+# ranks 0-1 on h0 and 2-3 on h1, takes the hierarchical path between them, trains, and ends with the same losses as the same job on four
 # ranks of one host. Skips (77) saying why when this machine cannot create network namespaces.
 #   cluster_run_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
@@ -26,6 +26,8 @@ out=$(timeout 300 "$here/cluster.sh" on h0 "$bin" run job.yaml --fresh --hosts "
   echo "$out"; fail "the 2-host run exited non-zero"; }
 echo "$out"
 grep -q "4 ranks" <<<"$out" || fail "not 4 ranks"
+grep -q "collectives mpi, hierarchical: shared memory within each of 2 hosts x 2 ranks" <<<"$out" ||
+  fail "the hierarchical path was not taken"
 for r in 0 1 2 3; do
   host=rmrun-h$((r / 2))
   grep -q "rank $r/4 (local $((r % 2))/2) on $host" run/logs/rank-$r.log ||
