@@ -32,6 +32,19 @@ int run_allreduce_bench(MPI_Comm comm, const BenchOptions& options) {
   if (options.plain_buffer) {
     impls.push_back({"ringmaster, plain buffer", plain, impls[0].run});
   }
+  // Across hosts, the hierarchy's other inter-host layout too (hier_path.h): one leader per host
+  // carrying all of the host's bytes, against the default's one rail per local rank.
+  const bool hierarchical = communicator->describe().find("hierarchical") != std::string::npos;
+  std::unique_ptr<Communicator> leaders;
+  if (hierarchical && options.mpi.hier_layout == detail::HierLayout::kRails) {
+    MpiOptions mpi = options.mpi;
+    mpi.hier_layout = detail::HierLayout::kLeaders;
+    leaders = make_mpi_communicator(comm, options.comm, mpi);
+    char* leaders_buf = static_cast<char*>(leaders->allocate(capacity));
+    impls.push_back({"ringmaster, host leaders", leaders_buf, [&](char* buf, size_t count) {
+                       leaders->all_reduce(buf, count, dtype, ReduceOp::kSum)->wait();
+                     }});
+  }
   // MPI has no bf16 type (and its own sum would round differently): no baseline for bf16.
   const bool compare_mpi = options.compare_mpi && dtype != DType::kBFloat16;
   if (compare_mpi) {
@@ -41,13 +54,15 @@ int run_allreduce_bench(MPI_Comm comm, const BenchOptions& options) {
                                      comm);
                      }});
   }
-  std::string what = "ringmaster: the " + communicator->backend() +
-                     " backend on a buffer from Communicator::allocate()" +
-                     (options.plain_buffer ? " and on an ordinary buffer" : "") + "; ";
+  std::string what = "ringmaster: " + communicator->describe() +
+                     ";\n  on a buffer from Communicator::allocate()" +
+                     (options.plain_buffer ? " and on an ordinary buffer" : "") +
+                     (leaders ? "; with host leaders instead of rails" : "") + "; ";
   what += dtype != DType::kBFloat16 ? "MPI_Allreduce(MPI_IN_PLACE) on an ordinary buffer"
                                     : "no MPI_Allreduce baseline (MPI has no bfloat16)";
   const int rc = detail::run_bench_table(comm, options, std::move(impls), what,
                                          compare_mpi ? "MPI" : nullptr, {});
+  leaders.reset();
   communicator.reset();
   return rc;
 }

@@ -5,10 +5,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
+#include <thread>
 
 namespace rm {
 namespace {
@@ -53,6 +58,75 @@ void forward_to_child(int sig) {
   }
 }
 
+// How many of `parent`'s children run the executable `exe` (from /proc).
+int children_running(pid_t parent, const std::string& exe) {
+  int n = 0;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return 0;
+  while (const dirent* e = ::readdir(proc)) {
+    const char* name = e->d_name;
+    if (name[0] < '0' || name[0] > '9') continue;
+    std::ifstream stat(std::string("/proc/") + name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses; the last ')' ends it.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+    if (ppid != parent || state == 'Z') continue;
+    char target[4096];
+    const ssize_t len =
+        ::readlink((std::string("/proc/") + name + "/exe").c_str(), target, sizeof target - 1);
+    if (len > 0 && std::string(target, static_cast<size_t>(len)) == exe) ++n;
+  }
+  ::closedir(proc);
+  return n;
+}
+
+// Waits for `pid` to exit; with linger_limit_s > 0, kills its group once it has outlived its
+// ranks by that long (see run_child).
+int wait_child(pid_t pid, double linger_limit_s) {
+  int status = 0;
+  if (linger_limit_s <= 0) {
+    while (::waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    }
+    return status;
+  }
+  const std::string exe = self_path();
+  bool had_ranks = false;
+  std::chrono::steady_clock::time_point ranks_gone{};
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) {
+      throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    }
+    const int ranks = children_running(pid, exe);
+    const auto now = std::chrono::steady_clock::now();
+    if (ranks > 0) {
+      had_ranks = true;
+      ranks_gone = {};
+    } else if (had_ranks) {
+      if (ranks_gone == std::chrono::steady_clock::time_point{}) ranks_gone = now;
+      if (now - ranks_gone > std::chrono::duration<double>(linger_limit_s)) {
+        std::fprintf(stderr,
+                     "ringmaster: this host's ranks ended %.0f s ago and mpirun has not: it "
+                     "waits for a host it cannot reach; killing it\n",
+                     linger_limit_s);
+        std::fflush(stderr);
+        ::kill(-pid, SIGKILL);
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        return status;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
 }  // namespace
 
 std::string self_path() {
@@ -68,7 +142,8 @@ bool stop_signal_seen() {
   return g_any_signal != 0;
 }
 
-int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding) {
+int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
+              double linger_limit_s) {
   std::vector<std::string> args = argv;
   std::vector<char*> c;
   for (std::string& a : args) c.push_back(a.data());
@@ -112,10 +187,7 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding)
   ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
   g_child_pid = pid;
   ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-  }
+  const int status = wait_child(pid, linger_limit_s);
   g_child_pid = 0;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -21,7 +21,13 @@ enum class SignalForwarding {
 //    the child's process group: the way out of a stuck job.
 //  - If this process dies (even by SIGKILL), the child gets SIGTERM (PR_SET_PDEATHSIG).
 // One child at a time; the handlers stay installed afterwards (stop_signal_seen() reads them).
-int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding);
+//  - linger_limit_s > 0 (mpirun across hosts): once the child has had children running this
+//    binary (the ranks on this host) and all of them have exited, the child gets that long to
+//    exit too, then its group is killed (SIGKILL) and run_child returns 128 + 9. After a rank
+//    aborts the job, mpirun waits for every remote daemon to acknowledge; one behind a cut link
+//    never does, and mpirun would wait for ever.
+int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
+              double linger_limit_s = 0);
 
 // True once SIGTERM, SIGINT or SIGUSR1 has reached this process during or after a run_child().
 bool stop_signal_seen();

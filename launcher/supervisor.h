@@ -8,6 +8,9 @@
 //   - A restart drops --fresh and --from from the command line, so it resumes from the newest
 //     checkpoint that verifies; with none, it starts over (--fresh: there is nothing to keep).
 //   - Every attempt runs with RM_RESTART_COUNT=k in its environment (0 first); ranks log it.
+//   - With a hostfile, every host must first take a process (launcher/host_check.h): the first
+//     launch fails naming the hosts that do not; a restart waits for them to come back, up to
+//     kHostWaitS (RM_HOST_WAIT_S overrides it), then fails naming them.
 //   - Signals: SIGTERM, SIGINT and SIGUSR1 are passed on (child_process.h) as SIGUSR1, the
 //     ranks' "checkpoint and stop", when checkpoint.on_signal, else as they came.
 #pragma once
@@ -23,6 +26,9 @@ namespace rm {
 // Environment variable set in the supervised process (its value: the restart count), so that
 // `ringmaster run` started by the supervisor trains instead of supervising again.
 inline constexpr const char* kRestartCountEnv = "RM_RESTART_COUNT";
+
+// How long a restart waits for unreachable hosts to come back (seconds).
+inline constexpr double kHostWaitS = 300;
 
 // Runs the job's training (argv: the command line after the program name) until it succeeds,
 // stops, or fails more than job.resilience.max_restarts times; returns the last exit code.
