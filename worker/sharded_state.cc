@@ -169,23 +169,58 @@ const void* ShardedState::acquire_params(int u) {
   trace_unit(u);
   const ParamUnit& unit = model_.units()[u];
   const size_t esize = compute_param_bytes();
-  const char* mine = compute_params();  // this rank's (or every) compute-precision parameter
-  if (full_params_) return mine + unit.begin * esize;
-  // ZeRO-3: gather the unit from its owners into a scratch buffer, in the compute precision
-  // (bf16 gathers move half the bytes).
-  float* buf = take_scratch((unit.size() * esize + sizeof(float) - 1) / sizeof(float));
-  char* bytes = reinterpret_cast<char*>(buf);
-  const std::vector<size_t> counts = counts_in(unit.begin, unit.end);
+  if (full_params_) return compute_params() + unit.begin * esize;
+  // ZeRO-3: this unit's gather was issued one unit ago (prefetched), or is issued now.
+  if (recording_) fetch_order_.push_back(u);
+  Gather current;
+  if (prefetch_.unit == u) {
+    current = std::move(prefetch_);
+    prefetch_ = Gather();
+  } else {
+    drop_prefetch();
+    current = start_gather(u);
+  }
+  // Then the next unit of the recorded order, to cross the links while this one computes: at
+  // most two units are gathered at once. Off the recorded order (evaluation, a model that
+  // changed its mind) nothing is prefetched until the next micro-batch; every rank sees the
+  // same order, so every rank issues the same gathers.
+  if (cursor_ < fetch_order_.size() && !recording_ && fetch_order_[cursor_] == u) {
+    if (++cursor_ < fetch_order_.size()) prefetch_ = start_gather(fetch_order_[cursor_]);
+  } else {
+    cursor_ = kNoCursor;
+  }
+  current.work->wait();
+  if (trace_) trace_->comm_end(current.trace_id);
+  unit_params_[u] = current.buf;
+  return current.buf;
+}
+
+ShardedState::Gather ShardedState::start_gather(int u) {
+  // Gathered in the compute precision (bf16 gathers move half the bytes).
+  const ParamUnit& unit = model_.units()[u];
+  const size_t esize = compute_param_bytes();
+  const char* mine = compute_params();  // this rank's shard
+  Gather g;
+  g.unit = u;
+  g.buf = take_scratch((unit.size() * esize + sizeof(float) - 1) / sizeof(float));
+  char* bytes = reinterpret_cast<char*>(g.buf);
   const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
   if (hi > lo) {
     compute_.copy(bytes + (lo - unit.begin) * esize, mine + (lo - shard_begin_) * esize,
                   (hi - lo) * esize);
   }
-  const uint64_t traced = trace_ ? trace_->comm_begin("all-gather unit", u, unit.size() * esize) : 0;
-  comm_.all_gather(buf, counts, bf16_ ? DType::kBFloat16 : DType::kFloat32)->wait();
-  if (trace_) trace_->comm_end(traced);
-  unit_params_[u] = buf;
-  return buf;
+  g.trace_id = trace_ ? trace_->comm_begin("all-gather unit", u, unit.size() * esize) : 0;
+  g.work = comm_.all_gather(g.buf, counts_in(unit.begin, unit.end),
+                            bf16_ ? DType::kBFloat16 : DType::kFloat32);
+  return g;
+}
+
+void ShardedState::drop_prefetch() {
+  if (!prefetch_.work) return;
+  prefetch_.work->wait();
+  if (trace_) trace_->comm_end(prefetch_.trace_id);
+  give_back_scratch(prefetch_.buf);
+  prefetch_ = Gather();
 }
 
 const char* ShardedState::compute_params() const {
@@ -202,6 +237,7 @@ void ShardedState::release_params(int u) {
   if (full_params_) return;
   give_back_scratch(unit_params_[u]);
   unit_params_[u] = nullptr;
+  if (prefetch_.work) comm_.progress();  // the next unit's gather moves between layers
 }
 
 float* ShardedState::acquire_grads(int u) {
@@ -263,6 +299,11 @@ void ShardedState::begin_step() {
 }
 
 void ShardedState::begin_micro_batch(bool last_of_step) {
+  // ZeRO-3: the first micro-batch records the order units are acquired in; later ones follow it.
+  if (!full_params_) {
+    recording_ = fetch_order_.empty();
+    cursor_ = 0;
+  }
   communicate_ = last_of_step;
   next_bucket_ = 0;
   in_backward_ = true;
@@ -337,6 +378,9 @@ void ShardedState::drain(bool wait_all) {
 
 void ShardedState::finish_backward() {
   in_backward_ = false;
+  recording_ = false;
+  cursor_ = kNoCursor;
+  drop_prefetch();  // none should be left; the parameters change next
   if (full_grads_ && communicate_) {
     // Without overlap (or for buckets not reached), reduce now.
     while (next_bucket_ < buckets_.size()) launch_bucket(buckets_[next_bucket_++]);
@@ -381,10 +425,20 @@ std::vector<float> ShardedState::full_params() {
     compute_.download(all.data(), params_.data(), total * sizeof(float));
     return all;
   }
-  DeviceArray<float> gathered(compute_, total);
-  compute_.copy(gathered.data() + shard_begin_, params_.data(), params_.size() * sizeof(float));
-  comm_.all_gather(gathered.data(), shard_counts_, DType::kFloat32)->wait();
-  compute_.download(all.data(), gathered.data(), total * sizeof(float));
+  // ZeRO-3: unit by unit through the scratch pool, so the compute's memory (a GPU's) never holds
+  // a second whole copy of the model -- the host vector is the only one.
+  drop_prefetch();
+  for (const ParamUnit& unit : model_.units()) {
+    float* buf = take_scratch(unit.size());
+    const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
+    if (hi > lo) {
+      compute_.copy(buf + (lo - unit.begin), params_.data() + (lo - shard_begin_),
+                    (hi - lo) * sizeof(float));
+    }
+    comm_.all_gather(buf, counts_in(unit.begin, unit.end), DType::kFloat32)->wait();
+    compute_.download(all.data() + unit.begin, buf, unit.size() * sizeof(float));
+    give_back_scratch(buf);
+  }
   return all;
 }
 

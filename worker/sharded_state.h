@@ -11,7 +11,13 @@
 //                                                                   update shard, all-gather
 //   full       shard (+ unit gathers)  shard (+ scratch)  shard     reduce-scatter per unit;
 //                                                                   params gathered per unit
-//                                                                   before use, freed after
+//                                                                   before use, freed after;
+//                                                                   the next unit prefetched
+//
+// ZeRO-3 prefetch: the first training micro-batch records the order the model acquires units in
+// (forward, then backward); afterwards, acquiring a unit issues the gather of the next one in
+// that order, which crosses the links while the current one computes -- at most two units
+// gathered at once. Evaluation and anything off the recorded order gather on demand.
 //
 // Overlap: gradients are reduced while backward runs. none/optimizer group units into buckets
 // of parallel.bucket_mb in reverse layer order and start a bucket's reduction when its last
@@ -211,6 +217,20 @@ class ShardedState final : public ParamAccess {
   float* staging();  // 3 x the shard: params, adam_m, adam_v
 
   std::vector<float*> unit_params_;  // ZeRO-3: gathered unit, or null
+  // ZeRO-3 prefetch: a unit's all-gather in flight into a scratch buffer.
+  struct Gather {
+    int unit = -1;
+    float* buf = nullptr;
+    std::unique_ptr<Work> work;
+    uint64_t trace_id = 0;
+  };
+  Gather start_gather(int u);
+  void drop_prefetch();  // waits for the prefetch in flight, if any, and frees its buffer
+  static constexpr size_t kNoCursor = static_cast<size_t>(-1);
+  std::vector<int> fetch_order_;  // units in the order one training micro-batch acquires them
+  bool recording_ = false;        // this micro-batch records fetch_order_
+  size_t cursor_ = kNoCursor;     // the position in fetch_order_ of the next acquire
+  Gather prefetch_;
   std::vector<float*> unit_grads_;   // ZeRO-2/3: scratch of an acquired unit, or null
   size_t scratch_capacity_ = 0;
   StepProgress* progress_ = nullptr;
