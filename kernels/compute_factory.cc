@@ -33,6 +33,15 @@ int cuda_device_count(std::string* why) {
 #endif
 }
 
+size_t cuda_device_memory(int device) {
+#ifdef RM_HAVE_CUDA
+  return cuda::device_memory(device);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 std::unique_ptr<Compute> make_compute(ComputeKind kind, const ComputeOptions& options) {
   if (kind == ComputeKind::kCpu) return cpu::make_cpu_compute(options.threads);
 #ifdef RM_HAVE_CUDA

@@ -5,6 +5,7 @@
 // CUDA_VISIBLE_DEVICES is honoured by construction.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,9 @@ bool cuda_compiled();
 // How many GPUs this process can use: 0 when the build has no CUDA, there is no driver or no
 // device. When 0, *why (if given) says which, in words for a user.
 int cuda_device_count(std::string* why = nullptr);
+
+// Bytes of memory of visible GPU `device`; 0 when there is no such GPU or no CUDA in this build.
+size_t cuda_device_memory(int device);
 
 // Throws std::runtime_error when the backend cannot start (no CUDA in this build, no such GPU).
 std::unique_ptr<Compute> make_compute(ComputeKind kind, const ComputeOptions& options);

@@ -7,10 +7,14 @@
 //   arena.plan(ln1, N * C);   // float* ln1
 //   arena.plan(qkv, N * 3 * C);
 //   arena.allocate();          // ln1, qkv now point into one zero-filled allocation
+//
+// A sizing arena (no Compute) only adds up: plan the same arrays, read bytes(), allocate
+// nothing. Models use one to say what they would need without building themselves.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/compute.h"
@@ -22,16 +26,21 @@ class DeviceArena {
   static constexpr size_t kAlign = 256;
 
   explicit DeviceArena(Compute& compute) : compute_(&compute) {}
+  DeviceArena() = default;  // sizing only
 
   // Reserves n elements for `ptr`, which allocate() will set (ptr must outlive that call).
   template <typename T>
   void plan(T*& ptr, size_t n) {
     const size_t offset = bytes_;
-    bindings_.push_back([&ptr, offset](char* base) { ptr = reinterpret_cast<T*>(base + offset); });
+    if (compute_ != nullptr) {
+      bindings_.push_back(
+          [&ptr, offset](char* base) { ptr = reinterpret_cast<T*>(base + offset); });
+    }
     bytes_ = (bytes_ + n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
   }
   // Allocates every planned array at once (zero-filled) and sets the pointers. Once only.
   void allocate() {
+    if (compute_ == nullptr) throw std::logic_error("DeviceArena: a sizing arena cannot allocate");
     memory_ = DeviceArray<char>(*compute_, bytes_);
     for (const auto& bind : bindings_) bind(memory_.data());
     bindings_.clear();
@@ -39,7 +48,7 @@ class DeviceArena {
   size_t bytes() const { return bytes_; }
 
  private:
-  Compute* compute_;
+  Compute* compute_ = nullptr;
   size_t bytes_ = 0;
   std::vector<std::function<void(char*)>> bindings_;
   DeviceArray<char> memory_;

@@ -188,5 +188,24 @@ TEST(DeviceArena, OneZeroFilledAllocationReleasedWithTheArena) {
   EXPECT_EQ(compute.released, std::vector<void*>{base});
 }
 
+// A sizing arena adds up the same plan to the same bytes, sets no pointer, and cannot allocate:
+// what models use to say what they would need (worker/model.h, ModelFootprint).
+TEST(DeviceArena, ASizingArenaOnlyAddsUp) {
+  CountingCompute compute;
+  DeviceArena real(compute), sizing;
+  float* f[2] = {nullptr, nullptr};
+  bf16* h[2] = {nullptr, nullptr};
+  for (int k = 0; k < 2; ++k) {
+    DeviceArena& arena = k == 0 ? real : sizing;
+    arena.plan(f[k], 1000);
+    arena.plan(h[k], 7);
+  }
+  EXPECT_EQ(sizing.bytes(), real.bytes());
+  EXPECT_THROW(sizing.allocate(), std::logic_error);
+  EXPECT_EQ(f[1], nullptr);
+  EXPECT_EQ(h[1], nullptr);
+  EXPECT_TRUE(compute.allocated_bytes.empty());
+}
+
 }  // namespace
 }  // namespace rm

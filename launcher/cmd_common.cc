@@ -1,9 +1,11 @@
 #include "launcher/cmd_common.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "configs/config_error.h"
 #include "configs/job_loader.h"
+#include "launcher/host_memory.h"
 #include "launcher/hostfile.h"
 
 namespace rm {
@@ -28,6 +30,25 @@ MpiLaunch resolve_launch(const std::string& hosts, bool nproc_given, int& nproc)
   }
   launch.nproc = nproc;
   return launch;
+}
+
+int ranks_on_busiest_host(const std::string& hosts, int nproc) {
+  if (hosts.empty()) return nproc;
+  int left = nproc, busiest = 0;
+  for (const HostSlots& h : read_hostfile(hosts)) {
+    const int here = std::min(h.slots, left);
+    busiest = std::max(busiest, here);
+    left -= here;
+  }
+  return std::max(busiest, 1);
+}
+
+MemoryFit check_job_memory(const JobConfig& job, const JobArgs& args, ComputeKind backend,
+                           MemoryCapacity& capacity) {
+  capacity.host = host_memory();
+  capacity.gpu = backend == ComputeKind::kCuda ? gpu_memory() : 0;
+  return check_memory_fit(job, args.nproc, ranks_on_busiest_host(args.hosts, args.nproc),
+                          backend, capacity);
 }
 
 }  // namespace rm

@@ -3,6 +3,7 @@
 
 #include "configs/job_config.h"
 #include "launcher/commands.h"
+#include "launcher/memory_fit.h"
 #include "launcher/mpi_launch.h"
 
 namespace rm {
@@ -14,5 +15,15 @@ JobConfig load_job_args(const JobArgs& args);
 // no explicit rank count, its slots; more ranks than slots is bad input (JobConfigError naming
 // the file). Updates nproc and returns the launch (its extra_env empty).
 MpiLaunch resolve_launch(const std::string& hosts, bool nproc_given, int& nproc);
+
+// How many of `nproc` ranks the busiest host runs: nproc without a hostfile; with one, ranks
+// fill each host's slots in file order (as mpirun places them).
+int ranks_on_busiest_host(const std::string& hosts, int nproc);
+
+// Refuses with JobConfigError a job whose ranks need more memory than a host (or a GPU) has
+// (launcher/memory_fit.h); returns the estimate. `backend`: what the ranks compute on;
+// `capacity` receives what the need was compared with.
+MemoryFit check_job_memory(const JobConfig& job, const JobArgs& args, ComputeKind backend,
+                           MemoryCapacity& capacity);
 
 }  // namespace rm

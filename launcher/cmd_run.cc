@@ -38,7 +38,11 @@ int cmd_run(const RunArgs& args) {
     open_training_data(job);
     // Hardware the job needs and this machine lacks is bad input: said here, before the run
     // directory is touched (the ranks choose again, each for itself).
-    choose_device(job.parallel.backend, 0, job_args.nproc);
+    const DeviceChoice device = choose_device(job.parallel.backend, 0, job_args.nproc);
+    // So is a job that needs more memory than the host (or a GPU) has: refused with the
+    // estimate and what would fit, instead of a std::bad_alloc mid-start (memory_fit.h).
+    MemoryCapacity capacity;
+    check_job_memory(job, job_args, device.kind, capacity);
     prepare_run(job, args.fresh);
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
     for (const auto& [name, value] : job.cluster.env) {

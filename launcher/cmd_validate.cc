@@ -3,6 +3,7 @@
 
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
+#include "launcher/host_memory.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 
@@ -10,10 +11,20 @@ namespace rm {
 
 int cmd_validate(const JobArgs& args) {
   return report_errors([&] {
-    const JobConfig job = load_job_args(args);
-    std::printf("%s: ok (job '%s', model %s, %d data-parallel rank%s, run_dir %s)\n",
-                args.job.c_str(), job.name.c_str(), job.model.type.c_str(), args.nproc,
-                args.nproc == 1 ? "" : "s", job.run_dir.c_str());
+    JobArgs job_args = args;
+    resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
+    const JobConfig job = load_job_args(job_args);
+    // The backend the ranks would take, without insisting on it: a cuda job validates on a
+    // machine without a GPU (it may be meant for a cluster); its GPU memory is then unchecked.
+    const std::string& b = job.parallel.backend;
+    const ComputeKind backend =
+        b == "cuda" || (b == "auto" && gpu_memory() > 0) ? ComputeKind::kCuda : ComputeKind::kCpu;
+    MemoryCapacity capacity;
+    const MemoryFit fit = check_job_memory(job, job_args, backend, capacity);
+    std::printf("%s: ok (job '%s', model %s, %d data-parallel rank%s, run_dir %s)\n%s\n",
+                args.job.c_str(), job.name.c_str(), job.model.type.c_str(), job_args.nproc,
+                job_args.nproc == 1 ? "" : "s", job.run_dir.c_str(),
+                fit.summary(capacity).c_str());
     return kExitOk;
   });
 }

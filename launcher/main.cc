@@ -46,6 +46,13 @@ int main(int argc, char** argv) {
   auto* v =
       app.add_subcommand("validate", "check a job file; exit 0, or print every error and exit 2");
   add_job_options(v, validate);
+  add_hosts_option(v, validate.hosts);
+
+  rm::PlanArgs plan;
+  auto* pl = app.add_subcommand(
+      "plan", "per shard mode: memory, step time, checkpoint interval on a cluster; recommends one");
+  add_job_options(pl, plan.job);
+  pl->add_option("--cluster", plan.cluster, "cluster file (configs/clusters/*.yaml); default: this host");
 
   rm::RunArgs run;
   auto* r = app.add_subcommand("run", "train a job: here, or on --nproc ranks under mpirun");
@@ -183,7 +190,9 @@ int main(int argc, char** argv) {
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   run.argv = bench_train.argv = bench_ar.argv = args;
+  validate.nproc_given = v->get_option("--nproc")->count() > 0;
   run.job.nproc_given = r->get_option("--nproc")->count() > 0;
+  plan.job.nproc_given = pl->get_option("--nproc")->count() > 0;
   bench_train.job.nproc_given = bt->get_option("--nproc")->count() > 0;
   bench_ar.nproc_given = ba->get_option("--np")->count() > 0;
   try {
@@ -195,6 +204,7 @@ int main(int argc, char** argv) {
   try {
     if (*v) return rm::cmd_validate(validate);
     if (*r) return rm::cmd_run(run);
+    if (*pl) return rm::cmd_plan(plan);
     if (*w) return rm::cmd_run(worker);
     if (*sb) return rm::cmd_submit(submit);
     if (*st) return rm::cmd_status(status);

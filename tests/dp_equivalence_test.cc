@@ -13,6 +13,7 @@
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/self_communicator.h"
 #include "tests/small_gpt_job.h"
+#include "worker/memory_estimate.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -105,6 +106,18 @@ TEST_P(DataParallel, PerRankStateShrinksWithTheRankCount) {
   if (!zero2) {
     EXPECT_EQ(m.scratch_bytes, 0u);
   }
+  // What validate and run estimate (worker/memory_estimate.h) is what the largest rank, rank 0,
+  // holds, and every rank's scratch pool once an evaluation and another step have run.
+  trainer.evaluate();
+  trainer.train_step(1);
+  const MemoryPlan after = trainer.state().memory_plan();
+  const MemoryEstimate e = estimate_memory(job, comm->size(), ComputeKind::kCpu);
+  if (comm->rank() == 0) {
+    EXPECT_EQ(e.parameters, static_cast<double>(after.param_bytes));
+    EXPECT_EQ(e.gradients, static_cast<double>(after.grad_bytes));
+    EXPECT_EQ(e.optimizer, static_cast<double>(after.optimizer_bytes));
+  }
+  EXPECT_EQ(e.buffers, static_cast<double>(after.scratch_bytes));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,5 +1,6 @@
 #include "worker/gpt_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -11,19 +12,18 @@
 namespace rm {
 
 template <typename T>
-GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
-    : Model(compute), V_(c.vocab_size), T_(c.seq_len), C_(c.width), H_(c.heads), L_(c.layers),
-      max_batch_(max_batch), k_(this->compute().template layers<T>()), memory_(this->compute()) {
-  if (C_ % H_ != 0) throw std::invalid_argument("gpt: width must be divisible by heads");
-  const int64_t C = C_;
-  wte_ = layout_.add("wte", {V_, C}, true);
-  wpe_ = layout_.add("wpe", {T_, C}, true);
-  units_.push_back({0, layout_.size()});
-  for (int l = 0; l < L_; ++l) {
+typename GptModel<T>::Layout GptModel<T>::lay_out(const ModelConfig& c, int blocks) {
+  const int64_t C = c.width;
+  Layout out;
+  ParamLayout& layout = out.params;
+  out.wte = layout.add("wte", {c.vocab_size, C}, true);
+  out.wpe = layout.add("wpe", {c.seq_len, C}, true);
+  out.units.push_back({0, layout.size()});
+  for (int l = 0; l < blocks; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
-    const size_t begin = layout_.size();
+    const size_t begin = layout.size();
     auto add = [&](const char* name, std::vector<int64_t> shape, bool decay) {
-      return layout_.add(h + name, std::move(shape), decay) - begin;
+      return layout.add(h + name, std::move(shape), decay) - begin;
     };
     BlockOffsets b;
     b.ln1_w = add("ln_1.weight", {C}, false);
@@ -38,50 +38,100 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
     b.fc_b = add("mlp.c_fc.bias", {4 * C}, false);
     b.fcproj_w = add("mlp.c_proj.weight", {C, 4 * C}, true);
     b.fcproj_b = add("mlp.c_proj.bias", {C}, false);
-    blocks_.push_back(b);
-    units_.push_back({begin, layout_.size()});
+    out.blocks.push_back(b);
+    out.units.push_back({begin, layout.size()});
   }
-  const size_t final_begin = layout_.size();
-  lnf_w_ = layout_.add("ln_f.weight", {C}, false) - final_begin;
-  lnf_b_ = layout_.add("ln_f.bias", {C}, false) - final_begin;
-  units_.push_back({final_begin, layout_.size()});
+  const size_t final_begin = layout.size();
+  out.lnf_w = layout.add("ln_f.weight", {C}, false) - final_begin;
+  out.lnf_b = layout.add("ln_f.bias", {C}, false) - final_begin;
+  out.units.push_back({final_begin, layout.size()});
+  return out;
+}
 
-  // Activations and backward scratch for max_batch sequences of T tokens, in one allocation.
-  const size_t N = static_cast<size_t>(max_batch) * T_;
-  const size_t att = static_cast<size_t>(max_batch) * H_ * T_ * T_;
-  DeviceArena& a = memory_;
-  a.plan(inputs_, N);
-  a.plan(targets_, N);
-  a.plan(encoded_, N * C);
-  acts_.resize(L_);
-  for (BlockActs& x : acts_) {
-    a.plan(x.ln1, N * C);
-    a.plan(x.ln1_mean, N);
-    a.plan(x.ln1_rstd, N);
-    a.plan(x.qkv, N * 3 * C);
-    a.plan(x.att, att);
-    a.plan(x.atty, N * C);
-    a.plan(x.res2, N * C);
-    a.plan(x.ln2, N * C);
-    a.plan(x.ln2_mean, N);
-    a.plan(x.ln2_rstd, N);
-    a.plan(x.fch, N * 4 * C);
-    a.plan(x.fch_gelu, N * 4 * C);
-    a.plan(x.res3, N * C);
+template <typename T>
+void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int blocks,
+                       int max_batch) {
+  // Activations and backward scratch for max_batch sequences of seq_len tokens.
+  const size_t N = static_cast<size_t>(max_batch) * c.seq_len, C = c.width;
+  const size_t att = static_cast<size_t>(max_batch) * c.heads * c.seq_len * c.seq_len;
+  a.plan(x.inputs, N);
+  a.plan(x.targets, N);
+  a.plan(x.encoded, N * C);
+  x.blocks.resize(blocks);
+  for (BlockActs& b : x.blocks) {
+    a.plan(b.ln1, N * C);
+    a.plan(b.ln1_mean, N);
+    a.plan(b.ln1_rstd, N);
+    a.plan(b.qkv, N * 3 * C);
+    a.plan(b.att, att);
+    a.plan(b.atty, N * C);
+    a.plan(b.res2, N * C);
+    a.plan(b.ln2, N * C);
+    a.plan(b.ln2_mean, N);
+    a.plan(b.ln2_rstd, N);
+    a.plan(b.fch, N * 4 * C);
+    a.plan(b.fch_gelu, N * 4 * C);
+    a.plan(b.res3, N * C);
   }
-  a.plan(lnf_, N * C);
-  a.plan(lnf_mean_, N);
-  a.plan(lnf_rstd_, N);
-  a.plan(logits_, N * V_);
-  a.plan(branch_, N * C);
-  a.plan(dresidual_, N * C);
-  a.plan(dln_, N * C);
-  a.plan(datty_, N * C);
-  a.plan(dqkv_, N * 3 * C);
-  a.plan(dfch_, N * 4 * C);
-  a.plan(dfch_gelu_, N * 4 * C);
-  a.plan(datt_, att);
-  a.allocate();
+  a.plan(x.lnf, N * C);
+  a.plan(x.lnf_mean, N);
+  a.plan(x.lnf_rstd, N);
+  a.plan(x.logits, N * c.vocab_size);
+  a.plan(x.branch, N * C);
+  a.plan(x.dresidual, N * C);
+  a.plan(x.dln, N * C);
+  a.plan(x.datty, N * C);
+  a.plan(x.dqkv, N * 3 * C);
+  a.plan(x.dfch, N * 4 * C);
+  a.plan(x.dfch_gelu, N * 4 * C);
+  a.plan(x.datt, att);
+}
+
+template <typename T>
+GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
+    : Model(compute), V_(c.vocab_size), T_(c.seq_len), C_(c.width), H_(c.heads), L_(c.layers),
+      max_batch_(max_batch), k_(this->compute().template layers<T>()), memory_(this->compute()) {
+  if (C_ % H_ != 0) throw std::invalid_argument("gpt: width must be divisible by heads");
+  Layout l = lay_out(c, L_);
+  layout_ = std::move(l.params);
+  units_ = std::move(l.units);
+  blocks_ = std::move(l.blocks);
+  wte_ = l.wte;
+  wpe_ = l.wpe;
+  lnf_w_ = l.lnf_w;
+  lnf_b_ = l.lnf_b;
+  plan(memory_, a_, c, L_, max_batch);  // in one allocation
+  memory_.allocate();
+}
+
+template <typename T>
+ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch) {
+  // Beyond ~2^50 elements in any one array no machine fits it, and size_t arithmetic below
+  // could wrap: say "unbounded" instead.
+  const double N = static_cast<double>(max_batch) * c.seq_len, C = c.width;
+  const double largest = std::max({4 * C * C, static_cast<double>(c.vocab_size) * C, 4 * N * C,
+                                   N * c.vocab_size, N * c.heads * static_cast<double>(c.seq_len)});
+  if (largest > 0x1p50) return ModelFootprint::unbounded();
+  // Models of one and two blocks, laid out and planned by the constructor's own code. Every
+  // further block adds what the second added: the same tensors, and the same arrays (each
+  // arena slice is padded to the alignment, so its bytes do not depend on where it starts).
+  ModelFootprint f;
+  double params[2], arena[2];
+  for (int blocks = 1; blocks <= 2; ++blocks) {
+    const Layout l = lay_out(c, blocks);
+    DeviceArena sizing;
+    Activations x;
+    plan(sizing, x, c, blocks, max_batch);
+    params[blocks - 1] = static_cast<double>(l.params.size());
+    arena[blocks - 1] = static_cast<double>(sizing.bytes());
+    if (blocks == 2) {
+      for (int u = 0; u < 4; ++u) f.units[u] = static_cast<double>(l.units[u].size());
+    }
+  }
+  const double more = c.layers - 1.0;
+  f.param_floats = params[0] + more * (params[1] - params[0]);
+  f.arena_bytes = arena[0] + more * (arena[1] - arena[0]);
+  return f;
 }
 
 template <typename T>
@@ -111,29 +161,29 @@ void GptModel<T>::forward(ParamAccess& access, int B, int Tn) {
   const int C = C_, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
   p0_ = static_cast<const T*>(access.acquire_params(0));
-  k_.embedding_forward(encoded_, inputs_, p0_ + wte_, p0_ + wpe_, B, Tn, C);
-  const T* residual = encoded_;
+  k_.embedding_forward(a_.encoded, a_.inputs, p0_ + wte_, p0_ + wpe_, B, Tn, C);
+  const T* residual = a_.encoded;
   for (int l = 0; l < L_; ++l) {
     const BlockOffsets& w = blocks_[l];
-    BlockActs& x = acts_[l];
+    BlockActs& x = a_.blocks[l];
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
     k_.linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
     k_.attention_forward(x.atty, x.att, x.qkv, B, Tn, C, H_);
-    k_.linear_forward(branch_, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
-    k_.add(x.res2, residual, branch_, NC);
+    k_.linear_forward(a_.branch, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
+    k_.add(x.res2, residual, a_.branch, NC);
     k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N, C);
     k_.linear_forward(x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
     k_.gelu_forward(x.fch_gelu, x.fch, NC * 4);
-    k_.linear_forward(branch_, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
-    k_.add(x.res3, x.res2, branch_, NC);
+    k_.linear_forward(a_.branch, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
+    k_.add(x.res3, x.res2, a_.branch, NC);
     access.release_params(1 + l);
     residual = x.res3;
   }
   const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
-  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, pf + lnf_w_, pf + lnf_b_, N, C);
+  k_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, residual, pf + lnf_w_, pf + lnf_b_, N, C);
   access.release_params(final_unit());
-  k_.linear_forward(logits_, lnf_, p0_ + wte_, nullptr, N, C, V_);
+  k_.linear_forward(a_.logits, a_.lnf, p0_ + wte_, nullptr, N, C, V_);
 }
 
 template <typename T>
@@ -143,41 +193,41 @@ void GptModel<T>::backward(ParamAccess& access, int B) {
   const int C = C_, Tn = T_, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
   float* g0 = access.acquire_grads(0);
-  k_.linear_backward(dln_, g0 + wte_, nullptr, logits_, lnf_, p0_ + wte_, N, C, V_);
-  compute().zero(dresidual_, NC * sizeof(T));
-  const T* last = L_ > 0 ? acts_[L_ - 1].res3 : encoded_;
+  k_.linear_backward(a_.dln, g0 + wte_, nullptr, a_.logits, a_.lnf, p0_ + wte_, N, C, V_);
+  compute().zero(a_.dresidual, NC * sizeof(T));
+  const T* last = L_ > 0 ? a_.blocks[L_ - 1].res3 : a_.encoded;
   {
     const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
     float* gf = access.acquire_grads(final_unit());
-    k_.layernorm_backward(dresidual_, gf + lnf_w_, gf + lnf_b_, dln_, last, pf + lnf_w_,
-                          lnf_mean_, lnf_rstd_, N, C);
+    k_.layernorm_backward(a_.dresidual, gf + lnf_w_, gf + lnf_b_, a_.dln, last, pf + lnf_w_,
+                          a_.lnf_mean, a_.lnf_rstd, N, C);
     access.release_params(final_unit());
     access.release_grads(final_unit());
   }
   for (int l = L_ - 1; l >= 0; --l) {
     const BlockOffsets& w = blocks_[l];
-    const BlockActs& x = acts_[l];
-    const T* residual = l > 0 ? acts_[l - 1].res3 : encoded_;
+    const BlockActs& x = a_.blocks[l];
+    const T* residual = l > 0 ? a_.blocks[l - 1].res3 : a_.encoded;
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     float* g = access.acquire_grads(1 + l);
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-    k_.linear_backward(dfch_gelu_, g + w.fcproj_w, g + w.fcproj_b, dresidual_, x.fch_gelu,
+    k_.linear_backward(a_.dfch_gelu, g + w.fcproj_w, g + w.fcproj_b, a_.dresidual, x.fch_gelu,
                        p + w.fcproj_w, N, 4 * C, C);
-    k_.gelu_backward(dfch_, x.fch, dfch_gelu_, NC * 4);
-    k_.linear_backward(dln_, g + w.fc_w, g + w.fc_b, dfch_, x.ln2, p + w.fc_w, N, C, 4 * C);
-    k_.layernorm_backward(dresidual_, g + w.ln2_w, g + w.ln2_b, dln_, x.res2, p + w.ln2_w,
+    k_.gelu_backward(a_.dfch, x.fch, a_.dfch_gelu, NC * 4);
+    k_.linear_backward(a_.dln, g + w.fc_w, g + w.fc_b, a_.dfch, x.ln2, p + w.fc_w, N, C, 4 * C);
+    k_.layernorm_backward(a_.dresidual, g + w.ln2_w, g + w.ln2_b, a_.dln, x.res2, p + w.ln2_w,
                           x.ln2_mean, x.ln2_rstd, N, C);
     // Attention branch: res2 = residual + proj(attention(qkv(ln1(residual)))).
-    k_.linear_backward(datty_, g + w.proj_w, g + w.proj_b, dresidual_, x.atty, p + w.proj_w, N, C,
-                       C);
-    k_.attention_backward(dqkv_, datt_, datty_, x.qkv, x.att, B, Tn, C, H_);
-    k_.linear_backward(dln_, g + w.qkv_w, g + w.qkv_b, dqkv_, x.ln1, p + w.qkv_w, N, C, 3 * C);
-    k_.layernorm_backward(dresidual_, g + w.ln1_w, g + w.ln1_b, dln_, residual, p + w.ln1_w,
+    k_.linear_backward(a_.datty, g + w.proj_w, g + w.proj_b, a_.dresidual, x.atty, p + w.proj_w, N,
+                       C, C);
+    k_.attention_backward(a_.dqkv, a_.datt, a_.datty, x.qkv, x.att, B, Tn, C, H_);
+    k_.linear_backward(a_.dln, g + w.qkv_w, g + w.qkv_b, a_.dqkv, x.ln1, p + w.qkv_w, N, C, 3 * C);
+    k_.layernorm_backward(a_.dresidual, g + w.ln1_w, g + w.ln1_b, a_.dln, residual, p + w.ln1_w,
                           x.ln1_mean, x.ln1_rstd, N, C);
     access.release_params(1 + l);
     access.release_grads(1 + l);
   }
-  k_.embedding_backward(g0 + wte_, g0 + wpe_, dresidual_, inputs_, B, Tn, C);
+  k_.embedding_backward(g0 + wte_, g0 + wpe_, a_.dresidual, a_.inputs, B, Tn, C);
   access.release_grads(0);
   access.release_params(0);
 }
@@ -185,9 +235,10 @@ void GptModel<T>::backward(ParamAccess& access, int B) {
 template <typename T>
 double GptModel<T>::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
                                      int B, float grad_scale) {
-  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
-  const double loss = k_.cross_entropy_forward_backward(logits_, targets_, B * T_, V_, grad_scale);
+  const double loss =
+      k_.cross_entropy_forward_backward(a_.logits, a_.targets, B * T_, V_, grad_scale);
   backward(access, B);
   return loss;
 }
@@ -195,20 +246,20 @@ double GptModel<T>::forward_backward(ParamAccess& access, const int* inputs, con
 template <typename T>
 double GptModel<T>::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                                  int B) {
-  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
   access.release_params(0);
-  return k_.cross_entropy_forward(logits_, targets_, B * T_, V_);
+  return k_.cross_entropy_forward(a_.logits, a_.targets, B * T_, V_);
 }
 
 template <typename T>
 const float* GptModel<T>::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("gpt: empty context");
   const int Tn = len < T_ ? len : T_;
-  upload_tokens(compute(), inputs_, targets_, context + (len - Tn), nullptr, Tn);
+  upload_tokens(compute(), a_.inputs, a_.targets, context + (len - Tn), nullptr, Tn);
   forward(access, 1, Tn);
   access.release_params(0);
-  return host_logits_.fetch(compute(), logits_ + static_cast<size_t>(Tn - 1) * V_, V_);
+  return host_logits_.fetch(compute(), a_.logits + static_cast<size_t>(Tn - 1) * V_, V_);
 }
 
 template <typename T>

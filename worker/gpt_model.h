@@ -49,6 +49,11 @@ class GptModel final : public Model {
                       int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
+  size_t arena_bytes() const override { return memory_.bytes(); }
+
+  // What a model of this shape needs (model.h), from the code that lays out and plans a live
+  // one, without building it.
+  static ModelFootprint footprint(const ModelConfig& config, int max_batch);
 
  private:
   // Offsets of one block's tensors from the start of its unit.
@@ -56,17 +61,38 @@ class GptModel final : public Model {
     size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,
         fcproj_b;
   };
+  // The flat layout of a model with `blocks` blocks and where its tensors sit.
+  struct Layout {
+    ParamLayout params;
+    std::vector<ParamUnit> units;
+    size_t wte, wpe, lnf_w, lnf_b;  // wte, wpe from unit 0; lnf_* from the final unit
+    std::vector<BlockOffsets> blocks;
+  };
+  static Layout lay_out(const ModelConfig& config, int blocks);
   // Activations of one block, kept for backward.
   struct BlockActs {
     T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
   };
+  // Every activation and the backward scratch: the arrays of one arena.
+  struct Activations {
+    int *inputs, *targets;
+    T* encoded;
+    std::vector<BlockActs> blocks;
+    T *lnf, *logits, *branch;
+    float *lnf_mean, *lnf_rstd;
+    // Backward scratch, reused by every block.
+    T *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *datt;
+  };
+  // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences.
+  static void plan(DeviceArena& arena, Activations& x, const ModelConfig& config, int blocks,
+                   int max_batch);
 
   // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs; leaves logits
-  // [B*Tn, V] in logits_. Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
+  // [B*Tn, V] in a_.logits. Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
   // acquired; the caller releases it (backward does).
   void forward(ParamAccess& access, int B, int Tn);
-  // Expects dlogits in logits_ and unit 0's parameters in p0_; releases them at the end.
+  // Expects dlogits in a_.logits and unit 0's parameters in p0_; releases them at the end.
   void backward(ParamAccess& access, int B);
   int final_unit() const { return L_ + 1; }
 
@@ -78,13 +104,8 @@ class GptModel final : public Model {
   std::vector<BlockOffsets> blocks_;
 
   LayerKernels<T>& k_;
-  DeviceArena memory_;  // every activation and the backward scratch, planned once
-  int *inputs_, *targets_;
-  std::vector<BlockActs> acts_;
-  T *encoded_, *lnf_, *logits_, *branch_;
-  float *lnf_mean_, *lnf_rstd_;
-  // Backward scratch, reused by every block.
-  T *dresidual_, *dln_, *datty_, *dqkv_, *dfch_, *dfch_gelu_, *datt_;
+  DeviceArena memory_;         // every activation and the backward scratch, planned once
+  Activations a_;              // its arrays
   HostLogits<T> host_logits_;  // next_token_logits
 };
 

@@ -12,42 +12,92 @@
 namespace rm {
 
 template <typename T>
+typename MlpModel<T>::Layout MlpModel<T>::lay_out(const ModelConfig& c, int hidden) {
+  const int V = c.vocab_size, E = c.mlp_embed;
+  Layout out;
+  ParamLayout& layout = out.params;
+  layout.add("emb", {V, E}, true);
+  out.units.push_back({0, layout.size()});
+  int in = c.mlp_context * E;
+  for (int l = 0; l <= hidden; ++l) {
+    const bool head = l == hidden;
+    const int width = head ? V : c.width;
+    const std::string name = head ? "head" : "fc." + std::to_string(l);
+    const size_t begin = layout.size();
+    Layer layer;
+    layer.w = layout.add(name + ".weight", {width, in}, true) - begin;
+    layer.b = layout.add(name + ".bias", {width}, false) - begin;
+    layer.in = in;
+    layer.out = width;
+    out.layers.push_back(layer);
+    out.units.push_back({begin, layout.size()});
+    in = width;
+  }
+  return out;
+}
+
+template <typename T>
+void MlpModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int hidden,
+                       int max_batch) {
+  const size_t rows = static_cast<size_t>(max_batch) * c.seq_len;
+  const size_t KE = static_cast<size_t>(c.mlp_context) * c.mlp_embed;
+  const size_t W = c.width, V = c.vocab_size;
+  const size_t widest = std::max({W, KE, V});
+  a.plan(x.inputs, rows);
+  a.plan(x.targets, rows);
+  a.plan(x.x, rows * KE);
+  x.pre.resize(hidden);
+  x.post.resize(hidden);
+  for (int l = 0; l < hidden; ++l) {
+    a.plan(x.pre[l], rows * W);
+    a.plan(x.post[l], rows * W);
+  }
+  a.plan(x.logits, rows * V);
+  a.plan(x.dx, rows * widest);
+  a.plan(x.dh, rows * widest);
+}
+
+template <typename T>
 MlpModel<T>::MlpModel(const ModelConfig& c, int max_batch, Compute* compute)
     : Model(compute), V_(c.vocab_size), T_(c.seq_len), K_(c.mlp_context), E_(c.mlp_embed),
       W_(c.width), L_(c.layers), max_batch_(max_batch),
       k_(this->compute().template layers<T>()), memory_(this->compute()) {
-  layout_.add("emb", {V_, E_}, true);
-  units_.push_back({0, layout_.size()});
-  int in = K_ * E_;
-  for (int l = 0; l <= L_; ++l) {
-    const bool head = l == L_;
-    const int out = head ? V_ : W_;
-    const std::string name = head ? "head" : "fc." + std::to_string(l);
-    const size_t begin = layout_.size();
-    Layer layer;
-    layer.w = layout_.add(name + ".weight", {out, in}, true) - begin;
-    layer.b = layout_.add(name + ".bias", {out}, false) - begin;
-    layer.in = in;
-    layer.out = out;
-    layers_.push_back(layer);
-    units_.push_back({begin, layout_.size()});
-    in = out;
-  }
-  const size_t rows = static_cast<size_t>(max_batch) * T_;
-  const size_t widest = std::max({W_, K_ * E_, V_});
-  memory_.plan(inputs_, rows);
-  memory_.plan(targets_, rows);
-  memory_.plan(x_, rows * K_ * E_);
-  pre_.resize(L_);
-  post_.resize(L_);
-  for (int l = 0; l < L_; ++l) {
-    memory_.plan(pre_[l], rows * W_);
-    memory_.plan(post_[l], rows * W_);
-  }
-  memory_.plan(logits_, rows * V_);
-  memory_.plan(dx_, rows * widest);
-  memory_.plan(dh_, rows * widest);
+  Layout l = lay_out(c, L_);
+  layout_ = std::move(l.params);
+  units_ = std::move(l.units);
+  layers_ = std::move(l.layers);
+  plan(memory_, a_, c, L_, max_batch);
   memory_.allocate();
+}
+
+template <typename T>
+ModelFootprint MlpModel<T>::footprint(const ModelConfig& c, int max_batch) {
+  // As GptModel::footprint: past ~2^50 elements in one array, "unbounded".
+  const double rows = static_cast<double>(max_batch) * c.seq_len;
+  const double widest = std::max({static_cast<double>(c.width), static_cast<double>(c.vocab_size),
+                                  static_cast<double>(c.mlp_context) * c.mlp_embed});
+  if (rows * widest > 0x1p50 || widest * widest > 0x1p50) {
+    return ModelFootprint::unbounded();
+  }
+  // Models of one and two hidden layers, laid out and planned by the constructor's own code;
+  // every further hidden layer adds what the second added (width x width, and two arrays).
+  ModelFootprint f;
+  double params[2], arena[2];
+  for (int hidden = 1; hidden <= 2; ++hidden) {
+    const Layout l = lay_out(c, hidden);
+    DeviceArena sizing;
+    Activations x;
+    plan(sizing, x, c, hidden, max_batch);
+    params[hidden - 1] = static_cast<double>(l.params.size());
+    arena[hidden - 1] = static_cast<double>(sizing.bytes());
+    if (hidden == 2) {
+      for (int u = 0; u < 4; ++u) f.units[u] = static_cast<double>(l.units[u].size());
+    }
+  }
+  const double more = c.layers - 1.0;
+  f.param_floats = params[0] + more * (params[1] - params[0]);
+  f.arena_bytes = arena[0] + more * (arena[1] - arena[0]);
+  return f;
 }
 
 template <typename T>
@@ -71,19 +121,19 @@ template <typename T>
 void MlpModel<T>::forward(ParamAccess& access, int B, int Tn) {
   if (B > max_batch_ || Tn > T_) throw std::logic_error("mlp: batch larger than planned");
   const int rows = B * Tn;
-  k_.context_embedding_forward(x_, inputs_, static_cast<const T*>(access.acquire_params(0)), B,
+  k_.context_embedding_forward(a_.x, a_.inputs, static_cast<const T*>(access.acquire_params(0)), B,
                                Tn, K_, E_);
   access.release_params(0);
-  const T* h = x_;
+  const T* h = a_.x;
   for (int l = 0; l <= L_; ++l) {
     const Layer& layer = layers_[l];
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
-    T* out = l < L_ ? pre_[l] : logits_;
+    T* out = l < L_ ? a_.pre[l] : a_.logits;
     k_.linear_forward(out, h, p + layer.w, p + layer.b, rows, layer.in, layer.out);
     access.release_params(1 + l);
     if (l < L_) {
-      k_.gelu_forward(post_[l], pre_[l], static_cast<size_t>(rows) * layer.out);
-      h = post_[l];
+      k_.gelu_forward(a_.post[l], a_.pre[l], static_cast<size_t>(rows) * layer.out);
+      h = a_.post[l];
     }
   }
 }
@@ -91,28 +141,29 @@ void MlpModel<T>::forward(ParamAccess& access, int B, int Tn) {
 template <typename T>
 double MlpModel<T>::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
                                      int B, float grad_scale) {
-  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
   const int rows = B * T_;
-  const double loss = k_.cross_entropy_forward_backward(logits_, targets_, rows, V_, grad_scale);
-  const T* dout = logits_;
+  const double loss =
+      k_.cross_entropy_forward_backward(a_.logits, a_.targets, rows, V_, grad_scale);
+  const T* dout = a_.logits;
   for (int l = L_; l >= 0; --l) {
     const Layer& layer = layers_[l];
-    const T* in = l > 0 ? post_[l - 1] : x_;
+    const T* in = l > 0 ? a_.post[l - 1] : a_.x;
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     float* g = access.acquire_grads(1 + l);
-    k_.linear_backward(dx_, g + layer.w, g + layer.b, dout, in, p + layer.w, rows, layer.in,
+    k_.linear_backward(a_.dx, g + layer.w, g + layer.b, dout, in, p + layer.w, rows, layer.in,
                        layer.out);
     access.release_params(1 + l);
     access.release_grads(1 + l);
     if (l > 0) {
-      k_.gelu_backward(dh_, pre_[l - 1], dx_, static_cast<size_t>(rows) * layer.in);
-      dout = dh_;
+      k_.gelu_backward(a_.dh, a_.pre[l - 1], a_.dx, static_cast<size_t>(rows) * layer.in);
+      dout = a_.dh;
     }
   }
   // The input gradient goes back to the embedding rows it came from.
   float* demb = access.acquire_grads(0);
-  k_.context_embedding_backward(demb, dx_, inputs_, B, T_, K_, E_);
+  k_.context_embedding_backward(demb, a_.dx, a_.inputs, B, T_, K_, E_);
   access.release_grads(0);
   return loss;
 }
@@ -120,18 +171,18 @@ double MlpModel<T>::forward_backward(ParamAccess& access, const int* inputs, con
 template <typename T>
 double MlpModel<T>::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                                  int B) {
-  upload_tokens(compute(), inputs_, targets_, inputs, targets, static_cast<size_t>(B) * T_);
+  upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
-  return k_.cross_entropy_forward(logits_, targets_, B * T_, V_);
+  return k_.cross_entropy_forward(a_.logits, a_.targets, B * T_, V_);
 }
 
 template <typename T>
 const float* MlpModel<T>::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("mlp: empty context");
   const int Tn = std::min(len, T_);
-  upload_tokens(compute(), inputs_, targets_, context + (len - Tn), nullptr, Tn);
+  upload_tokens(compute(), a_.inputs, a_.targets, context + (len - Tn), nullptr, Tn);
   forward(access, 1, Tn);
-  return host_logits_.fetch(compute(), logits_ + static_cast<size_t>(Tn - 1) * V_, V_);
+  return host_logits_.fetch(compute(), a_.logits + static_cast<size_t>(Tn - 1) * V_, V_);
 }
 
 template <typename T>

@@ -47,14 +47,35 @@ class MlpModel final : public Model {
                       int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
+  size_t arena_bytes() const override { return memory_.bytes(); }
+
+  // What a model of this shape needs (model.h), from the code that lays out and plans a live
+  // one, without building it.
+  static ModelFootprint footprint(const ModelConfig& config, int max_batch);
 
  private:
   struct Layer {  // unit 1 + index; w and b relative to the unit
     size_t w, b;
     int in, out;
   };
+  // The flat layout of a model with `hidden` hidden layers.
+  struct Layout {
+    ParamLayout params;
+    std::vector<ParamUnit> units;
+    std::vector<Layer> layers;  // hidden layers then the head
+  };
+  static Layout lay_out(const ModelConfig& config, int hidden);
+  // Every activation and the backward scratch: the arrays of one arena.
+  struct Activations {
+    int *inputs, *targets;
+    T* x;                       // [rows, K*E] concatenated embeddings
+    std::vector<T*> pre, post;  // per hidden layer: before / after GELU
+    T *logits, *dx, *dh;
+  };
+  static void plan(DeviceArena& arena, Activations& x, const ModelConfig& config, int hidden,
+                   int max_batch);
   // Forward over B sequences of Tn tokens (rows = B*Tn) of the uploaded inputs; logits end up
-  // in logits_.
+  // in a_.logits.
   void forward(ParamAccess& access, int B, int Tn);
 
   int V_, T_, K_, E_, W_, L_, max_batch_;  // K_ = context tokens per prediction
@@ -63,10 +84,7 @@ class MlpModel final : public Model {
   std::vector<Layer> layers_;  // hidden layers then the head
   LayerKernels<T>& k_;
   DeviceArena memory_;         // every activation and the backward scratch, planned once
-  int *inputs_, *targets_;
-  T* x_;                       // [rows, K*E] concatenated embeddings
-  std::vector<T*> pre_, post_;  // per hidden layer: before / after GELU
-  T *logits_, *dx_, *dh_;
+  Activations a_;              // its arrays
   HostLogits<T> host_logits_;  // next_token_logits
 };
 

@@ -1,5 +1,6 @@
 #include "worker/model.h"
 
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/compute_factory.h"
@@ -69,6 +70,26 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch, Comp
   if (config.type == "mlp") {
     if (use_bf16) return std::make_unique<MlpModel<bf16>>(config, max_batch, compute);
     return std::make_unique<MlpModel<float>>(config, max_batch, compute);
+  }
+  throw std::invalid_argument("unknown model.type '" + config.type + "'");
+}
+
+ModelFootprint ModelFootprint::unbounded() {
+  ModelFootprint f;
+  f.param_floats = f.arena_bytes = std::numeric_limits<double>::infinity();
+  for (double& u : f.units) u = f.param_floats;
+  return f;
+}
+
+ModelFootprint model_footprint(const ModelConfig& config, int max_batch, Precision precision) {
+  const bool use_bf16 = precision == Precision::kBf16;
+  if (config.type == "gpt") {
+    return use_bf16 ? GptModel<bf16>::footprint(config, max_batch)
+                    : GptModel<float>::footprint(config, max_batch);
+  }
+  if (config.type == "mlp") {
+    return use_bf16 ? MlpModel<bf16>::footprint(config, max_batch)
+                    : MlpModel<float>::footprint(config, max_batch);
   }
   throw std::invalid_argument("unknown model.type '" + config.type + "'");
 }

@@ -44,6 +44,20 @@ enum class Precision { kFp32, kBf16 };
 Precision parse_precision(const std::string& name);  // "fp32" | "bf16"
 const char* precision_name(Precision p);
 
+// What a model of a given shape needs, worked out without building it: from the code that lays
+// out and plans a live model (each model type's static footprint()), so the two cannot drift.
+// Doubles, not size_t: a shape too large to address still gets an answer, and one too large to
+// even add up is unbounded() -- infinite, which fits nowhere.
+struct ModelFootprint {
+  double param_floats = 0;  // layout().size()
+  double arena_bytes = 0;   // arena_bytes(): activations and backward scratch at max_batch
+  // Parameter floats of the units of the same shape with two layers: the first unit, layer 1,
+  // layer 2, the last unit. A model of L layers has units first, layer 1, (L - 1) x layer 2,
+  // last.
+  double units[4] = {0, 0, 0, 0};
+  static ModelFootprint unbounded();
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -56,7 +70,8 @@ class Model {
   virtual const std::vector<ParamUnit>& units() const = 0;
   // What unit u holds, for traces: "embeddings", "block 3", ...
   virtual std::string unit_name(int u) const = 0;
-  // Fills params (host, float) from the counter-based RNG keyed by (seed, flat index): the same on every rank.
+  // Fills params (host, float) from the counter-based RNG keyed by (seed, flat index): the same on
+  // every rank.
   virtual void init_params(float* params, uint64_t seed) const = 0;
 
   virtual int max_batch() const = 0;
@@ -85,6 +100,8 @@ class Model {
   // (forward + backward, GEMMs only, i.e. the usual 6N + attention accounting).
   virtual std::vector<GemmShape> train_gemms(int B) const = 0;
   double train_flops_per_sample() const;
+  // Bytes of the one allocation that holds every activation and the backward scratch.
+  virtual size_t arena_bytes() const = 0;
 
  protected:
   // compute == nullptr: the model makes and owns a cpu Compute that leaves the thread count as
@@ -100,5 +117,9 @@ class Model {
 std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch,
                                   Compute* compute = nullptr,
                                   Precision precision = Precision::kFp32);
+
+// The footprint of the model make_model() would build (its own allocations only: not those of
+// the kernels behind its Compute). Allocates nothing large.
+ModelFootprint model_footprint(const ModelConfig& config, int max_batch, Precision precision);
 
 }  // namespace rm

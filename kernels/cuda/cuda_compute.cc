@@ -185,6 +185,14 @@ int visible_device_count(std::string* why) {
   return count;
 }
 
+size_t device_memory(int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) return 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return 0;
+  return prop.totalGlobalMem;
+}
+
 std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32) {
   std::string why;
   const int count = visible_device_count(&why);

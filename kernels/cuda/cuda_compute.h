@@ -7,6 +7,7 @@
 // wrapper around the RM_HOST_DEVICE math the CPU kernels also use.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,9 @@ namespace rm::cuda {
 // GPUs this process can use (CUDA_VISIBLE_DEVICES applies); 0 when the driver is missing or
 // reports no device, with the reason in *why.
 int visible_device_count(std::string* why);
+// Total memory of visible GPU `device` in bytes (cudaGetDeviceProperties: no context is
+// created); 0 when there is no such device.
+size_t device_memory(int device);
 
 // Selects `device` (cudaSetDevice) for the calling thread and creates the streams and cuBLAS
 // handle. Throws std::runtime_error naming the device when it is not usable.

@@ -1,0 +1,139 @@
+#include "launcher/step_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "worker/model.h"
+
+namespace rm {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double flops_per_token(const ModelConfig& m, double params) {
+  if (m.type != "gpt") return 6 * params;
+  const double L = m.layers, C = m.width, V = m.vocab_size, T = m.seq_len;
+  return 6 * (12 * L * C * C + V * C) + 12 * L * T * C;
+}
+
+// Collectives one step issues, for the latency terms: buckets (none, optimizer) or units.
+double collectives_per_pass(const JobConfig& job, double grad_bytes) {
+  if (job.parallel.shard == "none" || job.parallel.shard == "optimizer") {
+    return std::max(1.0, std::ceil(grad_bytes / (job.parallel.bucket_mb * 1024 * 1024)));
+  }
+  return job.model.layers + 2.0;  // units: first, one per layer, last
+}
+
+ModePlan plan_mode(const JobConfig& base, const std::string& shard, const ClusterSpec& c,
+                   const JobPlan& p) {
+  JobConfig job = base;
+  job.parallel.shard = shard;
+  ModePlan m;
+  m.shard = shard;
+  const bool gpu = c.device_type == "gpu";
+  m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu);
+  m.host_need_gib = m.memory.host() * c.devices_per_node / kGiB;
+  m.device_need_gib = gpu ? m.memory.device / kGiB : 0;
+  m.fits = m.host_need_gib <= c.node_memory_gib &&
+           (!gpu || m.device_need_gib <= c.device_memory_gib);
+
+  const double rate = c.tflops * 1e12 * c.mfu;
+  m.compute_s = p.tokens_per_rank * p.flops_per_token / rate;
+  if (p.ranks == 1) return m;
+
+  const bool bf16 = job.parallel.precision == "bf16";
+  const double grad = p.params * (job.parallel.grad_reduce == "bf16" ? 2 : 4);
+  const double params_fp32 = p.params * 4, params_compute = p.params * (bf16 ? 2 : 4);
+  const double A = p.accumulation;
+  // Per collective: the ring's steps within a node and between nodes (hierarchical).
+  const double lat = (2 * (c.devices_per_node - 1) * c.intra_node.latency_us +
+                      2 * (c.nodes - 1) * c.inter_node.latency_us) * 1e-6;
+  double overlappable = 0, fixed = 0;  // what may hide behind compute, what may not
+  if (shard == "none") {
+    overlappable = all_reduce_s(grad, c);
+  } else if (shard == "optimizer") {
+    overlappable = half_collective_s(grad, c);
+    fixed = half_collective_s(params_fp32, c);  // parameters gathered after the update
+  } else if (shard == "gradients") {
+    overlappable = A * half_collective_s(grad, c);
+    fixed = half_collective_s(params_fp32, c);
+  } else {  // full
+    overlappable = A * (half_collective_s(grad, c) + 2 * half_collective_s(params_compute, c));
+  }
+  const double passes = shard == "none" || shard == "optimizer" ? 1 : A * (shard == "full" ? 3 : 1);
+  const double latency = passes * collectives_per_pass(job, grad) * lat;
+  m.comm_s = overlappable + fixed + latency;
+  if (!gpu || !job.parallel.overlap) {
+    m.exposed_s = m.comm_s;
+  } else {
+    // Backward is 2/3 of the compute; ZeRO-3's gathers also run beside the forward third.
+    const double hide = m.compute_s * (shard == "full" ? 1.0 : 2.0 / 3.0);
+    const double units = collectives_per_pass(job, grad);
+    const double tail = overlappable / std::max(1.0, units);  // the last bucket or unit
+    m.exposed_s = std::max(tail, overlappable - hide) + fixed + latency;
+  }
+  return m;
+}
+
+}  // namespace
+
+double all_reduce_s(double bytes, const ClusterSpec& c) {
+  const double L = c.devices_per_node, H = c.nodes;
+  double s = 0;
+  if (L > 1) s += 2 * (L - 1) / L * bytes / (c.intra_node.bandwidth_gbs * 1e9);
+  if (H > 1) s += 2 * (H - 1) / H * bytes / (c.inter_node.bandwidth_gbs * 1e9);
+  return s;
+}
+
+double half_collective_s(double bytes, const ClusterSpec& c) {
+  return all_reduce_s(bytes, c) / 2;
+}
+
+JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
+  JobPlan p;
+  p.ranks = c.ranks();
+  const ModelFootprint f = model_footprint(job.model, job.train.micro_batch,
+                                           parse_precision(job.parallel.precision));
+  p.params = f.param_floats;
+  p.flops_per_token = flops_per_token(job.model, p.params);
+  const double samples_per_rank = static_cast<double>(job.train.global_batch) / p.ranks;
+  p.tokens_per_rank = samples_per_rank * (job.model.type == "gpt" ? job.model.seq_len : 1);
+  p.accumulation = std::max(1, static_cast<int>(std::ceil(samples_per_rank / job.train.micro_batch)));
+  for (const char* shard : {"none", "optimizer", "gradients", "full"}) {
+    p.modes.push_back(plan_mode(job, shard, c, p));
+  }
+  for (size_t i = 0; i < p.modes.size(); ++i) {
+    if (!p.modes[i].fits) continue;
+    if (p.recommended < 0 || p.modes[i].step_s() < p.modes[p.recommended].step_s() * 0.98) {
+      p.recommended = static_cast<int>(i);
+    }
+  }
+  // Bucket size: only the replicated and ZeRO-1 modes bucket their gradients.
+  double best = -1;
+  for (const double mb : {1.0, 4.0, 25.0, 100.0}) {
+    JobConfig j = job;
+    j.parallel.bucket_mb = mb;
+    const std::string shard = p.recommended >= 0 ? p.modes[p.recommended].shard : "none";
+    const double s = plan_mode(j, shard, c, p).step_s();
+    if (best < 0 || s < best * (1 - 1e-9)) best = s, p.bucket_mb = mb;
+  }
+  // Checkpoints: 12 bytes per parameter (fp32 parameters, Adam m and v).
+  const double ckpt_bytes = 12 * p.params;
+  p.save_s = ckpt_bytes / (c.fs_write_gbs * 1e9);
+  // Asynchronous: the step waits only while each rank copies its slice (~5 GB/s memcpy on a
+  // host; device-to-host copies on a GPU are of the same order).
+  p.stall_s = job.checkpoint.async ? ckpt_bytes / p.ranks / 5e9 : p.save_s;
+  p.job_mtbf_h = c.node_mtbf_hours / c.nodes;
+  const double mtbf_s = p.job_mtbf_h * 3600;
+  p.interval_s = std::sqrt(2 * std::max(p.stall_s, 1e-3) * mtbf_s);
+  if (p.recommended >= 0) {
+    const double step = p.modes[p.recommended].step_s();
+    p.interval_steps = std::max<int64_t>(1, static_cast<int64_t>(p.interval_s / step));
+  }
+  // Young's first-order expected overhead: stall per interval plus half an interval lost per
+  // failure (and the restart's reload, ~ a save).
+  p.lost_fraction = p.stall_s / p.interval_s + (p.interval_s / 2 + p.save_s) / mtbf_s;
+  return p;
+}
+
+}  // namespace rm
