@@ -1,0 +1,76 @@
+// `ringmaster plan`: the shipped cluster files plan the shipped jobs, a model too large for a
+// cluster is said not to fit, and bad cluster files are refused naming the file, line and key.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/cli_runner.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+
+TEST(PlanCli, Gpt2OnTheH100ClusterFitsAndRecommendsAModeBucketAndInterval) {
+  TempDir dir;
+  const auto r = run_cli("plan configs/gpt2-124m.yaml --cluster configs/clusters/h100-8x8.yaml",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 nodes x 8 gpu ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("124.4 M parameters"), std::string::npos) << r.out;
+  for (const char* mode : {"none", "optimizer", "gradients", "full"}) {
+    EXPECT_NE(r.out.find(std::string("plan-row shard=") + mode + " "), std::string::npos) << mode;
+  }
+  EXPECT_NE(r.out.find("recommendation: parallel.shard: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Young/Daly interval"), std::string::npos) << r.out;
+}
+
+TEST(PlanCli, AModelTooLargeForTheClusterFitsInNoMode) {
+  TempDir dir;
+  const auto r = run_cli(
+      "plan configs/gpt2-124m.yaml --cluster configs/clusters/this-machine.yaml "
+      "--set model.layers=32 --set model.width=4096 --set model.heads=32 --set model.vocab_size=32000 "
+      "--set train.global_batch=2 --set train.micro_batch=1",
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no shard mode fits"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fits=1"), std::string::npos) << r.out;
+}
+
+TEST(PlanCli, TheDefaultJobOnThisHostPlansEveryMode) {
+  TempDir dir;
+  const auto r = run_cli("plan configs/shakespeare.yaml --nproc 2", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 node x 2 cpu ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan-row shard=full"), std::string::npos) << r.out;
+}
+
+TEST(PlanCli, ABadClusterFileIsRefusedNamingEveryProblem) {
+  TempDir dir;
+  const std::string file = dir.write("c.yaml", R"(name: x
+nodes: 0
+devices_per_node: 8
+device: {type: tpu, name: y, tflops: 1, mfu: 2}
+node_memory_gib: 64
+intra_node: {bandwidth_gbs: 10, latency_us: 1}
+inter_node: {bandwidth_gbs: 10}
+filesystem: {write_gbs: 1}
+node_mtbf_hours: 100
+speed: 3
+)");
+  const auto r = run_cli("plan configs/shakespeare.yaml --cluster " + file, dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  for (const char* want : {":2:8: nodes: must be a positive number, not '0'",
+                           ":4:16: device.type: must be cpu or gpu, not 'tpu'",
+                           ":4:46: device.mfu: must be at most 1",
+                           ":7:13: inter_node.latency_us: missing", ":10:1: speed: unknown key"}) {
+    EXPECT_NE(r.err.find(file + want), std::string::npos) << want << "\n" << r.err;
+  }
+  const auto missing = run_cli("plan configs/shakespeare.yaml --cluster " + dir.file("nope"), dir.path());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find(dir.file("nope") + ": cannot read"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace rm
