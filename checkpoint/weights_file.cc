@@ -17,15 +17,19 @@ constexpr size_t kHeader = 24;
 }  // namespace
 
 void save_weights(const std::string& path, const float* params, size_t count) {
+  // Header, then the parameters straight from the caller's buffer: no second copy of a model
+  // that may take most of the host's memory.
   const size_t payload = count * sizeof(float);
-  std::string buf(kHeader + payload, '\0');
+  char header[kHeader] = {};
   const uint64_t n = count;
   const uint64_t hash = XXH64(params, payload, 0);
-  std::memcpy(&buf[0], kMagic, 8);
-  std::memcpy(&buf[8], &n, 8);
-  std::memcpy(&buf[16], &hash, 8);
-  std::memcpy(&buf[kHeader], params, payload);
-  write_file_atomic(path, buf.data(), buf.size());
+  std::memcpy(header, kMagic, 8);
+  std::memcpy(header + 8, &n, 8);
+  std::memcpy(header + 16, &hash, 8);
+  AtomicFileWriter out(path);
+  out.append(header, kHeader);
+  out.append(params, payload);
+  out.commit();
 }
 
 std::vector<float> load_weights(const std::string& path, size_t expected_count) {

@@ -15,7 +15,7 @@ struct Need {
 };
 
 Need need_of(const MemoryEstimate& e, int ranks_on_host, ComputeKind backend) {
-  return {e.host() * ranks_on_host, backend == ComputeKind::kCuda ? e.device : 0};
+  return {e.host_for(ranks_on_host), backend == ComputeKind::kCuda ? e.device : 0};
 }
 
 bool fits(const Need& n, const MemoryCapacity& c) {
@@ -219,7 +219,7 @@ std::string MemoryFit::summary(const MemoryCapacity& c) const {
          ")";
   }
   s += "; x " + ranks_phrase(ranks, ranks_on_host) + " = " +
-       format_bytes(per_rank.host() * ranks_on_host);
+       format_bytes(per_rank.host_for(ranks_on_host));
   if (c.host > 0) s += " of " + format_bytes(c.host);
   return s;
 }

@@ -29,7 +29,7 @@ JobConfig job_of(int width, int layers, int micro_batch, int global_batch) {
 }
 
 double host_need(JobConfig job, int ranks, int on_host) {
-  return estimate_memory(job, ranks, ComputeKind::kCpu).host() * on_host;
+  return estimate_memory(job, ranks, ComputeKind::kCpu).host_for(on_host);
 }
 
 // The message of the refusal, or "" if the job fits.

@@ -32,7 +32,7 @@ ModePlan plan_mode(const JobConfig& base, const std::string& shard, const Cluste
   m.shard = shard;
   const bool gpu = c.device_type == "gpu";
   m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu);
-  m.host_need_gib = m.memory.host() * c.devices_per_node / kGiB;
+  m.host_need_gib = m.memory.host_for(c.devices_per_node) / kGiB;
   m.device_need_gib = gpu ? m.memory.device / kGiB : 0;
   m.fits = m.host_need_gib <= c.node_memory_gib &&
            (!gpu || m.device_need_gib <= c.device_memory_gib);

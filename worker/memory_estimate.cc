@@ -319,11 +319,12 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   // also ShardedState's pinned download buffer of the same size.
   const double slices = 3 * shard * 4;
   m.checkpoint = (job.checkpoint.async ? slices : 0) + (cuda ? slices : 0);
-  // After the last step: ShardedState::full_params() returns the whole model in a host vector,
-  // and rank 0's save_weights copies it once more into the file's buffer
-  // (checkpoint/weights_file.cc). Under ZeRO-3 full_params() gathers unit by unit through the
-  // scratch pool, so the compute's memory holds no second copy.
-  m.final_weights = 2 * P * 4;
+  // After the last step: ShardedState::full_params() returns the whole model in a host vector on
+  // rank 0 (the others take part in the gathers and keep nothing), which save_weights writes
+  // straight to the file. Under ZeRO-3 it is gathered unit by unit through the scratch pool, so
+  // the compute's memory holds no second copy. Counted in every rank's figure (the largest
+  // rank's), and once per host by host_for().
+  m.final_weights = P * 4;
 
   if (ranks > 1 && !cuda) {
     const double others = ranks - 1.0, part = others / ranks;

@@ -15,7 +15,7 @@
 //                  bf16 copy of the gradients that travels when parallel.grad_reduce is bf16
 //   checkpoint     the asynchronous checkpoint's staging copy of this rank's slice of params,
 //                  m and v (checkpoint.async), taken at start-up
-//   final_weights  after the last step: the whole model gathered for weights.bin
+//   final_weights  after the last step, on rank 0 only: the whole model gathered for weights.bin
 //                  (ShardedState::full_params()), and rank 0's copy into the file buffer
 //   runtime        what a rank holds besides: program, libraries, MPI, OpenMP and BLAS threads
 //                  and their buffers, touched pages of the mapped data; measured
@@ -61,6 +61,11 @@ struct MemoryEstimate {
            runtime;
   }
   double host() const { return total() - device; }
+  // What a host running `ranks_on_host` of the ranks needs: only the rank that writes
+  // weights.bin holds the final weights.
+  double host_for(int ranks_on_host) const {
+    return (host() - final_weights) * ranks_on_host + final_weights;
+  }
   // During the steps, before the final weights are gathered: what a step's peak RSS shows.
   double steps() const { return total() - final_weights; }
   // What getrusage's peak RSS of a rank shows during the steps.

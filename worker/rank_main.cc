@@ -164,7 +164,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     }
     return kExitStopped;
   }
-  const std::vector<float> params = trainer.state().full_params();
+  const std::vector<float> params = trainer.state().full_params(/*keep=*/rank0);
   if (rank0) {
     const std::string weights = run_file(job.run_dir, "weights.bin");
     save_weights(weights, params.data(), params.size());

@@ -418,11 +418,11 @@ void ShardedState::optimizer_step(double lr, double norm) {
   refresh_compute_params();
 }
 
-std::vector<float> ShardedState::full_params() {
+std::vector<float> ShardedState::full_params(bool keep) {
   const size_t total = model_.layout().size();
-  std::vector<float> all(total);
+  std::vector<float> all(keep ? total : 0);
   if (full_params_) {
-    compute_.download(all.data(), params_.data(), total * sizeof(float));
+    if (keep) compute_.download(all.data(), params_.data(), total * sizeof(float));
     return all;
   }
   // ZeRO-3: unit by unit through the scratch pool, so the compute's memory (a GPU's) never holds
@@ -436,7 +436,7 @@ std::vector<float> ShardedState::full_params() {
                     (hi - lo) * sizeof(float));
     }
     comm_.all_gather(buf, counts_in(unit.begin, unit.end), DType::kFloat32)->wait();
-    compute_.download(all.data() + unit.begin, buf, unit.size() * sizeof(float));
+    if (keep) compute_.download(all.data() + unit.begin, buf, unit.size() * sizeof(float));
     give_back_scratch(buf);
   }
   return all;

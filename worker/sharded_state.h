@@ -95,8 +95,10 @@ class ShardedState final : public ParamAccess {
   void optimizer_step(double lr, double grad_norm);
   int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
 
-  // The whole parameter buffer on every rank, on the host (gathers it under ZeRO-3). Collective.
-  std::vector<float> full_params();
+  // The whole parameter buffer on the host (gathered under ZeRO-3). Collective: every rank
+  // calls it; those that pass keep=false take part and get an empty vector (only the rank that
+  // writes the weights needs a host copy of the whole model).
+  std::vector<float> full_params(bool keep = true);
 
   // Checkpointing: this rank's slice [shard_begin, shard_end) of "params", "adam_m" and
   // "adam_v" (every rank writes only its own slice, whatever the mode), and the restore of a
