@@ -52,8 +52,11 @@ namespace rm {
 // Element types. kBFloat16 is bfloat16 (rm::bf16, kernels/bf16.h: the bit layout of CUDA's
 // __nv_bfloat16). Host backends reduce bf16 in float: the sum of the ranks' values in rank order,
 // divided by size() for kAvg, rounded to bf16 once per element (round to nearest, ties to even),
-// so every algorithm and every rank gives the same bits. nccl reduces as NCCL does (its own
-// order and rounding), which may differ from that in the last bits.
+// so every algorithm and every rank gives the same bits. fp32 and fp64 are summed in rank order
+// too on one host and on the mpi backend's flat MPI path (the same bits on both); its
+// hierarchical path sums each host's ranks in order, then the hosts in order. Every rank always
+// gets the same bits. nccl reduces as NCCL does (its own order and rounding), which may differ
+// from that in the last bits.
 enum class DType { kFloat32, kFloat64, kBFloat16 };
 enum class ReduceOp { kSum, kAvg };  // kAvg: the sum divided by size()
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -284,6 +285,42 @@ TEST_P(CommTest, AllReduceDoubleSumAndAvg) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{4099}, kBig<double>}) {
       check_all_reduce<double>(count, op);
     }
+  }
+}
+
+// Floats whose sum depends on the order it is taken in (magnitudes 2^-20..2^20, both signs): on
+// one host and on the flat MPI path every rank gets the rank-ordered sum, bit for bit -- the
+// shared-memory engine's result, whichever path ran. (The hierarchical path sums each host's
+// ranks in order, then the hosts in order: a different, documented order.) MPI's own reductions
+// would combine in a tree and fail this on 3+ ranks.
+TEST_P(CommTest, FloatSumsAreRankOrderedOffTheHierarchicalPath) {
+  if (comm_->describe().find("hierarchical") != std::string::npos) GTEST_SKIP();
+  const auto value = [](int r, size_t i) {  // a hash of (r, i): cheap, the same on every rank
+    uint64_t h = (i * 4 + static_cast<uint64_t>(r) + 1) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ (h >> 31)) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    const float mantissa = 1.0f + static_cast<float>(h & 0xFFFFF) / float{1 << 20};
+    const int exponent = static_cast<int>((h >> 20) % 41) - 20;
+    return ((h >> 40) & 1 ? -1.0f : 1.0f) * std::ldexp(mantissa, exponent);
+  };
+  const auto rank_ordered = [&](size_t i) {
+    float acc = value(0, i);
+    for (int r = 1; r < size_; ++r) acc += value(r, i);
+    return acc;
+  };
+  for (size_t count : {size_t{1}, size_t{4099}, kBig<float>}) {
+    reset_arena();
+    Buf<float> reduced = make<float>(count);
+    Buf<float> scattered = make<float>(count);
+    for (size_t i = 0; i < count; ++i) reduced[i] = scattered[i] = value(rank_, i);
+    const std::vector<size_t> counts = shard_counts(count, size_);
+    comm_->all_reduce(reduced.data(), count, DType::kFloat32, ReduceOp::kSum)->wait();
+    comm_->reduce_scatter(scattered.data(), counts, DType::kFloat32, ReduceOp::kSum)->wait();
+    EXPECT_TRUE(all_equal(reduced, 0, count, rank_ordered)) << "all_reduce count=" << count;
+    const size_t begin = shard_offset(counts, rank_);
+    EXPECT_TRUE(all_equal(scattered, begin, begin + counts[static_cast<size_t>(rank_)],
+                          rank_ordered))
+        << "reduce_scatter count=" << count;
   }
 }
 

@@ -22,6 +22,13 @@ std::vector<int> to_ints(const std::vector<size_t>& v) {
   return out;
 }
 
+// Where each part starts when parts of `counts` elements lie back to back.
+std::vector<size_t> offsets(const std::vector<size_t>& counts) {
+  std::vector<size_t> out(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) out[i] = out[i - 1] + counts[i - 1];
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<HierPath> HierPath::make(MPI_Comm comm, size_t slot_bytes, HierLayout layout) {
@@ -57,6 +64,7 @@ std::unique_ptr<HierPath> HierPath::make(MPI_Comm comm, size_t slot_bytes, HierL
   // Rails: local rank j of every host, in host order. Rail 0 is also the hosts' leaders.
   RM_MPI_CHECK(MPI_Comm_split(comm, local, rank, &p->rail_), on_error);
   RM_MPI_CHECK(MPI_Comm_set_errhandler(p->rail_, MPI_ERRORS_RETURN), on_error);
+  RM_MPI_CHECK(MPI_Comm_dup(p->rail_, &p->rail_gather_), on_error);
   // Host names, for messages that name the host a missing rank is on.
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   ::gethostname(name, sizeof name - 1);
@@ -75,6 +83,7 @@ std::unique_ptr<HierPath> HierPath::make(MPI_Comm comm, size_t slot_bytes, HierL
 HierPath::~HierPath() {
   in_.reset();
   out_.reset();
+  if (rail_gather_ != MPI_COMM_NULL) MPI_Comm_free(&rail_gather_);
   if (rail_ != MPI_COMM_NULL) MPI_Comm_free(&rail_);
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
@@ -82,6 +91,23 @@ HierPath::~HierPath() {
 MPI_Datatype HierPath::mpi_type(DType dtype) const {
   // bf16 only moves here (all-gather): as 2-byte words.
   return dtype == DType::kFloat64 ? MPI_DOUBLE : dtype == DType::kBFloat16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
+// A reduction on the rail: every host's part `counts[h]` of the rail's elements sits at
+// `displs[h]` from `base`; this rank (host_ on the rail) receives every host's copy of its part.
+void HierPath::plan_exchange(HierOp& op, char* base, std::vector<size_t> counts,
+                             std::vector<size_t> displs, bool avg) {
+  const size_t own = counts[static_cast<size_t>(host_)];
+  op.rail_buf = base;
+  op.rail_counts = to_ints(counts);
+  op.rail_displs = to_ints(displs);
+  op.recv_counts.assign(static_cast<size_t>(hosts_), to_ints({own})[0]);
+  std::vector<size_t> recv_displs;
+  for (int h = 0; h < hosts_; ++h) recv_displs.push_back(own * static_cast<size_t>(h));
+  op.recv_displs = to_ints(recv_displs);
+  op.reduce_to = base + displs[static_cast<size_t>(host_)] * dtype_size(op.dtype);
+  op.reduce_count = own;
+  op.avg = avg;
 }
 
 void HierPath::queue(std::shared_ptr<HierOp> op) {
@@ -102,9 +128,8 @@ void HierPath::all_reduce(std::shared_ptr<HierOp> op, char* buf, size_t count, D
                             shard_counts(count, local_size_)});
     if (local_ == 0) {
       op->rail = HierOp::Rail::kAllReduce;
-      op->rail_buf = buf;
-      op->rail_count = to_ints({count})[0];
-      if (avg) op->divide_at = buf, op->divide_count = count;
+      const std::vector<size_t> parts = shard_counts(count, hosts_);
+      plan_exchange(*op, buf, parts, offsets(parts), avg);
     }
     std::vector<size_t> from_leader(static_cast<size_t>(local_size_), 0);
     from_leader[0] = count;
@@ -114,9 +139,8 @@ void HierPath::all_reduce(std::shared_ptr<HierOp> op, char* buf, size_t count, D
     char* mine = buf + shard_offset(slices, local_) * esize;
     op->in_tasks.push_back({ShmKind::kReduceScatter, buf, dtype, ReduceOp::kSum, slices});
     op->rail = HierOp::Rail::kAllReduce;
-    op->rail_buf = mine;
-    op->rail_count = to_ints({slices[static_cast<size_t>(local_)]})[0];
-    if (avg) op->divide_at = mine, op->divide_count = slices[static_cast<size_t>(local_)];
+    const std::vector<size_t> parts = shard_counts(slices[static_cast<size_t>(local_)], hosts_);
+    plan_exchange(*op, mine, parts, offsets(parts), avg);
     op->out_tasks.push_back({ShmKind::kAllGather, buf, dtype, ReduceOp::kSum, slices});
   }
   queue(std::move(op));
@@ -128,28 +152,17 @@ void HierPath::reduce_scatter(std::shared_ptr<HierOp> op, char* buf,
   op->dtype = dtype;
   const size_t esize = dtype_size(dtype);
   const auto L = static_cast<size_t>(local_size_);
-  std::vector<size_t> rail_counts;
-  size_t packed = 0;
+  std::vector<size_t> rail_counts, rail_displs;
   for (int h = 0; h < hosts_; ++h) {
     const auto first = counts.begin() + static_cast<long>(h * L);
     std::vector<size_t> block(first, first + static_cast<long>(L));
     op->in_tasks.push_back({ShmKind::kReduceScatter, buf + shard_offset(counts, h * local_size_) * esize,
                             dtype, ReduceOp::kSum, block});
     rail_counts.push_back(block[static_cast<size_t>(local_)]);
-    packed += block[static_cast<size_t>(local_)];
+    rail_displs.push_back(shard_offset(counts, global_rank(h, local_)));
   }
   op->rail = HierOp::Rail::kReduceScatter;
-  op->rail_buf = buf;
-  op->rail_counts = to_ints(rail_counts);
-  op->rail_displs.resize(rail_counts.size());
-  for (int h = 0; h < hosts_; ++h) {
-    op->rail_displs[static_cast<size_t>(h)] =
-        static_cast<int>(shard_offset(counts, global_rank(h, local_)));
-  }
-  op->packed.resize(packed * esize);
-  op->unpack_to = buf + shard_offset(counts, rank_) * esize;
-  op->unpack_bytes = counts[static_cast<size_t>(rank_)] * esize;
-  if (avg) op->divide_at = op->unpack_to, op->divide_count = counts[static_cast<size_t>(rank_)];
+  plan_exchange(*op, buf, rail_counts, rail_displs, avg);
   queue(std::move(op));
 }
 
@@ -177,46 +190,46 @@ void HierPath::issue_rail(HierOp& op) {
     throw HierFailure{op.owner, std::string("failed: ") + call + ": " + mpi_error_string(code)};
   };
   const MPI_Datatype type = mpi_type(op.dtype);
-  switch (op.rail) {
-    case HierOp::Rail::kAllReduce:
-      RM_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, op.rail_buf, op.rail_count, type, MPI_SUM, rail_,
-                                  &op.request),
-                   fail);
-      break;
-    case HierOp::Rail::kReduceScatter: {
-      // Pack this rail's shards (strided in the buffer) in host order; MPI reduces them in place
-      // and leaves this rank's at the start.
-      const size_t esize = dtype_size(op.dtype);
-      size_t at = 0;
-      for (size_t h = 0; h < op.rail_counts.size(); ++h) {
-        const size_t n = static_cast<size_t>(op.rail_counts[h]) * esize;
-        if (n > 0) std::memcpy(op.packed.data() + at, op.rail_buf + op.rail_displs[h] * esize, n);
-        at += n;
-      }
-      RM_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, op.packed.data(), op.rail_counts.data(), type,
-                                       MPI_SUM, rail_, &op.request),
-                   fail);
-      break;
-    }
-    case HierOp::Rail::kAllGather:
-      RM_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.rail_buf,
-                                   op.rail_counts.data(), op.rail_displs.data(), type, rail_,
-                                   &op.request),
-                   fail);
-      break;
-    case HierOp::Rail::kNone:
-      break;
+  if (op.rail == HierOp::Rail::kAllGather) {
+    RM_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.rail_buf,
+                                 op.rail_counts.data(), op.rail_displs.data(), type, rail_,
+                                 &op.request),
+                 fail);
+  } else {
+    // Per operation, like the temporaries MPI's own reductions allocate.
+    op.scratch.resize(op.reduce_count * static_cast<size_t>(hosts_) * dtype_size(op.dtype));
+    RM_MPI_CHECK(MPI_Ialltoallv(op.rail_buf, op.rail_counts.data(), op.rail_displs.data(), type,
+                                op.scratch.data(), op.recv_counts.data(), op.recv_displs.data(),
+                                type, rail_, &op.request),
+                 fail);
   }
   op.rail_issued = true;
 }
 
-void HierPath::finish_rail(HierOp& op) {
-  if (op.rail == HierOp::Rail::kReduceScatter && op.unpack_bytes > 0) {
-    std::memcpy(op.unpack_to, op.packed.data(), op.unpack_bytes);
+void HierPath::reduce_exchanged(HierOp& op) {
+  const size_t esize = dtype_size(op.dtype);
+  if (op.reduce_count > 0) {
+    std::vector<const void*> srcs;
+    for (int h = 0; h < hosts_; ++h) {
+      srcs.push_back(op.scratch.data() + static_cast<size_t>(h) * op.reduce_count * esize);
+    }
+    void* dst = op.reduce_to;
+    reduce_sources(op.dtype, ReduceOp::kSum, hosts_, srcs.data(), op.reduce_count, 1, &dst);
+    if (op.avg) divide_in_place(op.dtype, op.reduce_to, op.reduce_count, size_);
   }
-  std::vector<char>().swap(op.packed);
-  if (op.divide_count > 0) divide_in_place(op.dtype, op.divide_at, op.divide_count, size_);
-  op.rail_done = true;
+  std::vector<char>().swap(op.scratch);
+  op.exchanged = true;
+}
+
+void HierPath::issue_gather(HierOp& op) {
+  RM_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.rail_buf,
+                               op.rail_counts.data(), op.rail_displs.data(), mpi_type(op.dtype),
+                               rail_gather_, &op.request),
+               ([&](const char* call, int code) {
+                 throw HierFailure{op.owner, std::string("failed: ") + call + ": " +
+                                                 mpi_error_string(code)};
+               }));
+  op.gather_issued = true;
 }
 
 // Runs the head op's tasks on `engine` in order; an out-stage head waits for its op's earlier
@@ -260,22 +273,40 @@ bool HierPath::advance() {
     issue_rail(*op);
     moved = true;
   }
+  // All-reduces' all-gathers: in issue order once their exchange is reduced (ranks finish
+  // exchanges at different times, so the order comes from the queue, not the clock).
+  for (auto& op : rail_q_) {
+    if (op->rail != HierOp::Rail::kAllReduce || op->gather_issued) continue;
+    if (!op->exchanged) break;
+    issue_gather(*op);
+    moved = true;
+  }
   for (auto it = rail_q_.begin(); it != rail_q_.end();) {
     HierOp& op = **it;
     if (!op.rail_issued) break;
     int flag = 0;
-    RM_MPI_CHECK(MPI_Test(&op.request, &flag, MPI_STATUS_IGNORE), ([&](const char* call, int code) {
-                   throw HierFailure{op.owner,
-                                     std::string("failed: ") + call + ": " + mpi_error_string(code)};
-                 }));
+    if (op.request != MPI_REQUEST_NULL) {
+      RM_MPI_CHECK(MPI_Test(&op.request, &flag, MPI_STATUS_IGNORE),
+                   ([&](const char* call, int code) {
+                     throw HierFailure{op.owner, std::string("failed: ") + call + ": " +
+                                                     mpi_error_string(code)};
+                   }));
+    }
     if (!flag) {
       ++it;
       continue;
     }
-    finish_rail(op);
+    moved = true;
+    if (op.rail != HierOp::Rail::kAllGather && !op.exchanged) {
+      reduce_exchanged(op);
+      if (op.rail == HierOp::Rail::kAllReduce) {
+        ++it;  // its all-gather is issued in order, above
+        continue;
+      }
+    }
+    op.rail_done = true;
     if (op.out_tasks.empty()) op.done = true;
     it = rail_q_.erase(it);
-    moved = true;
   }
   moved = advance_engine(*out_, out_q_, false) || moved;
   return moved;

@@ -13,7 +13,7 @@
 //    buffer among local rank 0 of every host, and a shared-memory broadcast from it. One
 //    connection per host carries all of its bytes.
 // Reduce-scatter (rails) reduces each host's block of shards within the host, then each rail
-// reduce-scatters its members' shards (packed, since they are strided in the buffer); all-gather
+// reduce-scatters its members' shards (strided in the buffer); all-gather
 // is the reverse (an MPI all-gather in place on each rail, then each host's block within the
 // host). bf16 reductions do not come here: summing twice would round twice, and the contract
 // (communicator.h) promises one rounding of the rank-ordered float sum.
@@ -57,19 +57,21 @@ struct HierOp {
   std::vector<ShmTask> in_tasks;
   size_t in_next = 0;
   bool in_started = false;
-  // Stage 2: one MPI request on this rank's rail (leaders: rail 0).
+  // Stage 2, on this rank's rail (leaders: rail 0), H ranks in host order. Reductions are an
+  // all-to-all that brings every host's copy of this rank's part into `scratch`, reduced in host
+  // order into `reduce_to` (then divided for kAvg); an all-reduce then all-gathers the parts in
+  // place on the second rail communicator, in issue order. Ring bytes on the wire: see
+  // MpiCommunicator's Finish for why not MPI's own in-place reductions.
   enum class Rail { kNone, kAllReduce, kReduceScatter, kAllGather } rail = Rail::kNone;
-  bool rail_issued = false, rail_done = false;
+  bool rail_issued = false, exchanged = false, gather_issued = false, rail_done = false;
   MPI_Request request = MPI_REQUEST_NULL;
-  char* rail_buf = nullptr;
-  int rail_count = 0;
-  std::vector<int> rail_counts, rail_displs;
-  std::vector<char> packed;  // reduce-scatter: this rail's shards, contiguous
-  // After stage 2: where this rank's result goes (unpacked reduce-scatter), and kAvg's divide.
-  char* unpack_to = nullptr;
-  size_t unpack_bytes = 0;
-  char* divide_at = nullptr;
-  size_t divide_count = 0;
+  char* rail_buf = nullptr;                  // the rail's elements, at rail_displs
+  std::vector<int> rail_counts, rail_displs;  // per host: its part (all-gather: its shard)
+  std::vector<int> recv_counts, recv_displs;  // reductions: this rank's part from every host
+  std::vector<char> scratch;
+  char* reduce_to = nullptr;
+  size_t reduce_count = 0;
+  bool avg = false;
   // Stage 3: in-host gathers, run in order on the out engine.
   std::vector<ShmTask> out_tasks;
   size_t out_next = 0;
@@ -118,12 +120,17 @@ class HierPath {
   MPI_Datatype mpi_type(DType dtype) const;
   int global_rank(int host, int local) const { return host * local_size_ + local; }
   void queue(std::shared_ptr<HierOp> op);
+  void plan_exchange(HierOp& op, char* base, std::vector<size_t> counts,
+                     std::vector<size_t> displs, bool avg);
   void issue_rail(HierOp& op);
-  void finish_rail(HierOp& op);
+  void reduce_exchanged(HierOp& op);
+  void issue_gather(HierOp& op);
   bool advance_engine(ShmEngine& engine, std::deque<std::shared_ptr<HierOp>>& q, bool in);
 
   MPI_Comm node_ = MPI_COMM_NULL;  // the ranks of this host
   MPI_Comm rail_ = MPI_COMM_NULL;  // local rank j of every host (rail 0: the hosts' leaders)
+  MPI_Comm rail_gather_ = MPI_COMM_NULL;  // the same ranks: all-reduces' all-gathers, which
+                                          // start at different times on different ranks
   HierLayout layout_ = HierLayout::kRails;
   int rank_ = 0, size_ = 1, host_ = 0, hosts_ = 1, local_ = 0, local_size_ = 1;
   std::vector<std::string> host_names_;  // per host, for messages

@@ -23,13 +23,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // What an MPI-path operation still has to do once its request completes.
-//  - kReduceReceived (bf16 reduce-scatter): the request was an all-to-all that brought every
-//    rank's copy of this rank's shard into `scratch`; reduce them in rank order into the shard.
-//  - kReduceThenGather (bf16 all-reduce): the same, then the op's second request, an in-place
+//  - kReduceReceived (reduce-scatter): the request was an all-to-all that brought every rank's
+//    copy of this rank's shard into `scratch`; reduce them in rank order into the shard.
+//  - kReduceThenGather (all-reduce): the same, then the op's second request, an in-place
 //    all-gather of the reduced shards on the stage-two communicator (see issue_stage_two).
-// bf16 goes this way because MPI has no bf16 type and its own reductions combine partial results
-// in an order of its choosing: the host kernels give the shm path's bits exactly.
-enum class Finish { kNone, kDivide, kMoveShardThenDivide, kReduceReceived, kReduceThenGather };
+// Reductions go this way for every dtype rather than through MPI_Iallreduce/_Ireduce_scatter:
+//  - the bytes on the wire are a ring's (each rank sends and receives (p-1)/p of the buffer per
+//    half), where Open MPI's non-blocking in-place all-reduce (libnbc) takes a binomial reduce then
+//    broadcast: the whole buffer crosses each link twice, one direction at a time -- half the link
+//    rate on 2 hosts (measured: 0.06 against 0.12 GB/s busbw on a 1 Gbit/s link);
+//  - MPI combines partial results in an order of its choosing and has no bf16; the host kernels
+//    sum in rank order and give the shm path's bits exactly.
+enum class Finish { kNone, kReduceReceived, kReduceThenGather };
 
 struct Op : OpStamp {
   bool done = false;
@@ -40,16 +45,16 @@ struct Op : OpStamp {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<int> counts;
   std::vector<int> displs;
-  std::vector<int> recv_counts;  // bf16 all-to-all: this rank's shard from every rank
+  std::vector<int> recv_counts;  // reductions' all-to-all: this rank's shard from every rank
   std::vector<int> recv_displs;
-  std::vector<char> scratch;    // bf16: those shards, in rank order
+  std::vector<char> scratch;    // those shards, in rank order
   bool stage_one_done = false;  // kReduceThenGather: ready to issue its all-gather
   Finish finish = Finish::kNone;
   char* buf = nullptr;
   DType dtype = DType::kFloat32;
   bool avg = false;
-  size_t finish_count = 0;   // elements to divide (kAvg)
-  size_t finish_offset = 0;  // bytes: where this rank's shard belongs (reduce-scatter)
+  size_t finish_count = 0;   // elements of this rank's shard
+  size_t finish_offset = 0;  // bytes: where this rank's shard belongs
   // Hierarchical path: the op's stages (hier_path.h).
   std::shared_ptr<detail::HierOp> hier;
 };
@@ -114,9 +119,9 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> issue_hier(std::shared_ptr<Op> op);
   bool advance_hier();
   std::unique_ptr<Work> done_op(std::shared_ptr<Op> op);
-  std::unique_ptr<Work> issue_bf16_reduction(std::shared_ptr<Op> op, void* buf,
-                                             const std::vector<size_t>& counts, ReduceOp rop,
-                                             bool all_reduce);
+  std::unique_ptr<Work> issue_exchange_reduction(std::shared_ptr<Op> op, void* buf,
+                                                 const std::vector<size_t>& counts, DType dtype,
+                                                 ReduceOp rop, bool all_reduce);
   void issue_stage_two();
   void finish_mpi(Op& op);
   void wait_all();
@@ -137,7 +142,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  // MPI path: the second requests of two-request ops (bf16 all-reduce). They are issued when the
+  // MPI path: the second requests of two-request ops (all-reduce). They are issued when the
   // first completes, which happens at different times on different ranks; on comm_ they would
   // interleave differently with the caller's later operations, so they get their own
   // communicator, where issue_stage_two keeps them in issue order on every rank.
@@ -327,17 +332,8 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType
     hier_->all_reduce(op->hier, static_cast<char*>(buf), count, dtype, rop == ReduceOp::kAvg);
     return issue_hier(std::move(op));
   }
-  if (dtype == DType::kBFloat16) {
-    return issue_bf16_reduction(std::move(op), buf, shard_counts(count, size_), rop, true);
-  }
-  op->buf = static_cast<char*>(buf);
-  op->dtype = dtype;
-  op->finish = rop == ReduceOp::kAvg ? Finish::kDivide : Finish::kNone;
-  op->finish_count = count;
-  RM_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(count), mpi_type(dtype), MPI_SUM,
-                              comm_, &op->request),
-               (OpError{this, op.get()}));
-  return issue_mpi(std::move(op));
+  return issue_exchange_reduction(std::move(op), buf, shard_counts(count, size_), dtype, rop,
+                                  true);
 }
 
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vector<size_t>& counts,
@@ -357,20 +353,7 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vect
     hier_->reduce_scatter(op->hier, static_cast<char*>(buf), counts, dtype, rop == ReduceOp::kAvg);
     return issue_hier(std::move(op));
   }
-  if (dtype == DType::kBFloat16)
-    return issue_bf16_reduction(std::move(op), buf, counts, rop, false);
-  op->counts.assign(counts.begin(), counts.end());
-  // In place, MPI leaves this rank's reduced shard at the start of buf; finish_mpi moves it.
-  op->buf = static_cast<char*>(buf);
-  op->dtype = dtype;
-  op->avg = rop == ReduceOp::kAvg;
-  op->finish = Finish::kMoveShardThenDivide;
-  op->finish_count = counts[static_cast<size_t>(rank_)];
-  op->finish_offset = shard_offset(counts, rank_) * dtype_size(dtype);
-  RM_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, buf, op->counts.data(), mpi_type(dtype), MPI_SUM,
-                                   comm_, &op->request),
-               (OpError{this, op.get()}));
-  return issue_mpi(std::move(op));
+  return issue_exchange_reduction(std::move(op), buf, counts, dtype, rop, false);
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_gather(void* buf, const std::vector<size_t>& counts,
@@ -414,21 +397,22 @@ std::unique_ptr<Work> MpiCommunicator::broadcast(void* buf, size_t count, DType 
   return issue_mpi(std::move(op));
 }
 
-// bf16 reduce-scatter (and the first half of all-reduce) on the MPI path: an all-to-all sends
-// rank s its shard of this rank's buffer, and receives every rank's copy of this rank's shard
-// into scratch; finish_mpi reduces them with the host kernels, in rank order, exactly as the
+// Reduce-scatter (and the first half of all-reduce) on the MPI path: an all-to-all sends rank s
+// its shard of this rank's buffer, and receives every rank's copy of this rank's shard into
+// scratch; finish_mpi reduces them with the host kernels, in rank order, exactly as the
 // shared-memory engine does. The same bytes cross the network as in a ring reduce-scatter.
-std::unique_ptr<Work> MpiCommunicator::issue_bf16_reduction(std::shared_ptr<Op> op, void* buf,
-                                                            const std::vector<size_t>& counts,
-                                                            ReduceOp rop, bool all_reduce) {
+std::unique_ptr<Work> MpiCommunicator::issue_exchange_reduction(std::shared_ptr<Op> op, void* buf,
+                                                                const std::vector<size_t>& counts,
+                                                                DType dtype, ReduceOp rop,
+                                                                bool all_reduce) {
   const size_t own = counts[static_cast<size_t>(rank_)];
   check_counts(*op, own * static_cast<size_t>(size_));  // the scratch's displacements are ints
   op->buf = static_cast<char*>(buf);
-  op->dtype = DType::kBFloat16;
+  op->dtype = dtype;
   op->avg = rop == ReduceOp::kAvg;
   op->finish = all_reduce ? Finish::kReduceThenGather : Finish::kReduceReceived;
   op->finish_count = own;
-  op->finish_offset = shard_offset(counts, rank_) * dtype_size(DType::kBFloat16);
+  op->finish_offset = shard_offset(counts, rank_) * dtype_size(dtype);
   op->counts.assign(counts.begin(), counts.end());
   op->displs.resize(counts.size());
   op->recv_counts.assign(counts.size(), static_cast<int>(own));
@@ -438,10 +422,10 @@ std::unique_ptr<Work> MpiCommunicator::issue_bf16_reduction(std::shared_ptr<Op> 
     op->recv_displs[static_cast<size_t>(r)] = static_cast<int>(own * static_cast<size_t>(r));
   }
   // Per operation, like the temporaries MPI's own collectives allocate on this path.
-  op->scratch.resize(own * static_cast<size_t>(size_) * dtype_size(DType::kBFloat16));
-  RM_MPI_CHECK(MPI_Ialltoallv(buf, op->counts.data(), op->displs.data(), MPI_UINT16_T,
+  op->scratch.resize(own * static_cast<size_t>(size_) * dtype_size(dtype));
+  RM_MPI_CHECK(MPI_Ialltoallv(buf, op->counts.data(), op->displs.data(), mpi_type(dtype),
                               op->scratch.data(), op->recv_counts.data(), op->recv_displs.data(),
-                              MPI_UINT16_T, comm_, &op->request),
+                              mpi_type(dtype), comm_, &op->request),
                (OpError{this, op.get()}));
   if (all_reduce) stage_two_.push_back(op);
   return issue_mpi(std::move(op));
@@ -493,14 +477,6 @@ void MpiCommunicator::finish_mpi(Op& op) {
       op.stage_one_done = true;  // not done: issue_stage_two issues its all-gather
       return;
     }
-  } else if (op.finish_count == 0) {
-    // nothing to move or divide (and buf may be null)
-  } else if (op.finish == Finish::kMoveShardThenDivide) {
-    std::memmove(op.buf + op.finish_offset, op.buf, op.finish_count * esize);
-    if (op.avg)
-      detail::divide_in_place(op.dtype, op.buf + op.finish_offset, op.finish_count, size_);
-  } else if (op.finish == Finish::kDivide) {
-    detail::divide_in_place(op.dtype, op.buf, op.finish_count, size_);
   }
   op.done = true;
 }
