@@ -7,7 +7,8 @@
 #   cluster.sh env             print the environment for mpirun (source it: eval "$(... env)")
 #   cluster.sh cut HOST | heal HOST     take HOST's link down / up again
 #   cluster.sh kill HOST       kill every process running on HOST
-#   cluster.sh shape RATE [DELAY]       shape every host's outgoing link (e.g. 1gbit 0.2ms)
+#   cluster.sh shape RATE [DELAY]       shape every host's outgoing link (e.g. 1gbit 0.2ms; RATE
+#                                       unlimited: delay only); again to change, unshape to undo
 #   cluster.sh unshape
 #   cluster.sh check           exit 0 if this machine can create the hosts, else say why (77)
 #
@@ -17,6 +18,8 @@
 # namespace) and its own System V IPC: neither Open MPI nor Ringmaster can find a shared-memory
 # path between two hosts. A holder process (sleep) keeps each host's namespaces alive; commands
 # enter them with nsenter. Only addresses inside the cluster's subnet and loopback are used.
+# Links are shaped with netem; a kernel without netem gets the rate from a token bucket (tbf) and
+# the delay from link_delay.c, a userspace switch that holds every frame for DELAY (see shape).
 #
 # RM_CLUSTER_NAME (default rmc) names the hosts and the state directory
 # (/run/ringmaster-cluster/<name>); RM_CLUSTER_NET (default 10.233.7) is the /24 they live on.
@@ -101,17 +104,22 @@ up() {
     echo "$h" >>"$state/hosts"
     echo "$name-$h slots=$slots" >>"$state/hostfile"
   done
-  # veth links come up asynchronously: wait until every host's link reports up.
-  for ((i = 0; i < k; i++)); do
-    for _ in $(seq 100); do
-      ip -n "$(host_ns h$i)" link show eth0 | grep -q 'state UP' && break
-      sleep 0.05
-    done
-  done
+  wait_links_up
   echo "cluster '$name': $k hosts ($(hosts_list)), hostfile $state/hostfile"
 }
 
+# veth links come up asynchronously: wait until every host's link reports up.
+wait_links_up() {
+  while read -r h; do
+    for _ in $(seq 100); do
+      ip -n "$(host_ns "$h")" link show eth0 | grep -q 'state UP' && break
+      sleep 0.05
+    done
+  done <"$state/hosts"
+}
+
 down() {
+  stop_link_delay || true
   if [[ -f $state/hosts ]]; then
     while read -r h; do
       kill_host "$h" 2>/dev/null || true
@@ -166,23 +174,107 @@ kill_host() {
 
 shape() {
   local rate=${1:?usage: cluster.sh shape RATE [DELAY]} delay=${2:-}
+  local rate_args=(rate "$rate")
+  [[ $rate == unlimited ]] && rate_args=()
+  unshape
+  if tc -n "$switch" qdisc add dev lo root netem 2>/dev/null; then
+    tc -n "$switch" qdisc del dev lo root
+    while read -r h; do
+      local ns
+      ns=$(host_ns "$h")
+      ip -n "$ns" link set eth0 txqueuelen 1000
+      tc -n "$ns" qdisc add dev eth0 root netem "${rate_args[@]}" ${delay:+delay $delay}
+    done <"$state/hosts"
+    return
+  fi
+  # This kernel has no netem (CONFIG_NET_SCH_NETEM): the delay line adds the delay and a token
+  # bucket on each host's link shapes the rate.
+  local dev=eth0 us
+  if [[ -n $delay ]]; then
+    us=$(delay_us "$delay")
+    start_link_delay "$us"
+    dev=eth1
+  fi
+  [[ $rate == unlimited ]] && return
   while read -r h; do
-    local ns
-    ns=$(host_ns "$h")
-    ip -n "$ns" link set eth0 txqueuelen 1000
-    tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
-    if tc -n "$ns" qdisc add dev eth0 root netem rate "$rate" ${delay:+delay $delay} 2>/dev/null; then
-      continue
-    fi
-    # This kernel has no netem (CONFIG_NET_SCH_NETEM): shape the rate with a token bucket; a
-    # delay cannot be added.
-    [[ -z $delay ]] || echo "cluster.sh: no netem in this kernel: rate $rate shaped, delay $delay NOT added" >&2
-    tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+    tc -n "$(host_ns "$h")" qdisc add dev $dev root tbf rate "$rate" burst 256kb latency 50ms
   done <"$state/hosts"
 }
 
+delay_us() {  # a tc-style time (0.2ms, 200us, 1s) in whole microseconds
+  [[ $1 =~ ^([0-9]+(\.[0-9]*)?)(s|ms|us)$ ]] || die "DELAY must look like 0.2ms, 200us or 1s, not '$1'"
+  awk -v t="${BASH_REMATCH[1]}" -v unit="${BASH_REMATCH[3]}" \
+    'BEGIN { printf "%d\n", t * (unit == "s" ? 1e6 : unit == "ms" ? 1e3 : 1) + 0.5 }'
+}
+
+# The delay line: link_delay (link_delay.c, compiled here on first use) is a learning switch in the
+# switch namespace that holds every frame for DELAY. It opens a TAP per host there; each TAP is
+# then moved into its host (it keeps working for link_delay) as eth1, with the TAP's largest MTU
+# (the fewer frames, the less work for a userspace switch), and takes over the host's address from
+# eth0, which goes down: every frame between hosts passes through link_delay. The TAPs vanish
+# when it exits (stop_link_delay).
+start_link_delay() {
+  local us=$1 bin=$state/link_delay taps=()
+  if [[ ! -x $bin || $here/link_delay.c -nt $bin ]]; then
+    cc -O2 -Wall -Wextra -Werror -o "$bin" "$here/link_delay.c" || die "cannot compile $here/link_delay.c"
+  fi
+  while read -r h; do taps+=("t$h"); done <"$state/hosts"
+  # Its own session, so that a Ctrl-C meant for the caller does not take the links down. It writes
+  # its pid file once every TAP is open.
+  ip netns exec "$switch" setsid "$bin" --delay-us "$us" --ready "$state/link_delay.pid" "${taps[@]}" \
+    </dev/null >/dev/null 2>>"$state/link_delay.log" &
+  for _ in $(seq 100); do [[ -s $state/link_delay.pid ]] && break; sleep 0.05; done
+  [[ -s $state/link_delay.pid ]] || die "link_delay did not start: $(tail -3 "$state/link_delay.log")"
+  while read -r h; do
+    local ns addr=$net.$((10 + ${h#h}))/24
+    ns=$(host_ns "$h")
+    ip -n "$switch" link set "t$h" netns "$ns"
+    ip -n "$ns" link set "t$h" name eth1 mtu 65521 up
+    ip -n "$ns" link set eth0 down
+    ip -n "$ns" addr del "$addr" dev eth0
+    ip -n "$ns" addr add "$addr" dev eth1
+  done <"$state/hosts"
+}
+
+stop_link_delay() {  # stops the delay line and waits until its TAPs are gone; 1 if none ran
+  local f=$state/link_delay.pid pid
+  [[ -f $f ]] || return 1
+  pid=$(cat "$f")
+  if link_delay_running "$pid"; then
+    kill "$pid"
+    for _ in $(seq 100); do link_delay_running "$pid" || break; sleep 0.02; done
+    ! link_delay_running "$pid" || die "link_delay (pid $pid) did not stop"
+  fi
+  rm -f "$f"
+}
+
+# PID is link_delay and running: neither gone nor a zombie (whose files, so TAPs, are closed).
+link_delay_running() { [[ $(cut -d' ' -f2,3 "/proc/$1/stat" 2>/dev/null) =~ ^\(link_delay\)\ [^Z] ]]; }
+
 unshape() {
+  if stop_link_delay; then
+    while read -r h; do  # give each host's address back to eth0
+      local ns
+      ns=$(host_ns "$h")
+      ip -n "$ns" addr replace "$net.$((10 + ${h#h}))/24" dev eth0
+      ip -n "$ns" link set eth0 up
+    done <"$state/hosts"
+    wait_links_up
+  fi
   while read -r h; do tc -n "$(host_ns "$h")" qdisc del dev eth0 root 2>/dev/null || true; done <"$state/hosts"
+}
+
+# A host's link: its veth's switch end, or while the delay line runs, its TAP. A TAP's switch end
+# is link_delay's file descriptor, so its host end goes down: the host sees its link down (sends
+# fail at once) rather than lose carrier.
+set_link() {
+  local h
+  h=$(host_short "${1:?host}")
+  if [[ -f $state/link_delay.pid ]]; then
+    ip -n "$(host_ns "$h")" link set eth1 "$2"
+  else
+    ip -n "$switch" link set "p$h" "$2"
+  fi
 }
 
 cmd=${1:-}
@@ -192,11 +284,11 @@ case $cmd in
   down) down ;;
   on) on "$@" ;;
   env) env_lines ;;
-  cut) ip -n "$switch" link set "p$(host_short "${1:?host}")" down ;;
-  heal) ip -n "$switch" link set "p$(host_short "${1:?host}")" up ;;
+  cut) set_link "${1:-}" down ;;
+  heal) set_link "${1:-}" up ;;
   kill) kill_host "${1:?host}" ;;
   shape) shape "$@" ;;
   unshape) unshape ;;
   check) check ;;
-  *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,13p' "$0" >&2; exit 2 ;;
 esac
