@@ -38,15 +38,27 @@ void fill_pattern(char* buf, size_t count, int rank) {
   for (size_t i = 0; i < count; ++i) data[i] = as<T>((rank + 1) * static_cast<int>(i % 7));
 }
 
-// Elements that differ from the exact sum of (r+1) * (i % 7) over the ranks (bf16: that sum
-// rounded once, which is what a float accumulation of these integers rounds to).
+// Elements of this rank's result that differ from what the collective must leave: the exact
+// sum of (r+1) * (i % 7) over the ranks (bf16: that sum rounded once, which is what a float
+// accumulation of these integers rounds to) -- everywhere after an all-reduce, in this rank's
+// shard after a reduce-scatter; after an all-gather, (s+1) * (i % 7) in every rank s's shard.
 template <typename T>
-long long count_wrong(const char* buf, size_t count, int world) {
+long long count_wrong(BenchCollective c, const char* buf, size_t count, int rank, int world) {
   const T* data = reinterpret_cast<const T*>(buf);
   const int ranks_sum = world * (world + 1) / 2;
+  const std::vector<size_t> shards = shard_counts(count, world);
+  size_t begin = 0, end = count;
+  if (c == BenchCollective::kReduceScatter) {
+    begin = shard_offset(shards, rank);
+    end = begin + shards[static_cast<size_t>(rank)];
+  }
   long long wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const T want = as<T>(ranks_sum * static_cast<int>(i % 7));
+  int owner = 0;  // all-gather: whose shard element i is in, and where the next one starts
+  size_t next = shards.empty() ? 0 : shards[0];
+  for (size_t i = begin; i < end; ++i) {
+    while (c == BenchCollective::kAllGather && i >= next) next += shards[static_cast<size_t>(++owner)];
+    const int factor = c == BenchCollective::kAllGather ? owner + 1 : ranks_sum;
+    const T want = as<T>(factor * static_cast<int>(i % 7));
     wrong += std::memcmp(&data[i], &want, sizeof(T)) != 0;
   }
   return wrong;
@@ -63,14 +75,15 @@ void fill_pattern(DType dtype, char* buf, size_t count, int rank) {
   }
 }
 
-long long count_wrong(DType dtype, const char* buf, size_t count, int world) {
+long long count_wrong(DType dtype, BenchCollective c, const char* buf, size_t count, int rank,
+                      int world) {
   switch (dtype) {
     case DType::kFloat32:
-      return count_wrong<float>(buf, count, world);
+      return count_wrong<float>(c, buf, count, rank, world);
     case DType::kFloat64:
-      return count_wrong<double>(buf, count, world);
+      return count_wrong<double>(c, buf, count, rank, world);
     case DType::kBFloat16:
-      return count_wrong<bf16>(buf, count, world);
+      return count_wrong<bf16>(c, buf, count, rank, world);
   }
   return 0;
 }
@@ -109,15 +122,20 @@ int run_bench_table(MPI_Comm comm, const BenchOptions& options, std::vector<Benc
       access.download(host.data(), impl.buf, bytes);
       src = host.data();
     }
-    return count_wrong(dtype, src, count, world);
+    return count_wrong(dtype, options.collective, src, count, rank, world);
   };
 
   std::FILE* out = options.out;
-  const double bus_factor = world > 1 ? 2.0 * (world - 1) / world : 1.0;
+  const bool reduces = options.collective != BenchCollective::kAllGather;
+  const double bus_factor =
+      world == 1 ? 1.0
+                 : (options.collective == BenchCollective::kAllReduce ? 2.0 : 1.0) * (world - 1) /
+                       world;
   if (rank == 0) {
     const char* tunables = std::getenv("GLIBC_TUNABLES");
-    std::fprintf(out, "# all-reduce in place: %d ranks, %s, sum; GLIBC_TUNABLES=%s\n", world,
-                 dtype_name(dtype), tunables ? tunables : "(unset)");
+    std::fprintf(out, "# %s in place: %d ranks, %s%s; GLIBC_TUNABLES=%s\n",
+                 bench_collective_name(options.collective), world, dtype_name(dtype),
+                 reduces ? ", sum" : "", tunables ? tunables : "(unset)");
     size_t begin = 0;
     while (begin < what.size()) {
       size_t end = what.find('\n', begin);
@@ -186,7 +204,8 @@ int run_bench_table(MPI_Comm comm, const BenchOptions& options, std::vector<Benc
       total_wrong += sum;
     }
     if (rank == 0) {
-      std::fprintf(out, " %11zu %12zu %6s %5s", bytes, count, dtype_name(dtype), "sum");
+      std::fprintf(out, " %11zu %12zu %6s %5s", bytes, count, dtype_name(dtype),
+                   reduces ? "sum" : "none");
       std::vector<double> busbw;
       for (size_t i = 0; i < impls.size(); ++i) {
         const Result& r = results[i];

@@ -1,6 +1,7 @@
-// `ringmaster bench allreduce [--np N] [--max-mb M] [--backend mpi|nccl]`: nccl-tests style
-// rows for Ringmaster's communicator beside plain MPI_Allreduce (or, with --backend nccl, beside
-// a raw ncclAllReduce loop on the same device buffers) in the same run, every result checked.
+// `ringmaster bench allreduce [--np N] [--max-mb M] [--backend mpi|nccl] [--op OP]`: nccl-tests
+// style rows for Ringmaster's communicator beside plain MPI_Allreduce (--op reduce_scatter or
+// all_gather: those collectives beside MPI's own; with --backend nccl, all-reduce beside a raw
+// ncclAllReduce loop on the same device buffers) in the same run, every result checked.
 //
 // Open MPI's own large all-reduce allocates temporaries on every call, which glibc can back
 // with huge pages: `--hugetlb` runs the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1, the
@@ -21,6 +22,10 @@
 namespace rm {
 
 int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
+  if (args.backend == "nccl" && args.op != "all_reduce") {  // before any rank starts
+    print_error("bench allreduce --backend nccl: --op " + args.op + ": only all_reduce");
+    return kExitBadInput;
+  }
   if (!launched_by_mpi()) {
     return report_errors([&]() -> int {
       if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
@@ -33,6 +38,9 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
   BenchOptions options;
   options.max_bytes = static_cast<size_t>(args.max_mb) << 20;
   options.seconds_per_size = args.seconds;
+  options.collective = args.op == "reduce_scatter" ? BenchCollective::kReduceScatter
+                       : args.op == "all_gather"   ? BenchCollective::kAllGather
+                                                   : BenchCollective::kAllReduce;
   if (args.backend == "nccl") {
 #ifdef RM_HAVE_NCCL
     return run_nccl_allreduce_bench(MPI_COMM_WORLD, options);

@@ -93,6 +93,7 @@ struct BenchAllreduceArgs {
   double seconds = 0.4;  // timed seconds per size and implementation
   bool hugetlb = false;  // run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
   std::string backend = "mpi";  // mpi (host buffers) | nccl (device buffers, one GPU per rank)
+  std::string op = "all_reduce";  // | reduce_scatter | all_gather (mpi backend)
   bool nproc_given = false;     // --np was on the command line
   std::string hosts;            // --hosts: Open MPI hostfile; ranks default to its slots
   std::vector<std::string> argv;

@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   ba->add_option("--backend", bench_ar.backend, "mpi (host buffers) or nccl (GPU buffers)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
+  ba->add_option("--op", bench_ar.op,
+                 "all_reduce (default), reduce_scatter or all_gather (mpi backend), beside MPI's own")
+      ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather"}));
   ba->add_flag("--hugetlb", bench_ar.hugetlb,
                "run the ranks with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the other baseline)");
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "worker/data/counter_rng.h"
+#include "worker/footprint_from_layout.h"
 #include "worker/model_io.h"
 
 namespace rm {
@@ -112,26 +113,7 @@ ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch) {
   const double largest = std::max({4 * C * C, static_cast<double>(c.vocab_size) * C, 4 * N * C,
                                    N * c.vocab_size, N * c.heads * static_cast<double>(c.seq_len)});
   if (largest > 0x1p50) return ModelFootprint::unbounded();
-  // Models of one and two blocks, laid out and planned by the constructor's own code. Every
-  // further block adds what the second added: the same tensors, and the same arrays (each
-  // arena slice is padded to the alignment, so its bytes do not depend on where it starts).
-  ModelFootprint f;
-  double params[2], arena[2];
-  for (int blocks = 1; blocks <= 2; ++blocks) {
-    const Layout l = lay_out(c, blocks);
-    DeviceArena sizing;
-    Activations x;
-    plan(sizing, x, c, blocks, max_batch);
-    params[blocks - 1] = static_cast<double>(l.params.size());
-    arena[blocks - 1] = static_cast<double>(sizing.bytes());
-    if (blocks == 2) {
-      for (int u = 0; u < 4; ++u) f.units[u] = static_cast<double>(l.units[u].size());
-    }
-  }
-  const double more = c.layers - 1.0;
-  f.param_floats = params[0] + more * (params[1] - params[0]);
-  f.arena_bytes = arena[0] + more * (arena[1] - arena[0]);
-  return f;
+  return footprint_from_layout<GptModel>(c, max_batch);
 }
 
 template <typename T>

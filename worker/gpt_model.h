@@ -56,6 +56,8 @@ class GptModel final : public Model {
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
 
  private:
+  template <typename M>
+  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch);
   // Offsets of one block's tensors from the start of its unit.
   struct BlockOffsets {
     size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,

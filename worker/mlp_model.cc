@@ -7,6 +7,7 @@
 #include <string>
 
 #include "worker/data/counter_rng.h"
+#include "worker/footprint_from_layout.h"
 #include "worker/model_io.h"
 
 namespace rm {
@@ -79,25 +80,7 @@ ModelFootprint MlpModel<T>::footprint(const ModelConfig& c, int max_batch) {
   if (rows * widest > 0x1p50 || widest * widest > 0x1p50) {
     return ModelFootprint::unbounded();
   }
-  // Models of one and two hidden layers, laid out and planned by the constructor's own code;
-  // every further hidden layer adds what the second added (width x width, and two arrays).
-  ModelFootprint f;
-  double params[2], arena[2];
-  for (int hidden = 1; hidden <= 2; ++hidden) {
-    const Layout l = lay_out(c, hidden);
-    DeviceArena sizing;
-    Activations x;
-    plan(sizing, x, c, hidden, max_batch);
-    params[hidden - 1] = static_cast<double>(l.params.size());
-    arena[hidden - 1] = static_cast<double>(sizing.bytes());
-    if (hidden == 2) {
-      for (int u = 0; u < 4; ++u) f.units[u] = static_cast<double>(l.units[u].size());
-    }
-  }
-  const double more = c.layers - 1.0;
-  f.param_floats = params[0] + more * (params[1] - params[0]);
-  f.arena_bytes = arena[0] + more * (arena[1] - arena[0]);
-  return f;
+  return footprint_from_layout<MlpModel>(c, max_batch);
 }
 
 template <typename T>

@@ -54,6 +54,8 @@ class MlpModel final : public Model {
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
 
  private:
+  template <typename M>
+  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch);
   struct Layer {  // unit 1 + index; w and b relative to the unit
     size_t w, b;
     int in, out;
