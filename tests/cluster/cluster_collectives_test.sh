@@ -7,10 +7,8 @@
 #   cluster_collectives_test.sh COLLECTIVES_TEST_BIN
 set -euo pipefail
 bin=$1
-here=$(cd "$(dirname "$0")" && pwd)
-export RM_CLUSTER_NAME=rmcoll RM_CLUSTER_NET=10.233.12
-why=$("$here/cluster.sh" check) || { echo "SKIP: $why"; exit 77; }
-trap '"$here/cluster.sh" down' EXIT
+source "$(dirname "$0")/test_lib.sh"
+cluster_test_begin rmcoll 10.233.12
 root=()
 [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
 # Not the failure tests: they force the shared-memory path, which needs one host.

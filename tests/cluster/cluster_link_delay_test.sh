@@ -7,10 +7,8 @@
 #   cluster_link_delay_test.sh RINGMASTER_BIN
 set -euo pipefail
 bin=$1
-here=$(cd "$(dirname "$0")" && pwd)
-export RM_CLUSTER_NAME=rmdelay RM_CLUSTER_NET=10.233.12
-why=$("$here/cluster.sh" check) || { echo "SKIP: $why"; exit 77; }
-trap '"$here/cluster.sh" down' EXIT
+source "$(dirname "$0")/test_lib.sh"
+cluster_test_begin rmdelay 10.233.14
 "$here/cluster.sh" up 2 1
 hostfile=/run/ringmaster-cluster/$RM_CLUSTER_NAME/hostfile
 fail() { echo "FAIL: $*"; exit 1; }

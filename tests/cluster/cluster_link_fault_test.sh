@@ -9,11 +9,8 @@
 #   cluster_link_fault_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
 bin=$1 repo=$2
-here=$(cd "$(dirname "$0")" && pwd)
-export RM_CLUSTER_NAME=rmfault RM_CLUSTER_NET=10.233.13
-why=$("$here/cluster.sh" check) || { echo "SKIP: $why"; exit 77; }
-dir=$(mktemp -d)
-trap '"$here/cluster.sh" down; rm -rf "$dir"' EXIT
+source "$(dirname "$0")/test_lib.sh"
+cluster_test_begin rmfault 10.233.13
 "$here/cluster.sh" up 2 2
 hostfile=/run/ringmaster-cluster/$RM_CLUSTER_NAME/hostfile
 fail() { echo "FAIL: $*"; exit 1; }
