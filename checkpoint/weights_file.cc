@@ -17,19 +17,47 @@ constexpr size_t kHeader = 24;
 }  // namespace
 
 void save_weights(const std::string& path, const float* params, size_t count) {
-  // Header, then the parameters straight from the caller's buffer: no second copy of a model
-  // that may take most of the host's memory.
-  const size_t payload = count * sizeof(float);
+  WeightsFileWriter out(path, count);
+  out.append(params, count);
+  out.commit();
+}
+
+WeightsFileWriter::WeightsFileWriter(const std::string& path, size_t count)
+    : path_(path), count_(count), out_(path), hash_(XXH64_createState()) {
+  if (!hash_ || XXH64_reset(hash_.get(), 0) != XXH_OK) throw IoError(path + ": no hash state");
+  // The header with the checksum still zero; commit() writes the real one over it.
   char header[kHeader] = {};
   const uint64_t n = count;
-  const uint64_t hash = XXH64(params, payload, 0);
   std::memcpy(header, kMagic, 8);
   std::memcpy(header + 8, &n, 8);
-  std::memcpy(header + 16, &hash, 8);
-  AtomicFileWriter out(path);
-  out.append(header, kHeader);
-  out.append(params, payload);
-  out.commit();
+  out_.append(header, kHeader);
+}
+
+WeightsFileWriter::~WeightsFileWriter() = default;
+
+void WeightsFileWriter::HashDeleter::operator()(XXH64_state_s* state) const {
+  XXH64_freeState(state);
+}
+
+void WeightsFileWriter::append(const float* params, size_t count) {
+  if (count > count_ - written_) {
+    throw IoError(path_ + ": " + std::to_string(written_ + count) + " parameters written, " +
+                  std::to_string(count_) + " announced");
+  }
+  // Bytes go straight from the caller's buffer to write(2): no copy of the piece.
+  XXH64_update(hash_.get(), params, count * sizeof(float));
+  out_.append(params, count * sizeof(float));
+  written_ += count;
+}
+
+void WeightsFileWriter::commit() {
+  if (written_ != count_) {
+    throw IoError(path_ + ": only " + std::to_string(written_) + " of " +
+                  std::to_string(count_) + " parameters were written");
+  }
+  const uint64_t hash = XXH64_digest(hash_.get());
+  out_.rewrite(16, &hash, sizeof hash);
+  out_.commit();
 }
 
 std::vector<float> load_weights(const std::string& path, size_t expected_count) {

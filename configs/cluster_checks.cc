@@ -24,6 +24,7 @@ const std::pair<const char*, const char*> kOwnedOptions[] = {
     {"--account", "cluster.account"},
     {"--qos", "cluster.qos"},
     {"--time", "cluster.time"},
+    {"--mem", "cluster.memory_per_node"},
     {"--signal", "cluster.signal_grace_s"},
     {"--output", "run_dir (the log is RUN_DIR/logs/slurm-%j.out)"},
     {"--error", "run_dir (the log is RUN_DIR/logs/slurm-%j.out)"},

@@ -94,6 +94,7 @@ struct ClusterConfig {
   std::string account;
   std::string qos;
   std::string time;  // Slurm time limit, e.g. "02:00:00"; empty = partition default
+  std::string memory_per_node;  // Slurm --mem, e.g. "64G"; empty = not asked (configs/slurm_memory.h)
   double signal_grace_s = 120;
   std::vector<std::string> sbatch_extra;
   std::map<std::string, std::string> env;

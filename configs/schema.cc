@@ -1,4 +1,5 @@
 #include "configs/schema.h"
+#include "configs/slurm_memory.h"
 
 #include "configs/yaml_format.h"
 
@@ -62,6 +63,13 @@ std::string check_slurm_time(const std::string& v) {
   static const std::regex re(R"(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2})");
   if (v.empty() || std::regex_match(v, re)) return "";
   return "must be a Slurm time limit (MIN, HH:MM:SS or D-HH:MM:SS), got '" + v + "'";
+}
+
+// A node's memory as `--mem` takes it; a typo ("64GB", "1.5G") would otherwise reach sbatch.
+std::string check_slurm_memory(const std::string& v) {
+  if (v.empty() || parse_slurm_memory(v) > 0) return "";
+  return "must be a Slurm memory size (a positive integer with an optional K, M, G or T; no "
+         "suffix is MB), got '" + v + "'";
 }
 
 // Partition, account and QOS names go into #SBATCH lines: Slurm's own names are letters, digits,
@@ -223,6 +231,10 @@ std::vector<KeySpec> build_schema() {
              "Slurm QOS; empty = the default."),
       RM_KEY(cluster.time, checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`"),
              "Slurm time limit (`--time`); empty = the partition default."),
+      RM_KEY(cluster.memory_per_node, checked(check_slurm_memory, "`64G`, `500000M`, `512000` (MB)"),
+             "Memory per node (`--mem`). `submit` refuses a job whose ranks on a node need more "
+             "(as `run` does for this host); empty = not asked of Slurm, and the job is checked "
+             "against the smallest node of its partition as `sinfo` reports it."),
       RM_KEY(cluster.signal_grace_s, at_least(0),
              "Seconds between Slurm's warning signal and the kill; the job checkpoints in "
              "between."),

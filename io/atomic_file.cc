@@ -36,6 +36,24 @@ void AtomicFileWriter::append(const void* data, size_t size) {
   }
 }
 
+void AtomicFileWriter::rewrite(uint64_t offset, const void* data, size_t size) {
+  if (fd_ < 0) throw IoError(tmp_ + ": rewrite after commit or failure");
+  try {
+    const off_t end = ::lseek(fd_, 0, SEEK_CUR);
+    if (end < 0 || offset + size > static_cast<uint64_t>(end)) {
+      throw IoError(tmp_ + ": rewrite of bytes [" + std::to_string(offset) + ", " +
+                    std::to_string(offset + size) + ") beyond the " + std::to_string(end) +
+                    " written");
+    }
+    io::seek_to(fd_, static_cast<off_t>(offset), tmp_);
+    io::write_all(fd_, data, size, tmp_);
+    io::seek_to(fd_, end, tmp_);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
 void AtomicFileWriter::commit() {
   if (fd_ < 0) throw IoError(tmp_ + ": commit after commit or failure");
   try {

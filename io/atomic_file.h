@@ -36,6 +36,11 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void append(const void* data, size_t size);
+  // Overwrites `size` bytes already appended at `offset` (a header whose checksum is known only
+  // once the rest is written), then appends again at the end. Before commit() only: commit()'s
+  // fsync then covers these bytes like the rest, which is what the power-cut model of io/ (a
+  // file's durable prefix is fixed by its fsyncs) relies on.
+  void rewrite(uint64_t offset, const void* data, size_t size);
   // [fsync], close, rename over the target, [fsync the directory]. Call at most once.
   void commit();
 

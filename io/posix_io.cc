@@ -71,6 +71,12 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
   }
 }
 
+void seek_to(int fd, off_t offset, const std::string& path) {
+  if (::lseek(fd, offset, SEEK_SET) != offset) {
+    throw_errno(path, "seek to byte " + std::to_string(offset) + " failed", errno);
+  }
+}
+
 void pread_exact(int fd, void* data, size_t size, uint64_t offset, const std::string& path) {
   char* p = static_cast<char*>(data);
   while (size > 0) {

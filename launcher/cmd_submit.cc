@@ -3,7 +3,8 @@
 // (launcher/slurm_script.h says how).
 //
 // The job is checked as `run` checks it (same errors, exit 2, nothing written), on
-// cluster.nodes x cluster.tasks_per_node ranks, then the resolved job is written to
+// cluster.nodes x cluster.tasks_per_node ranks, its memory against a node's
+// (launcher/node_memory.h) as `run` checks this host's, then the resolved job is written to
 // RUN_DIR/config.yaml and the script to RUN_DIR/slurm/job.sbatch: the job that runs is the job
 // that was submitted, even if the YAML file is edited afterwards. Submitting the same job again
 // continues the same run (its checkpoints); another job in the same run_dir is refused.
@@ -16,6 +17,8 @@
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
+#include "launcher/memory_fit.h"
+#include "launcher/node_memory.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"
 #include "worker/error_report.h"
@@ -32,6 +35,15 @@ int cmd_submit(const SubmitArgs& args) {
   return report_errors([&] {
     const JobConfig job = load_job(args.job.job, args.job.sets, kRanksFromCluster);
     open_training_data(job);
+    // Checked like `run` checks this host, against a node: what was submitted must not die of
+    // std::bad_alloc after a day in the queue.
+    const ClusterConfig& cluster = job.cluster;
+    const bool cuda = job.parallel.backend == "cuda" ||
+                      (job.parallel.backend == "auto" && cluster.gpus_per_node > 0);
+    const MemoryCapacity node = slurm_node_capacity(cluster);
+    const MemoryFit fit =
+        check_memory_fit(job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,
+                         cuda ? ComputeKind::kCuda : ComputeKind::kCpu, node);
     const fs::path run_dir = fs::absolute(job.run_dir).lexically_normal();
     SlurmScriptPaths paths;
     paths.binary = self_path();
@@ -72,10 +84,12 @@ int cmd_submit(const SubmitArgs& args) {
     append_run_event(paths.run_dir, "submitted", {{"slurm_job_id", id}});
     std::printf(
         "ringmaster: submitted job '%s' as Slurm job %s (%d node%s x %d rank%s)\n"
-        "  script: %s\n  log:    %s/logs/slurm-%s.out\n  follow: ringmaster status %s\n",
+        "  script: %s\n  log:    %s/logs/slurm-%s.out\n  follow: ringmaster status %s\n  %s%s\n",
         job.name.c_str(), id.c_str(), job.cluster.nodes, job.cluster.nodes == 1 ? "" : "s",
         job.cluster.tasks_per_node, job.cluster.tasks_per_node == 1 ? "" : "s", script_path.c_str(),
-        paths.run_dir.c_str(), id.c_str(), shell_quote(job.run_dir).c_str());
+        paths.run_dir.c_str(), id.c_str(), shell_quote(job.run_dir).c_str(),
+        fit.summary(node).c_str(),
+        node.host > 0 ? "" : " (a node's memory is not known here: not checked)");
     return kExitOk;
   });
 }

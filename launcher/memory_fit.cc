@@ -29,10 +29,10 @@ std::string per_host(const Need& n, ComputeKind backend, const MemoryCapacity& c
   return s;
 }
 
-// "2 ranks on this host", "8 ranks per host" (the busiest of a hostfile's).
-std::string ranks_phrase(int ranks, int ranks_on_host) {
+// "2 ranks on this host", "8 ranks per host" (the busiest of a hostfile's), "4 ranks per node".
+std::string ranks_phrase(int ranks, int ranks_on_host, const MemoryCapacity& c) {
   return std::to_string(ranks_on_host) + " rank" + (ranks_on_host == 1 ? "" : "s") +
-         (ranks_on_host == ranks ? " on this host" : " per host");
+         (c.slurm ? " per node" : ranks_on_host == ranks ? " on this host" : " per host");
 }
 
 int mode_index(const std::string& mode) {
@@ -123,8 +123,11 @@ std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
   if (v.changed & kRanks) {
     const int hosts = (v.ranks + ranks_on_host - 1) / ranks_on_host;
     s += (s.empty() ? "" : " ") + std::string("on ") + std::to_string(v.ranks) + " ranks (" +
-         std::to_string(hosts) + " hosts like this one, " + std::to_string(ranks_on_host) +
-         " rank" + (ranks_on_host == 1 ? "" : "s") + " each: --hosts)";
+         (c.slurm ? "cluster.nodes: " + std::to_string(hosts)
+                  : std::to_string(hosts) + " hosts like this one, " +
+                        std::to_string(ranks_on_host) + " rank" +
+                        (ranks_on_host == 1 ? "" : "s") + " each: --hosts") +
+         ")";
   }
   return s + " (" + per_host(v.need, backend, c) + ")";
 }
@@ -192,16 +195,16 @@ MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, C
       msg += (gpu_short ? "; and ~" : ", of which ~") + format_bytes(fit.per_rank.host()) +
              " on the host";
     }
-    msg += " x " + ranks_phrase(ranks, ranks_on_host) + " = " + format_bytes(need.host) +
-           "; this host has " + format_bytes(c.host);
+    msg += " x " + ranks_phrase(ranks, ranks_on_host, c) + " = " + format_bytes(need.host) +
+           "; " + c.host_name + " has " + format_bytes(c.host);
   }
   const std::vector<std::string> ways =
       memory_fit_suggestions(job, ranks, ranks_on_host, backend, c);
   if (ways.empty()) {
     msg +=
         ". Nothing tried fits (every parallel.shard mode from the job's, train.micro_batch "
-        "down to 1, checkpoint.async: false, up to 1024 times the ranks on hosts like this "
-        "one)" +
+        "down to 1, checkpoint.async: false, up to 1024 times the ranks on more " +
+        std::string(c.slurm ? "nodes" : "hosts like this one") + ")" +
         least_need(job, ranks, ranks_on_host, backend, c);
   } else {
     msg += ". It would fit with: ";
@@ -214,13 +217,14 @@ std::string MemoryFit::summary(const MemoryCapacity& c) const {
   std::string s = "memory: " + describe_estimate(per_rank);
   if (backend == ComputeKind::kCuda) {
     s += ", of which ~" + format_bytes(per_rank.device) + " on its GPU (" +
-         (c.gpu > 0 ? "a GPU here has " + format_bytes(c.gpu)
+         (c.gpu > 0   ? "a GPU here has " + format_bytes(c.gpu)
+          : c.slurm ? std::string("a node's GPUs are not known here: not checked")
                     : std::string("no GPU visible here: not checked")) +
          ")";
   }
-  s += "; x " + ranks_phrase(ranks, ranks_on_host) + " = " +
+  s += "; x " + ranks_phrase(ranks, ranks_on_host, c) + " = " +
        format_bytes(per_rank.host_for(ranks_on_host));
-  if (c.host > 0) s += " of " + format_bytes(c.host);
+  if (c.host > 0) s += " of " + format_bytes(c.host) + (c.slurm ? " on " + c.host_name : "");
   return s;
 }
 

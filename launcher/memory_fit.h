@@ -28,6 +28,11 @@ namespace rm {
 struct MemoryCapacity {
   double host = 0;  // bytes of RAM of a host; 0 = unknown (not checked)
   double gpu = 0;   // bytes of one GPU (cuda backend); 0 = no GPU visible (not checked)
+  // Where the host figure comes from, as the messages name it: "this host" for `run` and
+  // `validate`; for `submit` (slurm = true) a Slurm node, e.g. "a node (cluster.memory_per_node:
+  // 64G)", and more ranks are then more cluster.nodes, not a hostfile.
+  std::string host_name = "this host";
+  bool slurm = false;
 };
 
 struct MemoryFit {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "configs/config_error.h"
+#include "configs/slurm_memory.h"
+#include "launcher/node_memory.h"
 
 namespace rm {
 namespace {
@@ -132,6 +134,41 @@ TEST(MemoryFit, MoreHostsAreSuggestedWhenNoHostOfRanksFits) {
   const std::string msg = refusal(job, 2, 2, ComputeKind::kCpu, c);
   EXPECT_NE(msg.find(" ranks (4 hosts like this one, 2 ranks each: --hosts)"), std::string::npos)
       << msg;
+}
+
+TEST(MemoryFit, OnSlurmNodesAreNamedAndMoreNodesAreSuggested) {
+  // The same job and capacity as above, as `submit` asks: 2 nodes x 2 tasks.
+  const JobConfig job = job_of(2048, 8, 1, 16);
+  JobConfig spread = job;
+  spread.parallel.shard = "full";
+  MemoryCapacity c;
+  c.host = host_need(spread, 8, 2) * 1.01;
+  c.slurm = true;
+  c.host_name = "a node (cluster.memory_per_node: 3G)";
+  const std::string msg = refusal(job, 4, 2, ComputeKind::kCpu, c);
+  EXPECT_NE(msg.find(" x 2 ranks per node = "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("; a node (cluster.memory_per_node: 3G) has "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" on 8 ranks (cluster.nodes: 4)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("--hosts"), std::string::npos) << msg;
+}
+
+TEST(NodeMemory, SinfoGivesTheSmallestConfiguredNode) {
+  constexpr double kMiB = 1024.0 * 1024;
+  EXPECT_EQ(smallest_node_memory("64000\n8800+\n"), 8800 * kMiB);
+  EXPECT_EQ(smallest_node_memory("1\n"), 0) << "RealMemory not configured";
+  EXPECT_EQ(smallest_node_memory("1\n4096\n"), 4096 * kMiB);
+  EXPECT_EQ(smallest_node_memory(""), 0);
+  EXPECT_EQ(smallest_node_memory("sinfo: error: ...\n"), 0);
+}
+
+TEST(NodeMemory, SlurmSizesAreMegabytesUnlessSuffixed) {
+  EXPECT_EQ(parse_slurm_memory("512"), 512.0 * 1024 * 1024);
+  EXPECT_EQ(parse_slurm_memory("64G"), 64 * kGiB);
+  EXPECT_EQ(parse_slurm_memory("2t"), 2048 * kGiB);
+  EXPECT_EQ(parse_slurm_memory("100K"), 100.0 * 1024);
+  for (const char* bad : {"", "1.5G", "64GB", "-1", "G", " 8G", "8 G"}) {
+    EXPECT_LT(parse_slurm_memory(bad), 0) << bad;
+  }
 }
 
 TEST(MemoryFit, NothingFitsSaysWhatNeedsLeast) {

@@ -162,6 +162,7 @@ std::string render_slurm_script(const JobConfig& job, const SlurmScriptPaths& pa
   if (!c.account.empty()) line("--account=" + c.account);
   if (!c.qos.empty()) line("--qos=" + c.qos);
   if (!c.time.empty()) line("--time=" + c.time);
+  if (!c.memory_per_node.empty()) line("--mem=" + c.memory_per_node);
   line("--requeue");
   line("--open-mode=append");
   line("--output=" + sbatch_dir(paths.run_dir, "run_dir") + "/logs/slurm-%j.out\"");

@@ -25,6 +25,7 @@
 #include "tests/cli_runner.h"
 #include "worker/data/test_util.h"
 #include "worker/memory_estimate.h"
+#include "worker/run_events.h"
 
 namespace rm {
 namespace {
@@ -266,6 +267,36 @@ TEST(MemoryFitCli, TheEstimateMatchesThePeakResidentMemoryOfRealRuns) {
             << shape.name << " " << mode << " on " << ranks << " ranks";
       }
     }
+  }
+}
+
+// The final weights stream into weights.bin from the model's own buffers (replicated) or one
+// gathered unit at a time (ZeRO-3): rank 0's peak over the whole run, the write included (the
+// "finished" event), stays within a quarter of the model's size of its peak during the steps,
+// where a gathered host copy of the model would add all of it.
+TEST(MemoryFitCli, TheFinalWeightsAreWrittenWithoutACopyOfTheModel) {
+  TempDir dir;
+  for (const auto& [mode, ranks] : {std::pair<std::string, int>{"none", 1}, {"full", 2}}) {
+    const std::vector<std::string> sets = {
+        "model.type=mlp",       "model.width=2048",          "model.layers=4",
+        "model.seq_len=64",     "train.micro_batch=4",       "train.global_batch=8",
+        "train.steps=2",        "train.eval_every=0",        "checkpoint.every=0",
+        "parallel.shard=" + mode, "run_dir=" + dir.file("run")};
+    const double model_mib = estimate_of(sets, 1).parameters / kMiB;  // fp32, replicated
+    ASSERT_GT(model_mib, 50) << "the model must stand out from the noise";
+    const auto r = run_cli("run " + std::string(kJob) + set_flags(sets) + " --fresh --nproc " +
+                               std::to_string(ranks),
+                           dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    double finished = -1;
+    for (const auto& e : read_json_lines(dir.file("run") + "/events.jsonl")) {
+      if (e.value("event", "") == "finished") finished = e.value("peak_rss_mib", -1.0);
+    }
+    const double steps = peak_rss_mib(dir.file("run"));
+    ASSERT_GT(finished, 0) << "no peak in the finished event";
+    std::printf("%s on %d rank(s): model %.1f MiB, peak during the steps %.1f MiB, over the run "
+                "%.1f MiB\n", mode.c_str(), ranks, model_mib, steps, finished);
+    EXPECT_LT(finished - steps, model_mib / 4) << mode << " on " << ranks << " ranks";
   }
 }
 

@@ -10,6 +10,9 @@
 #   watchdog   a rank SIGSTOPped: the other's watchdog ends the job within step_timeout_s + a few s
 #   cancel     plain scancel: the ranks save and stop, and the job stays CANCELLED (no requeue);
 #              submitting the same job again resumes it
+#   memory     a job too large for the nodes sinfo reports, or for cluster.memory_per_node, is
+#              refused (exit 2, nothing written, nothing queued); one that fits asks for --mem
+#              and runs
 # Skips (77) when no cluster answers.
 #   slurm_submit_test.sh RINGMASTER_BIN REPO_ROOT CASE
 set -euo pipefail
@@ -47,11 +50,12 @@ reference() {
     { cat "$dir/ref.out"; fail "the reference run failed"; }
 }
 
-# submit [ARGS...]: sets $jobid.
+# submit [ARGS...]: sets $jobid, and $submit_out to what submit printed.
 submit() {
   local out
   out=$("$bin" submit "$dir/job.yaml" "$@") || { echo "$out"; fail "submit failed"; }
   echo "$out"
+  submit_out=$out
   jobid=$(grep -oP 'as Slurm job \K[0-9]+' <<<"$out") || fail "no job id in: $out"
 }
 
@@ -199,6 +203,37 @@ case $case in
     grep -q "resuming from $ckpt" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "the resubmitted job did not resume"; }
     [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 4000)" ]] ||
       fail "metrics.jsonl does not hold steps 1..4000 once each"
+    ;;
+  memory)
+    job 20 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '10'}"
+    nothing_submitted() {
+      [[ ! -e $dir/run ]] || fail "a refused submit wrote $dir/run"
+      [[ -z $(squeue -h -n "$name" 2>/dev/null) ]] || fail "a refused submit queued a job"
+    }
+    # 4.8 billion parameters: more than any node here has (sinfo's RealMemory).
+    code=0
+    out=$("$bin" submit "$dir/job.yaml" --set model.width=4096 --set model.layers=24 2>&1) || code=$?
+    echo "$out"
+    [[ $code == 2 ]] || fail "exit $code for a job larger than a node"
+    grep -q "x 1 rank per node = .*; the smallest node of the cluster (sinfo) has " <<<"$out" ||
+      fail "the refusal does not name the node's memory from sinfo"
+    nothing_submitted
+    # Declared memory wins over sinfo's.
+    code=0
+    out=$("$bin" submit "$dir/job.yaml" --set cluster.memory_per_node=64M 2>&1) || code=$?
+    echo "$out"
+    [[ $code == 2 ]] || fail "exit $code for a job larger than cluster.memory_per_node"
+    grep -q "; a node (cluster.memory_per_node: 64M) has 64 MiB" <<<"$out" ||
+      fail "the refusal does not name cluster.memory_per_node"
+    nothing_submitted
+    # One that fits: the script asks Slurm for the memory, and the job runs to the end.
+    submit --set cluster.memory_per_node=2G
+    grep -q "of 2 GiB on a node (cluster.memory_per_node: 2G)" <<<"$submit_out" ||
+      fail "submit does not say what a node needs of what it has"
+    grep -qx "#SBATCH --mem=2G" "$dir/run/slurm/job.sbatch" || fail "no --mem in the batch script"
+    expect_state COMPLETED 180
+    [[ $(scontrol show job "$jobid" | grep -oP 'MinMemoryNode=\K\S+') == 2G ]] ||
+      fail "Slurm did not take --mem=2G: $(scontrol show job "$jobid" | grep -i mem)"
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <vector>
 
 #include "worker/model.h"
+#include "worker/sharded_state.h"
 
 namespace rm {
 namespace {
@@ -319,12 +321,16 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   // also ShardedState's pinned download buffer of the same size.
   const double slices = 3 * shard * 4;
   m.checkpoint = (job.checkpoint.async ? slices : 0) + (cuda ? slices : 0);
-  // After the last step: ShardedState::full_params() returns the whole model in a host vector on
-  // rank 0 (the others take part in the gathers and keep nothing), which save_weights writes
-  // straight to the file. Under ZeRO-3 it is gathered unit by unit through the scratch pool, so
-  // the compute's memory holds no second copy. Counted in every rank's figure (the largest
-  // rank's), and once per host by host_for().
-  m.final_weights = P * 4;
+  // After the last step rank 0 streams the model into weights.bin (ShardedState::stream_params):
+  // the pieces are the compute's own buffers where the host reads them, so nothing more on the
+  // cpu; on a GPU one downloaded piece at a time, the largest unit under ZeRO-3 or a fixed-size
+  // piece of the whole buffer otherwise. Counted in every rank's figure (the largest rank's),
+  // and once per host by host_for().
+  if (cuda) {
+    const double largest_unit = *std::max_element(std::begin(f.units), std::end(f.units));
+    m.final_weights =
+        (full_params ? std::min(P, double(ShardedState::kDownloadPiece)) : largest_unit) * 4;
+  }
 
   if (ranks > 1 && !cuda) {
     const double others = ranks - 1.0, part = others / ranks;

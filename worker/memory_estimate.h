@@ -15,8 +15,8 @@
 //                  bf16 copy of the gradients that travels when parallel.grad_reduce is bf16
 //   checkpoint     the asynchronous checkpoint's staging copy of this rank's slice of params,
 //                  m and v (checkpoint.async), taken at start-up
-//   final_weights  after the last step, on rank 0 only: the whole model gathered for weights.bin
-//                  (ShardedState::full_params()), and rank 0's copy into the file buffer
+//   final_weights  after the last step, on rank 0 only: the host piece through which the model
+//                  streams into weights.bin (ShardedState::stream_params()): none on the cpu
 //   runtime        what a rank holds besides: program, libraries, MPI, OpenMP and BLAS threads
 //                  and their buffers, touched pages of the mapped data; measured
 // Sharded sizes are the largest rank's (shards differ by at most one element).

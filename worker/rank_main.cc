@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "worker/run_events.h"
 #include "worker/run_dir.h"
 #include "worker/startup_agreement.h"
+#include "worker/step_agreement.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
 
@@ -164,12 +166,21 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     }
     return kExitStopped;
   }
-  const std::vector<float> params = trainer.state().full_params(/*keep=*/rank0);
+  // Rank 0 writes weights.bin as the parameters stream past (gathered unit by unit under
+  // ZeRO-3): no rank holds a second copy of the model for it.
+  if (!rank0) trainer.state().stream_params(nullptr);
   if (rank0) {
     const std::string weights = run_file(job.run_dir, "weights.bin");
-    save_weights(weights, params.data(), params.size());
+    WeightsFileWriter out(weights, trainer.model().layout().size());
+    trainer.state().stream_params(
+        [&](const float* data, size_t count) { out.append(data, count); });
+    out.commit();
     std::printf("ringmaster: done; weights in %s\n", weights.c_str());
-    append_run_event(job.run_dir, "finished", {{"step", trainer.next_step()}, {"weights", weights}});
+    // Rank 0's peak resident memory over the whole run, the final write included.
+    append_run_event(job.run_dir, "finished",
+                     {{"step", trainer.next_step()},
+                      {"weights", weights},
+                      {"peak_rss_mib", std::round(peak_rss_mib() * 10) / 10}});
   }
   comm.barrier();
   return kExitOk;

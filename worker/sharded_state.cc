@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 
 
@@ -418,27 +419,58 @@ void ShardedState::optimizer_step(double lr, double norm) {
   refresh_compute_params();
 }
 
-std::vector<float> ShardedState::full_params(bool keep) {
+void ShardedState::stream_params(const ParamSink& sink) {
   const size_t total = model_.layout().size();
-  std::vector<float> all(keep ? total : 0);
-  if (full_params_) {
-    if (keep) compute_.download(all.data(), params_.data(), total * sizeof(float));
-    return all;
-  }
-  // ZeRO-3: unit by unit through the scratch pool, so the compute's memory (a GPU's) never holds
-  // a second whole copy of the model -- the host vector is the only one.
-  drop_prefetch();
-  for (const ParamUnit& unit : model_.units()) {
-    float* buf = take_scratch(unit.size());
-    const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
-    if (hi > lo) {
-      compute_.copy(buf + (lo - unit.begin), params_.data() + (lo - shard_begin_),
-                    (hi - lo) * sizeof(float));
+  std::exception_ptr failed;
+  std::vector<float> host;  // one piece, where the host cannot read the compute's memory
+  const auto deliver = [&](const float* data, size_t count) {
+    if (!sink || failed) return;
+    try {
+      if (!compute_.host_accessible()) {
+        if (host.size() < count) host.resize(count);
+        compute_.download(host.data(), data, count * sizeof(float));
+        data = host.data();
+      }
+      sink(data, count);
+    } catch (...) {
+      failed = std::current_exception();
     }
-    comm_.all_gather(buf, counts_in(unit.begin, unit.end), DType::kFloat32)->wait();
-    if (keep) compute_.download(all.data() + unit.begin, buf, unit.size() * sizeof(float));
-    give_back_scratch(buf);
+  };
+  if (full_params_) {
+    const size_t piece = compute_.host_accessible() ? total : kDownloadPiece;
+    for (size_t at = 0; at < total; at += piece) {
+      deliver(params_.data() + at, std::min(piece, total - at));
+    }
+  } else {
+    // ZeRO-3: unit by unit through the scratch pool, so the compute's memory (a GPU's) never
+    // holds a second whole copy of the model either.
+    drop_prefetch();
+    for (const ParamUnit& unit : model_.units()) {
+      float* buf = take_scratch(unit.size());
+      const size_t lo = std::max(unit.begin, shard_begin_), hi = std::min(unit.end, shard_end_);
+      if (hi > lo) {
+        compute_.copy(buf + (lo - unit.begin), params_.data() + (lo - shard_begin_),
+                      (hi - lo) * sizeof(float));
+      }
+      comm_.all_gather(buf, counts_in(unit.begin, unit.end), DType::kFloat32)->wait();
+      deliver(buf, unit.size());
+      give_back_scratch(buf);
+    }
   }
+  if (failed) std::rethrow_exception(failed);
+}
+
+std::vector<float> ShardedState::full_params(bool keep) {
+  std::vector<float> all(keep ? model_.layout().size() : 0);
+  size_t at = 0;
+  ParamSink into_all;
+  if (keep) {
+    into_all = [&](const float* data, size_t count) {
+      std::memcpy(all.data() + at, data, count * sizeof(float));
+      at += count;
+    };
+  }
+  stream_params(into_all);
   return all;
 }
 

@@ -95,9 +95,18 @@ class ShardedState final : public ParamAccess {
   void optimizer_step(double lr, double grad_norm);
   int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
 
-  // The whole parameter buffer on the host (gathered under ZeRO-3). Collective: every rank
-  // calls it; those that pass keep=false take part and get an empty vector (only the rank that
-  // writes the weights needs a host copy of the whole model).
+  // The whole fp32 parameter buffer in order, piece by piece: `sink(data, count)` gets host
+  // memory valid during the call, and the pieces tile [0, layout().size()). Collective: every
+  // rank calls it (gathered unit by unit under ZeRO-3); ranks without a sink take part and get
+  // nothing. The host holds no copy of the model for it: where the host reads the compute's
+  // memory the pieces are the buffers themselves (or a gathered unit's scratch), else one piece
+  // at a time is downloaded (at most max(kDownloadPiece, the largest unit)). If `sink` throws,
+  // the exception is kept, the rest is still gathered (the peers wait in those gathers), and it
+  // is rethrown at the end.
+  using ParamSink = std::function<void(const float* data, size_t count)>;
+  static constexpr size_t kDownloadPiece = size_t{16} << 20;  // floats: 64 MiB
+  void stream_params(const ParamSink& sink);
+  // The same into one host vector (tests); keep=false takes part and returns nothing.
   std::vector<float> full_params(bool keep = true);
 
   // Checkpointing: this rank's slice [shard_begin, shard_end) of "params", "adam_m" and
