@@ -22,9 +22,10 @@ bool fits(const Need& n, const MemoryCapacity& c) {
   return (c.host <= 0 || n.host <= c.host) && (c.gpu <= 0 || n.gpu <= c.gpu);
 }
 
-// "~3.1 GiB per host" (cpu), "~7.9 GiB per GPU, ~3.1 GiB per host" (cuda with a GPU visible).
+// "~3.1 GiB per host" (cpu), "~7.9 GiB per GPU, ~3.1 GiB per host" (cuda with a GPU visible);
+// "per node" on Slurm.
 std::string per_host(const Need& n, ComputeKind backend, const MemoryCapacity& c) {
-  std::string s = "~" + format_bytes(n.host) + " per host";
+  std::string s = "~" + format_bytes(n.host) + (c.slurm ? " per node" : " per host");
   if (backend == ComputeKind::kCuda && c.gpu > 0) s = "~" + format_bytes(n.gpu) + " per GPU, " + s;
   return s;
 }
