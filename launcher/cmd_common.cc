@@ -5,7 +5,7 @@
 
 #include "configs/config_error.h"
 #include "configs/job_loader.h"
-#include "launcher/host_memory.h"
+#include "worker/host_memory.h"
 #include "launcher/hostfile.h"
 
 namespace rm {

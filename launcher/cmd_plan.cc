@@ -10,7 +10,7 @@
 #include "configs/job_loader.h"
 #include "launcher/cluster_spec.h"
 #include "launcher/cmd_common.h"
-#include "launcher/host_memory.h"
+#include "worker/host_memory.h"
 #include "launcher/step_plan.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"

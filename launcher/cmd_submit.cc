@@ -17,7 +17,7 @@
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
-#include "launcher/memory_fit.h"
+#include "worker/memory_fit.h"
 #include "launcher/node_memory.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"

@@ -3,7 +3,7 @@
 
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
-#include "launcher/host_memory.h"
+#include "worker/host_memory.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 

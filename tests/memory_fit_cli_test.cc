@@ -4,7 +4,7 @@
 // real runs report in metrics.jsonl.
 //
 // Host and GPU memory are pinned with RM_TEST_HOST_MEMORY / RM_TEST_GPU_MEMORY where a test
-// needs a machine of a given size (launcher/host_memory.h); the figures pinned are derived from
+// needs a machine of a given size (worker/host_memory.h); the figures pinned are derived from
 // the estimator, never written down.
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/job_loader.h"
-#include "launcher/host_memory.h"
-#include "launcher/memory_fit.h"
+#include "worker/host_memory.h"
+#include "worker/memory_fit.h"
 #include "tests/cli_runner.h"
 #include "worker/data/test_util.h"
 #include "worker/memory_estimate.h"
@@ -139,6 +139,26 @@ TEST(MemoryFitCli, TheIssuesJobIsRefusedByValidateAndRunAndNothingIsWritten) {
     EXPECT_FALSE(suggestions(r.err).empty()) << r.err;
     EXPECT_FALSE(fs::exists(run_dir)) << cmd << "wrote " << run_dir;
   }
+}
+
+// Ranks started by mpirun directly (as in a batch script of one's own) check the host they got,
+// before anything is written: one message from the host's first rank, exit 2.
+TEST(MemoryFitCli, WorkersStartedWithoutRunCheckTheirHost) {
+  TempDir dir;
+  const std::string run_dir = dir.file("run");
+  const MemoryEstimate m = estimate_of(kHuge, 2);
+  if (host_memory() >= m.host_for(2)) GTEST_SKIP() << "this host could train it";
+  const auto r = run_cli("worker " + std::string(kJob) + set_flags(kHuge) + " --set run_dir=" +
+                             run_dir,
+                         dir.path(), "", "mpirun -np 2 --oversubscribe --allow-run-as-root");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(std::string(kJob) + ": needs " + describe_estimate(m) +
+                       " x 2 ranks on this host = "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("[rank 0] 1 error in the job"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[rank 1] "), std::string::npos) << "one message a host: " << r.err;
+  EXPECT_FALSE(fs::exists(run_dir)) << "wrote " << run_dir;
 }
 
 TEST(MemoryFitCli, EverySuggestionForThisHostValidatesWhenApplied) {

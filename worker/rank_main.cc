@@ -19,6 +19,8 @@
 #include "worker/exit_codes.h"
 #include "worker/fault_injection.h"
 #include "worker/gemm_rate.h"
+#include "worker/host_memory.h"
+#include "worker/memory_fit.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
 #include "worker/rank_log.h"
@@ -186,11 +188,29 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   return kExitOk;
 }
 
+// A worker started without `ringmaster run` (srun or mpirun in a batch script of one's own,
+// `ringmaster worker`) is checked as `run` checks before it launches: by the first rank of each
+// host, for the ranks that share it, before anything is written. Under `run` and `submit` this
+// repeats their check on the host the ranks really got (microseconds).
+void check_host_memory(const JobConfig& job, int ranks, int local_rank, int local_size,
+                       ComputeKind kind) {
+  if (local_rank != 0) return;
+  MemoryCapacity c;
+  c.host = host_memory();
+  c.gpu = kind == ComputeKind::kCuda ? gpu_memory() : 0;
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  c.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  c.host_name = std::string(c.slurm ? "node " : "host ") + name;
+  check_memory_fit(job, ranks, local_size, kind, c);
+}
+
 int run_alone(const RankArgs& args) {
   return report_errors([&] {
     const JobConfig job = load_job(args.job, args.sets, args.nproc);
     TrainingData data = open_training_data(job);
     const DeviceChoice choice = choose_device(job.parallel.backend, 0, 1);
+    check_host_memory(job, 1, 0, 1, choice.kind);
     const bool resuming = prepare(job, args);
     return run_time([&] { return train(job, data, nullptr, choice, "", resuming, args.from); });
   });
@@ -211,6 +231,7 @@ int run_with_mpi(const RankArgs& args) {
     job = load_job(args.job, args.sets, mpi.world());
     data = open_training_data(job);
     choice = choose_device(job.parallel.backend, mpi.local_rank(), mpi.local_size());
+    check_host_memory(job, mpi.world(), mpi.local_rank(), mpi.local_size(), choice.kind);
     return kExitOk;
   });
   // Agree before anything is written or the first collective of training: if any rank failed

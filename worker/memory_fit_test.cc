@@ -1,7 +1,7 @@
-// check_memory_fit and its suggestions (launcher/memory_fit.h), on machines described by their
+// check_memory_fit and its suggestions (worker/memory_fit.h), on machines described by their
 // capacity: every capacity here is derived from the estimator, so the tests hold for any model
 // of memory the estimator has.
-#include "launcher/memory_fit.h"
+#include "worker/memory_fit.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,6 @@
 #include <vector>
 
 #include "configs/config_error.h"
-#include "configs/slurm_memory.h"
-#include "launcher/node_memory.h"
 
 namespace rm {
 namespace {
@@ -150,25 +148,6 @@ TEST(MemoryFit, OnSlurmNodesAreNamedAndMoreNodesAreSuggested) {
   EXPECT_NE(msg.find("; a node (cluster.memory_per_node: 3G) has "), std::string::npos) << msg;
   EXPECT_NE(msg.find(" on 8 ranks (cluster.nodes: 4)"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("--hosts"), std::string::npos) << msg;
-}
-
-TEST(NodeMemory, SinfoGivesTheSmallestConfiguredNode) {
-  constexpr double kMiB = 1024.0 * 1024;
-  EXPECT_EQ(smallest_node_memory("64000\n8800+\n"), 8800 * kMiB);
-  EXPECT_EQ(smallest_node_memory("1\n"), 0) << "RealMemory not configured";
-  EXPECT_EQ(smallest_node_memory("1\n4096\n"), 4096 * kMiB);
-  EXPECT_EQ(smallest_node_memory(""), 0);
-  EXPECT_EQ(smallest_node_memory("sinfo: error: ...\n"), 0);
-}
-
-TEST(NodeMemory, SlurmSizesAreMegabytesUnlessSuffixed) {
-  EXPECT_EQ(parse_slurm_memory("512"), 512.0 * 1024 * 1024);
-  EXPECT_EQ(parse_slurm_memory("64G"), 64 * kGiB);
-  EXPECT_EQ(parse_slurm_memory("2t"), 2048 * kGiB);
-  EXPECT_EQ(parse_slurm_memory("100K"), 100.0 * 1024);
-  for (const char* bad : {"", "1.5G", "64GB", "-1", "G", " 8G", "8 G"}) {
-    EXPECT_LT(parse_slurm_memory(bad), 0) << bad;
-  }
 }
 
 TEST(MemoryFit, NothingFitsSaysWhatNeedsLeast) {

@@ -1,4 +1,4 @@
-#include "launcher/memory_fit.h"
+#include "worker/memory_fit.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "launcher/host_memory.h"
+#include "worker/host_memory.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,6 @@
-// Refusing a job that cannot fit in memory, before anything is written (`validate`, `run`).
+// Refusing a job that cannot fit in memory, before anything is written: `validate` and `run` for
+// this host or a hostfile's, `submit` for a Slurm node (launcher/node_memory.h), and every
+// worker for the host it got (worker/rank_main.cc), however it was started.
 //
 // The need is worker/memory_estimate.h's per-rank estimate times the ranks that share a host;
 // the capacity is what host_memory.h reports (RAM; on the cuda backend also each GPU's, which
