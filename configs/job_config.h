@@ -21,6 +21,7 @@ struct ModelConfig {
   int width = 256;           // GPT: embedding width; MLP: hidden width
   int mlp_embed = 32;        // MLP only: embedding width of each context token
   int mlp_context = 8;       // MLP only: previous tokens that predict each next token
+  bool recompute = false;    // GPT only: keep each block's input, recompute the rest in backward
 };
 
 struct DataConfig {

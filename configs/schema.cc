@@ -123,6 +123,12 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(model.mlp_context, at_least(1),
              "mlp: how many previous tokens predict each next token (positions near the start "
              "of a sequence see zero-padding); ignored by gpt."),
+      RM_KEY(model.recompute, any(),
+             "gpt: activation recomputation. Forward keeps only each block's input; backward "
+             "runs the block's forward again just before its backward. A block's activations "
+             "shrink from ~16 x width + heads x seq_len values per token to width, for one more "
+             "forward of the blocks per step (~+30% compute); the results are bit-identical. "
+             "Ignored by mlp."),
 
       RM_KEY(data.format, one_of({"text", "tokens"}),
              "`text`: any file, one token per byte; `tokens`: llm.c .bin shards of uint16 token "

@@ -55,14 +55,15 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
               "step, %d micro-batch%s of %d\n",
               p.params / 1e6, p.flops_per_token / 1e9, p.tokens_per_rank, p.accumulation,
               p.accumulation == 1 ? "" : "es", job.train.micro_batch);
-  std::printf("\n  %-10s %10s %10s %10s %11s %8s %8s %10s %8s  %s\n", "shard", "params", "grads",
+  std::printf("\n  %-20s %10s %10s %10s %11s %8s %8s %10s %8s  %s\n", "shard", "params", "grads",
               "optimizer", "activations", "buffers", "other", "per rank", "fits", "step (compute + exposed comm)");
   for (size_t i = 0; i < p.modes.size(); ++i) {
     const ModePlan& m = p.modes[i];
     const MemoryEstimate& e = m.memory;
     const double other = e.checkpoint + e.final_weights + e.runtime;
-    std::printf("  %-10s %10s %10s %10s %11s %8s %8s %10s %8s  %.4g s = %.4g + %.4g (of %.4g)%s\n",
-                m.shard.c_str(), format_bytes(e.parameters).c_str(),
+    const std::string row = m.shard + (m.recompute ? " +recompute" : "");
+    std::printf("  %-20s %10s %10s %10s %11s %8s %8s %10s %8s  %.4g s = %.4g + %.4g (of %.4g)%s\n",
+                row.c_str(), format_bytes(e.parameters).c_str(),
                 format_bytes(e.gradients).c_str(), format_bytes(e.optimizer).c_str(),
                 format_bytes(e.activations).c_str(), format_bytes(e.buffers).c_str(),
                 format_bytes(other).c_str(), format_bytes(e.total()).c_str(),
@@ -77,22 +78,26 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
   if (p.recommended >= 0) std::printf(" = %lld steps", static_cast<long long>(p.interval_steps));
   std::printf(", expected time lost %.2g%%\n", 100 * p.lost_fraction);
   if (p.recommended < 0) {
-    std::printf("\n  recommendation: none -- no shard mode fits; fewer parameters, a smaller "
-                "train.micro_batch, or more memory per node\n");
+    std::printf("\n  recommendation: none -- no shard mode fits%s; fewer parameters, a smaller "
+                "train.micro_batch, or more memory per node\n",
+                job.model.type == "gpt" ? ", with or without model.recompute" : "");
     return;
   }
   const ModePlan& r = p.modes[p.recommended];
   // Only the replicated and ZeRO-1 modes bucket their gradients (ZeRO-2/3 go unit by unit).
   const bool buckets = r.shard == "none" || r.shard == "optimizer";
-  std::printf("\n  recommendation: parallel.shard: %s, %scheckpoint.every: %lld\n", r.shard.c_str(),
+  std::printf("\n  recommendation: parallel.shard: %s, %s%scheckpoint.every: %lld\n", r.shard.c_str(),
+              r.recompute_changed ? (std::string("model.recompute: ") +
+                                     (r.recompute ? "true" : "false") + ", ").c_str()
+                                  : "",
               buckets ? ("parallel.bucket_mb: " + std::to_string(static_cast<int>(p.bucket_mb)) + ", ").c_str()
                       : "",
               static_cast<long long>(p.interval_steps));
   // One line per mode for scripts (scripts/plan-check.sh).
   for (const ModePlan& m : p.modes) {
-    std::printf("plan-row shard=%s step_ms=%.2f compute_ms=%.2f exposed_ms=%.2f rss_mib=%.1f "
-                "total_mib=%.1f fits=%d\n",
-                m.shard.c_str(), 1e3 * m.step_s(), 1e3 * m.compute_s, 1e3 * m.exposed_s,
+    std::printf("plan-row shard=%s recompute=%d step_ms=%.2f compute_ms=%.2f exposed_ms=%.2f "
+                "rss_mib=%.1f total_mib=%.1f fits=%d\n",
+                m.shard.c_str(), m.recompute ? 1 : 0, 1e3 * m.step_s(), 1e3 * m.compute_s, 1e3 * m.exposed_s,
                 m.memory.rss() / 1048576.0, m.memory.total() / 1048576.0, m.fits ? 1 : 0);
   }
 }

@@ -10,10 +10,13 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// What the step computes per token (multiply-adds x 2): forward + backward, and under
+// model.recompute one more forward of every block but the last.
 double flops_per_token(const ModelConfig& m, double params) {
   if (m.type != "gpt") return 6 * params;
   const double L = m.layers, C = m.width, V = m.vocab_size, T = m.seq_len;
-  return 6 * (12 * L * C * C + V * C) + 12 * L * T * C;
+  const double recomputed = m.recompute ? (L - 1) * (2 * 12 * C * C + 4 * T * C) : 0;
+  return 6 * (12 * L * C * C + V * C) + 12 * L * T * C + recomputed;
 }
 
 // Collectives one step issues, for the latency terms: buckets (none, optimizer) or units.
@@ -24,12 +27,15 @@ double collectives_per_pass(const JobConfig& job, double grad_bytes) {
   return job.model.layers + 2.0;  // units: first, one per layer, last
 }
 
-ModePlan plan_mode(const JobConfig& base, const std::string& shard, const ClusterSpec& c,
-                   const JobPlan& p) {
+ModePlan plan_mode(const JobConfig& base, const std::string& shard, bool recompute,
+                   const ClusterSpec& c, const JobPlan& p) {
   JobConfig job = base;
   job.parallel.shard = shard;
+  job.model.recompute = recompute;
   ModePlan m;
   m.shard = shard;
+  m.recompute = recompute;
+  m.recompute_changed = recompute != base.model.recompute;
   const bool gpu = c.device_type == "gpu";
   m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu);
   m.host_need_gib = m.memory.host_for(c.devices_per_node) / kGiB;
@@ -38,7 +44,7 @@ ModePlan plan_mode(const JobConfig& base, const std::string& shard, const Cluste
            (!gpu || m.device_need_gib <= c.device_memory_gib);
 
   const double rate = c.tflops * 1e12 * c.mfu;
-  m.compute_s = p.tokens_per_rank * p.flops_per_token / rate;
+  m.compute_s = p.tokens_per_rank * flops_per_token(job.model, p.params) / rate;
   if (p.ranks == 1) return m;
 
   const bool bf16 = job.parallel.precision == "bf16";
@@ -99,8 +105,12 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   const double samples_per_rank = static_cast<double>(job.train.global_batch) / p.ranks;
   p.tokens_per_rank = samples_per_rank * (job.model.type == "gpt" ? job.model.seq_len : 1);
   p.accumulation = std::max(1, static_cast<int>(std::ceil(samples_per_rank / job.train.micro_batch)));
-  for (const char* shard : {"none", "optimizer", "gradients", "full"}) {
-    p.modes.push_back(plan_mode(job, shard, c, p));
+  std::vector<bool> recomputes = {job.model.recompute};
+  if (job.model.type == "gpt" && !job.model.recompute) recomputes.push_back(true);
+  for (const bool recompute : recomputes) {
+    for (const char* shard : {"none", "optimizer", "gradients", "full"}) {
+      p.modes.push_back(plan_mode(job, shard, recompute, c, p));
+    }
   }
   for (size_t i = 0; i < p.modes.size(); ++i) {
     if (!p.modes[i].fits) continue;
@@ -114,7 +124,9 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
     JobConfig j = job;
     j.parallel.bucket_mb = mb;
     const std::string shard = p.recommended >= 0 ? p.modes[p.recommended].shard : "none";
-    const double s = plan_mode(j, shard, c, p).step_s();
+    const bool recompute =
+        p.recommended >= 0 ? p.modes[p.recommended].recompute : job.model.recompute;
+    const double s = plan_mode(j, shard, recompute, c, p).step_s();
     if (best < 0 || s < best * (1 - 1e-9)) best = s, p.bucket_mb = mb;
   }
   // Checkpoints: 12 bytes per parameter (fp32 parameters, Adam m and v).

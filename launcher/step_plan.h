@@ -34,6 +34,8 @@ namespace rm {
 
 struct ModePlan {
   std::string shard;
+  bool recompute = false;      // model.recompute in this row
+  bool recompute_changed = false;  // ... and it is not the job's own setting
   MemoryEstimate memory;       // per rank
   double host_need_gib = 0;    // RAM per node: ranks per node x the ranks' host memory
   double device_need_gib = 0;  // per GPU (gpu), else 0
@@ -44,10 +46,12 @@ struct ModePlan {
 
 struct JobPlan {
   double params = 0;           // parameter count
-  double flops_per_token = 0;  // training (forward + backward)
+  double flops_per_token = 0;  // training (forward + backward), as the job sets model.recompute
   double tokens_per_rank = 0;  // per optimizer step
   int ranks = 1, accumulation = 1;
-  std::vector<ModePlan> modes;  // none, optimizer, gradients, full
+  // none, optimizer, gradients, full as the job is; for a gpt job without model.recompute
+  // then the same four with it (less activation memory for a third more compute).
+  std::vector<ModePlan> modes;
   int recommended = -1;         // index into modes; -1: nothing fits
   double bucket_mb = 25;        // recommended
   double save_s = 0, stall_s = 0;

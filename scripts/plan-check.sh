@@ -60,7 +60,7 @@ check() {  # check NAME KIND N TFLOPS INTER_GBS INTER_US
   local batch=(--set train.global_batch=$((4 * n)))
   local row plan_ms plan_mib ms mib
   row=$("$bin" plan configs/shakespeare.yaml "${shape[@]}" "${batch[@]}" --cluster "$work/cluster.yaml" |
-        grep '^plan-row shard=none ')
+        grep '^plan-row shard=none recompute=0 ')
   plan_ms=$(sed -E 's/.* step_ms=([0-9.]+).*/\1/' <<<"$row")
   plan_mib=$(sed -E 's/.* rss_mib=([0-9.]+).*/\1/' <<<"$row")
   ms=$(launch $kind $n bench train configs/shakespeare.yaml "${shape[@]}" "${batch[@]}" \

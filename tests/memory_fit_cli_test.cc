@@ -242,6 +242,9 @@ TEST(MemoryFitCli, TheEstimateMatchesThePeakResidentMemoryOfRealRuns) {
       {"wide",
        {"model.width=768", "model.layers=4", "model.heads=12", "model.seq_len=64",
         "train.micro_batch=4"}},
+      {"recompute",
+       {"model.width=256", "model.layers=6", "model.heads=8", "model.seq_len=256",
+        "train.micro_batch=8", "model.recompute=true"}},
   };
   if (all) {
     shapes.push_back({"wide-deep", {"model.width=768", "model.layers=12", "model.heads=12"}});

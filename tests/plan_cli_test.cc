@@ -38,6 +38,39 @@ TEST(PlanCli, AModelTooLargeForTheClusterFitsInNoMode) {
   EXPECT_EQ(r.out.find("fits=1"), std::string::npos) << r.out;
 }
 
+// A 7B shape at 16k tokens a sequence on the H100 cluster: the attention scores of every
+// block fit in no mode; recomputing them does, at more compute per step, and is recommended.
+TEST(PlanCli, WhenOnlyRecomputeFitsItIsRecommended) {
+  TempDir dir;
+  const std::string shape =
+      "plan configs/gpt2-124m.yaml --cluster configs/clusters/h100-8x8.yaml --set model.layers=32 "
+      "--set model.width=4096 --set model.heads=32 --set model.vocab_size=32000 "
+      "--set train.micro_batch=1 --set train.global_batch=512 --set model.seq_len=16384";
+  const auto r = run_cli(shape, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* mode : {"none", "optimizer", "gradients", "full"}) {
+    EXPECT_NE(r.out.find(std::string("plan-row shard=") + mode + " recompute=0 "),
+              std::string::npos) << mode;
+    EXPECT_NE(r.out.find(std::string("plan-row shard=") + mode + " recompute=1 "),
+              std::string::npos) << mode;
+  }
+  size_t at = 0;
+  while ((at = r.out.find("recompute=0 ", at)) != std::string::npos) {
+    const size_t eol = r.out.find('\n', at);
+    EXPECT_NE(r.out.substr(at, eol - at).find("fits=0"), std::string::npos)
+        << "fits without recompute: " << r.out.substr(at, eol - at);
+    at = eol;
+  }
+  EXPECT_NE(r.out.find("fits=1"), std::string::npos) << "recompute fits nowhere: " << r.out;
+  EXPECT_NE(r.out.find("recommendation: parallel.shard: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", model.recompute: true, "), std::string::npos) << r.out;
+  // A job that already recomputes gets no second set of rows.
+  const auto again = run_cli(shape + " --set model.recompute=true", dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out.find("recompute=0 "), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("model.recompute: true"), std::string::npos) << again.out;
+}
+
 TEST(PlanCli, TheDefaultJobOnThisHostPlansEveryMode) {
   TempDir dir;
   const auto r = run_cli("plan configs/shakespeare.yaml --nproc 2", dir.path());

@@ -59,7 +59,14 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
   a.plan(x.targets, N);
   a.plan(x.encoded, N * C);
   x.blocks.resize(blocks);
-  for (BlockActs& b : x.blocks) {
+  for (size_t l = 0; l < x.blocks.size(); ++l) {
+    BlockActs& b = x.blocks[l];
+    if (c.recompute && l > 0) {
+      // Each block's own output; its other arrays are block 0's (alias_recomputed_blocks, once
+      // the arena has placed them).
+      a.plan(b.res3, N * C);
+      continue;
+    }
     a.plan(b.ln1, N * C);
     a.plan(b.ln1_mean, N);
     a.plan(b.ln1_rstd, N);
@@ -91,7 +98,8 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
 template <typename T>
 GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
     : Model(compute), V_(c.vocab_size), T_(c.seq_len), C_(c.width), H_(c.heads), L_(c.layers),
-      max_batch_(max_batch), k_(this->compute().template layers<T>()), memory_(this->compute()) {
+      max_batch_(max_batch), recompute_(c.recompute), k_(this->compute().template layers<T>()),
+      memory_(this->compute()) {
   if (C_ % H_ != 0) throw std::invalid_argument("gpt: width must be divisible by heads");
   Layout l = lay_out(c, L_);
   layout_ = std::move(l.params);
@@ -103,6 +111,13 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
   lnf_b_ = l.lnf_b;
   plan(memory_, a_, c, L_, max_batch);  // in one allocation
   memory_.allocate();
+  if (recompute_) {
+    for (BlockActs& b : a_.blocks) {
+      T* const res3 = b.res3;
+      b = a_.blocks[0];
+      b.res3 = res3;
+    }
+  }
 }
 
 template <typename T>
@@ -141,31 +156,36 @@ template <typename T>
 void GptModel<T>::forward(ParamAccess& access, int B, int Tn) {
   if (B > max_batch_ || Tn > T_) throw std::logic_error("gpt: batch larger than planned");
   const int C = C_, N = B * Tn;
-  const size_t NC = static_cast<size_t>(N) * C;
   p0_ = static_cast<const T*>(access.acquire_params(0));
   k_.embedding_forward(a_.encoded, a_.inputs, p0_ + wte_, p0_ + wpe_, B, Tn, C);
   const T* residual = a_.encoded;
   for (int l = 0; l < L_; ++l) {
-    const BlockOffsets& w = blocks_[l];
-    BlockActs& x = a_.blocks[l];
-    const T* p = static_cast<const T*>(access.acquire_params(1 + l));
-    k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
-    k_.linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
-    k_.attention_forward(x.atty, x.att, x.qkv, B, Tn, C, H_);
-    k_.linear_forward(a_.branch, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
-    k_.add(x.res2, residual, a_.branch, NC);
-    k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N, C);
-    k_.linear_forward(x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
-    k_.gelu_forward(x.fch_gelu, x.fch, NC * 4);
-    k_.linear_forward(a_.branch, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
-    k_.add(x.res3, x.res2, a_.branch, NC);
+    block_forward(l, static_cast<const T*>(access.acquire_params(1 + l)), residual, B, Tn);
     access.release_params(1 + l);
-    residual = x.res3;
+    residual = a_.blocks[l].res3;
   }
   const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
   k_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, residual, pf + lnf_w_, pf + lnf_b_, N, C);
   access.release_params(final_unit());
   k_.linear_forward(a_.logits, a_.lnf, p0_ + wte_, nullptr, N, C, V_);
+}
+
+template <typename T>
+void GptModel<T>::block_forward(int l, const T* p, const T* residual, int B, int Tn) {
+  const int C = C_, N = B * Tn;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const BlockOffsets& w = blocks_[l];
+  BlockActs& x = a_.blocks[l];
+  k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
+  k_.linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
+  k_.attention_forward(x.atty, x.att, x.qkv, B, Tn, C, H_);
+  k_.linear_forward(a_.branch, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
+  k_.add(x.res2, residual, a_.branch, NC);
+  k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N, C);
+  k_.linear_forward(x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
+  k_.gelu_forward(x.fch_gelu, x.fch, NC * 4);
+  k_.linear_forward(a_.branch, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
+  k_.add(x.res3, x.res2, a_.branch, NC);
 }
 
 template <typename T>
@@ -192,6 +212,9 @@ void GptModel<T>::backward(ParamAccess& access, int B) {
     const T* residual = l > 0 ? a_.blocks[l - 1].res3 : a_.encoded;
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     float* g = access.acquire_grads(1 + l);
+    // Under recompute the shared arrays hold the last block's activations: the others are
+    // made again from their kept input (res3 too, to the same bits it holds).
+    if (recompute_ && l < L_ - 1) block_forward(l, p, residual, B, Tn);
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
     k_.linear_backward(a_.dfch_gelu, g + w.fcproj_w, g + w.fcproj_b, a_.dresidual, x.fch_gelu,
                        p + w.fcproj_w, N, 4 * C, C);

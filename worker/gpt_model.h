@@ -8,6 +8,14 @@
 // first, then the embeddings, so gradients become final from the end of the buffer towards
 // its start. The tied wte is used at both ends of the network: unit 0 stays acquired from the
 // start of forward to the end of backward.
+//
+// With model.recompute (activation recomputation, as torch.utils.checkpoint per block or
+// Megatron's full recompute), every block's activations share one set of arrays and only each
+// block's output (the next block's input) is kept per block. Backward runs a block's forward
+// again from its kept input, with the parameters it acquires for the block's backward anyway,
+// just before the block's backward (the last block's activations are still there after
+// forward). The kernels are deterministic, so the recomputed activations, and with them the
+// loss and every gradient, are bit-identical to a run that kept them.
 #pragma once
 
 #include <vector>
@@ -76,7 +84,8 @@ class GptModel final : public Model {
     T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
   };
-  // Every activation and the backward scratch: the arrays of one arena.
+  // Every activation and the backward scratch: the arrays of one arena. Under recompute the
+  // blocks' arrays are all the same ones but res3.
   struct Activations {
     int *inputs, *targets;
     T* encoded;
@@ -94,11 +103,14 @@ class GptModel final : public Model {
   // [B*Tn, V] in a_.logits. Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
   // acquired; the caller releases it (backward does).
   void forward(ParamAccess& access, int B, int Tn);
+  // One block's forward from `residual` into x (its parameters p), B sequences of Tn tokens.
+  void block_forward(int l, const T* p, const T* residual, int B, int Tn);
   // Expects dlogits in a_.logits and unit 0's parameters in p0_; releases them at the end.
   void backward(ParamAccess& access, int B);
   int final_unit() const { return L_ + 1; }
 
   int V_, T_, C_, H_, L_, max_batch_;
+  bool recompute_;
   ParamLayout layout_;
   std::vector<ParamUnit> units_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;  // wte_, wpe_ from unit 0; lnf_* from the final unit

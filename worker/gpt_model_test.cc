@@ -140,6 +140,39 @@ TEST(GptModel, UnitsTileTheLayoutAndBackwardReleasesThemLastToFirst) {
   EXPECT_TRUE(access.params_held_.empty()) << "inference releases what it acquires";
 }
 
+// model.recompute: the same loss and gradients, bit for bit, from a smaller arena, acquiring
+// and releasing the units in the same order (ZeRO-3's prefetch records that order). Three
+// blocks (recomputed, recomputed, kept), a batch below the planned one, and two accumulated
+// calls.
+TEST(GptModel, RecomputeGivesTheSameBitsFromLessMemory) {
+  ModelConfig c = tiny_gpt();
+  c.layers = 3;
+  ModelConfig r = c;
+  r.recompute = true;
+  GptModel keep(c, 3), again(r, 3);
+  ASSERT_EQ(keep.layout().size(), again.layout().size());
+  EXPECT_LT(again.arena_bytes(), keep.arena_bytes());
+  EXPECT_EQ(GptModel<float>::footprint(r, 3).arena_bytes, static_cast<double>(again.arena_bytes()));
+  const size_t n = keep.layout().size();
+  std::vector<float> p(n);
+  std::vector<float> g_keep(n, 0.0f), g_again(n, 0.0f);
+  keep.init_params(p.data(), 4);
+  for (float& x : p) x *= 3.0f;
+  std::vector<int> in(2 * c.seq_len), tg(2 * c.seq_len);
+  RecordingAccess a_keep(keep, p.data(), g_keep.data()), a_again(again, p.data(), g_again.data());
+  for (uint64_t call = 0; call < 2; ++call) {
+    random_tokens(in, c.vocab_size, 10 + call);
+    random_tokens(tg, c.vocab_size, 20 + call);
+    const double l_keep = keep.forward_backward(a_keep, in.data(), tg.data(), 2, 0.5f);
+    const double l_again = again.forward_backward(a_again, in.data(), tg.data(), 2, 0.5f);
+    EXPECT_EQ(l_keep, l_again) << "call " << call;
+  }
+  EXPECT_EQ(g_keep, g_again);
+  EXPECT_EQ(a_keep.released_, a_again.released_);
+  EXPECT_TRUE(a_again.params_held_.empty());
+  EXPECT_NE(std::count(g_again.begin(), g_again.end(), 0.0f), static_cast<long>(n));
+}
+
 TEST(GptModel, NextTokenLogitsAreCausalAndMatchTheFullForward) {
   const ModelConfig c = tiny_gpt();
   GptModel model(c, 1);

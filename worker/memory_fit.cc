@@ -56,12 +56,13 @@ std::vector<int> micro_batches(const JobConfig& job, int ranks) {
 }
 
 // The knobs a variant of the job turns.
-constexpr unsigned kShard = 1, kMicroBatch = 2, kAsync = 4, kRanks = 8, kKnobSets = 16;
+constexpr unsigned kShard = 1, kMicroBatch = 2, kAsync = 4, kRanks = 8, kRecompute = 16,
+                   kKnobSets = 32;
 
 struct Variant {
   int mode = 0, micro_batch = 0, ranks = 0;
   bool async = true;
-  unsigned changed = 0;  // kShard | kMicroBatch | kAsync | kRanks
+  unsigned changed = 0;  // kShard | kMicroBatch | kAsync | kRanks | kRecompute
   Need need;
 };
 
@@ -82,26 +83,33 @@ std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host
   const int mode0 = mode_index(job.parallel.shard);
   std::vector<bool> asyncs = {job.checkpoint.async};
   if (job.checkpoint.async) asyncs.push_back(false);
+  std::vector<bool> recomputes = {job.model.recompute};
+  if (job.model.type == "gpt" && !job.model.recompute) recomputes.push_back(true);
   for (int r = ranks; r <= ranks * 1024; r *= 2) {
     const std::vector<int> mbs = micro_batches(job, r);
     if (mbs.empty()) break;  // more ranks than the global batch divides among
     for (int mode = mode0; mode < 4; ++mode) {
       for (const int mb : mbs) {
         for (const bool async : asyncs) {
-          JobConfig j = job;
-          j.parallel.shard = kModes[mode];
-          j.train.micro_batch = mb;
-          j.checkpoint.async = async;
-          Variant v;
-          v.mode = mode;
-          v.micro_batch = mb;
-          v.ranks = r;
-          v.async = async;
-          v.changed = (mode != mode0 ? kShard : 0u) |
-                      (mb != job.train.micro_batch ? kMicroBatch : 0u) |
-                      (async != job.checkpoint.async ? kAsync : 0u) | (r != ranks ? kRanks : 0u);
-          v.need = need_of(estimate_memory(j, r, backend), ranks_on_host, backend);
-          out.push_back(v);
+          for (const bool recompute : recomputes) {
+            JobConfig j = job;
+            j.parallel.shard = kModes[mode];
+            j.train.micro_batch = mb;
+            j.checkpoint.async = async;
+            j.model.recompute = recompute;
+            Variant v;
+            v.mode = mode;
+            v.micro_batch = mb;
+            v.ranks = r;
+            v.async = async;
+            v.changed = (mode != mode0 ? kShard : 0u) |
+                        (mb != job.train.micro_batch ? kMicroBatch : 0u) |
+                        (async != job.checkpoint.async ? kAsync : 0u) |
+                        (r != ranks ? kRanks : 0u) |
+                        (recompute != job.model.recompute ? kRecompute : 0u);
+            v.need = need_of(estimate_memory(j, r, backend), ranks_on_host, backend);
+            out.push_back(v);
+          }
         }
       }
     }
@@ -119,6 +127,7 @@ std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
     keys.push_back("train.micro_batch: " + std::to_string(v.micro_batch));
   }
   if (v.changed & kAsync) keys.push_back("checkpoint.async: false");
+  if (v.changed & kRecompute) keys.push_back("model.recompute: true");
   std::string s;
   for (size_t i = 0; i < keys.size(); ++i) s += (i == 0 ? "" : " and ") + keys[i];
   if (v.changed & kRanks) {
@@ -160,7 +169,7 @@ std::vector<std::string> memory_fit_suggestions(const JobConfig& job, int ranks,
     have[v.changed] = true;
   }
   std::vector<unsigned> chosen;
-  for (int knobs = 1; knobs <= 4; ++knobs) {
+  for (int knobs = 1; knobs <= 5; ++knobs) {
     for (unsigned set = 1; set < kKnobSets; ++set) {
       if (!have[set] || __builtin_popcount(set) != knobs) continue;
       bool contains_chosen = false;
@@ -204,7 +213,8 @@ MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, C
   if (ways.empty()) {
     msg +=
         ". Nothing tried fits (every parallel.shard mode from the job's, train.micro_batch "
-        "down to 1, checkpoint.async: false, up to 1024 times the ranks on more " +
+        "down to 1, checkpoint.async: false, model.recompute: true, up to 1024 times the ranks "
+        "on more " +
         std::string(c.slurm ? "nodes" : "hosts like this one") + ")" +
         least_need(job, ranks, ranks_on_host, backend, c);
   } else {

@@ -10,6 +10,7 @@
 //   - parallel.shard, stronger than the job's;
 //   - train.micro_batch, smaller (a divisor of the per-rank batch, so the arithmetic holds);
 //   - checkpoint.async: false (no staging copy of the rank's slice);
+//   - model.recompute: true (gpt: activations of one block plus each block's input);
 //   - more ranks, on more hosts like this one with as many ranks each (only sharding makes
 //     that shrink what a host holds).
 // Suggested: for each set of knobs, its gentlest fitting setting (fewest ranks, weakest mode,

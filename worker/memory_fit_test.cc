@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,8 @@ bool apply(const std::string& suggestion, JobConfig& job) {
       job.train.micro_batch = std::stoi(value);
     } else if (key == "checkpoint.async") {
       job.checkpoint.async = value == "true";
+    } else if (key == "model.recompute") {
+      job.model.recompute = value == "true";
     } else {
       ADD_FAILURE() << "unknown key in suggestion: " << suggestion;
     }
@@ -148,6 +151,33 @@ TEST(MemoryFit, OnSlurmNodesAreNamedAndMoreNodesAreSuggested) {
   EXPECT_NE(msg.find("; a node (cluster.memory_per_node: 3G) has "), std::string::npos) << msg;
   EXPECT_NE(msg.find(" on 8 ranks (cluster.nodes: 4)"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("--hosts"), std::string::npos) << msg;
+}
+
+TEST(MemoryFit, RecomputeIsSuggestedWhenActivationsDominate) {
+  // Long sequences, a large micro-batch: the attention scores of every block dominate.
+  JobConfig job = job_of(256, 8, 16, 32);
+  job.model.seq_len = 512;
+  JobConfig again = job;
+  again.model.recompute = true;
+  MemoryCapacity c;
+  c.host = host_need(again, 1, 1) * 1.01;
+  ASSERT_GT(host_need(job, 1, 1), c.host);
+  const std::vector<std::string> ways = memory_fit_suggestions(job, 1, 1, ComputeKind::kCpu, c);
+  ASSERT_FALSE(ways.empty());
+  EXPECT_NE(std::find_if(ways.begin(), ways.end(),
+                         [](const std::string& w) {
+                           return w.rfind("model.recompute: true (~", 0) == 0;
+                         }),
+            ways.end())
+      << ways[0];
+  // An mlp has nothing to recompute: never suggested.
+  JobConfig mlp = job;
+  mlp.model.type = "mlp";
+  MemoryCapacity small;
+  small.host = host_need(mlp, 1, 1) / 2;
+  for (const std::string& w : memory_fit_suggestions(mlp, 1, 1, ComputeKind::kCpu, small)) {
+    EXPECT_EQ(w.find("model.recompute"), std::string::npos) << w;
+  }
 }
 
 TEST(MemoryFit, NothingFitsSaysWhatNeedsLeast) {
