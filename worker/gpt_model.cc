@@ -62,8 +62,8 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
   for (size_t l = 0; l < x.blocks.size(); ++l) {
     BlockActs& b = x.blocks[l];
     if (c.recompute && l > 0) {
-      // Each block's own output; its other arrays are block 0's (alias_recomputed_blocks, once
-      // the arena has placed them).
+      // Each block's own output; its other arrays are block 0's (the constructor points them
+      // there once the arena has placed them).
       a.plan(b.res3, N * C);
       continue;
     }
