@@ -4,6 +4,8 @@
 // rank 0 must be seen waiting for it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -44,18 +46,28 @@ TEST(Metrics, ASlowRankShowsAsTheSlowestAndRankZeroWaitsForIt) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<json> lines = metrics_lines(dir);
   ASSERT_EQ(lines.size(), 12u);
+  std::vector<double> spreads, waits;
   for (const json& m : lines) {
     EXPECT_EQ(m["slowest_rank"], 1) << m;
     const double max = m["busy_ms_max"], min = m["busy_ms_min"];
-    EXPECT_GE(max - min, 0.8 * kDelayMs) << m;
-    // Rank 0 finished its backward early and waited in the gradient reduction.
-    EXPECT_GE(m["comm_wait_ms"].get<double>(), 0.8 * kDelayMs) << m;
+    EXPECT_GT(max - min, 0) << m;
+    spreads.push_back(max - min);
+    waits.push_back(m["comm_wait_ms"].get<double>());
     EXPECT_LE(m["comm_wait_ms"].get<double>(), m["step_ms"].get<double>()) << m;
     EXPECT_GE(m["data_ms"].get<double>(), 0) << m;
     EXPECT_LT(m["data_ms"].get<double>(), m["step_ms"].get<double>()) << m;
     // A GPT rank with its model, Open MPI and OpenBLAS resident: tens of MiB at least.
     EXPECT_GT(m["peak_rss_mib"].get<double>(), 10) << m;
   }
+  // Rank 1 was busy longer by most of the delay, and rank 0, done early, waited for it in the
+  // gradient reduction: in the typical step (the median). Not in every step: on a loaded machine
+  // (under ASan with two CPU hogs, 2 runs in 35) rank 0 is itself descheduled in some step, its
+  // busy time grows and it waits less there (a spread of 31.3 ms of 40 in one step, a wait of
+  // 30.4 ms in another).
+  std::sort(spreads.begin(), spreads.end());
+  std::sort(waits.begin(), waits.end());
+  EXPECT_GE(spreads[spreads.size() / 2], 0.8 * kDelayMs) << "median busy_ms_max - busy_ms_min";
+  EXPECT_GE(waits[waits.size() / 2], 0.8 * kDelayMs) << "median comm_wait_ms";
 }
 
 TEST(Metrics, OneRankIsItsOwnSlowestAndFastest) {
