@@ -5,8 +5,8 @@
 
 #include "configs/config_error.h"
 #include "configs/job_loader.h"
-#include "worker/host_memory.h"
 #include "launcher/hostfile.h"
+#include "worker/host_memory.h"
 
 namespace rm {
 

@@ -3,8 +3,8 @@
 
 #include "configs/job_config.h"
 #include "launcher/commands.h"
-#include "worker/memory_fit.h"
 #include "launcher/mpi_launch.h"
+#include "worker/memory_fit.h"
 
 namespace rm {
 

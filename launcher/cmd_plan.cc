@@ -10,11 +10,11 @@
 #include "configs/job_loader.h"
 #include "launcher/cluster_spec.h"
 #include "launcher/cmd_common.h"
-#include "worker/host_memory.h"
 #include "launcher/step_plan.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
 #include "worker/gemm_rate.h"
+#include "worker/host_memory.h"
 
 namespace rm {
 namespace {

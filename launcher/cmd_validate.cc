@@ -3,9 +3,9 @@
 
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
-#include "worker/host_memory.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
+#include "worker/host_memory.h"
 
 namespace rm {
 

@@ -20,11 +20,11 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/job_loader.h"
-#include "worker/host_memory.h"
-#include "worker/memory_fit.h"
 #include "tests/cli_runner.h"
 #include "worker/data/test_util.h"
+#include "worker/host_memory.h"
 #include "worker/memory_estimate.h"
+#include "worker/memory_fit.h"
 #include "worker/run_events.h"
 
 namespace rm {
