@@ -124,29 +124,32 @@ TEST(MemoryFit, ShardingIsSuggestedWhenTheModelStateDominates) {
   EXPECT_EQ(ways[0].rfind("parallel.shard: optimizer (~", 0), 0u) << ways[0];
 }
 
-TEST(MemoryFit, MoreHostsAreSuggestedWhenNoHostOfRanksFits) {
-  const JobConfig job = job_of(2048, 8, 1, 16);
-  JobConfig spread = job;
+// A 2048-wide job, and a host with room for what 2 ranks hold sharded 8 ways (4 hosts of 2
+// ranks) but for no 2 ranks of it on their own.
+JobConfig wide_job() {
+  return job_of(2048, 8, 1, 16);
+}
+MemoryCapacity room_for_2_of_8_sharded() {
+  JobConfig spread = wide_job();
   spread.parallel.shard = "full";
-  // What 2 ranks on each of 4 hosts hold, sharded 8 ways: fits; nothing on 2 ranks does.
   MemoryCapacity c;
   c.host = host_need(spread, 8, 2) * 1.01;
-  ASSERT_GT(host_need(spread, 2, 2), c.host);
-  const std::string msg = refusal(job, 2, 2, ComputeKind::kCpu, c);
+  EXPECT_GT(host_need(spread, 2, 2), c.host);
+  return c;
+}
+
+TEST(MemoryFit, MoreHostsAreSuggestedWhenNoHostOfRanksFits) {
+  const std::string msg = refusal(wide_job(), 2, 2, ComputeKind::kCpu, room_for_2_of_8_sharded());
   EXPECT_NE(msg.find(" ranks (4 hosts like this one, 2 ranks each: --hosts)"), std::string::npos)
       << msg;
 }
 
 TEST(MemoryFit, OnSlurmNodesAreNamedAndMoreNodesAreSuggested) {
   // The same job and capacity as above, as `submit` asks: 2 nodes x 2 tasks.
-  const JobConfig job = job_of(2048, 8, 1, 16);
-  JobConfig spread = job;
-  spread.parallel.shard = "full";
-  MemoryCapacity c;
-  c.host = host_need(spread, 8, 2) * 1.01;
+  MemoryCapacity c = room_for_2_of_8_sharded();
   c.slurm = true;
   c.host_name = "a node (cluster.memory_per_node: 3G)";
-  const std::string msg = refusal(job, 4, 2, ComputeKind::kCpu, c);
+  const std::string msg = refusal(wide_job(), 4, 2, ComputeKind::kCpu, c);
   EXPECT_NE(msg.find(" x 2 ranks per node = "), std::string::npos) << msg;
   EXPECT_NE(msg.find("; a node (cluster.memory_per_node: 3G) has "), std::string::npos) << msg;
   EXPECT_NE(msg.find(" on 8 ranks (cluster.nodes: 4)"), std::string::npos) << msg;
