@@ -66,7 +66,7 @@ TEST(Overrides, BadValues) {
   EXPECT_EQ(one_error(kMinimalJob, {"model.width"}), "--set model.width: expected key.path=value");
   EXPECT_EQ(one_error(kMinimalJob, {"model=5"}),
             "--set model: is a section: expected a map of its keys (type, vocab_size, seq_len, "
-            "layers, heads, width, mlp_embed, mlp_context), got '5'");
+            "layers, heads, width, mlp_embed, mlp_context, recompute), got '5'");
 }
 
 TEST(Overrides, Lists) {
