@@ -169,9 +169,10 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     return kExitStopped;
   }
   // Rank 0 writes weights.bin as the parameters stream past (gathered unit by unit under
-  // ZeRO-3): no rank holds a second copy of the model for it.
-  if (!rank0) trainer.state().stream_params(nullptr);
-  if (rank0) {
+  // ZeRO-3; the other ranks take part in the gathers): no rank holds a second copy of the model.
+  if (!rank0) {
+    trainer.state().stream_params(nullptr);
+  } else {
     const std::string weights = run_file(job.run_dir, "weights.bin");
     WeightsFileWriter out(weights, trainer.model().layout().size());
     trainer.state().stream_params(

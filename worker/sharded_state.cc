@@ -460,17 +460,13 @@ void ShardedState::stream_params(const ParamSink& sink) {
   if (failed) std::rethrow_exception(failed);
 }
 
-std::vector<float> ShardedState::full_params(bool keep) {
-  std::vector<float> all(keep ? model_.layout().size() : 0);
+std::vector<float> ShardedState::full_params() {
+  std::vector<float> all(model_.layout().size());
   size_t at = 0;
-  ParamSink into_all;
-  if (keep) {
-    into_all = [&](const float* data, size_t count) {
-      std::memcpy(all.data() + at, data, count * sizeof(float));
-      at += count;
-    };
-  }
-  stream_params(into_all);
+  stream_params([&](const float* data, size_t count) {
+    std::memcpy(all.data() + at, data, count * sizeof(float));
+    at += count;
+  });
   return all;
 }
 

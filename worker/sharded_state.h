@@ -106,8 +106,8 @@ class ShardedState final : public ParamAccess {
   using ParamSink = std::function<void(const float* data, size_t count)>;
   static constexpr size_t kDownloadPiece = size_t{16} << 20;  // floats: 64 MiB
   void stream_params(const ParamSink& sink);
-  // The same into one host vector (tests); keep=false takes part and returns nothing.
-  std::vector<float> full_params(bool keep = true);
+  // The same into one host vector (tests). Collective too.
+  std::vector<float> full_params();
 
   // Checkpointing: this rank's slice [shard_begin, shard_end) of "params", "adam_m" and
   // "adam_v" (every rank writes only its own slice, whatever the mode), and the restore of a
