@@ -87,6 +87,13 @@ struct BenchTrainArgs {
 };
 int cmd_bench_train(const BenchTrainArgs& args);
 
+struct BenchCpuArgs {
+  int threads = 0;  // 0: the OpenMP default (all cores)
+  int n = 1024;     // sgemm size (n x n x n)
+  int reps = 5;     // timed sgemm calls (median)
+};
+int cmd_bench_cpu(const BenchCpuArgs& args);
+
 struct BenchAllreduceArgs {
   int nproc = 2;
   int max_mb = 256;

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "io/fault_file_system.h"
+#include "kernels/cpu/blas_kernels.h"
 #include "launcher/commands.h"
 #include "worker/error_report.h"
 #include "worker/exit_codes.h"
@@ -38,6 +39,9 @@ void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before anything else runs: the BLAS kernels for this CPU. May re-execute this
+  // process with OPENBLAS_CORETYPE set (kernels/cpu/blas_kernels.h says why and when).
+  rm::cpu::select_blas_kernels(argv);
   CLI::App app{"Ringmaster: distributed training orchestrator"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
@@ -112,6 +116,13 @@ int main(int argc, char** argv) {
   bt->add_option("--steps", bench_train.steps, "timed steps")->check(CLI::PositiveNumber);
   bt->add_option("--warmup", bench_train.warmup, "untimed steps first")
       ->check(CLI::NonNegativeNumber);
+
+  rm::BenchCpuArgs bench_cpu;
+  auto* bcpu = bench->add_subcommand(
+      "cpu", "the CPU, its BLAS kernels and why, measured FMA peak beside a 1024^3 sgemm");
+  bcpu->add_option("--threads", bench_cpu.threads, "threads for the all-core figures")
+      ->check(CLI::PositiveNumber);
+  bcpu->add_option("--n", bench_cpu.n, "sgemm size")->check(CLI::PositiveNumber);
 
   rm::BenchAllreduceArgs bench_ar;
   auto* ba = bench->add_subcommand(
@@ -217,6 +228,7 @@ int main(int argc, char** argv) {
     if (*e) return rm::cmd_eval(eval);
     if (*bt) return rm::cmd_bench_train(bench_train);
     if (*ba) return rm::cmd_bench_allreduce(bench_ar);
+    if (*bcpu) return rm::cmd_bench_cpu(bench_cpu);
     if (*bc) return rm::cmd_bench_ckpt(bench_ckpt);
     if (*cl) return rm::cmd_ckpt_list(ckpt_args);
     if (*cv) return rm::cmd_ckpt_verify(ckpt_args);

@@ -34,11 +34,12 @@ bool console_is_terminal() {
 }
 
 ConsoleProgress::ConsoleProgress(int64_t total_steps, bool terminal, double flops_per_step,
-                                 double sgemm_flops_per_s)
+                                 double sgemm_flops_per_s, double peak_flops_per_s)
     : total_(std::max<int64_t>(1, total_steps)),
       terminal_(terminal),
       flops_per_step_(flops_per_step),
       sgemm_rate_(sgemm_flops_per_s),
+      peak_rate_(peak_flops_per_s),
       start_(std::chrono::steady_clock::now()) {}
 
 std::string ConsoleProgress::progress_line(const StepMetrics& m) const {
@@ -58,9 +59,13 @@ std::string ConsoleProgress::progress_line(const StepMetrics& m) const {
   // snprintf returns the length it wanted: a loss of 1e300 in %.4f would not fit.
   std::string line(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
   if (sgemm_rate_ > 0 && flops_per_step_ > 0 && step_ms > 0) {
-    std::snprintf(buf, sizeof buf, " | MFU %.0f%%",
-                  100.0 * flops_per_step_ / (step_ms / 1e3) / sgemm_rate_);
+    const double rate = flops_per_step_ / (step_ms / 1e3);
+    std::snprintf(buf, sizeof buf, " | MFU %.0f%% of sgemm", 100.0 * rate / sgemm_rate_);
     line += buf;
+    if (peak_rate_ > 0) {
+      std::snprintf(buf, sizeof buf, ", %.0f%% of peak", 100.0 * rate / peak_rate_);
+      line += buf;
+    }
   }
   return line;
 }

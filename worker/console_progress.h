@@ -35,9 +35,10 @@ bool console_is_terminal();
 class ConsoleProgress {
  public:
   // flops_per_step: one rank's GEMM flops per optimizer step; sgemm_flops_per_s: its baseline
-  // (0: no MFU).
+  // (0: no MFU); peak_flops_per_s: the rank's cores' measured FMA peak (0: not shown). The line
+  // shows "MFU 41% of sgemm, 12% of peak": the first is blind to a slow BLAS, the second is not.
   ConsoleProgress(int64_t total_steps, bool terminal, double flops_per_step,
-                  double sgemm_flops_per_s);
+                  double sgemm_flops_per_s, double peak_flops_per_s = 0);
 
   // After each step: the permanent line if `permanent`, then (on a terminal) the progress line.
   void step(const StepMetrics& m, bool permanent);
@@ -50,7 +51,7 @@ class ConsoleProgress {
  private:
   int64_t total_;
   bool terminal_;
-  double flops_per_step_, sgemm_rate_;
+  double flops_per_step_, sgemm_rate_, peak_rate_;
   std::chrono::steady_clock::time_point start_;
   std::vector<double> recent_ms_;  // the last step times, oldest first (at most 20)
   bool drawn_ = false;             // a progress line is on the screen

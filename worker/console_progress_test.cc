@@ -29,6 +29,14 @@ TEST(ConsoleProgress, EtaIsTheMedianRecentStepTimesTheStepsLeft) {
   EXPECT_NE(line.find("loss 2.5000 | 1000 tok/s"), std::string::npos) << line;
 }
 
+TEST(ConsoleProgress, MfuAgainstThePeakBesideTheSgemmOne) {
+  // 4e8 flops in 100 ms = 4 GFLOP/s: 40% of a 10 GFLOP/s sgemm, 8% of a 50 GFLOP/s peak.
+  ConsoleProgress console(100, false, 4e8, 1e10, 5e10);
+  console.step(step(1, 100), false);
+  const std::string line = console.progress_line(step(2, 100));
+  EXPECT_NE(line.find("MFU 40% of sgemm, 8% of peak"), std::string::npos) << line;
+}
+
 TEST(ConsoleProgress, NoMfuWithoutASgemmRate) {
   ConsoleProgress console(10, false, 4e8, 0);
   console.step(step(1, 100), false);

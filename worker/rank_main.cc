@@ -13,6 +13,10 @@
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
+#include "kernels/cpu/blas_kernels.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/fma_peak.h"
+#include "kernels/cpu/threads.h"
 #include "worker/console_progress.h"
 #include "worker/device_select.h"
 #include "worker/error_report.h"
@@ -84,6 +88,16 @@ nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
         {"compiler", __VERSION__},
         {"mpi", mpi != nullptr ? MpiSession::library_version() : "none (one process)"}}}};
   if (const char* job_id = std::getenv("SLURM_JOB_ID")) f["slurm_job_id"] = job_id;
+  if (choice.kind == ComputeKind::kCpu) {
+    // What the run's speed is to be judged against: the CPU, the BLAS kernels (and why those),
+    // and the measured FMA peak of one rank's threads (kernels/cpu/fma_peak.h).
+    const cpu::CpuFeatures& c = cpu::host_cpu_features();
+    f["cpu"] = {{"model", c.summary()},
+                {"blas", cpu::blas_description()},
+                {"blas_core", cpu::blas_core_name()},
+                {"peak_gflops_per_rank",
+                 std::round(cpu::measure_fma_peak(c, threads).flops_per_s / 1e8) / 10}};
+  }
   return f;
 }
 
@@ -95,11 +109,12 @@ std::unique_ptr<ConsoleProgress> make_console(const JobConfig& job, const Model&
   const bool terminal = console_is_terminal();
   const double flops_per_step =
       model.train_flops_per_sample() * job.train.global_batch / std::max(1, ranks);
-  double rate = 0;
+  double rate = 0, peak = 0;
   if (terminal && choice.kind == ComputeKind::kCpu) {
     rate = sgemm_rate(model.train_gemms(job.train.micro_batch), 3);
+    peak = cpu::measure_fma_peak(cpu::host_cpu_features(), cpu::num_threads()).flops_per_s;
   }
-  return std::make_unique<ConsoleProgress>(job.train.steps, terminal, flops_per_step, rate);
+  return std::make_unique<ConsoleProgress>(job.train.steps, terminal, flops_per_step, rate, peak);
 }
 
 // `where` describes rank 0's place (host, Slurm job, restart count) for the log. mpi is null

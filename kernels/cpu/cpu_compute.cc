@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cpu/bf16_layers.h"
+#include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/context_embedding.h"
 #include "kernels/cpu/kernels.h"
@@ -84,7 +85,8 @@ class CpuCompute final : public Compute {
 
   ComputeKind kind() const override { return ComputeKind::kCpu; }
   std::string describe() const override {
-    return "cpu, " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s");
+    return "cpu, " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + ", " +
+           blas_description();
   }
 
   void* allocate(size_t bytes) override {
