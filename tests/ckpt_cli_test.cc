@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors_writer.h"
 #include "tests/cli_runner.h"
+#include "tests/required_parts.h"
 #include "worker/data/test_util.h"
 
 namespace rm {
@@ -255,7 +256,9 @@ TEST_F(CkptCli, ExportWritesGpt2StateDict) {
 TEST_F(CkptCli, ExportScoresTheSameInPyTorch) {
   // Debian's interpreter, where python3-torch installs (a pyenv python3 may come first on PATH).
   const char* python = "/usr/bin/python3";
-  if (::access(python, X_OK) != 0) GTEST_SKIP() << python << " not found";
+  if (::access(python, X_OK) != 0) {
+    RM_SKIP_UNLESS_REQUIRED("torch", python << " not found");
+  }
   const std::string out = scratch_.file("model.safetensors");
   ASSERT_EQ(run_cli("ckpt export " + run_dir() + " -o " + out, scratch_.path()).exit_code, 0);
   const int windows = 40;
@@ -266,7 +269,10 @@ TEST_F(CkptCli, ExportScoresTheSameInPyTorch) {
                                      .c_str());
   const std::string torch = test::slurp(torch_out);
   ASSERT_TRUE(WIFEXITED(status)) << torch;
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "PyTorch not installed: " << torch;
+  if (WEXITSTATUS(status) == 77) {
+    RM_SKIP_UNLESS_REQUIRED("torch", "PyTorch not installed (RM_WITH_TORCH=1 scripts/install-deps.sh "
+                                     "installs it): " << torch);
+  }
   ASSERT_EQ(WEXITSTATUS(status), 0) << torch;
   double torch_loss = 0, rm_loss = 0;
   ASSERT_EQ(std::sscanf(torch.c_str(), "loss=%lf", &torch_loss), 1) << torch;

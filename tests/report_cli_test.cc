@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.h"
+#include "tests/required_parts.h"
 #include "worker/data/test_util.h"
 
 namespace rm {
@@ -240,11 +241,8 @@ int shell(const std::string& command) {
 
 TEST(ReportCli, ChromiumBuildsAndDrawsEveryPlot) {
   if (shell("command -v chromium >/dev/null 2>&1") != 0) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") {
-      FAIL() << "chromium is not on PATH (scripts/install-deps.sh installs it)";
-    }
-    GTEST_SKIP() << "chromium is not on PATH: apt-get install chromium (CI=true fails instead)";
+    RM_SKIP_UNLESS_REQUIRED("chromium",
+                            "chromium is not on PATH (scripts/install-deps.sh installs it)");
   }
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(train_two_runs(dir));

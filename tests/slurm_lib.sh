@@ -1,19 +1,20 @@
 # Shared by the Slurm tests (sourced): skip when no cluster answers, and wait for job states.
-# CI starts a real 2-node cluster with ../shared/slurm/start-local-slurm.
+# CI starts a real 2-node cluster with ../shared/slurm/start-local-slurm and sets
+# RM_REQUIRE=slurm, so that there a missing client or cluster fails the test instead.
+source "$(dirname "${BASH_SOURCE[0]}")/required_parts.sh"
 
-# Exits 77 (ctest's skip) unless a Slurm controller answers. A controller busy under ctest -j2
-# can miss one query (seen in CI: sinfo gave up after 9 s), so it asks three times.
+# Exits 77 (ctest's skip), or 1 where RM_REQUIRE names slurm, unless a Slurm controller answers.
+# A controller busy under ctest -j2 can miss one query (seen in CI: sinfo gave up after 9 s), so
+# it asks three times.
 require_slurm() {
   if ! command -v srun >/dev/null; then
-    echo "SKIP: no Slurm client installed (start a cluster with ../shared/slurm/start-local-slurm)"
-    exit 77
+    skip_or_fail slurm "no Slurm client installed (start a cluster with ../shared/slurm/start-local-slurm)"
   fi
   local attempt why
   for attempt in 1 2 3; do
     if why=$(timeout 20 sinfo -h -o %D 2>&1); then return 0; fi
     if [[ $attempt == 3 ]]; then
-      echo "SKIP: no Slurm cluster answers: $why (start one with ../shared/slurm/start-local-slurm)"
-      exit 77
+      skip_or_fail slurm "no Slurm cluster answers: $why (start one with ../shared/slurm/start-local-slurm)"
     fi
     sleep 2
   done

@@ -1,13 +1,21 @@
 # Sourced by the test-host tests (tests/cluster/*_test.sh): `cluster_test_begin NAME NET` names
 # this test's cluster (its own name and /24, so tests can run side by side), skips the test (exit
-# 77, saying why) where this machine cannot create the hosts, and on exit tears the cluster down
-# and removes the scratch directory $dir. Sets $here (this folder) and $dir.
+# 77, saying why) where this machine cannot create the hosts -- or fails it where RM_REQUIRE
+# names netns (CI) -- and on exit tears the cluster down and removes the scratch directory $dir.
+# Any other failure of `cluster.sh check` (a bug in it: set -e, a typo) fails the test. Sets
+# $here (this folder) and $dir.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../required_parts.sh"
 
 cluster_test_begin() {
   export RM_CLUSTER_NAME=$1 RM_CLUSTER_NET=$2
-  local why
-  why=$("$here/cluster.sh" check) || { echo "SKIP: $why"; exit 77; }
+  local why status=0
+  why=$("$here/cluster.sh" check 2>&1) || status=$?
+  case $status in
+    0) ;;
+    77) skip_or_fail netns "$why" ;;  # check's "this machine cannot" (see cluster.sh)
+    *) echo "FAIL: cluster.sh check exited $status (not 77, its 'cannot here'): $why"; exit 1 ;;
+  esac
   dir=$(mktemp -d)
   trap '"$here/cluster.sh" down; rm -rf "$dir"' EXIT
 }
