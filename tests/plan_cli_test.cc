@@ -2,6 +2,7 @@
 // cluster is said not to fit, and bad cluster files are refused naming the file, line and key.
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <string>
 
 #include "tests/cli_runner.h"
@@ -24,6 +25,51 @@ TEST(PlanCli, Gpt2OnTheH100ClusterFitsAndRecommendsAModeBucketAndInterval) {
   }
   EXPECT_NE(r.out.find("recommendation: parallel.shard: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Young/Daly interval"), std::string::npos) << r.out;
+  // The recommendation's checkpoint.every is the interval's steps.
+  std::smatch interval, every;
+  ASSERT_TRUE(std::regex_search(r.out, interval, std::regex("Young/Daly interval [0-9.e+]+ s = ([0-9]+) steps")))
+      << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, every, std::regex("checkpoint.every: ([0-9]+)\n"))) << r.out;
+  EXPECT_EQ(interval[1], every[1]);
+}
+
+// Case B of tests/step_plan_test.cc through the command, where its arithmetic is done by hand:
+// a 4 x 256 GPT at 256 tokens on 2 nodes x 4 GPUs recommends ZeRO-2 (gradients; no bucket: it
+// goes unit by unit), a Young/Daly interval of 84.31 s = 55,018 steps of 1.532 ms.
+TEST(PlanCli, TheWorkedCaseRecommendsItsHandComputedModeAndInterval) {
+  TempDir dir;
+  const std::string file = dir.write("c.yaml", R"(name: worked case B
+nodes: 2
+devices_per_node: 4
+device: {type: gpu, name: test, tflops: 100, mfu: 0.5, memory_gib: 80}
+node_memory_gib: 2048
+intra_node: {bandwidth_gbs: 100, latency_us: 2}
+inter_node: {bandwidth_gbs: 25, latency_us: 10}
+filesystem: {write_gbs: 20}
+node_mtbf_hours: 1000
+)");
+  const auto r = run_cli(
+      "plan configs/shakespeare.yaml --cluster " + file +
+          " --set model.seq_len=256 --set model.width=256 --set train.global_batch=64"
+          " --set train.micro_batch=8 --set checkpoint.async=false",
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3.291 M parameters"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job MTBF 500 h (node 1000 h / 2 nodes); Young/Daly interval 84.31 s = "
+                       "55018 steps"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("recommendation: parallel.shard: gradients, checkpoint.every: 55018\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("plan-row shard=gradients recompute=0 step_ms=1.53 "), std::string::npos)
+      << r.out;
+  // The marker on that row alone.
+  const size_t mark = r.out.find("<- recommended");
+  ASSERT_NE(mark, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("<- recommended", mark + 1), std::string::npos) << r.out;
+  const size_t row = r.out.rfind('\n', mark);
+  EXPECT_EQ(r.out.compare(row + 1, 11, "  gradients"), 0) << r.out.substr(row + 1, mark - row);
 }
 
 TEST(PlanCli, AModelTooLargeForTheClusterFitsInNoMode) {
