@@ -75,6 +75,9 @@ class Compute {
   virtual std::function<void()> downloads_fence() = 0;
   // Waits for everything queued on the compute stream.
   virtual void synchronize() = 0;
+  // Bytes of the device's memory in use by all processes (cuda: cudaMemGetInfo's total - free,
+  // so the CUDA context and library workspaces count); 0 on the cpu (see the process's RSS).
+  virtual double device_memory_used() const { return 0; }
 
   // ---- Layers --------------------------------------------------------------------------------
   virtual LayerKernels<float>& layers_f32() = 0;

@@ -20,9 +20,9 @@
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/fma_peak.h"
 #include "kernels/cpu/kernels.h"
-#include "collectives/self_communicator.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
+#include "launcher/gpu_peak.h"
 #include "worker/device_select.h"
 #include "worker/error_report.h"
 #include "worker/gemm_rate.h"
@@ -30,12 +30,83 @@
 #include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
 #include "worker/mpi_bootstrap.h"
+#include "worker/rank_devices.h"
 #include "worker/trainer.h"
 
 namespace rm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// What a step's rate is measured against, on either backend.
+struct Baseline {
+  const char* gemm_name = "sgemm";  // "sgemm" (cpu) | "cuBLAS" (cuda)
+  double gemm_rate = 0;             // flops/s per rank at the job's GEMM shapes
+  double gemm_seconds = 0;          // per micro-batch
+  double peak = 0;                  // flops/s per rank: measured (cpu) or datasheet (cuda); 0 unknown
+};
+
+template <typename Say>
+Baseline cpu_baseline(const Model& model, int B, int threads, Communicator& comm, Say say) {
+  Baseline b;
+  say("# sgemm baseline at the job's shapes (per micro-batch, every rank at once)\n");
+  say("%6s %6s %6s %3s %6s %9s %9s %9s\n", "M", "N", "K", "op", "count", "GFLOP", "ms",
+      "GFLOP/s");
+  double gemm_flops = 0;
+  comm.barrier();
+  for (const GemmShape& g : model.train_gemms(B)) {
+    const double s = time_gemm(g, 5);
+    gemm_flops += g.flops();
+    b.gemm_seconds += s;
+    say("%6d %6d %6d %c%c%c %6lld %9.3f %9.2f %9.1f\n", g.m, g.n, g.k, g.trans_a ? 'T' : 'N',
+        g.trans_b ? 'T' : 'N', g.per_head ? 'h' : ' ', static_cast<long long>(g.count),
+        g.flops() / 1e9, s * 1e3, g.flops() / s / 1e9);
+  }
+  b.gemm_rate = gemm_flops / b.gemm_seconds;
+  comm.barrier();  // every rank at once: the clock under an all-core load
+  const cpu::FmaPeak peak = cpu::measure_fma_peak(cpu::host_cpu_features(), threads, 0.1);
+  b.peak = peak.flops_per_s;
+  say("# cpu: %s\n# blas: %s\n", cpu::host_cpu_features().summary().c_str(),
+      cpu::blas_description().c_str());
+  say("peak: %.1f GFLOP/s per rank (FMA loop, %d fp32 lanes x %d thread%s at once on every "
+      "rank); sgemm at these shapes reaches %.1f%% of it\n",
+      peak.flops_per_s / 1e9, peak.lanes, threads, threads == 1 ? "" : "s",
+      100.0 * b.gemm_rate / peak.flops_per_s);
+  return b;
+}
+
+// The job's dense GEMMs through the backend's own GEMM (worker/gemm_rate.h); attention's
+// per-head products are left out of the baseline (their flops still count in the step's MFU).
+template <typename Say>
+Baseline device_baseline(Compute& compute, const Model& model, int B, Say say) {
+  Baseline b;
+  b.gemm_name = "cuBLAS";
+  const Precision p = model.precision();
+  say("# cuBLAS baseline at the job's dense GEMM shapes (%s, per micro-batch)\n",
+      precision_name(p));
+  say("%6s %6s %6s %6s %9s %9s %9s\n", "M", "N", "K", "count", "GFLOP", "ms", "TFLOP/s");
+  double gemm_flops = 0;
+  for (const GemmShape& g : model.train_gemms(B)) {
+    if (g.per_head) continue;
+    const double s = time_device_gemm(compute, g, p, 5);
+    gemm_flops += g.flops();
+    b.gemm_seconds += s;
+    say("%6d %6d %6d %6lld %9.3f %9.3f %9.1f\n", g.m, g.n, g.k, static_cast<long long>(g.count),
+        g.flops() / 1e9, s * 1e3, g.flops() / s / 1e12);
+  }
+  b.gemm_rate = b.gemm_seconds > 0 ? gemm_flops / b.gemm_seconds : 0;
+  const GpuPeak peak = gpu_peak(compute.describe());
+  b.peak = p == Precision::kBf16 ? peak.bf16_flops : peak.tf32_flops;
+  say("# device: %s\n", compute.describe().c_str());
+  if (b.peak > 0) {
+    say("peak: %.0f TFLOP/s dense %s (%s); cuBLAS at these shapes reaches %.1f%% of it\n",
+        b.peak / 1e12, p == Precision::kBf16 ? "bf16" : "tf32", peak.source.c_str(),
+        100.0 * b.gemm_rate / b.peak);
+  } else {
+    say("peak: unknown for this GPU (set RM_GPU_PEAK_TFLOPS to its dense bf16 TFLOP/s)\n");
+  }
+  return b;
+}
 
 }  // namespace
 
@@ -52,68 +123,58 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     JobArgs job_args = args.job;
     job_args.nproc = mpi.world();
     JobConfig job = load_job_args(job_args);
-    // The baseline below times sgemm on this CPU, so the benchmark means nothing on a GPU: the
-    // cuBLAS baseline at the job's shapes is not written yet.
-    if (choose_device(job.parallel.backend, mpi.local_rank(), mpi.local_size()).kind !=
-        ComputeKind::kCpu) {
-      throw DeviceError("bench train measures the cpu backend only (its baseline is sgemm on "
-                        "this CPU); run it with --set parallel.backend=cpu");
-    }
-    auto comm = launched_by_mpi() ? mpi.communicator(job.parallel.timeout_s)
-                                  : make_self_communicator();
-    const bool rank0 = comm->rank() == 0;
+    const DeviceChoice choice =
+        choose_device(job.parallel.backend, mpi.local_rank(), mpi.local_size());
+    const bool on_device = choice.kind != ComputeKind::kCpu;
     const int threads = configure_threads(job.parallel.threads_per_rank, mpi.local_size());
+    // The rank's compute and communicators as a run makes them (worker/rank_devices.h).
+    const RankDevices devices = make_rank_devices(choice, threads, job.parallel.timeout_s,
+                                                  launched_by_mpi() ? &mpi : nullptr);
+    Communicator& comm = devices.comm();
+    Communicator& host_comm = *devices.host_comm;
+    const bool rank0 = comm.rank() == 0;
     TrainingData data = open_training_data(job);
-    Trainer trainer(job, data, *comm, {false, nullptr});
+    TrainerOptions options;
+    options.verbose = false;
+    options.compute = devices.compute.get();
+    options.host_comm = devices.host_comm.get();
+    Trainer trainer(job, data, comm, options);
     Model& model = trainer.model();
     const int B = job.train.micro_batch;
-    const int accum = job.train.global_batch / (B * comm->size());
+    const int accum = job.train.global_batch / (B * comm.size());
     auto say = [&](const char* fmt, auto... xs) {
       if (rank0) std::printf(fmt, xs...);
     };
 
     say("# bench train: job '%s' | %s %.2fM params | micro_batch %d x seq_len %d, %d "
-        "micro-batches/step | %d rank%s x %d threads | shard %s, overlap %s, bucket %.0f MB\n",
+        "micro-batches/step | %d rank%s x %d threads | shard %s, overlap %s, bucket %.0f MB | "
+        "%s, %s\n",
         job.name.c_str(), job.model.type.c_str(), model.layout().size() / 1e6, B,
-        job.model.seq_len, accum, comm->size(), comm->size() == 1 ? "" : "s", threads,
-        job.parallel.shard.c_str(), job.parallel.overlap ? "on" : "off", job.parallel.bucket_mb);
+        job.model.seq_len, accum, comm.size(), comm.size() == 1 ? "" : "s", threads,
+        job.parallel.shard.c_str(), job.parallel.overlap ? "on" : "off", job.parallel.bucket_mb,
+        compute_kind_name(choice.kind), job.parallel.precision.c_str());
     // The convention, said where the figure is printed: model flops, the usual 6N + attention
     // count (PaLM's, nanoGPT's), attention in full T x T. The CPU kernel skips most masked blocks
     // (at T=256 it runs about 62% of the T x T work), so it executes fewer flops than it is
     // credited with: by attention's share of the count (about 15% at the default shape).
     if (job.model.type == "gpt") {
-      say("# flops: GEMMs only, attention counted in full (T x T) though the CPU kernel skips "
-          "most of the masked half\n");
+      say("# flops: GEMMs only, attention counted in full (T x T) though the kernels skip most "
+          "of the masked half\n");
     }
-    say("# sgemm baseline at the job's shapes (per micro-batch, every rank at once)\n");
-    say("%6s %6s %6s %3s %6s %9s %9s %9s\n", "M", "N", "K", "op", "count", "GFLOP", "ms",
-        "GFLOP/s");
-    double gemm_flops = 0, gemm_seconds = 0;
-    comm->barrier();
-    for (const GemmShape& g : model.train_gemms(B)) {
-      const double s = time_gemm(g, 5);
-      gemm_flops += g.flops();
-      gemm_seconds += s;
-      say("%6d %6d %6d %c%c%c %6lld %9.3f %9.2f %9.1f\n", g.m, g.n, g.k, g.trans_a ? 'T' : 'N',
-          g.trans_b ? 'T' : 'N', g.per_head ? 'h' : ' ', static_cast<long long>(g.count),
-          g.flops() / 1e9, s * 1e3, g.flops() / s / 1e9);
-    }
-    const double sgemm_rate = gemm_flops / gemm_seconds;  // per rank
-    comm->barrier();  // every rank at once: the clock under an all-core load
-    const cpu::FmaPeak peak = cpu::measure_fma_peak(cpu::host_cpu_features(), threads, 0.1);
-    say("# cpu: %s\n# blas: %s\n", cpu::host_cpu_features().summary().c_str(),
-        cpu::blas_description().c_str());
-    say("peak: %.1f GFLOP/s per rank (FMA loop, %d fp32 lanes x %d thread%s at once on every "
-        "rank); sgemm at these shapes reaches %.1f%% of it\n",
-        peak.flops_per_s / 1e9, peak.lanes, threads, threads == 1 ? "" : "s",
-        100.0 * sgemm_rate / peak.flops_per_s);
+    const Baseline base = on_device ? device_baseline(*devices.compute, model, B, say)
+                                    : cpu_baseline(model, B, threads, host_comm, say);
 
     for (int i = 0; i < args.warmup; ++i) trainer.train_step(i);
-    comm->barrier();
+    devices.compute->synchronize();
+    host_comm.barrier();
+    const double memory_before = devices.compute->device_memory_used();
     std::vector<double> step_s, wait_ms, in_backward_ms;
     for (int i = 0; i < args.steps; ++i) {
       const auto t0 = Clock::now();
       trainer.train_step(args.warmup + i);
+      // A step returns once its loss is on the host; on a device, wait for the optimizer too,
+      // so that each step's time is its own.
+      devices.compute->synchronize();
       step_s.push_back(seconds_between(t0, Clock::now()));
       wait_ms.push_back(trainer.last_timing().comm_wait_ms);
       in_backward_ms.push_back(trainer.state().overlap_stats().comm_ms);
@@ -124,14 +185,19 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     const double tokens = static_cast<double>(job.train.global_batch) * model.targets_per_sample();
     const double flops = model.train_flops_per_sample() * job.train.global_batch;
     const double achieved = flops / med;  // all ranks together
-    const double rank_rate = achieved / comm->size();
-    say("sgemm at these shapes: %.1f GFLOP/s per rank (%.1f ms of GEMM per step)\n",
-        sgemm_rate / 1e9, gemm_seconds * accum * 1e3);
+    const double rank_rate = achieved / comm.size();
+    say("%s at these shapes: %.1f GFLOP/s per rank (%.1f ms of GEMM per step)\n", base.gemm_name,
+        base.gemm_rate / 1e9, base.gemm_seconds * accum * 1e3);
+    char peak_text[64] = "";
+    if (base.peak > 0) {
+      std::snprintf(peak_text, sizeof peak_text, " | MFU vs peak %.1f%%",
+                    100.0 * rank_rate / base.peak);
+    }
     say("train step: median %.1f ms [%.1f-%.1f] over %d steps | %.0f tokens/s (all ranks) | "
-        "%.1f GFLOP/s per rank | MFU vs sgemm %.1f%% | MFU vs peak %.1f%% | waiting on gradient "
-        "communication %.1f ms = %.1f%% of a step\n",
-        med * 1e3, lo * 1e3, hi * 1e3, args.steps, tokens / med, rank_rate / 1e9,
-        100.0 * rank_rate / sgemm_rate, 100.0 * rank_rate / peak.flops_per_s, median(wait_ms),
+        "%.1f GFLOP/s per rank | MFU vs %s %.1f%%%s | waiting on gradient communication "
+        "%.1f ms = %.1f%% of a step\n",
+        med * 1e3, lo * 1e3, hi * 1e3, args.steps, tokens / med, rank_rate / 1e9, base.gemm_name,
+        100.0 * rank_rate / base.gemm_rate, peak_text, median(wait_ms),
         median(wait_ms) / (med * 1e3) * 100);
 
     const OverlapStats& ov = trainer.state().overlap_stats();
@@ -145,7 +211,14 @@ int cmd_bench_train(const BenchTrainArgs& args) {
         "MB = %.1f MB expected for state; peak RSS %.1f MB (rank 0, includes activations)\n",
         plan.param_bytes / 1e6, plan.grad_bytes / 1e6, plan.optimizer_bytes / 1e6,
         plan.scratch_bytes / 1e6, plan.total() / 1e6, ru.ru_maxrss / 1e3);
-    comm->barrier();
+    if (on_device) {
+      const double after = devices.compute->device_memory_used();
+      say("device memory in use: %.2f GiB after the timed steps, %.2f GiB before them "
+          "(cudaMemGetInfo: the CUDA context and cuBLAS workspace included; equal figures mean "
+          "nothing was allocated during the steps)\n",
+          after / (1 << 30), memory_before / (1 << 30));
+    }
+    host_comm.barrier();
     return kExitOk;
   });
 }

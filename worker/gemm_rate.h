@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/compute.h"
 #include "worker/model.h"
 
 namespace rm {
@@ -15,5 +16,12 @@ double time_gemm(const GemmShape& g, int reps);
 
 // Flops per second over all of `gemms`, each timed with time_gemm(g, reps).
 double sgemm_rate(const std::vector<GemmShape>& gemms, int reps);
+
+// On a device backend: seconds for one issue of `g` (count repetitions) through the backend's
+// own GEMM -- bf16 linear_forward (cuBLAS, fp32 accumulation) for bf16, sgemm (TF32 where the
+// backend allows it) for fp32 -- the median of `reps` runs after a warm-up, each run ended by a
+// synchronize. Transposes are not varied: a tensor-core GEMM of the same m, n, k runs at the
+// same rate. Per-head (attention) shapes are not timed here: the caller leaves them out.
+double time_device_gemm(Compute& compute, const GemmShape& g, Precision precision, int reps);
 
 }  // namespace rm

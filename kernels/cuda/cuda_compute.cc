@@ -35,6 +35,11 @@ class CudaCompute final : public Compute {
   ComputeKind kind() const override { return ComputeKind::kCuda; }
   std::string describe() const override { return description_; }
   void* stream() const override { return ctx_.stream(); }
+  double device_memory_used() const override {
+    size_t free = 0, total = 0;
+    RM_CUDA_CHECK(cudaMemGetInfo(&free, &total), kThrow);
+    return static_cast<double>(total - free);
+  }
 
   // ---- Memory ------------------------------------------------------------------------------
   void* allocate(size_t bytes) override {
