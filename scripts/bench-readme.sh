@@ -21,6 +21,12 @@ bin=build/ringmaster
 torch=scripts/torch_gpt_ddp.py
 [[ -x $bin ]] || { echo "bench-readme: $bin is missing: run 'make build' first" >&2; exit 2; }
 have_torch=false
+# The kernel set Ringmaster runs on this CPU (kernels/cpu/blas_kernels.h). Debian's PyTorch
+# calls the same OpenBLAS, which on a CPU newer than the library falls back to its generic
+# kernels: PyTorch runs with this set forced, so that both sides use the same kernels.
+blas_core=$(env -u OPENBLAS_CORETYPE $bin bench cpu --threads 1 |
+  sed -nE 's/^blas: OpenBLAS [0-9.]+, (\w+) kernels.*/\1/p')
+cpu_model=$($bin bench cpu --threads 1 | sed -nE 's/^# bench cpu: //p')
 /usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=true
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) {print "nan"; exit} m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f [%.0f-%.0f]\n", m, v[1], v[NR]}'; }
@@ -38,7 +44,7 @@ ringmaster_tokps() {
 # torch_tokps SHAPE_ARGS NPROC THREADS -> tokens/s
 torch_tokps() {
   # shellcheck disable=SC2086
-  OMP_NUM_THREADS=$3 /usr/bin/python3 $torch $1 --nproc "$2" --threads "$3" --steps "$steps" \
+  OMP_NUM_THREADS=$3 OPENBLAS_CORETYPE=$blas_core /usr/bin/python3 $torch $1 --nproc "$2" --threads "$3" --steps "$steps" \
     --no-compare-nosync --ar-reps 1 |
     sed -nE 's/^step.*tokens\/s\(global\) +([0-9.]+).*/\1/p'
 }
@@ -93,6 +99,7 @@ ckpt_rows() {
 }
 
 echo "# bench-readme: $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, ringmaster $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# cpu: $cpu_model; OpenBLAS kernels $blas_core for Ringmaster and PyTorch alike"
 $have_torch || echo "# PyTorch: not installed (apt-get install python3-torch python3-numpy)"
 case $what in
   all) train_rows; allreduce_rows; ckpt_rows ;;
