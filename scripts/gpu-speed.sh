@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# gpu-speed.sh [STEPS] -- one prepared sitting on a GPU machine, run inside the packed build's
+# environment (../shared/gpu/on-device.sh: ringmaster, kernels_cuda_gpu_test and the anchors on
+# PATH), from the checkout's root. Prints a verdict per check; the logs go to /tmp/gpu-speed and
+# come back as $OUT/logs.tgz beside $OUT/verdicts.txt (the device tool returns few files):
+#   1. kernels_cuda_gpu_test: every GPU test, none may skip
+#   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
+#      gpu-check.sh's bf16 tolerance)
+#   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences
+#   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
+set -u
+STEPS=${1:-20}
+RESULT=${OUT:-/tmp/gpu-speed-out}
+OUT=/tmp/gpu-speed
+rm -rf "$OUT" && mkdir -p "$OUT" "$RESULT"
+FAILED=0
+verdict() { printf '%-40s %-4s %s\n' "$1" "$2" "$3" | tee -a "$OUT/verdicts.txt"; [[ $2 == FAIL ]] && FAILED=1; }
+nvidia-smi -L | tee "$OUT/gpus.txt"
+
+# 1. GPU tests.
+if timeout 300 kernels_cuda_gpu_test > "$OUT/gpu_test.log" 2>&1; then
+  if grep -q '\[  SKIPPED \]' "$OUT/gpu_test.log"; then
+    verdict kernels_cuda_gpu_test FAIL "skips on a GPU machine"
+  else
+    verdict kernels_cuda_gpu_test PASS "$(grep -c '\[       OK \]' "$OUT/gpu_test.log") tests"
+  fi
+else
+  verdict kernels_cuda_gpu_test FAIL "$(grep -E '^\[  FAILED  \]' "$OUT/gpu_test.log" | head -5 | tr '\n' ' ')"
+fi
+
+# 2. The loss curve against the CPU's.
+job=(configs/shakespeare.yaml --fresh --set train.steps=300 --set train.eval_every=0
+     --set checkpoint.every=0 --set train.log_every=25)
+timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cpu --set parallel.backend=cpu \
+  --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1
+timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cuda --set parallel.backend=cuda \
+  --set parallel.precision=bf16 > "$OUT/curve-cuda.log" 2>&1
+d=$(python3 - /tmp/gs-cpu/metrics.jsonl /tmp/gs-cuda/metrics.jsonl <<'PY'
+import json, sys
+def losses(p):
+    try: return {j["step"]: j["loss"] for j in map(json.loads, open(p))}
+    except Exception: return {}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+common = sorted(set(a) & set(b))
+print(f"{max(abs(a[s] - b[s]) for s in common):.4f}" if len(common) >= 10 else "inf")
+PY
+)
+if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
+  verdict "loss curve cuda bf16 vs cpu fp32" PASS "max |diff| $d over 300 steps"
+else
+  verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
+fi
+
+# 3. bench train at GPT-2 124M's shape.
+gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
+      --set model.seq_len=1024 --set parallel.backend=cuda --set parallel.precision=bf16
+      --set optimizer.lr=6e-4)
+for B in 16 4; do
+  if timeout 240 ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
+      --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 \
+      > "$OUT/bench-train-b$B.log" 2>&1; then
+    verdict "bench train 124M B=$B" PASS "$(grep '^train step' "$OUT/bench-train-b$B.log" | cut -c1-150)"
+  else
+    verdict "bench train 124M B=$B" FAIL "$(tail -3 "$OUT/bench-train-b$B.log" | tr '\n' ' ')"
+  fi
+done
+
+# 4. The peers, same sitting.
+OUT=$OUT timeout 600 bash "$(command -v peers.sh)" "$STEPS" > "$OUT/peers.log" 2>&1
+tail -5 "$OUT/peers.log"
+echo; cat "$OUT/verdicts.txt"
+cp "$OUT/verdicts.txt" "$RESULT/"
+tar -czf "$RESULT/logs.tgz" -C "$OUT" . 2>/dev/null
+exit $FAILED
