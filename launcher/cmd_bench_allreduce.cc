@@ -8,9 +8,9 @@
 // better of the two baselines on our machines; compare both runs' MPI rows to Ringmaster's.
 #include <cstdlib>
 
-#include "collectives/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 #ifdef RM_HAVE_NCCL
-#include "collectives/nccl/bench_nccl.h"
+#include "bench/bench_nccl.h"
 #endif
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"

@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/bench_io.h"
+#include "bench/bench_io.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"

@@ -1,7 +1,7 @@
 // The measuring and printing loop shared by the all-reduce benchmarks (bench_allreduce.cc for
-// the mpi backend, nccl/bench_nccl.cc for the nccl backend): nccl-tests' columns for several
+// the mpi backend, bench_nccl.cc for the nccl backend): nccl-tests' columns for several
 // implementations side by side, each size also checked for correctness (the format is described
-// in bench_allreduce.h). Internal to collectives/.
+// in bench_allreduce.h). Internal to bench/.
 #pragma once
 
 #include <mpi.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 
 namespace rm::detail {
 

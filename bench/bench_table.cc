@@ -1,4 +1,4 @@
-#include "collectives/bench_table.h"
+#include "bench/bench_table.h"
 
 #include <algorithm>
 #include <chrono>

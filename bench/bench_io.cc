@@ -1,4 +1,4 @@
-#include "checkpoint/bench_io.h"
+#include "bench/bench_io.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -13,9 +13,9 @@
 #include <exception>
 #include <string>
 
-#include "collectives/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 #ifdef RM_HAVE_NCCL
-#include "collectives/nccl/bench_nccl.h"
+#include "bench/bench_nccl.h"
 #endif
 
 int main(int argc, char** argv) {

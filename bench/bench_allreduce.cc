@@ -1,4 +1,4 @@
-#include "collectives/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/bench_table.h"
+#include "bench/bench_table.h"
 
 namespace rm {
 

@@ -1,4 +1,4 @@
-#include "collectives/nccl/bench_nccl.h"
+#include "bench/bench_nccl.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/bench_table.h"
+#include "bench/bench_table.h"
 #include "collectives/nccl/nccl_check.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "collectives/nccl/nccl_plan.h"

@@ -6,7 +6,7 @@
 
 #include <mpi.h>
 
-#include "collectives/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 
 namespace rm {
 
