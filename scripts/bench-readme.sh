@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every speed figure of the README, each beside its baseline measured in the same run:
+# Every speed figure of docs/performance.md (and the README's headline rows), each beside its
+# baseline measured in the same run:
 #   training   Ringmaster's `bench train` beside PyTorch (scripts/torch_gpt_ddp.py, the same GPT:
 #              pre-LN blocks, GELU tanh, tied head, AdamW) on the same shape, batch and threads;
 #              1 process x 2 threads, and weak scaling 1 -> 2 processes x 1 thread

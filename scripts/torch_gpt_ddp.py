@@ -18,7 +18,7 @@ of a --ckpt-gib GiB tensor, with and without fsync, plus a warm torch.load.
 
 Uses Debian's python3-torch (1.13): run with /usr/bin/python3, e.g.
   /usr/bin/python3 scripts/torch_gpt_ddp.py --nproc 2 --L 4 --H 4 --C 256 --T 256 --B 8
-(scripts/bench-readme.sh runs it beside Ringmaster for every row of the README's speed table.)
+(scripts/bench-readme.sh runs it beside Ringmaster for every row of docs/performance.md's speed table.)
 """
 import argparse
 import ctypes
