@@ -354,6 +354,7 @@ class CrashTrials {
     }
     EXPECT_TRUE(test::slurp(run_dir + "/weights.bin") == weights_)
         << "weights after the rerun differ from the uninterrupted run's";
+    EXPECT_TRUE(test::each_step_once(run_dir + "/metrics.jsonl", kSteps));
     const std::map<int, double> got_losses = test::losses_by_step(run_dir + "/metrics.jsonl");
     std::string missing;
     for (const auto& [step, loss] : losses_) {

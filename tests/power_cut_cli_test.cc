@@ -89,6 +89,9 @@ std::string recover_and_check(const std::string& cmd, const std::string& scratch
   if (test::slurp(run_dir + "/weights.bin") != want.weights) {
     return "the rerun's weights differ from an uninterrupted run's";
   }
+  const auto once = test::each_step_once(run_dir + "/metrics.jsonl",
+                                         static_cast<int>(want.losses.size()));
+  if (!once) return std::string("the rerun's metrics.jsonl: ") + once.message();
   if (test::losses_by_step(run_dir + "/metrics.jsonl") != want.losses) {
     return "the rerun's metrics.jsonl differs from an uninterrupted run's (lines lost?)";
   }

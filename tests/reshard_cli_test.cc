@@ -109,6 +109,7 @@ TEST_P(ReshardCli, KilledRunResumesOnOtherRanksInAnotherShardMode) {
   const auto got = test::losses_by_step(run_dir + "/metrics.jsonl");
   ASSERT_EQ(want.size(), 12u);
   ASSERT_EQ(got.size(), 12u);
+  EXPECT_TRUE(test::each_step_once(run_dir + "/metrics.jsonl", 12));
   for (const auto& [step, loss] : want)
     EXPECT_NEAR(got.at(step), loss, 1e-5 * loss) << "step " << step;
 

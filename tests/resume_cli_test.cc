@@ -47,6 +47,7 @@ TEST(ResumeCli, KilledRunResumesBitForBit) {
   EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
             test::slurp(dir.file("killed/weights.bin")))
       << "parameters after resume differ from the uninterrupted run";
+  EXPECT_TRUE(test::each_step_once(dir.file("killed/metrics.jsonl"), 12));
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
             test::losses_by_step(dir.file("killed/metrics.jsonl")));
 }
@@ -65,6 +66,7 @@ TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
   EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
   const auto a = test::losses_by_step(dir.file("straight/metrics.jsonl"));
   const auto m = test::losses_by_step(dir.file("moved/metrics.jsonl"));
+  EXPECT_TRUE(test::each_step_once(dir.file("moved/metrics.jsonl"), 12));
   ASSERT_EQ(m.size(), 12u);
   for (const auto& [step, loss] : a) EXPECT_NEAR(m.at(step), loss, 1e-5 * loss) << step;
 }
@@ -94,6 +96,7 @@ TEST(ResumeCli, RunKilledBeforeItsFirstCheckpointStartsAgain) {
   EXPECT_NE(again.out.find("starting it again from step 0"), std::string::npos) << again.out;
   EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
             test::slurp(dir.file("early/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(dir.file("early/metrics.jsonl"), 12));
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
             test::losses_by_step(dir.file("early/metrics.jsonl")));
   // Still refused: another job in that directory, and a finished run without checkpoints.

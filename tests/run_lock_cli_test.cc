@@ -38,12 +38,6 @@ parallel: {threads_per_rank: 1, timeout_s: 20}
 )");
 }
 
-void expect_each_step_once(const std::string& metrics, int n) {
-  const std::vector<int> steps = test::logged_steps(metrics);
-  ASSERT_EQ(static_cast<int>(steps.size()), n) << metrics;
-  for (int i = 0; i < n; ++i) ASSERT_EQ(steps[static_cast<size_t>(i)], i + 1) << metrics;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -64,7 +58,7 @@ TEST(RunLock, SecondRunOnALiveRunDirectoryIsRefused) {
   }
   EXPECT_EQ(test::wait_exit(first), 0) << test::slurp(first.err);
   // The first run was not disturbed: every step once, its checkpoints and weights in place.
-  expect_each_step_once(dir.file("run/metrics.jsonl"), 3000);
+  EXPECT_TRUE(test::each_step_once(dir.file("run/metrics.jsonl"), 3000));
   EXPECT_TRUE(fs::exists(dir.file("run/weights.bin")));
   EXPECT_TRUE(fs::exists(dir.file("run/checkpoints/step_00003000")));
   // A clean exit releases the lease: the next run need not wait for it to expire.
@@ -115,7 +109,7 @@ TEST(RunLock, InsideASlurmJobARunWaitsForTheOldHolder) {
   EXPECT_EQ(test::wait_exit(old), 75) << test::slurp(old.err);
   EXPECT_EQ(test::wait_exit(requeued), 0) << test::slurp(requeued.err);
   EXPECT_NE(test::slurp(requeued.out).find("resuming from"), std::string::npos);
-  expect_each_step_once(dir.file("run/metrics.jsonl"), 3000);
+  EXPECT_TRUE(test::each_step_once(dir.file("run/metrics.jsonl"), 3000));
   const std::string lock = test::slurp(dir.file("run/.lock"));
   EXPECT_NE(lock.find(", Slurm job 42\n"), std::string::npos) << lock;
 }
@@ -142,7 +136,7 @@ TEST(RunLock, ALockOfADeadHostIsTakenOverWhenItsLeaseRunsOut) {
                        "was not renewed for 2"),
             std::string::npos)
       << r.err;
-  expect_each_step_once(dir.file("run/metrics.jsonl"), 20);
+  EXPECT_TRUE(test::each_step_once(dir.file("run/metrics.jsonl"), 20));
 }
 
 // A live holder on another host whose flock this host cannot see (NFS with local_lock=flock):

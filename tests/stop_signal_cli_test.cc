@@ -69,13 +69,6 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
-// Every step 1..n exactly once, in order.
-void expect_each_step_once(const std::string& metrics, int n) {
-  const std::vector<int> steps = logged_steps(metrics);
-  ASSERT_EQ(steps.size(), static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ASSERT_EQ(steps[i], i + 1);
-}
-
 struct Case {
   const char* name;
   int nproc;
@@ -119,6 +112,7 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   const std::vector<int> steps = logged_steps(run + "/metrics.jsonl");
   ASSERT_FALSE(steps.empty());
   const int stopped_at = steps.back();
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", stopped_at));
   EXPECT_LT(stopped_at, 400);
   char name[32];
   std::snprintf(name, sizeof name, "/checkpoints/step_%08d", stopped_at);
@@ -140,7 +134,7 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
       << resumed.out;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")))
       << "stopped and resumed run differs from the uninterrupted one";
-  expect_each_step_once(run + "/metrics.jsonl", 400);
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 400));
 }
 
 INSTANTIATE_TEST_SUITE_P(
