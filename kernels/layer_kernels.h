@@ -21,6 +21,17 @@
 
 namespace rm {
 
+// Sizes, in elements of the storage type, of attention's kept state and backward scratch.
+struct AttentionBuffers {
+  size_t saved = 0;    // attention_forward's att
+  size_t scratch = 0;  // attention_backward's datt_scratch
+};
+// The probabilities [B,H,Tn,Tn] and their gradient, as the cpu backend keeps them.
+inline AttentionBuffers materialised_attention_buffers(size_t B, size_t Tn, size_t H) {
+  const size_t n = B * H * Tn * Tn;
+  return {n, n};
+}
+
 template <typename T>
 class LayerKernels {
  public:
@@ -56,12 +67,20 @@ class LayerKernels {
   virtual void linear_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
                                const T* weight, int N, int C, int OC) = 0;
 
-  // Causal self-attention core over qkv[B,Tn,3C]; att[B,H,Tn,Tn] keeps the probabilities
-  // (only j <= i defined); out[B,Tn,C].
+  // Causal self-attention core over qkv[B,Tn,3C]; out[B,Tn,C]. att keeps what the backward
+  // needs: by default the probabilities [B,H,Tn,Tn] (only j <= i defined); a backend may keep
+  // less (attention_buffers below), and att is then only for its own backward.
   virtual void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) = 0;
-  // dqkv OVERWRITTEN; datt_scratch has the size of att.
+  // dqkv OVERWRITTEN, from the forward's att and out (a backend may use either); datt_scratch
+  // has attention_buffers().scratch elements.
   virtual void attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv,
-                                  const T* att, int B, int Tn, int C, int H) = 0;
+                                  const T* att, const T* out, int B, int Tn, int C, int H) = 0;
+  // The elements of T that att and datt_scratch need for calls of up to B sequences of up to Tn
+  // tokens (a smaller call fits in them too). Default: [B,H,Tn,Tn] each.
+  virtual AttentionBuffers attention_buffers(int B, int Tn, int C, int H) const {
+    (void)C;
+    return materialised_attention_buffers(B, Tn, H);
+  }
 
   // GELU (tanh approximation). out may alias inp, dinp may alias dout.
   virtual void gelu_forward(T* out, const T* inp, size_t n) = 0;

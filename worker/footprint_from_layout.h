@@ -11,15 +11,17 @@
 
 namespace rm {
 
-template <typename Model>
-ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch) {
+// `plan_args` are passed on to Model::plan after max_batch (gpt: the attention's buffer sizes).
+template <typename Model, typename... PlanArgs>
+ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch,
+                                     const PlanArgs&... plan_args) {
   ModelFootprint f;
   double params[2], arena[2];
   for (int layers = 1; layers <= 2; ++layers) {
     const typename Model::Layout l = Model::lay_out(config, layers);
     DeviceArena sizing;
     typename Model::Activations x;
-    Model::plan(sizing, x, config, layers, max_batch);
+    Model::plan(sizing, x, config, layers, max_batch, plan_args...);
     params[layers - 1] = static_cast<double>(l.params.size());
     arena[layers - 1] = static_cast<double>(sizing.bytes());
     if (layers == 2) {

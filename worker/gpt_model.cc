@@ -51,10 +51,9 @@ typename GptModel<T>::Layout GptModel<T>::lay_out(const ModelConfig& c, int bloc
 
 template <typename T>
 void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int blocks,
-                       int max_batch) {
+                       int max_batch, const AttentionBuffers& attention) {
   // Activations and backward scratch for max_batch sequences of seq_len tokens.
   const size_t N = static_cast<size_t>(max_batch) * c.seq_len, C = c.width;
-  const size_t att = static_cast<size_t>(max_batch) * c.heads * c.seq_len * c.seq_len;
   a.plan(x.inputs, N);
   a.plan(x.targets, N);
   a.plan(x.encoded, N * C);
@@ -71,7 +70,7 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
     a.plan(b.ln1_mean, N);
     a.plan(b.ln1_rstd, N);
     a.plan(b.qkv, N * 3 * C);
-    a.plan(b.att, att);
+    a.plan(b.att, attention.saved);
     a.plan(b.atty, N * C);
     a.plan(b.res2, N * C);
     a.plan(b.ln2, N * C);
@@ -92,7 +91,7 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
   a.plan(x.dqkv, N * 3 * C);
   a.plan(x.dfch, N * 4 * C);
   a.plan(x.dfch_gelu, N * 4 * C);
-  a.plan(x.datt, att);
+  a.plan(x.datt, attention.scratch);
 }
 
 template <typename T>
@@ -109,7 +108,8 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
   wpe_ = l.wpe;
   lnf_w_ = l.lnf_w;
   lnf_b_ = l.lnf_b;
-  plan(memory_, a_, c, L_, max_batch);  // in one allocation
+  plan(memory_, a_, c, L_, max_batch,
+       k_.attention_buffers(max_batch, T_, C_, H_));  // in one allocation
   memory_.allocate();
   if (recompute_) {
     for (BlockActs& b : a_.blocks) {
@@ -122,13 +122,19 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
 
 template <typename T>
 ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch) {
+  return footprint(c, max_batch, materialised_attention_buffers(max_batch, c.seq_len, c.heads));
+}
+
+template <typename T>
+ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch,
+                                      const AttentionBuffers& attention) {
   // Beyond ~2^50 elements in any one array no machine fits it, and size_t arithmetic below
   // could wrap: say "unbounded" instead.
   const double N = static_cast<double>(max_batch) * c.seq_len, C = c.width;
   const double largest = std::max({4 * C * C, static_cast<double>(c.vocab_size) * C, 4 * N * C,
                                    N * c.vocab_size, N * c.heads * static_cast<double>(c.seq_len)});
   if (largest > 0x1p50) return ModelFootprint::unbounded();
-  return footprint_from_layout<GptModel>(c, max_batch);
+  return footprint_from_layout<GptModel>(c, max_batch, attention);
 }
 
 template <typename T>
@@ -225,7 +231,7 @@ void GptModel<T>::backward(ParamAccess& access, int B) {
     // Attention branch: res2 = residual + proj(attention(qkv(ln1(residual)))).
     k_.linear_backward(a_.datty, g + w.proj_w, g + w.proj_b, a_.dresidual, x.atty, p + w.proj_w, N,
                        C, C);
-    k_.attention_backward(a_.dqkv, a_.datt, a_.datty, x.qkv, x.att, B, Tn, C, H_);
+    k_.attention_backward(a_.dqkv, a_.datt, a_.datty, x.qkv, x.att, x.atty, B, Tn, C, H_);
     k_.linear_backward(a_.dln, g + w.qkv_w, g + w.qkv_b, a_.dqkv, x.ln1, p + w.qkv_w, N, C, 3 * C);
     k_.layernorm_backward(a_.dresidual, g + w.ln1_w, g + w.ln1_b, a_.dln, residual, p + w.ln1_w,
                           x.ln1_mean, x.ln1_rstd, N, C);

@@ -60,12 +60,17 @@ class GptModel final : public Model {
   size_t arena_bytes() const override { return memory_.bytes(); }
 
   // What a model of this shape needs (model.h), from the code that lays out and plans a live
-  // one, without building it.
+  // one, without building it: with the attention buffers of a backend whose
+  // LayerKernels::attention_buffers(max_batch, seq_len, width, heads) is `attention`, by
+  // default the materialised ones (the cpu backend's, and the cuda backend's for fp32).
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
+  static ModelFootprint footprint(const ModelConfig& config, int max_batch,
+                                  const AttentionBuffers& attention);
 
  private:
-  template <typename M>
-  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch);
+  template <typename M, typename... A>
+  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch,
+                                              const A&... plan_args);
   // Offsets of one block's tensors from the start of its unit.
   struct BlockOffsets {
     size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,
@@ -95,9 +100,10 @@ class GptModel final : public Model {
     // Backward scratch, reused by every block.
     T *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *datt;
   };
-  // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences.
+  // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences; each block's att
+  // and the backward's datt take `attention`'s sizes (LayerKernels::attention_buffers).
   static void plan(DeviceArena& arena, Activations& x, const ModelConfig& config, int blocks,
-                   int max_batch);
+                   int max_batch, const AttentionBuffers& attention);
 
   // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs; leaves logits
   // [B*Tn, V] in a_.logits. Unit 0 (embeddings, tied LM head) is acquired into p0_ and left

@@ -54,8 +54,9 @@ class MlpModel final : public Model {
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
 
  private:
-  template <typename M>
-  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch);
+  template <typename M, typename... A>
+  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch,
+                                              const A&... plan_args);
   struct Layer {  // unit 1 + index; w and b relative to the unit
     size_t w, b;
     int in, out;

@@ -104,13 +104,13 @@ void Bf16EmulatedLayers::attention_forward(bf16* out, bf16* att, const bf16* qkv
 }
 
 void Bf16EmulatedLayers::attention_backward(bf16* dqkv, bf16* /*datt_scratch*/, const bf16* dout,
-                                            const bf16* qkv, const bf16* att, int B, int Tn,
-                                            int C, int H) {
+                                            const bf16* qkv, const bf16* att,
+                                            const bf16* /*out*/, int B, int Tn, int C, int H) {
   const size_t NC = static_cast<size_t>(B) * Tn * C;
   const size_t A = static_cast<size_t>(B) * H * Tn * Tn;
   float* dq = scratch(0, 3 * NC);
   f32_.attention_backward(dq, scratch(1, A), widen(2, dout, NC), widen(3, qkv, 3 * NC),
-                          widen(4, att, A), B, Tn, C, H);
+                          widen(4, att, A), nullptr, B, Tn, C, H);
   round(dqkv, dq, 3 * NC);
 }
 

@@ -39,7 +39,8 @@ class Bf16EmulatedLayers final : public LayerKernels<bf16> {
   void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int Tn, int C,
                          int H) override;
   void attention_backward(bf16* dqkv, bf16* datt_scratch, const bf16* dout, const bf16* qkv,
-                          const bf16* att, int B, int Tn, int C, int H) override;
+                          const bf16* att, const bf16* out, int B, int Tn, int C,
+                          int H) override;
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override;
   void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override;
   void add(bf16* out, const bf16* a, const bf16* b, size_t n) override;

@@ -55,7 +55,8 @@ class CpuF32Layers final : public LayerKernels<float> {
     cpu::attention_forward(out, att, qkv, B, Tn, C, H);
   }
   void attention_backward(float* dqkv, float* datt_scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int Tn, int C, int H) override {
+                          const float* att, const float* /*out*/, int B, int Tn, int C,
+                          int H) override {
     cpu::attention_backward(dqkv, datt_scratch, dout, qkv, att, B, Tn, C, H);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {

@@ -9,6 +9,7 @@
 //    probabilities where the cpu emulation keeps them in float (cuda/attention.h).
 //  - float outputs of bf16 layers (parameter gradients, losses): rtol 1e-3, atol 1e-4.
 //  - casts, memory operations and deterministic column sums: exact.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,7 +24,10 @@
 
 #include "kernels/compute.h"
 #include "kernels/cpu/cpu_compute.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_compute.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/flash_attention.h"
 
 namespace rm::cuda {
 namespace {
@@ -250,6 +254,8 @@ TYPED_TEST(CudaLayersTest, Attention) {
     const int B = 2, C = 48, H = 4;
     const size_t NC = static_cast<size_t>(B) * Tn * C, A = static_cast<size_t>(B) * H * Tn * Tn;
     auto qkv = this->both(random_t<T>(3 * NC, 30, -2.0f, 2.0f));
+    // hs = 12: the materialised path for bf16 too (flash takes multiples of 16; FlashAttention*).
+    ASSERT_EQ(this->gl().attention_buffers(B, Tn, C, H).saved, A);
     auto out = this->both(std::vector<T>(NC)), att = this->both(std::vector<T>(A));
     this->gl().attention_forward(out.gpu(), att.gpu(), qkv.gpu(), B, Tn, C, H);
     this->cl().attention_forward(out.cpu(), att.cpu(), qkv.cpu(), B, Tn, C, H);
@@ -268,10 +274,10 @@ TYPED_TEST(CudaLayersTest, Attention) {
     auto dqkv = this->both(random_t<T>(3 * NC, 32));  // overwritten
     auto scratch = this->both(std::vector<T>(A));
     // Each backend reads its own forward's att (the cuda backward relies on its zeros).
-    this->gl().attention_backward(dqkv.gpu(), scratch.gpu(), dout.gpu(), qkv.gpu(), att.gpu(), B,
-                                  Tn, C, H);
-    this->cl().attention_backward(dqkv.cpu(), scratch.cpu(), dout.cpu(), qkv.cpu(), att.cpu(), B,
-                                  Tn, C, H);
+    this->gl().attention_backward(dqkv.gpu(), scratch.gpu(), dout.gpu(), qkv.gpu(), att.gpu(),
+                                  out.gpu(), B, Tn, C, H);
+    this->cl().attention_backward(dqkv.cpu(), scratch.cpu(), dout.cpu(), qkv.cpu(), att.cpu(),
+                                  out.cpu(), B, Tn, C, H);
     EXPECT_TRUE(close(dqkv.gpu_f(), dqkv.cpu_f(), kOutputTol<T>));
   }
   auto x = this->both(std::vector<T>(30));
@@ -334,6 +340,138 @@ TYPED_TEST(CudaLayersTest, CrossEntropyRejectsTargetsOutOfRangeBeforeWriting) {
   // The backend is usable afterwards.
   auto ok = this->both(std::vector<int>{1, 2, 9, 3});
   EXPECT_NO_THROW(this->gl().cross_entropy_forward(logits.gpu(), ok.gpu(), N, V));
+}
+
+// ---- Flash attention (bf16) -------------------------------------------------------------------
+//
+// The bf16 layers take the flash kernels (flash_attention.h) for head sizes that are multiples of
+// 16; they are compared with the materialised cuBLAS path (cuda/attention.h, called directly on
+// its own context: verified on a GPU by CudaLayersTest.Attention) and with the cpu backend's bf16
+// emulation. Tolerances, for both comparisons, out and dqkv alike:
+//  - elementwise |got - want| <= 2e-2 max|want| + 2e-2 |want|: bf16 outputs (2^-9 relative),
+//    P and dS rounded to bf16 before their products (the materialised path rounds att and dpre
+//    the same way but in other places; the cpu emulation keeps them in float), D = rowsum(dO O)
+//    from the bf16 O (the reference forms <att, datt> in float);
+//  - and the relative RMS error ||got - want|| / ||want|| <= 1e-2, so that a tile or mask error
+//    (an O(1) error on a few rows) cannot hide below the elementwise bound.
+// These bounds are reasoned, not yet measured; a failure prints both figures.
+
+::testing::AssertionResult close_rms(const std::vector<float>& got, const std::vector<float>& want,
+                                     double max_rms) {
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  const double rms = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+  if (rms <= max_rms) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "relative RMS error " << rms << " > " << max_rms;
+}
+
+void expect_flash_close(const std::vector<float>& got, const std::vector<float>& want,
+                        const char* what) {
+  EXPECT_TRUE(close(got, want, {2e-2, 2e-2})) << what;
+  EXPECT_TRUE(close_rms(got, want, 1e-2)) << what;
+}
+
+struct FlashShape {
+  int B, Tn, C, H;
+  bool with_cpu;  // also against the cpu backend (slow at the largest shapes)
+};
+
+class FlashAttentionTest : public CudaTest {
+ protected:
+  // Runs the bf16 layers (flash) and the materialised path on the same inputs; compares each with
+  // the other and, if asked, with the cpu backend.
+  void check(const FlashShape& s) {
+    SCOPED_TRACE(::testing::Message() << "B " << s.B << " T " << s.Tn << " C " << s.C << " H "
+                                      << s.H);
+    const int B = s.B, Tn = s.Tn, C = s.C, H = s.H;
+    LayerKernels<bf16>& gl = gpu().layers<bf16>();
+    const AttentionBuffers buf = gl.attention_buffers(B, Tn, C, H);
+    ASSERT_EQ(buf.saved, flash_attention_buffers(B, Tn, H).saved) << "flash is not selected";
+    ASSERT_EQ(buf.scratch, flash_attention_buffers(B, Tn, H).scratch);
+    const size_t NC = static_cast<size_t>(B) * Tn * C, A = static_cast<size_t>(B) * H * Tn * Tn;
+    const unsigned seed = static_cast<unsigned>(B * 1000003 + Tn * 101 + C + H);
+    auto qkv = both(random_t<bf16>(3 * NC, seed, -2.0f, 2.0f));
+    auto dout = both(random_t<bf16>(NC, seed + 1));
+
+    // Flash, through the layers as the model calls them.
+    DeviceArray<bf16> out(gpu(), NC), lse(gpu(), buf.saved), scratch(gpu(), buf.scratch);
+    DeviceArray<bf16> dqkv(gpu(), 3 * NC);
+    gl.attention_forward(out.data(), lse.data(), qkv.gpu(), B, Tn, C, H);
+    gl.attention_backward(dqkv.data(), scratch.data(), dout.gpu(), qkv.gpu(), lse.data(),
+                          out.data(), B, Tn, C, H);
+    const std::vector<float> f_out = download_f(gpu(), out), f_dqkv = download_f(gpu(), dqkv);
+    // Deterministic: a second run gives the same bits.
+    gl.attention_forward(out.data(), lse.data(), qkv.gpu(), B, Tn, C, H);
+    gl.attention_backward(dqkv.data(), scratch.data(), dout.gpu(), qkv.gpu(), lse.data(),
+                          out.data(), B, Tn, C, H);
+    EXPECT_EQ(download_f(gpu(), out), f_out);
+    EXPECT_EQ(download_f(gpu(), dqkv), f_dqkv);
+
+    // The materialised path on its own context (stream), the same device memory.
+    {
+      DeviceArray<bf16> m_out(gpu(), NC), att(gpu(), A), datt(gpu(), A), m_dqkv(gpu(), 3 * NC);
+      gpu().synchronize();
+      CudaContext ctx(0, /*allow_tf32=*/false);
+      float* scores = ctx.attention_scratch(attention_scratch_floats<bf16>(Tn, H));
+      attention_forward(ctx.blas(), m_out.data(), att.data(), qkv.gpu(), B, Tn, C, H, scores,
+                        ctx.stream());
+      attention_backward(ctx.blas(), m_dqkv.data(), datt.data(), dout.gpu(), qkv.gpu(),
+                         att.data(), B, Tn, C, H, scores, ctx.stream());
+      ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
+      const std::vector<float> m_o = download_f(gpu(), m_out), m_d = download_f(gpu(), m_dqkv);
+      expect_flash_close(f_out, m_o, "out vs materialised");
+      expect_flash_close(f_dqkv, m_d, "dqkv vs materialised");
+    }
+    if (!s.with_cpu) return;
+    LayerKernels<bf16>& cl = cpu().layers<bf16>();
+    const AttentionBuffers cbuf = cl.attention_buffers(B, Tn, C, H);
+    ASSERT_EQ(cbuf.saved, A);
+    DeviceArray<bf16> c_out(cpu(), NC), c_att(cpu(), cbuf.saved), c_scr(cpu(), cbuf.scratch);
+    DeviceArray<bf16> c_dqkv(cpu(), 3 * NC);
+    cl.attention_forward(c_out.data(), c_att.data(), qkv.cpu(), B, Tn, C, H);
+    cl.attention_backward(c_dqkv.data(), c_scr.data(), dout.cpu(), qkv.cpu(), c_att.data(),
+                          c_out.data(), B, Tn, C, H);
+    const std::vector<float> c_o = download_f(cpu(), c_out), c_d = download_f(cpu(), c_dqkv);
+    expect_flash_close(f_out, c_o, "out vs cpu");
+    expect_flash_close(f_dqkv, c_d, "dqkv vs cpu");
+  }
+
+  static std::vector<float> download_f(Compute& c, const DeviceArray<bf16>& a) {
+    std::vector<bf16> h(a.size());
+    c.download(h.data(), a.data(), h.size() * sizeof(bf16));
+    return widen(h);
+  }
+};
+
+TEST_F(FlashAttentionTest, SmallShapesAndTileEdges) {
+  // hs 64 (GPT-2); T below, at, across and far from the 64-row tile edge.
+  for (int Tn : {1, 17, 64, 65, 127, 200}) check({2, Tn, 256, 4, true});
+}
+
+TEST_F(FlashAttentionTest, OtherHeadSizes) {
+  check({2, 100, 64, 4, true});    // hs 16
+  check({3, 70, 384, 4, true});    // hs 96
+  check({2, 130, 512, 4, true});   // hs 128
+}
+
+TEST_F(FlashAttentionTest, Gpt2Shapes) {
+  check({2, 1024, 768, 12, true});   // against the cpu too
+  check({4, 1000, 768, 12, false});  // T not a multiple of the tile
+  check({4, 1024, 768, 12, false});
+}
+
+TEST_F(FlashAttentionTest, RejectsMisalignedBuffers) {
+  const int B = 1, Tn = 8, C = 64, H = 1;
+  DeviceArray<bf16> qkv(gpu(), 3 * B * Tn * C + 8), out(gpu(), B * Tn * C), lse(gpu(), 64);
+  EXPECT_THROW(flash_attention_forward(out.data(), lse.data(), qkv.data() + 1, B, Tn, C, H,
+                                       static_cast<cudaStream_t>(gpu().stream())),
+               std::invalid_argument);
+  EXPECT_THROW(flash_attention_forward(out.data(), lse.data(), qkv.data(), B, Tn, 48, 4,
+                                       static_cast<cudaStream_t>(gpu().stream())),
+               std::invalid_argument);  // hs 12
 }
 
 // ---- Compute: memory, GEMM, optimizer, reductions, casts ---------------------------------------

@@ -3,11 +3,13 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/context_embedding.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layernorm.h"
@@ -86,8 +88,25 @@ void CudaLayers<T>::linear_backward(T* dinp, float* dweight, float* dbias, const
 }
 
 template <typename T>
+bool CudaLayers<T>::use_flash(int C, int H) {
+  return flash_attention_supported(std::is_same_v<T, bf16>, C, H);
+}
+
+template <typename T>
+AttentionBuffers CudaLayers<T>::attention_buffers(int B, int Tn, int C, int H) const {
+  if (!use_flash(C, H)) return materialised_attention_buffers(B, Tn, H);
+  return flash_attention_buffers(B, Tn, H);
+}
+
+template <typename T>
 void CudaLayers<T>::attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
   check_sizes("attention_forward", {B, Tn, C, H});
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (use_flash(C, H)) {
+      flash_attention_forward(out, att, qkv, B, Tn, C, H, ctx_.stream());
+      return;
+    }
+  }
   const size_t n = attention_scratch_floats<T>(Tn, H);
   float* scores = n > 0 ? ctx_.attention_scratch(n) : nullptr;
   cuda::attention_forward(ctx_.blas(), out, att, qkv, B, Tn, C, H, scores, ctx_.stream());
@@ -95,8 +114,16 @@ void CudaLayers<T>::attention_forward(T* out, T* att, const T* qkv, int B, int T
 
 template <typename T>
 void CudaLayers<T>::attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv,
-                                       const T* att, int B, int Tn, int C, int H) {
+                                       const T* att, const T* out, int B, int Tn, int C, int H) {
   check_sizes("attention_backward", {B, Tn, C, H});
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (use_flash(C, H)) {
+      flash_attention_backward(dqkv, datt_scratch, dout, qkv, att, out, B, Tn, C, H,
+                               ctx_.stream());
+      return;
+    }
+  }
+  (void)out;
   const size_t n = attention_scratch_floats<T>(Tn, H);
   float* scores = n > 0 ? ctx_.attention_scratch(n) : nullptr;
   cuda::attention_backward(ctx_.blas(), dqkv, datt_scratch, dout, qkv, att, B, Tn, C, H, scores,

@@ -1,6 +1,7 @@
 // The layer kernels of the cuda backend (kernels/layer_kernels.h) for T = float or bf16: each
 // method checks its shapes, then queues the kernels of this folder on the context's compute
-// stream. Only the cross-entropy losses wait (they download their result).
+// stream. Only the cross-entropy losses wait (they download their result). Attention takes the
+// flash kernels where they apply (attention_buffers says which buffers that needs).
 #pragma once
 
 #include "kernels/cuda/cuda_context.h"
@@ -32,7 +33,10 @@ class CudaLayers final : public LayerKernels<T> {
                        const T* weight, int N, int C, int OC) override;
   void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) override;
   void attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv, const T* att,
-                          int B, int Tn, int C, int H) override;
+                          const T* out, int B, int Tn, int C, int H) override;
+  // bf16 with a head size flash_attention_supported(): the flash kernels' log-sum-exp and row
+  // sums (flash_attention.h); otherwise the materialised [B,H,Tn,Tn] (cuda/attention.h).
+  AttentionBuffers attention_buffers(int B, int Tn, int C, int H) const override;
   void gelu_forward(T* out, const T* inp, size_t n) override;
   void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override;
   void add(T* out, const T* a, const T* b, size_t n) override;
@@ -41,6 +45,8 @@ class CudaLayers final : public LayerKernels<T> {
                                         float grad_scale) override;
 
  private:
+  // Whether attention takes the flash kernels (T = bf16 and a supported head size).
+  static bool use_flash(int C, int H);
   // Downloads the cross-entropy status; throws std::out_of_range for a target >= V.
   double finish_cross_entropy(const int* targets, int N, int V);
 

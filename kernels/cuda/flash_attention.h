@@ -1,0 +1,50 @@
+// Causal flash attention for bf16 (FlashAttention-2 style, our own kernels): the attention of
+// kernels/cpu/attention.h (qkv[B,Tn,3C], heads side by side, scale 1/sqrt(hs)) without the
+// [B,H,Tn,Tn] matrix in memory.
+//
+//  - Forward: one block per (batch, head, 64 query rows); it walks the key tiles up to the
+//    diagonal, keeping a running maximum and sum per row (online softmax, float) and the output
+//    accumulator in float; writes out[B,Tn,C] and the base-2 log-sum-exp of each row's scaled
+//    scores, float [B,H,Tn], which is all the backward keeps (in the `att` buffer).
+//  - Backward: D = rowsum(dO * O) per row first (float [B,H,Tn], in `datt_scratch`), then two
+//    kernels that recompute the probabilities from Q, K and the log-sum-exp: one per key tile
+//    accumulating dK and dV over the query tiles at or after it, one per query tile accumulating
+//    dQ over the key tiles up to it. No atomics: the result is deterministic (bit-identical
+//    reruns, as the rest of the backend).
+//  - Q, K, V are read in place from qkv (row stride 3C, head h at column h*hs, K at +C, V at
+//    +2C); out, dqkv are written in place. GEMM tiles run on tensor cores through nvcuda::wmma
+//    (bf16 16x16x16 fragments, float accumulation); the softmax and score gradients go through
+//    shared memory (wmma's fragment layout is opaque), as float, and back as bf16.
+//  - Roundings: the probabilities P and score gradients dS are rounded to bf16 before their
+//    tensor-core products (as the materialised path rounds att and dpre); the row sums, the
+//    log-sum-exp, D and every accumulator are float; out and dqkv are rounded once.
+//  - Shapes: flash_attention_supported() (flash_attention_plan.h): head size a multiple of 16
+//    up to 128, any B and Tn (rows past Tn are zero-padded and masked). Pointers must be 16-byte
+//    aligned (allocate() gives 256); std::invalid_argument otherwise.
+//
+// Why our own kernels and not cuDNN's SDPA graphs: cuDNN's backend API expresses the fused
+// attention as a graph of ~15 (forward) / ~30 (backward) primitive nodes, each with tensor
+// descriptors and attributes whose acceptance only cuDNN on a GPU can check -- nothing of it can
+// be validated on our GPU-less machines. These kernels are small, their arithmetic is on the host
+// (flash_attention_plan.h, unit-tested with an emulation of the tile loops), and they are
+// checked against the materialised path and the cpu reference on a GPU
+// (cuda_compute_gpu_test.cc, FlashAttention*).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/bf16.h"
+#include "kernels/cuda/flash_attention_plan.h"
+
+namespace rm::cuda {
+
+// lse: flash_attention_buffers(B, Tn, H).saved bf16 elements (float [B,H,Tn]).
+void flash_attention_forward(bf16* out, bf16* lse, const bf16* qkv, int B, int Tn, int C, int H,
+                             cudaStream_t stream);
+
+// dqkv OVERWRITTEN; out and lse are the forward's; scratch: flash_attention_buffers().scratch.
+void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const bf16* qkv,
+                              const bf16* lse, const bf16* out, int B, int Tn, int C, int H,
+                              cudaStream_t stream);
+
+}  // namespace rm::cuda

@@ -1,0 +1,166 @@
+// The host-side arithmetic of the bf16 flash attention (flash_attention.h): which shapes it
+// takes, the buffers it needs, its launch grids, its shared-memory layout, and the per-element
+// math of the online softmax and of the backward's score gradients. Plain header-only C++ (no
+// CUDA headers), so that
+//  - flash_attention_plan_test.cc checks all of it on machines without a GPU, including a host
+//    emulation of the kernels' tile loops (the same tile ranges, masks and element math) against
+//    the cpu reference attention;
+//  - the memory estimate (worker/memory_estimate.cc) sizes a cuda bf16 job's attention buffers
+//    with the very functions the backend uses, in builds without CUDA too.
+//
+// Tiling (FlashAttention-2): a block of kFlashWarps warps handles kFlashTile query rows (forward,
+// dQ) or kFlashTile key rows (dK/dV) of one (batch, head); each warp owns 16 of those rows
+// (one 16x16x16 tensor-core fragment high). Key and query tiles are both kFlashTile long, so
+// under the causal mask query tile qt sees key tiles 0..qt and key tile kt is seen by query
+// tiles kt..nq-1; only the diagonal tile is partly masked (the kernels mask every tile, which is
+// the same thing).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/host_device.h"
+#include "kernels/layer_kernels.h"
+
+namespace rm::cuda {
+
+inline constexpr int kFlashTile = 64;  // query rows and key rows per tile
+inline constexpr int kFlashWarps = kFlashTile / 16;
+inline constexpr int kFlashThreads = kFlashWarps * 32;
+inline constexpr int kFlashMaxHeadSize = 128;
+inline constexpr int kFlashGridYLimit = 65535;  // gridDim.y's limit (query / key tiles)
+inline constexpr long long kFlashGridXLimit = 2147483647;  // gridDim.x's (batch x heads)
+
+// Whether the flash kernels take this shape: bf16 storage and a head size (C/H) that is a
+// multiple of 16 (whole tensor-core fragments) up to kFlashMaxHeadSize. It does not depend on B
+// or Tn, so a buffer planned for the largest call serves every smaller one.
+inline bool flash_attention_supported(bool bf16_storage, int C, int H) {
+  if (!bf16_storage || H <= 0 || C <= 0 || C % H != 0) return false;
+  const int hs = C / H;
+  return hs % 16 == 0 && hs <= kFlashMaxHeadSize;
+}
+
+// Buffers, in bf16 elements (the model plans them as T = bf16 arrays):
+//  saved   (attention_forward's `att`): the base-2 log-sum-exp of each row's scaled scores,
+//          float [B,H,Tn];
+//  scratch (attention_backward's `datt_scratch`): D = rowsum(dO * O), float [B,H,Tn].
+// dQ needs no float accumulator: dQ and dK/dV are computed by separate kernels (no atomics, so
+// the backward is deterministic).
+inline AttentionBuffers flash_attention_buffers(size_t B, size_t Tn, size_t H) {
+  const size_t floats = B * H * Tn;
+  return {2 * floats, 2 * floats};  // a float is 2 bf16 elements
+}
+
+inline int flash_tiles(int Tn) {
+  return Tn <= 0 ? 0 : (Tn + kFlashTile - 1) / kFlashTile;
+}
+
+// The grid of the three tile kernels: x = B*H (one (batch, head) per column of blocks), y = the
+// query tiles (forward, dQ) or key tiles (dK/dV). Block kFlashThreads threads. grid_x == 0:
+// nothing to launch. Throws std::invalid_argument beyond CUDA's grid limits.
+struct FlashGrid {
+  unsigned x = 0, y = 0;
+};
+inline FlashGrid flash_grid(int B, int Tn, int H) {
+  const long long bh = static_cast<long long>(B) * H;
+  const int tiles = flash_tiles(Tn);
+  if (bh <= 0 || tiles == 0) return {};
+  if (bh > kFlashGridXLimit || tiles > kFlashGridYLimit) {
+    throw std::invalid_argument("rm::cuda flash attention: B*H=" + std::to_string(bh) +
+                                " or T=" + std::to_string(Tn) + " exceeds the grid limits");
+  }
+  return {static_cast<unsigned>(bh), static_cast<unsigned>(tiles)};
+}
+
+// The D = rowsum(dO * O) kernel: one warp per row of [B,H,Tn], kFlashRowsPerBlock rows a block.
+inline constexpr int kFlashRowsPerBlock = 8;
+inline unsigned flash_rowsum_blocks(size_t rows) {
+  const size_t blocks = (rows + kFlashRowsPerBlock - 1) / kFlashRowsPerBlock;
+  if (blocks > static_cast<size_t>(kFlashGridXLimit)) {
+    throw std::invalid_argument("rm::cuda flash attention: too many rows for one grid");
+  }
+  return static_cast<unsigned>(blocks);
+}
+
+// Shared memory of one block, byte offsets from the (128-byte aligned) dynamic shared memory.
+// Tiles of kFlashTile rows x hs bf16 with row pitch ld_tile = hs + 8 elements (the padding
+// staggers the banks; pitch*2 stays a multiple of 16 bytes for the vector copies). Per warp:
+// two float buffers of 16 x ld_f (ld_f = max(kFlashTile, hs) + 4: scores / score gradients,
+// the forward's output accumulator, the final 16 x hs output tile) and two bf16 buffers of
+// 16 x ld_h (ld_h = kFlashTile + 8: probabilities and score gradients as tensor-core inputs).
+// wmma loads and stores need 32-byte aligned fragment pointers and ldm a multiple of 16 bytes:
+// every fragment starts at a multiple of 16 rows and 16 columns of these buffers, which the
+// paddings keep aligned (flash_attention_plan_test.cc checks each hs).
+struct FlashSmem {
+  int ld_tile = 0, ld_f = 0, ld_h = 0;
+  // Offsets: Q, K, V, dO tiles; lse and D rows (kFlashTile floats each); per-warp buffers
+  // (warp w's at f0 + w * f_bytes etc.). The forward has no dO, lse, D or h1 (offset 0, unused).
+  size_t q = 0, k = 0, v = 0, dout = 0, lse = 0, d = 0, f0 = 0, f1 = 0, h0 = 0, h1 = 0;
+  size_t f_bytes = 0, h_bytes = 0;  // one warp's float / bf16 buffer
+  size_t bytes = 0;                 // the total, for the launch
+};
+inline FlashSmem flash_smem(int hs, bool backward) {
+  const size_t kAlign = 128;
+  auto round_up = [&](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  FlashSmem s;
+  s.ld_tile = hs + 8;
+  s.ld_f = std::max(kFlashTile, hs) + 4;
+  s.ld_h = kFlashTile + 8;
+  const size_t tile = round_up(static_cast<size_t>(kFlashTile) * s.ld_tile * 2);
+  s.f_bytes = round_up(static_cast<size_t>(16) * s.ld_f * 4);
+  s.h_bytes = round_up(static_cast<size_t>(16) * s.ld_h * 2);
+  size_t at = 0;
+  auto take = [&](size_t n) {
+    const size_t here = at;
+    at += round_up(n);
+    return here;
+  };
+  s.q = take(tile);
+  s.k = take(tile);
+  s.v = take(tile);
+  if (backward) {
+    s.dout = take(tile);
+    s.lse = take(kFlashTile * 4);
+    s.d = take(kFlashTile * 4);
+  }
+  s.f0 = take(kFlashWarps * s.f_bytes);
+  s.f1 = take(kFlashWarps * s.f_bytes);
+  s.h0 = take(kFlashWarps * s.h_bytes);
+  if (backward) s.h1 = take(kFlashWarps * s.h_bytes);
+  s.bytes = at;
+  return s;
+}
+
+// log2(e) * 1/sqrt(hs): the kernels work in base 2 (exp2f), so scores are scaled by this.
+inline float flash_scale_log2(int hs) {
+  return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hs)));
+}
+
+// ---- Element math, shared by the kernels and the host emulation ---------------------------
+
+// One step of the online softmax of a row: its running maximum m and sum l (base 2, over the
+// scaled scores x) take in a tile whose largest scaled score is tile_max; returns the factor
+// alpha by which the row's earlier sum and output accumulator shrink (0 on the first tile).
+// m must end finite: every causal row has key 0 in its first tile.
+RM_HOST_DEVICE inline float flash_rescale(float* m, float tile_max) {
+  const float m_new = tile_max > *m ? tile_max : *m;
+  const float alpha = exp2f(*m - m_new);  // exp2(-inf) = 0 on the first tile
+  *m = m_new;
+  return alpha;
+}
+
+// P[i,j] from the kept log-sum-exp (base 2); 0 where masked.
+RM_HOST_DEVICE inline float flash_prob(float score, float scale_log2, float lse2, bool visible) {
+  return visible ? exp2f(score * scale_log2 - lse2) : 0.0f;
+}
+
+// dS[i,j] = P (dP - D_i), the gradient of the (unscaled-by-softmax) score; the scale 1/sqrt(hs)
+// is applied to dQ and dK once, at the end.
+RM_HOST_DEVICE inline float flash_dscore(float p, float dp, float d) {
+  return p * (dp - d);
+}
+
+}  // namespace rm::cuda

@@ -1,0 +1,313 @@
+// The flash attention's host-side plan (flash_attention_plan.h), checked without a GPU: which
+// shapes it takes, its buffer sizes, grids and shared-memory layout (the alignment wmma needs,
+// the opt-in limits of sm_80 and sm_90), and an emulation of the kernels' tile loops -- the same
+// tile ranges, causal and padding masks, online softmax and score-gradient math, in float --
+// against the cpu reference attention. What only a GPU checks: the wmma products, the shared
+// memory traffic and synchronisation (cuda_compute_gpu_test.cc, FlashAttention*).
+#include "kernels/cuda/flash_attention_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+
+namespace rm::cuda {
+namespace {
+
+TEST(FlashAttentionPlan, TakesBf16WithWholeFragmentHeadsUpTo128) {
+  for (int hs = 16; hs <= 128; hs += 16) {
+    EXPECT_TRUE(flash_attention_supported(true, 12 * hs, 12)) << hs;
+    EXPECT_FALSE(flash_attention_supported(false, 12 * hs, 12)) << "fp32 keeps the cuBLAS path";
+  }
+  EXPECT_TRUE(flash_attention_supported(true, 768, 12));  // GPT-2: hs 64
+  for (int hs : {8, 24, 136, 256}) EXPECT_FALSE(flash_attention_supported(true, 4 * hs, 4)) << hs;
+  EXPECT_FALSE(flash_attention_supported(true, 770, 12));  // H does not divide C
+  EXPECT_FALSE(flash_attention_supported(true, 64, 0));
+}
+
+TEST(FlashAttentionPlan, BuffersArePerRowFloatsAndFitSmallerCalls) {
+  const AttentionBuffers f = flash_attention_buffers(16, 1024, 12);
+  EXPECT_EQ(f.saved, size_t{2} * 16 * 12 * 1024);  // float [B,H,T] in bf16 elements
+  EXPECT_EQ(f.scratch, f.saved);
+  const AttentionBuffers m = materialised_attention_buffers(16, 1024, 12);
+  EXPECT_EQ(m.saved, size_t{16} * 12 * 1024 * 1024);
+  EXPECT_EQ(m.saved / f.saved, 512u);  // T/2 times less
+  // A call with fewer sequences or tokens needs no more than the planned buffers.
+  for (int b = 1; b <= 3; ++b) {
+    for (int t = 1; t <= 70; ++t) {
+      EXPECT_LE(flash_attention_buffers(b, t, 4).saved, flash_attention_buffers(3, 70, 4).saved);
+    }
+  }
+}
+
+TEST(FlashAttentionPlan, GridCoversEveryTileOnce) {
+  EXPECT_EQ(flash_grid(0, 64, 4).x, 0u);
+  EXPECT_EQ(flash_grid(2, 0, 4).x, 0u);
+  for (int Tn : {1, 63, 64, 65, 1000, 1024}) {
+    const FlashGrid g = flash_grid(3, Tn, 5);
+    EXPECT_EQ(g.x, 15u);
+    EXPECT_EQ(static_cast<int>(g.y), (Tn + 63) / 64);
+    EXPECT_GE(static_cast<int>(g.y) * kFlashTile, Tn);
+    EXPECT_LT((static_cast<int>(g.y) - 1) * kFlashTile, Tn);
+  }
+  EXPECT_THROW(flash_grid(1, kFlashTile * kFlashGridYLimit + 1, 1), std::invalid_argument);
+  EXPECT_THROW(flash_grid(1 << 20, 64, 1 << 12), std::invalid_argument);
+  EXPECT_EQ(flash_rowsum_blocks(1), 1u);
+  EXPECT_EQ(flash_rowsum_blocks(8), 1u);
+  EXPECT_EQ(flash_rowsum_blocks(9), 2u);
+  EXPECT_EQ(kFlashThreads, 32 * kFlashWarps);
+  EXPECT_EQ(kFlashWarps * 16, kFlashTile);  // each warp owns 16 rows of a tile
+}
+
+// Every wmma fragment pointer the kernels form is 32-byte aligned and every ldm a multiple of
+// 16 bytes; the regions do not overlap; the total fits the opt-in limits.
+TEST(FlashAttentionPlan, SharedMemoryIsAlignedAndFits) {
+  const size_t kSm80Limit = 166912;  // 163 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin
+  for (bool backward : {false, true}) {
+    for (int hs = 16; hs <= kFlashMaxHeadSize; hs += 16) {
+      SCOPED_TRACE(testing::Message() << "hs " << hs << " backward " << backward);
+      const FlashSmem s = flash_smem(hs, backward);
+      EXPECT_EQ(s.ld_tile * 2 % 16, 0);
+      EXPECT_EQ(s.ld_h * 2 % 16, 0);
+      EXPECT_EQ(s.ld_f * 4 % 16, 0);
+      EXPECT_GE(s.ld_tile, hs);
+      EXPECT_GE(s.ld_f, std::max(kFlashTile, hs));  // scores, and the final 16 x hs tile
+      EXPECT_GE(s.ld_h, kFlashTile);
+      EXPECT_GE(s.f_bytes, size_t{16} * s.ld_f * 4);
+      EXPECT_GE(s.h_bytes, size_t{16} * s.ld_h * 2);
+      // Regions in order, each after the previous one's end.
+      std::vector<std::pair<size_t, size_t>> regions = {
+          {s.q, size_t{kFlashTile} * s.ld_tile * 2},
+          {s.k, size_t{kFlashTile} * s.ld_tile * 2},
+          {s.v, size_t{kFlashTile} * s.ld_tile * 2}};
+      if (backward) {
+        regions.push_back({s.dout, size_t{kFlashTile} * s.ld_tile * 2});
+        regions.push_back({s.lse, kFlashTile * 4});
+        regions.push_back({s.d, kFlashTile * 4});
+      }
+      regions.push_back({s.f0, kFlashWarps * s.f_bytes});
+      regions.push_back({s.f1, kFlashWarps * s.f_bytes});
+      regions.push_back({s.h0, kFlashWarps * s.h_bytes});
+      if (backward) regions.push_back({s.h1, kFlashWarps * s.h_bytes});
+      for (size_t r = 0; r < regions.size(); ++r) {
+        EXPECT_EQ(regions[r].first % 128, 0u) << r;
+        if (r > 0) {
+          EXPECT_GE(regions[r].first, regions[r - 1].first + regions[r - 1].second);
+        }
+      }
+      EXPECT_LE(regions.back().first + regions.back().second, s.bytes);
+      EXPECT_LE(s.bytes, kSm80Limit);
+      // Fragment starts: rows 16w (w < kFlashWarps) and multiples of 16 columns.
+      for (int row = 0; row < kFlashTile; row += 16) {
+        for (int col = 0; col < hs; col += 16) {
+          EXPECT_EQ((s.q + (static_cast<size_t>(row) * s.ld_tile + col) * 2) % 32, 0u);
+        }
+      }
+      for (int w = 0; w < kFlashWarps; ++w) {
+        for (int col = 0; col < std::max(kFlashTile, hs); col += 16) {
+          EXPECT_EQ((s.f0 + w * s.f_bytes + col * 4) % 32, 0u);
+          EXPECT_EQ((s.f1 + w * s.f_bytes + col * 4) % 32, 0u);
+        }
+        for (int col = 0; col < kFlashTile; col += 16) {
+          EXPECT_EQ((s.h0 + w * s.h_bytes + col * 2) % 32, 0u);
+        }
+      }
+    }
+  }
+  EXPECT_LT(flash_smem(64, false).bytes, flash_smem(64, true).bytes);
+}
+
+// ---- Emulation of the kernels' loops ---------------------------------------------------------
+
+struct Problem {
+  int B, Tn, C, H;
+  int hs() const { return C / H; }
+  std::vector<float> qkv, dout;
+};
+
+Problem make_problem(int B, int Tn, int C, int H, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  Problem p{B, Tn, C, H, std::vector<float>(size_t{3} * B * Tn * C),
+            std::vector<float>(size_t{1} * B * Tn * C)};
+  for (float& x : p.qkv) x = dist(gen);
+  for (float& x : p.dout) x = dist(gen) / 2;
+  return p;
+}
+
+// Row t (of qkv's part `part`: 0 q, 1 k, 2 v) of head h, or zeros past Tn (the kernels' padding).
+std::vector<float> row(const Problem& p, int b, int h, int part, int t) {
+  std::vector<float> r(p.hs(), 0.0f);
+  if (t < p.Tn) {
+    const float* src = p.qkv.data() + (static_cast<size_t>(b) * p.Tn + t) * 3 * p.C +
+                       part * p.C + h * p.hs();
+    r.assign(src, src + p.hs());
+  }
+  return r;
+}
+std::vector<float> grad_row(const Problem& p, const std::vector<float>& x, int b, int h, int t) {
+  std::vector<float> r(p.hs(), 0.0f);
+  if (t < p.Tn) {
+    const float* src = x.data() + (static_cast<size_t>(b) * p.Tn + t) * p.C + h * p.hs();
+    r.assign(src, src + p.hs());
+  }
+  return r;
+}
+float dot(const std::vector<float>& a, const std::vector<float>& b) {
+  float s = 0.0f;
+  for (size_t c = 0; c < a.size(); ++c) s += a[c] * b[c];
+  return s;
+}
+
+// The forward kernel's loop: per query tile (padded rows included), key tiles 0..qt.
+void emulate_forward(const Problem& p, std::vector<float>* out, std::vector<float>* lse) {
+  const int hs = p.hs(), nt = flash_tiles(p.Tn);
+  const float sl2 = flash_scale_log2(hs);
+  out->assign(size_t{1} * p.B * p.Tn * p.C, 0.0f);
+  lse->assign(size_t{1} * p.B * p.H * p.Tn, 0.0f);
+  for (int b = 0; b < p.B; ++b) {
+    for (int h = 0; h < p.H; ++h) {
+      for (int qt = 0; qt < nt; ++qt) {
+        for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
+          const std::vector<float> q = row(p, b, h, 0, i);
+          float m = -INFINITY, l = 0.0f;
+          std::vector<float> o(hs, 0.0f);
+          for (int kt = 0; kt <= qt; ++kt) {
+            std::vector<float> s(kFlashTile);
+            float tile_max = -INFINITY;
+            for (int c = 0; c < kFlashTile; ++c) {
+              const int j = kt * kFlashTile + c;
+              s[c] = j <= i ? dot(q, row(p, b, h, 1, j)) * sl2 : -INFINITY;
+              tile_max = std::max(tile_max, s[c]);
+            }
+            const float alpha = flash_rescale(&m, tile_max);
+            ASSERT_TRUE(std::isfinite(m));
+            l *= alpha;
+            for (float& x : o) x *= alpha;
+            for (int c = 0; c < kFlashTile; ++c) {
+              const float pr = exp2f(s[c] - m);
+              l += pr;
+              const std::vector<float> v = row(p, b, h, 2, kt * kFlashTile + c);
+              for (int e = 0; e < hs; ++e) o[e] += pr * v[e];
+            }
+          }
+          if (i >= p.Tn) continue;
+          for (int e = 0; e < hs; ++e) {
+            (*out)[(static_cast<size_t>(b) * p.Tn + i) * p.C + h * hs + e] = o[e] / l;
+          }
+          (*lse)[(static_cast<size_t>(b) * p.H + h) * p.Tn + i] = m + std::log2(l);
+        }
+      }
+    }
+  }
+}
+
+// The backward kernels' loops: D per row, dK/dV per key tile over query tiles kt..nq-1, dQ per
+// query tile over key tiles 0..qt.
+std::vector<float> emulate_backward(const Problem& p, const std::vector<float>& out,
+                                    const std::vector<float>& lse) {
+  const int hs = p.hs(), nt = flash_tiles(p.Tn);
+  const float sl2 = flash_scale_log2(hs), scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  std::vector<float> dqkv(p.qkv.size(), 0.0f);
+  auto at = [&](int b, int t, int part, int h) {
+    return (static_cast<size_t>(b) * p.Tn + t) * 3 * p.C + part * p.C + h * hs;
+  };
+  for (int b = 0; b < p.B; ++b) {
+    for (int h = 0; h < p.H; ++h) {
+      const size_t bh = static_cast<size_t>(b) * p.H + h;
+      auto lse_of = [&](int i) { return i < p.Tn ? lse[bh * p.Tn + i] : 0.0f; };
+      auto d_of = [&](int i) {
+        return i < p.Tn ? dot(grad_row(p, p.dout, b, h, i), grad_row(p, out, b, h, i)) : 0.0f;
+      };
+      auto prob = [&](int i, int j) {
+        return flash_prob(dot(row(p, b, h, 0, i), row(p, b, h, 1, j)), sl2, lse_of(i),
+                          j <= i && i < p.Tn);
+      };
+      auto dscore = [&](int i, int j, float pr) {
+        const float dp = dot(grad_row(p, p.dout, b, h, i), row(p, b, h, 2, j));
+        return flash_dscore(pr, dp, d_of(i));
+      };
+      for (int kt = 0; kt < nt; ++kt) {
+        for (int j = kt * kFlashTile; j < (kt + 1) * kFlashTile; ++j) {
+          std::vector<float> dk(hs, 0.0f), dv(hs, 0.0f);
+          for (int qt = kt; qt < nt; ++qt) {
+            for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
+              const float pr = prob(i, j), ds = dscore(i, j, pr);
+              const std::vector<float> q = row(p, b, h, 0, i), g = grad_row(p, p.dout, b, h, i);
+              for (int e = 0; e < hs; ++e) {
+                dv[e] += pr * g[e];
+                dk[e] += ds * q[e];
+              }
+            }
+          }
+          if (j >= p.Tn) continue;
+          for (int e = 0; e < hs; ++e) {
+            dqkv[at(b, j, 1, h) + e] = dk[e] * scale;
+            dqkv[at(b, j, 2, h) + e] = dv[e];
+          }
+        }
+      }
+      for (int qt = 0; qt < nt; ++qt) {
+        for (int i = qt * kFlashTile; i < std::min((qt + 1) * kFlashTile, p.Tn); ++i) {
+          std::vector<float> dq(hs, 0.0f);
+          for (int kt = 0; kt <= qt; ++kt) {
+            for (int j = kt * kFlashTile; j < (kt + 1) * kFlashTile; ++j) {
+              const float ds = dscore(i, j, prob(i, j));
+              const std::vector<float> k = row(p, b, h, 1, j);
+              for (int e = 0; e < hs; ++e) dq[e] += ds * k[e];
+            }
+          }
+          for (int e = 0; e < hs; ++e) dqkv[at(b, i, 0, h) + e] = dq[e] * scale;
+        }
+      }
+    }
+  }
+  return dqkv;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0.0;
+  for (float w : want) scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (scale + std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+TEST(FlashAttentionPlan, TileLoopsMatchTheCpuAttention) {
+  // Tn below, at and across tile edges; hs 16 and 32.
+  for (int Tn : {1, 5, 64, 65, 130}) {
+    for (int H : {2, 1}) {
+      SCOPED_TRACE(testing::Message() << "Tn " << Tn << " H " << H);
+      const int C = 32;
+      Problem p = make_problem(2, Tn, C, H, 7 + Tn);
+      std::vector<float> out, lse;
+      emulate_forward(p, &out, &lse);
+      const size_t NC = p.dout.size();
+      std::vector<float> want(NC), att(size_t{2} * H * Tn * Tn);
+      cpu::attention_forward(want.data(), att.data(), p.qkv.data(), 2, Tn, C, H);
+      expect_close(out, want, 1e-5);
+      // lse: log2 of sum_j exp2(scaled score), from att's row: att[i,0] = exp2(s_0 - lse).
+      for (int b = 0; b < 2; ++b) {
+        for (int h = 0; h < H; ++h) {
+          for (int i = 0; i < Tn; ++i) {
+            const float s0 = dot(row(p, b, h, 0, i), row(p, b, h, 1, 0)) * flash_scale_log2(C / H);
+            const size_t r = (static_cast<size_t>(b) * H + h) * Tn + i;
+            EXPECT_NEAR(exp2f(s0 - lse[r]), att[r * Tn], 1e-5);
+          }
+        }
+      }
+      const std::vector<float> got = emulate_backward(p, out, lse);
+      std::vector<float> dqkv(3 * NC), scratch(att.size());
+      cpu::attention_backward(dqkv.data(), scratch.data(), p.dout.data(), p.qkv.data(),
+                              att.data(), 2, Tn, C, H);
+      expect_close(got, dqkv, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rm::cuda
