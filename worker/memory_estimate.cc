@@ -6,6 +6,8 @@
 #include <iterator>
 #include <vector>
 
+#include "kernels/cuda/flash_attention_plan.h"
+#include "worker/gpt_model.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
 
@@ -289,8 +291,16 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   const bool bf16 = job.parallel.precision == "bf16";
   const std::string& mode = job.parallel.shard;
   const bool cuda = backend == ComputeKind::kCuda;
+  // The cuda backend's bf16 attention keeps only per-row statistics where the flash kernels
+  // take the head size (kernels/cuda/flash_attention_plan.h, CudaLayers::attention_buffers).
+  const ModelConfig& model = job.model;
+  const int mb = job.train.micro_batch;
+  const bool flash = cuda && model.type == "gpt" &&
+                     rm::cuda::flash_attention_supported(bf16, model.width, model.heads);
   const ModelFootprint f =
-      model_footprint(job.model, job.train.micro_batch, bf16 ? Precision::kBf16 : Precision::kFp32);
+      flash ? GptModel<rm::bf16>::footprint(
+                  model, mb, rm::cuda::flash_attention_buffers(mb, model.seq_len, model.heads))
+            : model_footprint(model, mb, bf16 ? Precision::kBf16 : Precision::kFp32);
   const double P = f.param_floats;
   const double shard = std::ceil(P / ranks);  // the largest rank's (shard_counts)
   const bool full_params = mode != "full";
@@ -309,8 +319,8 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   double device_scratch = 0;
   if (cuda) {
     // Grow-only device scratch (kernels/cuda/cuda_context.h): bf16 attention scores of one
-    // sequence, per-row losses.
-    device_scratch = (bf16 ? s.H * s.T * s.T * 4 : 0) + s.rows * 8;
+    // sequence (the materialised path only), per-row losses.
+    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.rows * 8;
     m.activations += device_scratch;
   }
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "collectives/self_communicator.h"
+#include "kernels/cuda/flash_attention_plan.h"
+#include "worker/gpt_model.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
 
@@ -141,6 +143,38 @@ TEST(MemoryEstimate, ActivationsGrowWithTheMicroBatchAndNothingElseDoes) {
     EXPECT_EQ(m->optimizer, m2.optimizer);
     EXPECT_EQ(m->checkpoint, m2.checkpoint);
   }
+}
+
+// The cuda backend's bf16 flash attention (head sizes multiples of 16) keeps per-row statistics
+// instead of [B,H,T,T]: the estimate plans the model with the backend's own buffer sizes
+// (CudaLayers::attention_buffers), and drops the materialised path's score scratch.
+TEST(MemoryEstimate, CudaBf16FlashAttentionKeepsNoSquareArrays) {
+  JobConfig job = gpt_job();
+  job.model.width = 32;  // 2 heads of 16
+  job.model.seq_len = 64;
+  job.parallel.precision = "bf16";
+  const int mb = job.train.micro_batch, T = job.model.seq_len, H = job.model.heads;
+  const double rows = static_cast<double>(mb) * T, token_ids = 2 * rows * 4;
+  const MemoryEstimate gpu = estimate_memory(job, 1, ComputeKind::kCuda);
+  const ModelFootprint flash =
+      GptModel<bf16>::footprint(job.model, mb, cuda::flash_attention_buffers(mb, T, H));
+  EXPECT_EQ(gpu.activations, flash.arena_bytes + token_ids + rows * 8);
+  // Each block's att and the one datt: B*H*T*T bf16 each before, 2*B*H*T now.
+  const double square = static_cast<double>(mb) * H * T * T * 2, lse = 2.0 * mb * H * T * 2;
+  const double materialised = model_footprint(job.model, mb, Precision::kBf16).arena_bytes;
+  EXPECT_NEAR(materialised - flash.arena_bytes, (job.model.layers + 1) * (square - lse),
+              (job.model.layers + 1) * 2 * 256.0);  // each array padded to 256 bytes
+  // fp32, or a head size flash does not take: the materialised arrays (and, for bf16, the
+  // score scratch of one sequence).
+  JobConfig odd = job;
+  odd.model.width = 24;  // heads of 12
+  const MemoryEstimate odd_gpu = estimate_memory(odd, 1, ComputeKind::kCuda);
+  EXPECT_EQ(odd_gpu.activations,
+            model_footprint(odd.model, mb, Precision::kBf16).arena_bytes + token_ids + rows * 8 +
+                static_cast<double>(H) * T * T * 4);
+  job.parallel.precision = "fp32";
+  EXPECT_EQ(estimate_memory(job, 1, ComputeKind::kCuda).activations,
+            model_footprint(job.model, mb, Precision::kFp32).arena_bytes + token_ids + rows * 8);
 }
 
 TEST(MemoryEstimate, ASynchronousCheckpointNeedsNoStaging) {
