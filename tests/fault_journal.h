@@ -57,6 +57,21 @@ inline FaultJournal read_fault_journal(const std::string& path) {
   return j;
 }
 
+// The path of the fsync that the fault layer left out as the K-th of its process (skip_fsync=K):
+// the fsync call that rank recorded just before its "skipped fsync K" note. "" if the journal
+// has no such note: the run never reached that fsync, so nothing was left out.
+inline std::string skipped_fsync_path(const std::string& journal, int64_t k) {
+  std::istringstream lines(io::read_file(journal));
+  std::map<std::string, std::string> last_fsync;  // rank -> the path of its last counted fsync
+  const std::string note = "skipped fsync " + std::to_string(k);
+  for (std::string line; std::getline(lines, line);) {
+    const std::vector<std::string> f = io::split_journal_line(line);
+    if (f.size() == 5 && f[0] == "K" && f[2] == "fsync") last_fsync[f[4]] = f[3];
+    if (f.size() == 3 && f[0] == "P" && f[1] == note) return last_fsync[f[2]];
+  }
+  return "";
+}
+
 // The part of a save a rank was in at its last record, named as the crash tests report it:
 // "write", "fsync", "descriptor" (its shard), "collect" (rank 0 waiting for the others' shards),
 // "commit check", "manifest", "rename", "rename fsync", "retention", "prepare" (making the

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -199,6 +200,96 @@ TEST(ReportCli, LongRunsAreDownsampledKeepingSpikesAndOldFilesStillRead) {
                   "data-step=\"60000\""),
             1u);
   expect_self_contained(html);
+}
+
+// The <text class="tick"> labels of one axis group of a plot, with their pixel position (x for the
+// x axis, y for the y axis), in document order. Labels: numbers with an optional k or M.
+std::vector<std::pair<double, double>> ticks_of(const std::string& svg, const std::string& axis) {
+  const size_t begin = svg.find("<g class=\"axis axis-" + axis + "\">");
+  const std::string g = svg.substr(begin, svg.find("</g>", begin) - begin);
+  std::vector<std::pair<double, double>> out;
+  const std::regex tick(std::string("<text class=\"tick\" x=\"([-0-9.]+)\" y=\"([-0-9.]+)\"[^>]*>") +
+                        "([-0-9.]+)([kM]?)</text>");
+  for (std::sregex_iterator it(g.begin(), g.end(), tick), end; it != end; ++it) {
+    const double scale = (*it)[4] == "k" ? 1e3 : (*it)[4] == "M" ? 1e6 : 1;
+    const double pixel = std::stod((*it)[axis == "x" ? 1 : 2]);
+    out.emplace_back(std::stod((*it)[3]) * scale, pixel);
+  }
+  return out;
+}
+
+// The points of a path's d ("M x y L x y ..."), in order.
+std::vector<std::pair<double, double>> points_of(const std::string& d) {
+  std::vector<std::pair<double, double>> out;
+  const std::regex point("[ML]([-0-9.]+) ([-0-9.]+)");
+  for (std::sregex_iterator it(d.begin(), d.end(), point), end; it != end; ++it) {
+    out.emplace_back(std::stod((*it)[1]), std::stod((*it)[2]));
+  }
+  return out;
+}
+
+// The plotted points are the data: a run of 30 steps whose loss goes up and down, drawn on
+// axes whose ticks are evenly spaced in pixels per unit (a linear scale), with steps growing to
+// the right and loss growing upwards; each point of the loss path sits where the ticks put its
+// (step, loss), to the 0.1 px the page is written in. A flipped or shifted axis, a point out of
+// order or a value from the wrong step fails.
+TEST(ReportCli, ThePlottedPointsAreTheDataOnLinearAxes) {
+  TempDir dir;
+  fs::create_directories(dir.file("run"));
+  std::vector<std::pair<int, double>> data;
+  {
+    std::ofstream m(dir.file("run/metrics.jsonl"));
+    for (int s = 1; s <= 30; ++s) {
+      const double loss = 3.0 + ((s * 7) % 11) / 10.0 - s / 30.0;  // a zigzag, 2.0 to 4.0
+      data.emplace_back(s, loss);
+      m << "{\"step\":" << s << ",\"loss\":" << loss << ",\"lr\":0.001,\"grad_norm\":1,"
+        << "\"tokens_per_s\":1000,\"step_ms\":50}\n";
+    }
+  }
+  dir.write("run/events.jsonl", R"({"time":"2026-01-01T00:00:01.000Z","event":"started","from_step":0}
+)");
+  const auto r = run_cli("report " + dir.file("run") + " -o " + dir.file("r.html"), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string loss = svg_of(slurp(dir.file("r.html")), "loss");
+  ASSERT_FALSE(loss.empty());
+
+  // Each axis: at least 3 ticks, values increasing, pixels per unit the same between every pair
+  // of neighbours; x grows to the right, y upwards (smaller pixel y).
+  const auto xt = ticks_of(loss, "x"), yt = ticks_of(loss, "y");
+  ASSERT_GE(xt.size(), 3u) << loss;
+  ASSERT_GE(yt.size(), 3u) << loss;
+  const auto per_unit = [](const std::vector<std::pair<double, double>>& t, size_t i) {
+    return (t[i + 1].second - t[i].second) / (t[i + 1].first - t[i].first);
+  };
+  for (size_t i = 0; i + 1 < xt.size(); ++i) {
+    EXPECT_GT(xt[i + 1].first, xt[i].first);
+    EXPECT_GT(per_unit(xt, i), 0) << "steps grow to the right";
+    EXPECT_NEAR(per_unit(xt, i), per_unit(xt, 0), 0.2 / (xt[i + 1].first - xt[i].first));
+  }
+  for (size_t i = 0; i + 1 < yt.size(); ++i) {
+    EXPECT_GT(yt[i + 1].first, yt[i].first);
+    EXPECT_LT(per_unit(yt, i), 0) << "loss grows upwards";
+    EXPECT_NEAR(per_unit(yt, i), per_unit(yt, 0), 0.2 / (yt[i + 1].first - yt[i].first));
+  }
+  // The axes cover the data.
+  EXPECT_LE(xt.front().first, 1);
+  EXPECT_GE(xt.back().first, 30);
+  EXPECT_LE(yt.front().first, 2.0);
+  EXPECT_GE(yt.back().first, 4.0);
+
+  std::smatch d;
+  ASSERT_TRUE(std::regex_search(loss, d, std::regex("series-loss\"[^>]* d=\"([^\"]*)\""))) << loss;
+  const auto pts = points_of(d[1]);
+  ASSERT_EQ(pts.size(), data.size()) << "30 steps, 30 points (no downsampling at this size)";
+  const auto at = [](const std::vector<std::pair<double, double>>& t, double v) {
+    return t.front().second + (v - t.front().first) * (t.back().second - t.front().second) /
+                                  (t.back().first - t.front().first);
+  };
+  for (size_t i = 0; i < data.size(); ++i) {
+    EXPECT_NEAR(pts[i].first, at(xt, data[i].first), 0.15) << "step " << data[i].first;
+    EXPECT_NEAR(pts[i].second, at(yt, data[i].second), 0.15)
+        << "step " << data[i].first << ", loss " << data[i].second;
+  }
 }
 
 TEST(ReportCli, RefusesWhatIsNotARunDirectoryAndWritesNothing) {
