@@ -20,6 +20,7 @@
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/fma_peak.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/timed_compute.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/gpu_peak.h"
@@ -108,6 +109,39 @@ Baseline device_baseline(Compute& compute, const Model& model, int B, Say say) {
   return b;
 }
 
+// --profile: args.profile more steps with every compute call timed alone; the table per
+// operation and shape, per step, slowest first, with the calls per step and how many of them
+// returned a value to the host.
+template <typename Say>
+void profile_steps(Trainer& trainer, TimedCompute& timed, const BenchTrainArgs& args,
+                   double step_median_s, Say say) {
+  const int64_t first = args.warmup + args.steps;
+  timed.reset();
+  for (int64_t i = 0; i < args.profile; ++i) trainer.train_step(first + i);
+  const int64_t allocations_after_first_steps = timed.counts().allocations;
+  timed.reset();
+  timed.set_timing(true);
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < args.profile; ++i) trainer.train_step(first + args.profile + i);
+  const double profiled = seconds_between(t0, Clock::now()) / args.profile;
+  timed.set_timing(false);
+  const double n = args.profile;
+  double total = 0;
+  for (const TimedCompute::Op& op : timed.ops()) total += op.seconds;
+  say("# profile: %d step%s with every compute call synchronised and timed alone: %.1f ms a "
+      "step (unprofiled median %.1f ms); %.1f calls a step, %.1f returning to the host, %lld "
+      "allocations in %d steps after the timed ones\n",
+      args.profile, args.profile == 1 ? "" : "s", profiled * 1e3, step_median_s * 1e3,
+      timed.counts().calls / n, timed.counts().host_syncs / n,
+      static_cast<long long>(allocations_after_first_steps), args.profile);
+  say("%-58s %8s %10s %7s\n", "operation", "calls", "ms/step", "share");
+  for (const TimedCompute::Op& op : timed.ops()) {
+    say("%-58s %8.1f %10.3f %6.1f%%\n", op.name.c_str(), op.calls / n, op.seconds / n * 1e3,
+        100.0 * op.seconds / total);
+  }
+  say("%-58s %8s %10.3f\n", "(sum of the timed calls)", "", total / n * 1e3);
+}
+
 }  // namespace
 
 int cmd_bench_train(const BenchTrainArgs& args) {
@@ -134,9 +168,13 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     Communicator& host_comm = *devices.host_comm;
     const bool rank0 = comm.rank() == 0;
     TrainingData data = open_training_data(job);
+    // --profile: every call through a TimedCompute (counting only, until the profiled steps).
+    std::unique_ptr<TimedCompute> timed;
+    if (args.profile > 0) timed = std::make_unique<TimedCompute>(*devices.compute);
+    Compute& compute = timed ? *timed : *devices.compute;
     TrainerOptions options;
     options.verbose = false;
-    options.compute = devices.compute.get();
+    options.compute = &compute;
     options.host_comm = devices.host_comm.get();
     Trainer trainer(job, data, comm, options);
     Model& model = trainer.model();
@@ -218,6 +256,7 @@ int cmd_bench_train(const BenchTrainArgs& args) {
           "nothing was allocated during the steps)\n",
           after / (1 << 30), memory_before / (1 << 30));
     }
+    if (timed) profile_steps(trainer, *timed, args, med, say);
     host_comm.barrier();
     return kExitOk;
   });

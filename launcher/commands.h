@@ -83,6 +83,7 @@ struct BenchTrainArgs {
   JobArgs job;
   int steps = 10;
   int warmup = 2;
+  int profile = 0;  // steps run after the timed ones with every compute call timed (0: none)
   std::vector<std::string> argv;  // the command line after the program name, to re-exec
 };
 int cmd_bench_train(const BenchTrainArgs& args);

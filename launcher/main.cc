@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
   add_job_options(bt, bench_train.job);
   add_hosts_option(bt, bench_train.job.hosts);
   bt->add_option("--steps", bench_train.steps, "timed steps")->check(CLI::PositiveNumber);
+  bt->add_option("--profile", bench_train.profile,
+                 "then N steps with every kernel and GEMM timed alone (synchronised): a table of "
+                 "where a step's time goes")
+      ->check(CLI::NonNegativeNumber);
   bt->add_option("--warmup", bench_train.warmup, "untimed steps first")
       ->check(CLI::NonNegativeNumber);
 
