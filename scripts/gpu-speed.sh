@@ -6,7 +6,8 @@
 #   1. kernels_cuda_gpu_test: every GPU test, none may skip
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
 #      gpu-check.sh's bf16 tolerance)
-#   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences
+#   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
+#      each with a profiled step (--profile 1: every kernel and GEMM timed alone)
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 set -u
 STEPS=${1:-20}
@@ -57,7 +58,7 @@ gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --
       --set optimizer.lr=6e-4)
 for B in 16 4; do
   if timeout 240 ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
-      --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 \
+      --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 --profile 1 \
       > "$OUT/bench-train-b$B.log" 2>&1; then
     verdict "bench train 124M B=$B" PASS "$(grep '^train step' "$OUT/bench-train-b$B.log" | cut -c1-150)"
   else
