@@ -20,7 +20,7 @@
 #   asan+ubsan      413 s         238 s             171 s      (357 tests)
 #   tsan            194 s          62 s              51 s      (23 tests)
 # CI at -j2: the builds take about half (~5 min together), so the stage takes ~9 minutes.
-# Not re-measured since the ASan subset grew to every test program (15 more programs built and
+# Not re-measured since the ASan subset grew to every test program (16 more programs built and
 # ~60 more test cases run, a few of them small 2-rank training runs: recompute_cli_test,
 # report_cli_test, metrics_cli_test, hosts_cli_test); expect a few minutes more.
 #
@@ -88,7 +88,7 @@ CMAKE_FLAGS=${CMAKE_FLAGS:-}
 # ASan: every test but these (and the tests of the programs not built: *_NOT_BUILT).
 ASAN_EXCLUDE='^(slurm_.*|cluster_.*|collectives_two_and_three_hosts|collectives_np[14]|collectives_bf16_np3|dp_equivalence_np[14]|grad_reduce_np2)$|^RunLock\.(SecondRunOnALiveRunDirectoryIsRefused|AKilledRunLeavesNoStaleLock|InsideASlurmJobARunWaitsForTheOldHolder)$|^Mode/WatchdogCliSlowSaves\.|^MemoryFitCli\.(TheEstimateMatchesThePeakResidentMemoryOfRealRuns|TheFinalWeightsAreWrittenWithoutACopyOfTheModel)$|^RecomputeCli\.PeakResidentMemoryIsLowerAndTheRunRecordsIt$|_NOT_BUILT$'
 ASAN_TARGETS=(ringmaster collectives_fault_worker
-  kernels_cpu_test device_arena_test io_test data_test configs_test checkpoint_test worker_test
+  kernels_cpu_test device_arena_test timed_compute_test io_test data_test configs_test checkpoint_test worker_test
   manifest_fuzz_corpus_test safetensors_fuzz_corpus_test job_fuzz_corpus_test
   token_shard_fuzz_corpus_test
   collectives_self_test collectives_nccl_plan_test collectives_test collectives_fault_test
