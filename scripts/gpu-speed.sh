@@ -15,7 +15,11 @@ RESULT=${OUT:-/tmp/gpu-speed-out}
 OUT=/tmp/gpu-speed
 rm -rf "$OUT" && mkdir -p "$OUT" "$RESULT"
 FAILED=0
-verdict() { printf '%-40s %-4s %s\n' "$1" "$2" "$3" | tee -a "$OUT/verdicts.txt"; [[ $2 == FAIL ]] && FAILED=1; }
+# Verdicts and the bench logs reach $RESULT as they come: a run cut short still returns them.
+verdict() {
+  printf '%-40s %-4s %s\n' "$1" "$2" "$3" | tee -a "$OUT/verdicts.txt" "$RESULT/verdicts.txt"
+  [[ $2 == FAIL ]] && FAILED=1
+}
 nvidia-smi -L | tee "$OUT/gpus.txt"
 
 # 1. GPU tests.
@@ -64,12 +68,12 @@ for B in 16 4; do
   else
     verdict "bench train 124M B=$B" FAIL "$(tail -3 "$OUT/bench-train-b$B.log" | tr '\n' ' ')"
   fi
+  cp "$OUT/bench-train-b$B.log" "$RESULT/"
 done
 
 # 4. The peers, same sitting.
-OUT=$OUT timeout 600 bash "$(command -v peers.sh)" "$STEPS" > "$OUT/peers.log" 2>&1
+OUT=$OUT timeout 300 bash "$(command -v peers.sh)" "$STEPS" > "$OUT/peers.log" 2>&1
 tail -5 "$OUT/peers.log"
 echo; cat "$OUT/verdicts.txt"
-cp "$OUT/verdicts.txt" "$RESULT/"
 tar -czf "$RESULT/logs.tgz" -C "$OUT" . 2>/dev/null
 exit $FAILED

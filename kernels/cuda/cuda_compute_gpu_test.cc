@@ -243,7 +243,9 @@ TYPED_TEST(CudaLayersTest, Linear) {
                                inp.cpu(), w.cpu(), N, C, OC);
     EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));  // untouched when skipped
     EXPECT_TRUE(close(dw.gpu_f(), dw.cpu_f(), kGradTol<T>));
-    EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), {0, 0}));  // same order of additions
+    // The column sums add rows in another order than the CPU (column_sums.cuh): float
+    // rounding apart, the same sums.
+    EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), kGradTol<T>));
   }
 }
 

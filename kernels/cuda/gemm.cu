@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemm.h"
 
 #include "kernels/bf16.h"
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
 
@@ -15,16 +16,15 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
-// Thread o sums column o of dout over the rows in order, then adds once (as the CPU).
+// The bias gradient's term: dout[n, o].
 template <typename T>
-__global__ void __launch_bounds__(kElementwiseThreads)
-    column_sums_kernel(float* dbias, const T* dout, int N, int OC) {
-  RM_GRID_STRIDE_LOOP(o, static_cast<size_t>(OC)) {
-    float acc = 0.0f;
-    for (int n = 0; n < N; ++n) acc += load(dout[static_cast<size_t>(n) * OC + o]);
-    dbias[o] += acc;
+struct DoutTerm {
+  const T* dout;
+  int OC;
+  __device__ void operator()(int n, int o, float (&t)[1]) const {
+    t[0] = load(dout[static_cast<size_t>(n) * OC + o]);
   }
-}
+};
 
 }  // namespace
 
@@ -51,8 +51,7 @@ void linear_backward(const Blas& blas, T* dinp, float* dweight, float* dbias, co
   if (dinp != nullptr) gemm(blas, gi, dout, weight, dinp);
   gemm(blas, gw, dout, inp, dweight);
   if (dbias != nullptr && N > 0 && OC > 0) {
-    RM_CUDA_LAUNCH(column_sums_kernel<T>, elementwise_launch(static_cast<size_t>(OC)), stream,
-                   dbias, dout, N, OC);
+    launch_column_sums<1>(ColumnOutputs<1>{{dbias}}, N, OC, DoutTerm<T>{dout, OC}, stream);
   }
 }
 

@@ -4,8 +4,8 @@
 // The GEMMs are cuBLAS calls built by gemm_args.h (linear_*_gemm) and run by cublas_gemm.h: T
 // inputs, T output for activations, fp32 output for the weight gradient, fp32 accumulation.
 // The bias is copied into every row of out first and the GEMM adds onto it (beta = 1), so a
-// bf16 output is rounded once; dbias is a per-column sum over rows in row order
-// (deterministic). Asynchronous on the handle's stream, which must be `stream`.
+// bf16 output is rounded once; dbias is a per-column sum over rows in a fixed order
+// (column_sums.cuh: deterministic). Asynchronous on the handle's stream, which must be `stream`.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,6 +1,7 @@
 #include "kernels/cuda/layernorm.h"
 
 #include "kernels/bf16.h"
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
 #include "kernels/row_math.h"
@@ -59,23 +60,21 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
-// Thread c sums column c over all rows, in row order, then adds once (as the CPU's blocks).
+// layernorm's weight and bias gradients' terms at (n, c): xhat * dout and dout.
 template <typename T>
-__global__ void __launch_bounds__(kElementwiseThreads)
-    layernorm_params_kernel(float* dweight, float* dbias, const T* dout, const T* inp,
-                            const float* mean, const float* rstd, int N, int C) {
-  RM_GRID_STRIDE_LOOP(c, static_cast<size_t>(C)) {
-    float acc_w = 0.0f, acc_b = 0.0f;
-    for (int n = 0; n < N; ++n) {
-      const size_t i = static_cast<size_t>(n) * C + c;
-      const float d = load(dout[i]);
-      acc_w += layernorm_dweight_term(load(inp[i]), d, mean[n], rstd[n]);
-      acc_b += d;
-    }
-    dweight[c] += acc_w;
-    dbias[c] += acc_b;
+struct LayerNormParamTerms {
+  const T* dout;
+  const T* inp;
+  const float* mean;
+  const float* rstd;
+  int C;
+  __device__ void operator()(int n, int c, float (&t)[2]) const {
+    const size_t i = static_cast<size_t>(n) * C + c;
+    const float d = load(dout[i]);
+    t[0] = layernorm_dweight_term(load(inp[i]), d, mean[n], rstd[n]);
+    t[1] = d;
   }
-}
+};
 
 }  // namespace
 
@@ -94,8 +93,8 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
   if (N <= 0 || C <= 0) return;
   RM_CUDA_LAUNCH(layernorm_dinp_kernel<T>, row_launch(N, C), stream, dinp, dout, inp, weight, mean,
                  rstd, C);
-  RM_CUDA_LAUNCH(layernorm_params_kernel<T>, elementwise_launch(static_cast<size_t>(C)), stream,
-                 dweight, dbias, dout, inp, mean, rstd, N, C);
+  launch_column_sums<2>(ColumnOutputs<2>{{dweight, dbias}}, N, C,
+                        LayerNormParamTerms<T>{dout, inp, mean, rstd, C}, stream);
 }
 
 template void layernorm_forward<float>(float*, float*, float*, const float*, const float*,
