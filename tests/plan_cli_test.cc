@@ -87,11 +87,14 @@ TEST(PlanCli, AModelTooLargeForTheClusterFitsInNoMode) {
 // A 7B shape at 16k tokens a sequence on the H100 cluster: the attention scores of every
 // block fit in no mode; recomputing them does, at more compute per step, and is recommended.
 TEST(PlanCli, WhenOnlyRecomputeFitsItIsRecommended) {
+  // 7B-like at 16384 tokens, 2 sequences a rank on 80 GB GPUs: the activations kept for the
+  // backward do not fit in any shard mode (with flash attention there is no T x T matrix; at one
+  // sequence ZeRO-3 would fit), and recomputing all but the block outputs fits.
   TempDir dir;
   const std::string shape =
       "plan configs/gpt2-124m.yaml --cluster configs/clusters/h100-8x8.yaml --set model.layers=32 "
       "--set model.width=4096 --set model.heads=32 --set model.vocab_size=32000 "
-      "--set train.micro_batch=1 --set train.global_batch=512 --set model.seq_len=16384";
+      "--set train.micro_batch=2 --set train.global_batch=512 --set model.seq_len=16384";
   const auto r = run_cli(shape, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* mode : {"none", "optimizer", "gradients", "full"}) {

@@ -62,20 +62,26 @@ checkpoint: {every: 0}
 }
 
 // The rank's peak resident memory over a run, from its "finished" event; -1 if none.
-double finished_peak_rss_mib(const std::string& run_dir) {
+// The last event named `name` in run_dir/events.jsonl (null if none).
+nlohmann::json last_event(const std::string& run_dir, const std::string& name) {
   std::ifstream in(run_dir + "/events.jsonl");
-  double peak = -1;
+  nlohmann::json found;
   for (std::string line; std::getline(in, line);) {
     const auto e = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (e.is_object() && e.value("event", "") == "finished") peak = e.value("peak_rss_mib", -1.0);
+    if (e.is_object() && e.value("event", "") == name) found = e;
   }
-  return peak;
+  return found;
+}
+
+double finished_peak_rss_mib(const std::string& run_dir) {
+  const nlohmann::json e = last_event(run_dir, "finished");
+  return e.is_object() ? e.value("peak_rss_mib", -1.0) : -1.0;
 }
 
 // Recomputation engaged, not just accepted: a job whose activations dominate its memory (6
 // blocks of 8 x 256 tokens, 128 wide: attention scores and MLP activations of every block) runs
-// with and without model.recompute on one rank; the run records the setting in its config.yaml,
-// and its measured peak resident memory is lower by at least half of what the estimate says
+// with and without model.recompute on one rank; the run records the setting in its config.yaml
+// and its started event, and its measured peak resident memory is lower by at least half of what the estimate says
 // recomputation saves (the arrays of all blocks but one). Without it taking effect the two runs
 // would peak within noise of each other.
 TEST(RecomputeCli, PeakResidentMemoryIsLowerAndTheRunRecordsIt) {
@@ -97,6 +103,10 @@ parallel: {threads_per_rank: 1}
     EXPECT_TRUE(test::each_step_once(run_dir + "/metrics.jsonl", 2));
     const JobConfig recorded = load_job(run_dir + "/config.yaml", {}, 1);
     EXPECT_EQ(recorded.model.recompute, recompute) << "config.yaml of " << run_dir;
+    // The run says so where it starts (events.jsonl's started event), as it ran.
+    const nlohmann::json started = last_event(run_dir, "started");
+    ASSERT_TRUE(started.is_object()) << "no started event in " << run_dir;
+    EXPECT_EQ(started.value("recompute", !recompute), recompute) << started.dump();
     peak[recompute] = finished_peak_rss_mib(run_dir);
     ASSERT_GT(peak[recompute], 0) << "no finished event with peak_rss_mib in " << run_dir;
   }
