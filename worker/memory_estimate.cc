@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "kernels/cuda/flash_attention_plan.h"
-#include "kernels/cuda/gemm_args.h"
 #include "worker/gpt_model.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
@@ -320,13 +319,8 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   double device_scratch = 0;
   if (cuda) {
     // Grow-only device scratch (kernels/cuda/cuda_context.h): bf16 attention scores of one
-    // sequence (the materialised path only), per-row losses, and the classifier's logits with
-    // rows padded to 16 bytes when the vocabulary does not align them (kernels/cuda/gemm.h).
-    const double elem = bf16 ? 2 : 4;
-    const int padded_v =
-        rm::cuda::padded_row_length(static_cast<int>(s.V), static_cast<size_t>(elem));
-    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.rows * 8 +
-                     (padded_v != static_cast<int>(s.V) ? s.rows * padded_v * elem : 0);
+    // sequence (the materialised path only), per-row losses.
+    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.rows * 8;
     m.activations += device_scratch;
   }
 

@@ -43,8 +43,6 @@ class CudaContext {
   // request of the same kind.
   float* attention_scratch(size_t n) { return attention_scratch_.get<float>(n, stream_); }
   double* loss_scratch(size_t n) { return loss_scratch_.get<double>(n, stream_); }
-  // Where the Linear layer copies a matrix whose rows it pads (gemm.h).
-  DeviceScratch& padded_rows() { return padded_rows_; }
 
   // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
   // queued on the compute stream is done; returns when the bytes are there.
@@ -63,7 +61,6 @@ class CudaContext {
   void* staging_ = nullptr;  // pinned, kStagingBytes
   DeviceScratch attention_scratch_;
   DeviceScratch loss_scratch_;
-  DeviceScratch padded_rows_;
 };
 
 }  // namespace rm::cuda

@@ -77,15 +77,14 @@ void CudaLayers<T>::layernorm_backward(T* dinp, float* dweight, float* dbias, co
 template <typename T>
 void CudaLayers<T>::linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
                                    int C, int OC) {
-  cuda::linear_forward(ctx_.blas(), out, inp, weight, bias, N, C, OC, ctx_.padded_rows(),
-                       ctx_.stream());
+  cuda::linear_forward(ctx_.blas(), out, inp, weight, bias, N, C, OC, ctx_.stream());
 }
 
 template <typename T>
 void CudaLayers<T>::linear_backward(T* dinp, float* dweight, float* dbias, const T* dout,
                                     const T* inp, const T* weight, int N, int C, int OC) {
   cuda::linear_backward(ctx_.blas(), dinp, dweight, dbias, dout, inp, weight, N, C, OC,
-                        ctx_.padded_rows(), ctx_.stream());
+                        ctx_.stream());
 }
 
 template <typename T>

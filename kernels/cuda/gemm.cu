@@ -8,13 +8,11 @@
 namespace rm::cuda {
 namespace {
 
-// out[n, c] = bias[c] for the OC columns of rows ld elements apart (total = N * ld).
 template <typename T>
 __global__ void __launch_bounds__(kElementwiseThreads)
-    broadcast_rows_kernel(T* out, const T* bias, int OC, int ld, size_t total) {
+    broadcast_rows_kernel(T* out, const T* bias, int OC, size_t total) {
   RM_GRID_STRIDE_LOOP(i, total) {
-    const int c = static_cast<int>(i % ld);
-    if (c < OC) out[i] = bias[c];
+    out[i] = bias[i % OC];
   }
 }
 
@@ -32,61 +30,38 @@ struct DoutTerm {
 
 template <typename T>
 void linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, const T* bias, int N,
-                    int C, int OC, DeviceScratch& rows, cudaStream_t stream) {
+                    int C, int OC, cudaStream_t stream) {
   const bool seed = bias != nullptr && N > 0 && OC > 0;
-  RowMajorGemm g = linear_forward_gemm(N, C, OC, seed);
-  const int ld = padded_row_length(OC, sizeof(T));
-  g.ldc = ld;
+  const RowMajorGemm g = linear_forward_gemm(N, C, OC, seed);
   to_cublas(g);  // validates before anything is queued
-  T* dst = ld == OC || N == 0 ? out : rows.get<T>(static_cast<size_t>(N) * ld, stream);
   if (seed) {
-    const size_t total = static_cast<size_t>(N) * ld;
-    RM_CUDA_LAUNCH(broadcast_rows_kernel<T>, elementwise_launch(total), stream, dst, bias, OC, ld,
+    const size_t total = static_cast<size_t>(N) * OC;
+    RM_CUDA_LAUNCH(broadcast_rows_kernel<T>, elementwise_launch(total), stream, out, bias, OC,
                    total);
   }
-  gemm(blas, g, inp, weight, dst);
-  if (dst != out) {
-    RM_CUDA_CHECK(cudaMemcpy2DAsync(out, OC * sizeof(T), dst, ld * sizeof(T), OC * sizeof(T), N,
-                                    cudaMemcpyDeviceToDevice, stream),
-                  kThrow);
-  }
+  gemm(blas, g, inp, weight, out);
 }
 
 template <typename T>
 void linear_backward(const Blas& blas, T* dinp, float* dweight, float* dbias, const T* dout,
-                     const T* inp, const T* weight, int N, int C, int OC, DeviceScratch& rows,
-                     cudaStream_t stream) {
-  RowMajorGemm gi = linear_dinp_gemm(N, C, OC);
-  const RowMajorGemm gw = linear_dweight_gemm(N, C, OC);
-  const int ld = padded_row_length(OC, sizeof(T));
-  gi.lda = ld;
+                     const T* inp, const T* weight, int N, int C, int OC, cudaStream_t stream) {
+  const RowMajorGemm gi = linear_dinp_gemm(N, C, OC), gw = linear_dweight_gemm(N, C, OC);
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
-  if (dinp != nullptr) {
-    const T* src = dout;
-    if (ld != OC && N > 0) {
-      T* padded = rows.get<T>(static_cast<size_t>(N) * ld, stream);
-      RM_CUDA_CHECK(cudaMemcpy2DAsync(padded, ld * sizeof(T), dout, OC * sizeof(T),
-                                      OC * sizeof(T), N, cudaMemcpyDeviceToDevice, stream),
-                    kThrow);
-      src = padded;
-    }
-    gemm(blas, gi, src, weight, dinp);
-  }
-  gemm(blas, gw, dout, inp, dweight);  // dout's rows are its columns here: fast as they are
+  if (dinp != nullptr) gemm(blas, gi, dout, weight, dinp);
+  gemm(blas, gw, dout, inp, dweight);
   if (dbias != nullptr && N > 0 && OC > 0) {
     launch_column_sums<1>(ColumnOutputs<1>{{dbias}}, N, OC, DoutTerm<T>{dout, OC}, stream);
   }
 }
 
 template void linear_forward<float>(const Blas&, float*, const float*, const float*, const float*,
-                                    int, int, int, DeviceScratch&, cudaStream_t);
+                                    int, int, int, cudaStream_t);
 template void linear_forward<bf16>(const Blas&, bf16*, const bf16*, const bf16*, const bf16*, int,
-                                   int, int, DeviceScratch&, cudaStream_t);
+                                   int, int, cudaStream_t);
 template void linear_backward<float>(const Blas&, float*, float*, float*, const float*,
-                                     const float*, const float*, int, int, int, DeviceScratch&,
-                                     cudaStream_t);
+                                     const float*, const float*, int, int, int, cudaStream_t);
 template void linear_backward<bf16>(const Blas&, bf16*, float*, float*, const bf16*, const bf16*,
-                                    const bf16*, int, int, int, DeviceScratch&, cudaStream_t);
+                                    const bf16*, int, int, int, cudaStream_t);
 
 }  // namespace rm::cuda

@@ -5,29 +5,21 @@
 // inputs, T output for activations, fp32 output for the weight gradient, fp32 accumulation.
 // The bias is copied into every row of out first and the GEMM adds onto it (beta = 1), so a
 // bf16 output is rounded once; dbias is a per-column sum over rows in a fixed order
-// (column_sums.cuh: deterministic).
-//
-// Rows of OC elements that do not start 16 bytes apart (OC = 50257, GPT-2's vocabulary) put
-// cuBLAS on slow kernels for the GEMMs whose out or dout rows they are; those GEMMs then go
-// through a copy in `rows` with rows padded to padded_row_length() (gemm_args.h): the forward
-// computes into it and copies the OC columns out, the backward's dinp GEMM reads dout from it.
-// Memory: N x padded OC elements of T, grow-only. Asynchronous on the handle's stream, which must be `stream`.
+// (column_sums.cuh: deterministic). Asynchronous on the handle's stream, which must be `stream`.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/cublas_gemm.h"
-#include "kernels/cuda/device_scratch.h"
 
 namespace rm::cuda {
 
 template <typename T>
 void linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, const T* bias, int N,
-                    int C, int OC, DeviceScratch& rows, cudaStream_t stream);
+                    int C, int OC, cudaStream_t stream);
 
 template <typename T>
 void linear_backward(const Blas& blas, T* dinp, float* dweight, float* dbias, const T* dout,
-                     const T* inp, const T* weight, int N, int C, int OC, DeviceScratch& rows,
-                     cudaStream_t stream);
+                     const T* inp, const T* weight, int N, int C, int OC, cudaStream_t stream);
 
 }  // namespace rm::cuda

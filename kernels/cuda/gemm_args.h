@@ -44,16 +44,6 @@ struct CublasGemmArgs {
 // row length, batch >= 0, strides >= 0) and throws std::invalid_argument naming the bad value.
 CublasGemmArgs to_cublas(const RowMajorGemm& g);
 
-// The row stride a GEMM's row-major matrix of rows n elements long (elem_bytes each) gets in a
-// scratch copy: n when its rows start 16 bytes apart already, else n rounded up to 64 elements.
-// cuBLAS picks its fast tensor-core kernels only for 16-byte aligned leading dimensions: with
-// GPT-2's vocabulary (50257) as the row length of the logits, the classifier's forward GEMM ran
-// at 94 TFLOP/s on an H200 where the model's other GEMMs ran at 590-860 (bench train's table).
-inline int padded_row_length(int n, size_t elem_bytes) {
-  if (n <= 0 || (static_cast<size_t>(n) * elem_bytes) % 16 == 0) return n;
-  return (n + 63) / 64 * 64;
-}
-
 // ---- The calls the layers make --------------------------------------------------------------
 // Linear (kernels/cpu/gemm.h): inp[N,C], W[OC,C], out/dout[N,OC].
 RowMajorGemm linear_forward_gemm(int N, int C, int OC, bool has_bias);  // out = inp W^T (+ out)

@@ -68,25 +68,6 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   }
 }
 
-TEST(GemmArgs, RowsArePaddedOnlyWhereTheyDoNotStart16BytesApart) {
-  EXPECT_EQ(padded_row_length(50257, 2), 50304);  // GPT-2's vocabulary, bf16: 786 x 64
-  EXPECT_EQ(padded_row_length(50257, 4), 50304);
-  EXPECT_EQ(padded_row_length(29, 4), 64);
-  EXPECT_EQ(padded_row_length(768, 2), 768);      // aligned already: no copy
-  EXPECT_EQ(padded_row_length(256, 2), 256);
-  EXPECT_EQ(padded_row_length(12, 4), 12);        // 48 bytes
-  EXPECT_EQ(padded_row_length(12, 2), 64);        // 24 bytes
-  EXPECT_EQ(padded_row_length(0, 2), 0);
-  // A padded row length's rows start 16 bytes apart, for either element size.
-  for (int n = 1; n < 300; ++n) {
-    for (size_t e : {size_t{2}, size_t{4}}) {
-      const int p = padded_row_length(n, e);
-      EXPECT_GE(p, n);
-      EXPECT_EQ(p * e % 16, 0u) << n << " x " << e;
-    }
-  }
-}
-
 TEST(GemmArgs, EveryTransposeWithSubMatrixLeadingDimensions) {
   const int M = 5, N = 7, K = 3;
   for (bool ta : {false, true}) {
