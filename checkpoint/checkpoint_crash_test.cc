@@ -152,7 +152,12 @@ TEST(CheckpointCrash, SigkillAtRandomMomentsNeverLosesOrCorrupts) {
     const auto resume = find_resume_checkpoint(run_dir, &report);
     const int64_t committed = g_shared->last_committed;
     if (committed < 0) {
-      EXPECT_FALSE(resume) << "trial " << trial;
+      // No commit has returned yet in any trial; one may still have landed if a kill came after
+      // its rename and before the child recorded it (a window ASan's slowdown widens): then it
+      // is a step that was being saved, never anything else.
+      if (resume) {
+        EXPECT_LE(resume->step, static_cast<int64_t>(g_shared->saving_step)) << "trial " << trial;
+      }
       continue;
     }
     ASSERT_TRUE(resume) << "trial " << trial << ": commit of step " << committed

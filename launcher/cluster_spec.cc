@@ -1,6 +1,7 @@
 #include "launcher/cluster_spec.h"
 
 #include <cmath>
+#include <deque>
 #include <set>
 
 #include "configs/config_error.h"
@@ -87,7 +88,10 @@ class Reader {
  private:
   std::string path_;
   std::vector<ConfigError> errors_;
-  std::vector<YAML::Node> nodes_;
+  // The nodes need() hands out, kept alive while the reader runs. A deque: callers hold pointers
+  // to earlier nodes (and pass them back in as maps) while later ones are added, and a vector's
+  // growth would free them under them (ASan caught it in `plan --cluster`).
+  std::deque<YAML::Node> nodes_;
 };
 
 }  // namespace
