@@ -16,7 +16,6 @@
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fma_peak.h"
-#include "kernels/cpu/threads.h"
 #include "worker/console_progress.h"
 #include "worker/device_select.h"
 #include "worker/error_report.h"
@@ -64,9 +63,10 @@ bool prepare(const JobConfig& job, const RankArgs& args) {
 }
 
 // The "started" event's fields: what runs, where, and built from what.
+// peak_flops: rank 0's measured FMA peak (cpu backend; 0 otherwise).
 nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
                               const DeviceChoice& choice, const MpiSession* mpi,
-                              int64_t steps_done) {
+                              int64_t steps_done, double peak_flops) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
@@ -96,26 +96,26 @@ nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
     f["cpu"] = {{"model", c.summary()},
                 {"blas", cpu::blas_description()},
                 {"blas_core", cpu::blas_core_name()},
-                {"peak_gflops_per_rank",
-                 std::round(cpu::measure_fma_peak(c, threads).flops_per_s / 1e8) / 10}};
+                {"peak_gflops_per_rank", std::round(peak_flops / 1e8) / 10}};
   }
   return f;
 }
 
 // Rank 0's console. On a terminal with the cpu backend it first times sgemm at the job's own
 // GEMM shapes (one micro-batch's, 3 runs each: well under a second for the shipped jobs), the
-// baseline of the progress line's MFU.
+// baseline of the progress line's MFU; peak_flops is the other one (0: none).
 std::unique_ptr<ConsoleProgress> make_console(const JobConfig& job, const Model& model,
-                                              const DeviceChoice& choice, int ranks) {
+                                              const DeviceChoice& choice, int ranks,
+                                              double peak_flops) {
   const bool terminal = console_is_terminal();
   const double flops_per_step =
       model.train_flops_per_sample() * job.train.global_batch / std::max(1, ranks);
-  double rate = 0, peak = 0;
+  double rate = 0;
   if (terminal && choice.kind == ComputeKind::kCpu) {
     rate = sgemm_rate(model.train_gemms(job.train.micro_batch), 3);
-    peak = cpu::measure_fma_peak(cpu::host_cpu_features(), cpu::num_threads()).flops_per_s;
   }
-  return std::make_unique<ConsoleProgress>(job.train.steps, terminal, flops_per_step, rate, peak);
+  return std::make_unique<ConsoleProgress>(job.train.steps, terminal, flops_per_step, rate,
+                                           peak_flops);
 }
 
 // `where` describes rank 0's place (host, Slurm job, restart count) for the log. mpi is null
@@ -139,11 +139,16 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   trainer.enable_checkpoints(to_yaml(job));
   const int64_t steps_done = resuming ? trainer.resume(from) : 0;
   std::unique_ptr<MetricsLog> metrics;
+  // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
+  const double peak_flops =
+      rank0 && choice.kind == ComputeKind::kCpu
+          ? cpu::measure_fma_peak(cpu::host_cpu_features(), threads).flops_per_s
+          : 0;
   if (rank0) {
     metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
     trainer.set_metrics(metrics.get());
     append_run_event(job.run_dir, "started",
-                     started_fields(job, comm.size(), threads, choice, mpi, steps_done));
+                     started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops));
     std::printf(
         "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
         "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
@@ -161,7 +166,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   if (rank0 && comm.size() > 1) std::printf("ringmaster: collectives %s\n", comm.describe().c_str());
   std::fflush(stdout);
   std::unique_ptr<ConsoleProgress> console;
-  if (rank0) console = make_console(job, trainer.model(), choice, comm.size());
+  if (rank0) console = make_console(job, trainer.model(), choice, comm.size(), peak_flops);
   trainer.set_console(console.get());
   const Trainer::Outcome outcome = trainer.run();
   if (console) console->clear();
