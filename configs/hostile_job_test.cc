@@ -110,6 +110,12 @@ TEST(HostileJob, LongStringsKeysAndNamesAreCutShortInMessages) {
             "job.yaml:5:7: cluster.env: '" + std::string(60, '-') +
                 "...' (1000 bytes) is not a valid name (a letter or '_', then letters, digits, "
                 "'_')");
+  // A name fits in one directory entry (NAME_MAX), so `runs/<name>` also stays under 4096
+  // bytes and the resolved job loads back (job_fuzz once found a 4092-byte name that did not).
+  EXPECT_EQ(one_error(job + "name: " + std::string(4092, 'x') + "\n"),
+            "job.yaml:3:7: name: must be at most 255 bytes (it names a directory), got 4092 bytes");
+  EXPECT_EQ(one_error(job + "name: " + std::string(256, 'x') + "\n"),
+            "job.yaml:3:7: name: must be at most 255 bytes (it names a directory), got 256 bytes");
   // A multi-line value stays on one line of the message.
   EXPECT_EQ(one_error(job + "model:\n  type: |\n    g\n    p\n"),
             "job.yaml:4:9: model.type: must be one of gpt|mlp, got 'g\\np\\n'");

@@ -50,6 +50,13 @@ Constraint checked(std::string (*check)(const std::string&), std::string_view no
 std::string check_name(const std::string& v) {
   static const std::regex re("[A-Za-z0-9._-]+");
   if (v.empty()) return "must be non-empty";
+  // A path component holds at most NAME_MAX (255) bytes on Linux file systems; checked first,
+  // so that `runs/<name>` also stays within the 4096-byte limit every string value has (a
+  // longer name made a resolved job that did not load back: found by configs/job_fuzz.cc).
+  if (v.size() > 255) {
+    return "must be at most 255 bytes (it names a directory), got " + std::to_string(v.size()) +
+           " bytes";
+  }
   if (v == "." || v == ".." || !std::regex_match(v, re)) {
     return "must use only letters, digits, '.', '_' and '-' (it names a directory), got '" + v +
            "'";
