@@ -116,6 +116,15 @@ TEST(HostileJob, LongStringsKeysAndNamesAreCutShortInMessages) {
             "job.yaml:3:7: name: must be at most 255 bytes (it names a directory), got 4092 bytes");
   EXPECT_EQ(one_error(job + "name: " + std::string(256, 'x') + "\n"),
             "job.yaml:3:7: name: must be at most 255 bytes (it names a directory), got 256 bytes");
+  // Escapes that yaml-cpp decodes to bytes that are not UTF-8 are refused where they are, not in
+  // the resolved job that `run` writes (job_fuzz found "\N" in a cluster.env value).
+  EXPECT_EQ(one_error(job + "cluster:\n  env:\n    A: \"x\\Ny\"\n"),
+            "job.yaml:5:8: cluster.env.A: not UTF-8 text: invalid byte 0x85 (a job file is "
+            "UTF-8), once its escapes are decoded (yaml-cpp decodes \\N and \\_ to single "
+            "bytes: write \\u0085 or \\u00A0)");
+  EXPECT_EQ(one_error(job + "name: \"a\\x01\"\n"),
+            "job.yaml:3:7: name: not a text file: control character 0x01 (a binary file?), once "
+            "its escapes are decoded");
   // A multi-line value stays on one line of the message.
   EXPECT_EQ(one_error(job + "model:\n  type: |\n    g\n    p\n"),
             "job.yaml:4:9: model.type: must be one of gpt|mlp, got 'g\\np\\n'");

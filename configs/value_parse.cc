@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "configs/suggest.h"
+#include "configs/yaml_guard.h"
 
 namespace rm {
 namespace {
@@ -51,12 +52,27 @@ bool is_identifier(const std::string& name) {
 // schema's check functions (some use std::regex) away from huge inputs.
 constexpr size_t kMaxStringBytes = 4096;
 
-bool too_long(const std::string& key, const std::string& text, const YAML::Mark& mark,
-              ErrorSink& sink) {
-  if (text.size() <= kMaxStringBytes) return false;
-  sink.add(key, mark,
-           "longer than " + std::to_string(kMaxStringBytes) + " bytes, got " + shown_text(text));
-  return true;
+// A string must also survive the resolved job that `run` writes and reads back: once yaml-cpp
+// has decoded its escapes it must still be text a job file may hold (yaml_guard.h: UTF-8, no
+// NUL or control characters but tab, CR and LF). yaml-cpp 0.7 decodes the escapes "\N" and "\_"
+// to the lone bytes 0x85 and 0xA0, which are not UTF-8: cluster.env values holding "\N" were
+// accepted and the run's resolved job then refused. Found by configs/job_fuzz.cc.
+bool refused_string(const std::string& key, const std::string& text, const YAML::Mark& mark,
+                    ErrorSink& sink) {
+  if (text.size() > kMaxStringBytes) {
+    sink.add(key, mark,
+             "longer than " + std::to_string(kMaxStringBytes) + " bytes, got " + shown_text(text));
+    return true;
+  }
+  if (const auto problem = check_text_encoding(text)) {
+    std::string msg = problem->message + ", once its escapes are decoded";
+    if (text.find('\x85') != std::string::npos || text.find('\xA0') != std::string::npos) {
+      msg += " (yaml-cpp decodes \\N and \\_ to single bytes: write \\u0085 or \\u00A0)";
+    }
+    sink.add(key, mark, msg);
+    return true;
+  }
+  return false;
 }
 
 enum class FloatText { kFinite, kNotANumber, kNotFinite, kOutOfRange };
@@ -186,7 +202,7 @@ bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& 
     return false;
   }
   const std::string text = value.IsScalar() ? value.Scalar() : "";
-  if (too_long(key, text, mark, sink)) return false;
+  if (refused_string(key, text, mark, sink)) return false;
   const Constraint& c = spec.allowed;
   if (!c.choices.empty()) {
     std::vector<std::string> words(c.choices.begin(), c.choices.end());
@@ -226,7 +242,7 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
       sink.add(key, mark, "expected a non-empty string or a list, got an empty string");
       return false;
     }
-    if (too_long(key, value.Scalar(), mark, sink)) return false;
+    if (refused_string(key, value.Scalar(), mark, sink)) return false;
     items.push_back(value.Scalar());
   } else if (value.IsSequence()) {
     bool ok = true;
@@ -238,7 +254,7 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
                  "expected a non-empty string, got " +
                      (item.IsScalar() ? "an empty string" : describe_node(item)));
         ok = false;
-      } else if (too_long(item_key, item.Scalar(), value_mark(item, mark), sink)) {
+      } else if (refused_string(item_key, item.Scalar(), value_mark(item, mark), sink)) {
         ok = false;
       } else {
         items.push_back(item.Scalar());
@@ -256,7 +272,7 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
 // Map entry names become environment variable names.
 bool check_entry(const std::string& key, const std::string& name, const YAML::Node& value,
                  const YAML::Mark& mark, ErrorSink& sink) {
-  if (too_long(key, name, mark, sink)) return false;
+  if (refused_string(key, name, mark, sink)) return false;
   if (!is_identifier(name)) {
     sink.add(
         key, mark,
@@ -266,6 +282,10 @@ bool check_entry(const std::string& key, const std::string& name, const YAML::No
   if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
     sink.add(key + "." + name, value_mark(value, mark),
              "expected a string, got " + describe_node(value));
+    return false;
+  }
+  if (value.IsScalar() &&
+      refused_string(key + "." + name, value.Scalar(), value_mark(value, mark), sink)) {
     return false;
   }
   return true;
