@@ -94,6 +94,33 @@ class LayerKernels {
   virtual double cross_entropy_forward(const T* logits, const int* targets, int N, int V) = 0;
   virtual double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets,
                                                 int N, int V, float grad_scale) = 0;
+
+  // cross_entropy_forward_backward that returns nothing, so nothing waits: the loss sum is added
+  // to a running total the backend keeps (device memory on cuda), in call order.
+  // take_queued_loss() returns that total and resets it: one host synchronisation for all the
+  // micro-batches of a step, at its end, instead of one per micro-batch between its forward and
+  // its backward. A target >= V throws std::out_of_range from take_queued_loss() on cuda (the
+  // dlogits of that call are then untouched); on the cpu from the queueing call, and the total
+  // is reset. One total per backend, whichever model queues into it.
+  virtual void queue_cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets,
+                                                    int N, int V, float grad_scale) {
+    double loss = 0;
+    try {
+      loss = cross_entropy_forward_backward(logits_then_dlogits, targets, N, V, grad_scale);
+    } catch (...) {
+      queued_loss_ = 0;
+      throw;
+    }
+    queued_loss_ += loss;
+  }
+  virtual double take_queued_loss() {
+    const double total = queued_loss_;
+    queued_loss_ = 0;
+    return total;
+  }
+
+ private:
+  double queued_loss_ = 0;  // the default queue's total (host memory)
 };
 
 }  // namespace rm

@@ -95,6 +95,15 @@ class TimedLayers final : public LayerKernels<T> {
       return k_.cross_entropy_forward_backward(logits, targets, N, V, grad_scale);
     });
   }
+  void queue_cross_entropy_forward_backward(T* logits, const int* targets, int N, int V,
+                                            float grad_scale) override {
+    t_.timed("queue_cross_entropy_forward_backward " + shape({N, V}), false, [&] {
+      k_.queue_cross_entropy_forward_backward(logits, targets, N, V, grad_scale);
+    });
+  }
+  double take_queued_loss() override {
+    return t_.timed("take_queued_loss", true, [&] { return k_.take_queued_loss(); });
+  }
 
  private:
   TimedCompute& t_;
@@ -124,6 +133,7 @@ std::vector<TimedCompute::Op> TimedCompute::ops() const {
 void TimedCompute::reset() {
   ops_.clear();
   counts_ = {};
+  log_.clear();
 }
 
 void* TimedCompute::allocate(size_t bytes) {

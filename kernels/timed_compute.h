@@ -40,7 +40,15 @@ class TimedCompute final : public Compute {
   ~TimedCompute() override;
 
   void set_timing(bool on) { timing_ = on; }
-  // The timed operations since the last reset, the slowest first.
+  // While on, every call is also appended to log(), in call order (the step tests read where
+  // the host synchronisations fall).
+  struct Call {
+    std::string name;
+    bool host_sync = false;
+  };
+  void set_logging(bool on) { logging_ = on; }
+  const std::vector<Call>& log() const { return log_; }
+  // The timed operations since the last reset (which also clears the log), the slowest first.
   std::vector<Op> ops() const;
   const Counts& counts() const { return counts_; }
   void reset();
@@ -84,6 +92,7 @@ class TimedCompute final : public Compute {
   auto timed(const std::string& name, bool host_sync, F&& call) -> decltype(call()) {
     ++counts_.calls;
     if (host_sync) ++counts_.host_syncs;
+    if (logging_) log_.push_back({name, host_sync});
     if (!timing_) return call();
     inner_.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
@@ -102,6 +111,8 @@ class TimedCompute final : public Compute {
 
   Compute& inner_;
   bool timing_ = false;
+  bool logging_ = false;
+  std::vector<Call> log_;
   std::map<std::string, Op> ops_;
   Counts counts_;
   std::unique_ptr<LayerKernels<float>> f32_;

@@ -244,14 +244,12 @@ void GptModel<T>::backward(ParamAccess& access, int B) {
 }
 
 template <typename T>
-double GptModel<T>::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                     int B, float grad_scale) {
+void GptModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs,
+                                         const int* targets, int B, float grad_scale) {
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
-  const double loss =
-      k_.cross_entropy_forward_backward(a_.logits, a_.targets, B * T_, V_, grad_scale);
+  k_.queue_cross_entropy_forward_backward(a_.logits, a_.targets, B * T_, V_, grad_scale);
   backward(access, B);
-  return loss;
 }
 
 template <typename T>

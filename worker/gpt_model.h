@@ -51,13 +51,16 @@ class GptModel final : public Model {
   int vocab_size() const override { return V_; }
   int targets_per_sample() const override { return T_; }
 
-  double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
-                          float grad_scale) override;
+  void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                              float grad_scale) override;
+  double take_loss_sum() override { return k_.take_queued_loss(); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                       int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
   size_t arena_bytes() const override { return memory_.bytes(); }
+  // The arena's arrays, for the memory tests.
+  const DeviceArena& activations() const { return memory_; }
 
   // What a model of this shape needs (model.h), from the code that lays out and plans a live
   // one, without building it: with the attention buffers of a backend whose

@@ -122,13 +122,12 @@ void MlpModel<T>::forward(ParamAccess& access, int B, int Tn) {
 }
 
 template <typename T>
-double MlpModel<T>::forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                     int B, float grad_scale) {
+void MlpModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs,
+                                         const int* targets, int B, float grad_scale) {
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
   const int rows = B * T_;
-  const double loss =
-      k_.cross_entropy_forward_backward(a_.logits, a_.targets, rows, V_, grad_scale);
+  k_.queue_cross_entropy_forward_backward(a_.logits, a_.targets, rows, V_, grad_scale);
   const T* dout = a_.logits;
   for (int l = L_; l >= 0; --l) {
     const Layer& layer = layers_[l];
@@ -148,7 +147,6 @@ double MlpModel<T>::forward_backward(ParamAccess& access, const int* inputs, con
   float* demb = access.acquire_grads(0);
   k_.context_embedding_backward(demb, a_.dx, a_.inputs, B, T_, K_, E_);
   access.release_grads(0);
-  return loss;
 }
 
 template <typename T>

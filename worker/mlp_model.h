@@ -41,8 +41,9 @@ class MlpModel final : public Model {
   int vocab_size() const override { return V_; }
   int targets_per_sample() const override { return T_; }
 
-  double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
-                          float grad_scale) override;
+  void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                              float grad_scale) override;
+  double take_loss_sum() override { return k_.take_queued_loss(); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                       int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;

@@ -41,6 +41,12 @@ double Model::train_flops_per_sample() const {
   return flops;
 }
 
+double Model::forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                               float grad_scale) {
+  queue_forward_backward(access, inputs, targets, B, grad_scale);
+  return take_loss_sum();
+}
+
 double Model::forward_backward(const float* params, float* grads, const int* inputs,
                                const int* targets, int B, float grad_scale) {
   require_fp32(*this);

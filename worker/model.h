@@ -80,9 +80,19 @@ class Model {
   // Loss terms one sample contributes: seq_len for a GPT (every position), 1 for the MLP.
   virtual int targets_per_sample() const = 0;
 
-  // inputs, targets: [B, seq_len] token ids, B <= max_batch(). Returns the loss SUM (nats).
-  virtual double forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                  int B, float grad_scale) = 0;
+  // inputs, targets: [B, seq_len] token ids, B <= max_batch(). Queues one micro-batch's forward
+  // and backward and adds its loss SUM (nats) to a total kept on the compute backend, so that
+  // nothing waits for a device between the forward and the backward, or between micro-batches
+  // (LayerKernels::queue_cross_entropy_forward_backward). take_loss_sum() returns the total of
+  // the micro-batches queued since the last take and resets it: the step's one wait for the
+  // loss, at its end. A target >= vocab_size() throws std::out_of_range, from take_loss_sum() on
+  // a device.
+  virtual void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                      int B, float grad_scale) = 0;
+  virtual double take_loss_sum() = 0;
+  // queue_forward_backward then take_loss_sum(): one micro-batch's loss sum.
+  double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                          float grad_scale);
   virtual double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                               int B) = 0;
   // Logits [vocab] for the token that follows context[0..len). len >= 1; only the last

@@ -70,7 +70,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   const float grad_scale = static_cast<float>(1.0 / targets_in_batch);
 
   state_->begin_step();
-  double loss_sum = 0, data_ms = 0;
+  double data_ms = 0;
   for (int j = 0; j < accum_steps_; ++j) {
     const uint64_t first = static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
                            static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
@@ -80,14 +80,17 @@ StepMetrics Trainer::train_step(int64_t step) {
     data_ms += ms_since(t_data);
     state_->begin_micro_batch(j == accum_steps_ - 1);
     progress_.enter(Phase::kForward);  // ShardedState marks backward
-    loss_sum += model_->forward_backward(*state_, inputs_.data(), targets_.data(),
-                                         tc.micro_batch, grad_scale);
+    model_->queue_forward_backward(*state_, inputs_.data(), targets_.data(), tc.micro_batch,
+                                   grad_scale);
   }
-  if (fault_poisons_loss(rank, step + 1)) loss_sum = std::nan("");
   const auto t_backward = Clock::now();
   progress_.enter(Phase::kGradientSync);
   state_->finish_backward();
   timing_.comm_wait_ms = ms_since(t_backward);
+  // The loss of every micro-batch, read once the gradients are in: on a device the only wait
+  // for it in the step (the backward and the reduction were queued without one).
+  double loss_sum = model_->take_loss_sum();
+  if (fault_poisons_loss(rank, step + 1)) loss_sum = std::nan("");
   // The stop flag and the per-rank figures ride in the collective that sums the loss: every
   // rank learns whether any rank was signalled, at the same step, for free.
   stop_signal_ = stop_signal_received();

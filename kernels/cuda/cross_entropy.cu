@@ -69,7 +69,26 @@ void run(CrossEntropyStatus* status, double* row_loss, T* logits, const int* tar
   sum_doubles(&status->loss, row_loss, static_cast<size_t>(N), stream);
 }
 
+__global__ void __launch_bounds__(1)
+    accumulate_kernel(CrossEntropyTotal* total, const CrossEntropyStatus* status,
+                      const int* targets, int N) {
+  if (status->bad_row < N) {
+    if (total->bad == 0) {
+      total->bad = 1;
+      total->bad_row = status->bad_row;
+      total->bad_target = targets[status->bad_row];
+    }
+    return;  // that call's row losses were never written
+  }
+  total->loss += status->loss;
+}
+
 }  // namespace
+
+void accumulate_cross_entropy(CrossEntropyTotal* total, const CrossEntropyStatus* status,
+                              const int* targets, int N, cudaStream_t stream) {
+  RM_CUDA_LAUNCH(accumulate_kernel, (LaunchShape{1, 1}), stream, total, status, targets, N);
+}
 
 template <typename T>
 void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,

@@ -19,6 +19,20 @@ struct CrossEntropyStatus {
   int bad_row;
 };
 
+// The running total of queued calls (CudaLayers::queue_cross_entropy_forward_backward). All
+// zero bytes is the empty total.
+struct CrossEntropyTotal {
+  double loss;     // the calls' loss sums, added in call order (deterministic)
+  int bad;         // 1 once a call found a target >= V; the first such call's row and target:
+  int bad_row;
+  int bad_target;
+};
+
+// total->loss += status->loss, or, the first time status->bad_row < N, the row and its target
+// kept in total. One thread, after the call that wrote status; asynchronous on `stream`.
+void accumulate_cross_entropy(CrossEntropyTotal* total, const CrossEntropyStatus* status,
+                              const int* targets, int N, cudaStream_t stream);
+
 // The loss only; logits are not modified.
 template <typename T>
 void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,

@@ -344,6 +344,31 @@ TYPED_TEST(CudaLayersTest, CrossEntropyRejectsTargetsOutOfRangeBeforeWriting) {
   EXPECT_NO_THROW(this->gl().cross_entropy_forward(logits.gpu(), ok.gpu(), N, V));
 }
 
+// The queued form: two calls, one read; the total is the two immediate sums added in call order,
+// the dlogits the same bits, and a bad target is thrown by the read, which resets the total.
+TYPED_TEST(CudaLayersTest, QueuedCrossEntropyAddsTheCallsAndReadsOnce) {
+  using T = TypeParam;
+  const int N = 24, V = 40;
+  auto targets = this->both(random_ints(N, 52, 0, V - 1));
+  const std::vector<T> host = random_t<T>(static_cast<size_t>(N) * V, 53, -4.0f, 4.0f);
+  auto queued = this->both(host);
+  auto direct = this->both(host);
+  this->gl().queue_cross_entropy_forward_backward(queued.gpu(), targets.gpu(), N, V, 0.5f);
+  this->gl().queue_cross_entropy_forward_backward(queued.gpu(), targets.gpu(), N, V, 0.5f);
+  const double total = this->gl().take_queued_loss();
+  double want = this->gl().cross_entropy_forward_backward(direct.gpu(), targets.gpu(), N, V, 0.5f);
+  want += this->gl().cross_entropy_forward_backward(direct.gpu(), targets.gpu(), N, V, 0.5f);
+  EXPECT_EQ(total, want);
+  const std::vector<T> a = queued.gpu_host(), b = direct.gpu_host();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0);
+  EXPECT_EQ(this->gl().take_queued_loss(), 0.0);  // taken, so reset
+
+  auto bad = this->both(std::vector<int>(N, V));  // every target out of range
+  this->gl().queue_cross_entropy_forward_backward(queued.gpu(), bad.gpu(), N, V, 0.5f);
+  EXPECT_THROW(this->gl().take_queued_loss(), std::out_of_range);
+  EXPECT_EQ(this->gl().take_queued_loss(), 0.0);
+}
+
 // ---- Flash attention (bf16) -------------------------------------------------------------------
 //
 // The bf16 layers take the flash kernels (flash_attention.h) for head sizes that are multiples of

@@ -41,6 +41,7 @@ CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
     void* results = nullptr;
     RM_CUDA_CHECK(cudaMalloc(&results, sizeof(DeviceResults)), on_error);
     results_ = static_cast<DeviceResults*>(results);
+    RM_CUDA_CHECK(cudaMemset(results_, 0, sizeof(DeviceResults)), on_error);
     RM_CUDA_CHECK(cudaMallocHost(&staging_, kStagingBytes), on_error);
   } catch (...) {
     release();

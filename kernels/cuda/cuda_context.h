@@ -22,6 +22,7 @@ namespace rm::cuda {
 // Where device reductions leave their results.
 struct DeviceResults {
   CrossEntropyStatus cross_entropy;
+  CrossEntropyTotal queued_cross_entropy;  // zeroed at creation and by each take
   double sum;
   double partials[kMaxReduceBlocks];  // sum_squares's first pass
 };

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/context_embedding.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/flash_attention.h"
@@ -162,6 +163,32 @@ double CudaLayers<T>::cross_entropy_forward_backward(T* logits_then_dlogits, con
       &ctx_.results()->cross_entropy, ctx_.loss_scratch(static_cast<size_t>(N)),
       logits_then_dlogits, targets, N, V, grad_scale, ctx_.stream());
   return finish_cross_entropy(targets, N, V);
+}
+
+template <typename T>
+void CudaLayers<T>::queue_cross_entropy_forward_backward(T* logits_then_dlogits,
+                                                         const int* targets, int N, int V,
+                                                         float grad_scale) {
+  check_sizes("queue_cross_entropy_forward_backward", {N, V});
+  cuda::cross_entropy_forward_backward(
+      &ctx_.results()->cross_entropy, ctx_.loss_scratch(static_cast<size_t>(N)),
+      logits_then_dlogits, targets, N, V, grad_scale, ctx_.stream());
+  cuda::accumulate_cross_entropy(&ctx_.results()->queued_cross_entropy,
+                                 &ctx_.results()->cross_entropy, targets, N, ctx_.stream());
+}
+
+template <typename T>
+double CudaLayers<T>::take_queued_loss() {
+  CrossEntropyTotal total;
+  CrossEntropyTotal* const device_total = &ctx_.results()->queued_cross_entropy;
+  ctx_.fetch(&total, device_total, sizeof(total));
+  RM_CUDA_CHECK(cudaMemsetAsync(device_total, 0, sizeof(total), ctx_.stream()), kThrow);
+  if (total.bad != 0) {
+    throw std::out_of_range("rm::cuda::cross_entropy: target " +
+                            std::to_string(total.bad_target) + " of row " +
+                            std::to_string(total.bad_row) + " is not below the vocabulary");
+  }
+  return total.loss;
 }
 
 template <typename T>

@@ -43,6 +43,11 @@ class CudaLayers final : public LayerKernels<T> {
   double cross_entropy_forward(const T* logits, const int* targets, int N, int V) override;
   double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N, int V,
                                         float grad_scale) override;
+  // The total lives in the context's DeviceResults (one per GPU context, shared by the float
+  // and bf16 layers); take_queued_loss() is the only download.
+  void queue_cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N,
+                                            int V, float grad_scale) override;
+  double take_queued_loss() override;
 
  private:
   // Whether attention takes the flash kernels (T = bf16 and a supported head size).
