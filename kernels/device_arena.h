@@ -37,6 +37,7 @@ class DeviceArena {
           [&ptr, offset](char* base) { ptr = reinterpret_cast<T*>(base + offset); });
     }
     bytes_ = (bytes_ + n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+    array_bytes_.push_back(n * sizeof(T));
   }
   // Allocates every planned array at once (zero-filled) and sets the pointers. Once only.
   void allocate() {
@@ -46,10 +47,14 @@ class DeviceArena {
     bindings_.clear();
   }
   size_t bytes() const { return bytes_; }
+  // Each planned array's size in bytes, in plan order (the memory tests look for one of a
+  // given size, e.g. attention's [B,H,T,T]).
+  const std::vector<size_t>& array_bytes() const { return array_bytes_; }
 
  private:
   Compute* compute_ = nullptr;
   size_t bytes_ = 0;
+  std::vector<size_t> array_bytes_;
   std::vector<std::function<void(char*)>> bindings_;
   DeviceArray<char> memory_;
 };
