@@ -1,0 +1,329 @@
+#include "checkpoint/memory_snapshot.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "checkpoint/xxh_state.h"
+#include "io/io_error.h"
+
+namespace rm {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'M', 'M', 'E', 'M', 'C', 'K', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPage = 4096;
+constexpr size_t kChunk = size_t{1} << 20;  // copied, then hashed while still in cache
+
+enum SlotState : uint64_t { kEmpty = 0, kWriting = 1, kCommitted = 2 };
+
+struct SlotHeader {
+  uint64_t state;  // SlotState; read with acquire, written with release
+  uint64_t epoch;  // commits so far, this one included: the newer slot has the larger
+  int64_t step;
+  uint64_t bytes;
+  uint64_t xxh64;
+};
+
+struct SegmentHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t owner;
+  uint64_t capacity;
+  SlotHeader slots[2];
+};
+static_assert(sizeof(SegmentHeader) <= kPage, "the header fits its page");
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t slot_stride(size_t capacity) { return round_up(std::max<size_t>(capacity, 1), kPage); }
+size_t segment_bytes(size_t capacity) { return kPage + 2 * slot_stride(capacity); }
+
+SegmentHeader* header_of(void* base) { return static_cast<SegmentHeader*>(base); }
+
+uint64_t load_state(const SlotHeader& s) { return __atomic_load_n(&s.state, __ATOMIC_ACQUIRE); }
+void store_state(SlotHeader& s, uint64_t v) { __atomic_store_n(&s.state, v, __ATOMIC_RELEASE); }
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+[[noreturn]] void fail(const std::string& name, const std::string& what, int e) {
+  throw IoError("/dev/shm" + name + ": " + what + ": " + errno_text(e), e);
+}
+
+void* map_fd(int fd, size_t bytes, const std::string& name) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    fail(name, "mmap of " + std::to_string(bytes) + " bytes failed", e);
+  }
+  close(fd);
+  return p;
+}
+
+void check_name(const std::string& name) {
+  if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos ||
+      name.size() > 255) {
+    throw std::invalid_argument("memory snapshot: '" + name +
+                                "' is not a shared-memory name ('/' then no other '/')");
+  }
+}
+
+}  // namespace
+
+std::string memory_snapshot_name(uint64_t run_key, int rank) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "/ringmaster-%016" PRIx64 "-r%d", run_key, rank);
+  return buf;
+}
+
+MemorySnapshot::MemorySnapshot(std::string name, void* base, size_t mapped, size_t capacity)
+    : name_(std::move(name)), base_(base), mapped_(mapped), capacity_(capacity) {}
+
+MemorySnapshot::MemorySnapshot(MemorySnapshot&& o) noexcept { *this = std::move(o); }
+
+MemorySnapshot& MemorySnapshot::operator=(MemorySnapshot&& o) noexcept {
+  if (this != &o) {
+    if (base_ != nullptr) munmap(base_, mapped_);
+    name_ = std::move(o.name_);
+    base_ = std::exchange(o.base_, nullptr);
+    mapped_ = std::exchange(o.mapped_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+    keep_slot_ = std::exchange(o.keep_slot_, -1);
+  }
+  return *this;
+}
+
+MemorySnapshot::~MemorySnapshot() {
+  if (base_ != nullptr) munmap(base_, mapped_);
+}
+
+char* MemorySnapshot::slot_data(int slot) const {
+  return static_cast<char*>(base_) + kPage + static_cast<size_t>(slot) * slot_stride(capacity_);
+}
+
+MemorySnapshot MemorySnapshot::create(const std::string& name, uint64_t owner, size_t capacity) {
+  check_name(name);
+  std::string why;
+  if (std::optional<MemorySnapshot> same = open(name, owner, capacity, &why)) {
+    return std::move(*same);  // this run's own segment: its committed slots stay readable
+  }
+  // Another owner's, another capacity, damaged, or none: made anew, its content never read.
+  shm_unlink(name.c_str());
+  const size_t bytes = segment_bytes(capacity);
+  struct statvfs fs{};
+  if (statvfs("/dev/shm", &fs) == 0) {
+    const unsigned long long avail = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+    if (avail < bytes) {
+      throw IoError("/dev/shm" + name + ": needs " + std::to_string(bytes) +
+                    " bytes of shared memory and /dev/shm has " + std::to_string(avail) +
+                    " free (make it larger, e.g. docker --shm-size, or set "
+                    "checkpoint.memory_every: 0)",
+                    ENOSPC);
+    }
+  }
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) fail(name, "shm_open failed", errno);
+  // posix_fallocate, not ftruncate: a sparse segment would fail later, with SIGBUS in a copy,
+  // when tmpfs runs out; this fails now, with a message.
+  if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+    close(fd);
+    shm_unlink(name.c_str());
+    fail(name, "reserving " + std::to_string(bytes) + " bytes failed", e);
+  }
+  void* base = map_fd(fd, bytes, name);
+  SegmentHeader* h = header_of(base);
+  std::memset(h, 0, sizeof *h);
+  h->version = kVersion;
+  h->header_bytes = static_cast<uint32_t>(kPage);
+  h->owner = owner;
+  h->capacity = capacity;
+  std::memcpy(h->magic, kMagic, sizeof kMagic);  // last: a half-made header is not ours
+  return MemorySnapshot(name, base, bytes, capacity);
+}
+
+std::optional<MemorySnapshot> MemorySnapshot::open(const std::string& name, uint64_t owner,
+                                                   size_t capacity, std::string* why) {
+  check_name(name);
+  const auto refuse = [&](const std::string& reason) -> std::optional<MemorySnapshot> {
+    if (why != nullptr) *why = reason;
+    return std::nullopt;
+  };
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    if (errno == ENOENT) return refuse("no segment");
+    return refuse("cannot open it: " + errno_text(errno));
+  }
+  struct stat st{};
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    close(fd);
+    return refuse("cannot stat it: " + errno_text(e));
+  }
+  const size_t bytes = segment_bytes(capacity);
+  if (static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    return refuse("its size is " + std::to_string(st.st_size) + " bytes, not the " +
+                  std::to_string(bytes) + " of this run's state");
+  }
+  void* base = map_fd(fd, bytes, name);
+  MemorySnapshot snap(name, base, bytes, capacity);
+  const SegmentHeader* h = header_of(base);
+  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0 || h->version != kVersion ||
+      h->header_bytes != kPage) {
+    return refuse("not a segment of this version of ringmaster");
+  }
+  if (h->owner != owner) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "another run's segment (owner %016" PRIx64 ", this run %016"
+                  PRIx64 ")", h->owner, owner);
+    return refuse(buf);
+  }
+  if (h->capacity != capacity) {
+    return refuse("it holds " + std::to_string(h->capacity) + " bytes a slot, not " +
+                  std::to_string(capacity));
+  }
+  return snap;
+}
+
+void MemorySnapshot::remove(const std::string& name) {
+  check_name(name);
+  if (shm_unlink(name.c_str()) != 0 && errno != ENOENT) fail(name, "shm_unlink failed", errno);
+}
+
+void MemorySnapshot::save(int64_t step, const std::vector<SnapshotPart>& parts) {
+  size_t total = 0;
+  for (const SnapshotPart& p : parts) total += p.bytes;
+  if (total > capacity_) {
+    throw std::invalid_argument("memory snapshot " + name_ + ": " + std::to_string(total) +
+                                " bytes do not fit a slot of " + std::to_string(capacity_));
+  }
+  SegmentHeader* h = header_of(base_);
+  // The slot to write: not the one holding the newest verified state. Not simply the older
+  // commit: if the newest commit was damaged since, that would overwrite the only good one.
+  // Known after this process's own save or restore; otherwise verified once, here.
+  if (keep_slot_ < 0) {
+    const std::vector<SlotReport> slots = verify();
+    for (const SlotReport& r : slots) {
+      if (r.usable) {
+        keep_slot_ = r.slot;
+        break;
+      }
+    }
+  }
+  const int slot = keep_slot_ == 0 ? 1 : 0;
+  const bool c0 = load_state(h->slots[0]) == kCommitted, c1 = load_state(h->slots[1]) == kCommitted;
+  const uint64_t epoch = std::max(c0 ? h->slots[0].epoch : 0, c1 ? h->slots[1].epoch : 0) + 1;
+  SlotHeader& s = h->slots[slot];
+  store_state(s, kWriting);
+  char* dst = slot_data(slot);
+  XxhState xxh;
+  for (const SnapshotPart& p : parts) {
+    const char* src = static_cast<const char*>(p.data);
+    for (size_t done = 0; done < p.bytes;) {
+      const size_t n = std::min(kChunk, p.bytes - done);
+      std::memcpy(dst, src + done, n);
+      XXH64_update(xxh.s, dst, n);  // what landed in the segment, read back from cache
+      dst += n;
+      done += n;
+    }
+  }
+  s.step = step;
+  s.bytes = total;
+  s.xxh64 = XXH64_digest(xxh.s);
+  s.epoch = epoch;
+  store_state(s, kCommitted);
+  keep_slot_ = slot;
+}
+
+std::vector<MemorySnapshot::SlotReport> MemorySnapshot::verify() const {
+  const SegmentHeader* h = header_of(base_);
+  std::vector<SlotReport> out;
+  uint64_t epochs[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const SlotHeader& s = h->slots[i];
+    SlotReport r;
+    r.slot = i;
+    const uint64_t state = load_state(s);
+    if (state == kEmpty) {
+      r.why = "never written";
+    } else if (state != kCommitted) {
+      r.why = state == kWriting ? "being written (its save did not finish)" : "damaged header";
+    } else if (s.bytes > capacity_) {
+      r.why = "damaged header (size " + std::to_string(s.bytes) + ")";
+    } else {
+      r.step = s.step;
+      epochs[i] = s.epoch;
+      if (XXH64(slot_data(i), s.bytes, 0) == s.xxh64) {
+        r.usable = true;
+      } else {
+        r.why = "checksum mismatch (its bytes changed after the save)";
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  if (epochs[1] > epochs[0]) std::swap(out[0], out[1]);
+  keep_slot_ = out[0].usable ? out[0].slot : out[1].usable ? out[1].slot : -1;
+  return out;
+}
+
+std::vector<int64_t> MemorySnapshot::verified_steps() const {
+  std::vector<int64_t> steps;
+  for (const SlotReport& r : verify()) {
+    if (r.usable) steps.push_back(r.step);
+  }
+  return steps;
+}
+
+bool MemorySnapshot::restore(int64_t step, const std::vector<SnapshotPart>& parts,
+                             std::string* why) const {
+  const auto refuse = [&](const std::string& reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  const SegmentHeader* h = header_of(base_);
+  size_t total = 0;
+  for (const SnapshotPart& p : parts) total += p.bytes;
+  std::string reasons;
+  for (int i = 0; i < 2; ++i) {
+    const SlotHeader& s = h->slots[i];
+    if (load_state(s) != kCommitted || s.step != step) continue;
+    if (s.bytes != total) {
+      reasons += "slot " + std::to_string(i) + " holds " + std::to_string(s.bytes) +
+                 " bytes, not " + std::to_string(total) + "; ";
+      continue;
+    }
+    XxhState xxh;
+    const char* src = slot_data(i);
+    for (const SnapshotPart& p : parts) {
+      for (size_t done = 0; done < p.bytes;) {
+        const size_t n = std::min(kChunk, p.bytes - done);
+        XXH64_update(xxh.s, src, n);
+        std::memcpy(static_cast<char*>(p.data) + done, src, n);
+        src += n;
+        done += n;
+      }
+    }
+    if (XXH64_digest(xxh.s) == s.xxh64) {
+      keep_slot_ = i;  // the state training goes on from: never the next one overwritten
+      return true;
+    }
+    reasons += "slot " + std::to_string(i) + ": checksum mismatch; ";
+  }
+  if (reasons.empty()) return refuse("no committed slot holds step " + std::to_string(step));
+  reasons.resize(reasons.size() - 2);
+  return refuse(reasons);
+}
+
+}  // namespace rm
