@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "bench/bench_io.h"
+#include "bench/bench_memory_snapshot.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
@@ -198,7 +199,7 @@ int run(const BenchCkptArgs& args) {
   std::fflush(stdout);
 
   Series write_plain, save, read_cold, restore_cold, read_warm, restore_warm, stall_sync,
-      stall_async, async_staged, async_done;
+      stall_async, async_staged, async_done, mem_in, mem_save, mem_out, mem_restore;
   double resident = 0;
   const std::string plain_file = io::join(dir.work(), "plain.bin");
   const std::string save_run = io::join(dir.work(), "save"),
@@ -233,6 +234,12 @@ int run(const BenchCkptArgs& args) {
     async_staged.s.push_back(a.staged);
     async_done.s.push_back(a.done);
     io::remove_tree(async_run);
+
+    const MemorySnapshotTimes mem = bench_memory_snapshot(state, ranks);
+    mem_in.s.push_back(mem.memcpy_in);
+    mem_save.s.push_back(mem.save);
+    mem_out.s.push_back(mem.memcpy_out);
+    mem_restore.s.push_back(mem.restore);
   }
   throw_if_stopped();
   sync_writers.clear();
@@ -281,6 +288,14 @@ int run(const BenchCkptArgs& args) {
   row("plain read, warm (baseline)", read_warm, "");
   row("checkpoint restore, warm", restore_warm,
       ratio(read_warm.median() / restore_warm.median(), "speed", "no goal"));
+
+  std::printf("in memory, /dev/shm (checkpoint.memory_every; every byte hashed)\n");
+  row("plain memcpy into shm (baseline)", mem_in, "");
+  row("memory snapshot save", mem_save,
+      ratio(mem_in.median() / mem_save.median(), "speed", "no goal"));
+  row("plain memcpy out of shm (baseline)", mem_out, "");
+  row("memory snapshot restore", mem_restore,
+      ratio(mem_out.median() / mem_restore.median(), "speed", "no goal"));
 
   const char* shards = ranks == 1 ? "" : "s";
   std::printf(

@@ -33,6 +33,10 @@ const char* const kRows[] = {
     "checkpoint restore, cold",
     "plain read, warm (baseline)",
     "checkpoint restore, warm",
+    "plain memcpy into shm (baseline)",
+    "memory snapshot save",
+    "plain memcpy out of shm (baseline)",
+    "memory snapshot restore",
 };
 
 void expect_table(const std::string& out) {
@@ -83,6 +87,11 @@ TEST(BenchCkptCli, CreatedDirIsRemovedWithOddShardsAndRepeats) {
   expect_table(r.out);
   EXPECT_NE(r.out.find("in 3 shards under " + dir + ", 2 repeats"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp.file("a"))) << "the directories it created must be removed";
+  // Nor are its shared-memory segments left (bench/bench_memory_snapshot.cc names them
+  // ringmaster-be4c...).
+  for (const std::string& name : entries("/dev/shm")) {
+    EXPECT_NE(name.rfind("ringmaster-be4c", 0), 0u) << "/dev/shm/" << name << " left behind";
+  }
 }
 
 // Ctrl-C mid-run: the scratch files and the directories it created are removed all the same.
