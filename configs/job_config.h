@@ -68,6 +68,7 @@ struct CheckpointConfig {
   int64_t every = 0;  // steps; 0 = only at the end and on signals
   int keep = 3;
   int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
+  int64_t memory_every = 0;  // steps between in-memory checkpoints (/dev/shm); 0 = off
   bool async = true;
   bool on_signal = true;
   std::string on_error = "stop";  // stop | continue: what a save's I/O error does

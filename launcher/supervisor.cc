@@ -123,12 +123,16 @@ int supervise(const JobConfig& job, const MpiLaunch& launch, const std::vector<s
     }
     args = restart_arguments(argv);
     const auto newest = find_resume_checkpoint(job.run_dir);
-    if (!newest) args.push_back("--fresh");
+    const bool memory = job.checkpoint.memory_every > 0;
+    // Without a checkpoint to resume, the run starts over -- unless its ranks may hold newer
+    // state in memory (worker/memory_checkpoints.h), which --fresh would discard.
+    if (!newest && !memory) args.push_back("--fresh");
     append_run_event(job.run_dir, "restart",
                      {{"reason", "failed"}, {"exit_code", code}, {"restart", attempt + 1}});
-    std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s\n", code,
-                attempt + 1, max_restarts,
-                newest ? newest->path.c_str() : "the beginning (no checkpoint verifies)");
+    const std::string from =
+        newest ? newest->path : "the beginning (no checkpoint verifies)";
+    std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s%s\n", code,
+                attempt + 1, max_restarts, memory ? "memory if newer, else " : "", from.c_str());
     std::fflush(stdout);
   }
 }

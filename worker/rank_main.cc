@@ -49,17 +49,26 @@ int run_time(Body body) {
   }
 }
 
-// Rank 0 only: prepares the run directory; true when the run resumes from a checkpoint.
-bool prepare(const JobConfig& job, const RankArgs& args) {
+// How a run starts, as rank 0 found its directory.
+enum StartKind : int {
+  kStartNew = 0,         // nothing there, or --fresh: an earlier run's memory segments go
+  kStartResume = 1,      // a disk checkpoint (or --from)
+  kStartUnfinished = 2,  // a run that saved no disk checkpoint: memory may hold its state
+};
+
+// Rank 0 only: prepares the run directory.
+StartKind prepare(const JobConfig& job, const RankArgs& args) {
   const RunStart start = prepare_run(job, args.fresh);
-  if (start == RunStart::kRestartUnfinished) {
-    std::printf(
-        "ringmaster: %s holds an unfinished run of this job that saved no checkpoint; "
-        "starting it again from step 0\n",
-        job.run_dir.c_str());
+  if (start == RunStart::kRestartUnfinished && args.from.empty()) {
+    std::printf("ringmaster: %s holds an unfinished run of this job that saved no checkpoint on "
+                "disk; %s\n",
+                job.run_dir.c_str(),
+                job.checkpoint.memory_every > 0 ? "looking for its in-memory checkpoints"
+                                                 : "starting it again from step 0");
     std::fflush(stdout);
   }
-  return start == RunStart::kResume || !args.from.empty();
+  if (start == RunStart::kResume || !args.from.empty()) return kStartResume;
+  return start == RunStart::kRestartUnfinished ? kStartUnfinished : kStartNew;
 }
 
 // The "started" event's fields: what runs, where, and built from what.
@@ -121,7 +130,7 @@ std::unique_ptr<ConsoleProgress> make_console(const JobConfig& job, const Model&
 // `where` describes rank 0's place (host, Slurm job, restart count) for the log. mpi is null
 // for a lone process.
 int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
-          const DeviceChoice& choice, const std::string& where, bool resuming,
+          const DeviceChoice& choice, const std::string& where, StartKind start,
           const std::string& from) {
   const int rank = mpi != nullptr ? mpi->rank() : 0;
   const bool rank0 = rank == 0;
@@ -137,6 +146,9 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   options.host_comm = devices.host_comm.get();
   Trainer trainer(job, data, comm, options);
   trainer.enable_checkpoints(to_yaml(job));
+  if (start == kStartNew) trainer.discard_memory_checkpoints();
+  const bool resuming = start == kStartResume ||
+                        (start == kStartUnfinished && job.checkpoint.memory_every > 0);
   const int64_t steps_done = resuming ? trainer.resume(from) : 0;
   std::unique_ptr<MetricsLog> metrics;
   // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
@@ -171,6 +183,9 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   const Trainer::Outcome outcome = trainer.run();
   if (console) console->clear();
   trainer.wait_for_checkpoints();
+  // The disk now holds this step (stopped) or the weights (finished): the segments would only
+  // hold memory.
+  trainer.discard_memory_checkpoints();
   if (outcome == Trainer::Outcome::kStopped) {
     // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
     // mpirun a rank that exits early with a non-zero code gets the others killed.
@@ -233,8 +248,8 @@ int run_alone(const RankArgs& args) {
     TrainingData data = open_training_data(job);
     const DeviceChoice choice = choose_device(job.parallel.backend, 0, 1);
     check_host_memory(job, 1, 0, 1, choice.kind);
-    const bool resuming = prepare(job, args);
-    return run_time([&] { return train(job, data, nullptr, choice, "", resuming, args.from); });
+    const StartKind start = prepare(job, args);
+    return run_time([&] { return train(job, data, nullptr, choice, "", start, args.from); });
   });
 }
 
@@ -268,17 +283,20 @@ int run_with_mpi(const RankArgs& args) {
   if (cuda_here && !cuda_everywhere) {
     choice = DeviceChoice{ComputeKind::kCpu, -1, "auto: some node of the job has no GPU"};
   }
-  int resuming = 0;
+  int start = kStartNew;
   status = report_errors([&] {
-    if (mpi.rank() == 0) resuming = prepare(job, args) ? 1 : 0;
+    if (mpi.rank() == 0) start = prepare(job, args);
     return kExitOk;
   });
   worst = agree_int(status, Agree::kMax, "the run directory");
   if (worst != kExitOk) return worst;
-  resuming = broadcast_int(resuming, 0, "whether the run resumes");
+  start = broadcast_int(start, 0, "whether the run resumes");
   return report_errors([&] {
     return run_time(
-        [&] { return train(job, data, &mpi, choice, mpi.describe(), resuming != 0, args.from); });
+        [&] {
+          return train(job, data, &mpi, choice, mpi.describe(), static_cast<StartKind>(start),
+                       args.from);
+        });
   });
 }
 

@@ -518,6 +518,16 @@ void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {
   refresh_compute_params();
 }
 
+std::vector<ShardedState::LocalPart> ShardedState::local_state_parts() {
+  const size_t no = optimizer_->end() - optimizer_->begin();
+  return {{params_.data(), params_.size()}, {optimizer_->m(), no}, {optimizer_->v(), no}};
+}
+
+void ShardedState::finish_local_restore(int64_t optimizer_steps) {
+  optimizer_->set_steps_taken(optimizer_steps);
+  refresh_compute_params();
+}
+
 MemoryPlan ShardedState::memory_plan() const {
   MemoryPlan m;
   m.param_bytes = params_.size() * (sizeof(float) + (bf16_ ? sizeof(bf16) : 0));

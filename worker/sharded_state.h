@@ -123,6 +123,16 @@ class ShardedState final : public ParamAccess {
   CheckpointView checkpoint_view();
   size_t checkpoint_floats() const { return 3 * (shard_end_ - shard_begin_); }
   void restore(CheckpointReader& reader, int64_t optimizer_steps);
+  // The rank's state as it holds it -- its parameters (all of them, or its ZeRO-3 shard) and
+  // its Adam moments -- for in-memory checkpoints, which restore onto the same ranks and shard
+  // mode only: three ranges of the compute's memory (device memory on cuda). After writing
+  // them, finish_local_restore() sets the optimizer's step count and the compute copies.
+  struct LocalPart {
+    float* data;
+    size_t floats;
+  };
+  std::vector<LocalPart> local_state_parts();
+  void finish_local_restore(int64_t optimizer_steps);
 
   const std::string& mode() const { return mode_; }
   MemoryPlan memory_plan() const;

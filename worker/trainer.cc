@@ -1,11 +1,14 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
+#include "checkpoint/checkpoint_paths.h"
 #include "worker/fault_injection.h"
 #include "worker/lr_schedule.h"
 #include "worker/run_events.h"
@@ -168,11 +171,71 @@ double Trainer::evaluate() {
 void Trainer::enable_checkpoints(const std::string& resolved_job) {
   checkpoints_ = std::make_unique<Checkpointing>(job_, resolved_job, *model_, *state_, host_comm_);
   checkpoints_->set_trace(trace_.get());
+  if (job_.checkpoint.memory_every > 0) {
+    memory_ = std::make_unique<MemoryCheckpoints>(job_, *state_, model_->compute(), host_comm_);
+  }
+}
+
+void Trainer::discard_memory_checkpoints() {
+  if (memory_) memory_->discard();
+}
+
+namespace {
+
+// The newest committed checkpoint's step by its directory's name (not verified; -1: none),
+// rank 0's view, known to every rank.
+int64_t newest_disk_step(const std::string& run_dir, Communicator& comm) {
+  double newest = -1;
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(checkpoints_root(run_dir), ec)) {
+      const auto parsed = parse_step_dir_name(e.path().filename().string());
+      if (parsed && parsed->committed) newest = std::max(newest, static_cast<double>(parsed->step));
+    }
+  }
+  comm.broadcast(&newest, 1, DType::kFloat64, 0)->wait();
+  return static_cast<int64_t>(newest);
+}
+
+}  // namespace
+
+int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
+                                    int64_t disk_step) {
+  skipped_batches_ = memory_->restore(step);
+  next_step_ = step;
+  if (comm_.rank() == 0) {
+    const std::string disk =
+        disk_step < 0 ? "no disk checkpoint" : "disk: step " + std::to_string(disk_step);
+    std::printf("ringmaster: resuming from memory (step %lld; %s); %s\n",
+                static_cast<long long>(step), disk.c_str(), account.c_str());
+    std::fflush(stdout);
+    append_run_event(job_.run_dir, "resumed",
+                     {{"from", "memory"}, {"step", step}, {"disk_step", disk_step},
+                      {"memory", account}, {"skipped", nlohmann::json::array()}});
+  }
+  return next_step_;
 }
 
 int64_t Trainer::resume(const std::string& path) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
-  next_step_ = checkpoints_->resume(path);
+  if (memory_ && path.empty()) {
+    const MemoryCheckpoints::Agreed held = memory_->agree_on_step();
+    const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
+    if (held.step && *held.step >= disk) return resume_from_memory(*held.step, held.account, disk);
+    if (comm_.rank() == 0) {
+      std::printf("ringmaster: %s; %s\n", held.account.c_str(),
+                  held.step ? "the disk holds a newer checkpoint"
+                            : "no step that every rank holds, so not from memory");
+      std::fflush(stdout);
+    }
+    next_step_ = checkpoints_->resume(path);
+    // The newest disk checkpoint did not verify and an older one was taken: memory may be newer.
+    if (held.step && *held.step > next_step_) {
+      return resume_from_memory(*held.step, held.account, next_step_);
+    }
+  } else {
+    next_step_ = checkpoints_->resume(path);
+  }
   // The batches skipped by rollbacks before the checkpoint are skipped again.
   skipped_batches_.clear();
   const nlohmann::json& state = checkpoints_->resumed_state();
@@ -231,6 +294,9 @@ void Trainer::roll_back(const StepMetrics& bad) {
     append_run_event(job_.run_dir, "nan_rollback",
                      {{"step", bad.step}, {"what", std::isfinite(bad.loss) ? "grad_norm" : "loss"}});
   }
+  // In-memory checkpoints newer than the disk one hold the batches as they were before this
+  // skip: a restart must not bring them back.
+  if (memory_) memory_->discard();
   progress_.enter(Phase::kCheckpointWait);
   checkpoints_->wait();  // the newest save must be on disk before choosing
   progress_.enter(Phase::kCheckpointLoad);
@@ -316,6 +382,12 @@ Trainer::Outcome Trainer::run_steps() {
       // ...and durable before it: a power cut must not keep checkpoint k and lose lines 1..k.
       if (rank0 && options_.metrics) options_.metrics->sync();
       checkpoints_->save(m.step, data_state(m.step));
+    }
+    // After the step's metrics line, as the disk checkpoint: a resume from step k has lines
+    // 1..k. The disk save above may still be copying the same buffers; both only read them.
+    if (memory_ && memory_->due(m.step)) {
+      progress_.enter(Phase::kCheckpointSave);
+      memory_->save(m.step, skipped_batches_);
     }
     if (stop) return Outcome::kStopped;
   }

@@ -23,6 +23,7 @@
 #include "configs/job_config.h"
 #include "worker/checkpointing.h"
 #include "worker/console_progress.h"
+#include "worker/memory_checkpoints.h"
 #include "worker/metrics_log.h"
 #include "worker/model.h"
 #include "worker/sharded_state.h"
@@ -85,8 +86,13 @@ class Trainer {
   void enable_checkpoints(const std::string& resolved_job);
   // Continues from `path` or (empty) the run's newest verified checkpoint, if any: parameters,
   // Adam moments and step; the data position and schedule follow from the step. Returns the
-  // steps already done. Requires enable_checkpoints.
+  // steps already done. Requires enable_checkpoints. With checkpoint.memory_every and an empty
+  // path, the newest step every rank holds verified in memory (memory_checkpoints.h) is taken
+  // instead when no disk checkpoint is newer; rank 0 says which, from where, and what it
+  // passed over. Collective.
   int64_t resume(const std::string& path);
+  // A run that starts anew, or has finished: removes this rank's in-memory checkpoint segment.
+  void discard_memory_checkpoints();
   // Waits for the last checkpoint to be on disk.
   void wait_for_checkpoints();
 
@@ -108,6 +114,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<ShardedState> state_;
   std::unique_ptr<Checkpointing> checkpoints_;
+  std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0
   std::vector<int> inputs_, targets_;
   int64_t next_step_ = 0;
   StepTiming timing_;
@@ -122,6 +129,8 @@ class Trainer {
   int64_t batch_index(int64_t step) const;
   nlohmann::json data_state(int64_t steps_done) const;
   void roll_back(const StepMetrics& bad);
+  // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
+  int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
   Outcome run_steps();  // run()'s loop
   int stop_signal_ = 0;          // the stop signal this rank received (0: none)
   bool stop_requested_ = false;  // some rank received one (agreed in the loss all-reduce)

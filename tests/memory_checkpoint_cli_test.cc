@@ -1,0 +1,164 @@
+// checkpoint.memory_every through the real binary, real ranks, real SIGKILLs and real /dev/shm
+// (worker/memory_checkpoints.h): a rank killed mid-run is restarted by `run` from the step
+// before the kill, held in memory, not from the older disk checkpoint, and the run ends bit for
+// bit on the uninterrupted run's weights; a flipped byte in the newest slot is caught and the
+// older slot used, named; --fresh never reads an earlier run's segments; a run that finishes
+// leaves none.
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/memory_snapshot.h"
+#include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
+#include "worker/data/test_util.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+
+// Disk checkpoints every 4 steps, memory every step: a kill at the start of step 7 finds the
+// disk at step 4 and memory at step 6.
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: memory
+run_dir: )" + dir.file("straight") +
+                                   R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 10, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
+checkpoint: {every: 4, keep: 2, async: false, memory_every: 1}
+parallel: {threads_per_rank: 1, timeout_s: 30}
+)");
+}
+
+// The segment worker/memory_checkpoints.cc names for rank r of the run in run_dir.
+std::string segment_path(const std::string& run_dir, int rank) {
+  const std::string dir = fs::absolute(run_dir).lexically_normal().string();
+  return "/dev/shm" + memory_snapshot_name(XXH64(dir.data(), dir.size(), 0), rank);
+}
+
+std::string np(int ranks) { return " --nproc " + std::to_string(ranks); }
+
+class MemoryCheckpoint : public ::testing::TestWithParam<int> {};  // ranks
+
+TEST_P(MemoryCheckpoint, AKilledRankResumesFromMemoryAndLosesAtMostOneStep) {
+  const int ranks = GetParam();
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + np(ranks), dir.path()).exit_code, 0);
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_FALSE(fs::exists(segment_path(dir.file("straight"), r))) << "a finished run's segment";
+  }
+  const std::string run = dir.file("restarted");
+  const std::string victim = std::to_string(ranks - 1);
+  const auto r = run_cli("run " + job + np(ranks) + " --set run_dir=" + run +
+                             " --set resilience.max_restarts=1 --set cluster.env.RM_TEST_FAULT=kill:" +
+                             victim + ":7",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resuming from memory (step 6; disk: step 4)"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+  EXPECT_EQ(test::losses_by_step(run + "/metrics.jsonl"),
+            test::losses_by_step(dir.file("straight/metrics.jsonl")));
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_NE(events.find(R"("from":"memory")"), std::string::npos) << events;
+  for (int k = 0; k < ranks; ++k) {
+    EXPECT_FALSE(fs::exists(segment_path(run, k))) << "rank " << k << "'s segment was left";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MemoryCheckpoint, ::testing::Values(1, 2));
+
+// Before the first disk checkpoint the restart does not start over (`run` restarted with --fresh
+// when no checkpoint verified, which would discard the segments).
+TEST(MemoryCheckpointEarly, BeforeAnyDiskCheckpointTheRestartResumesFromMemory) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("early");
+  const auto r = run_cli("run " + job + " --set run_dir=" + run +
+                             " --set resilience.max_restarts=1 --set "
+                             "cluster.env.RM_TEST_FAULT=kill:0:3",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("restart 1 of 1 from memory if newer, else the beginning"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resuming from memory (step 2; no disk checkpoint)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+}
+
+// The same kill with no restart leaves the segments (steps 5 and 6); a byte flipped in the
+// newest slot makes the rerun take step 5, saying why, and still end on the same weights.
+TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("damaged");
+  const auto crashed = run_cli(
+      "run " + job + " --set run_dir=" + run + " --set cluster.env.RM_TEST_FAULT=kill:0:7",
+      dir.path());
+  ASSERT_NE(crashed.exit_code, 0) << crashed.out;
+  const std::string segment = segment_path(run, 0);
+  ASSERT_TRUE(fs::exists(segment)) << "a crashed run keeps its segment";
+  // Saves alternate slots from slot 0 (step 1), so step 6 is in slot 1. The file is a 4096-byte
+  // header page and two slots of equal, page-rounded size.
+  const auto size = fs::file_size(segment);
+  const std::streamoff slot1 = 4096 + static_cast<std::streamoff>((size - 4096) / 2);
+  {
+    std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(slot1 + 5000);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x01;
+    f.seekp(slot1 + 5000);
+    f.write(&c, 1);
+  }
+  const auto r = run_cli("run " + job + " --set run_dir=" + run, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resuming from memory (step 5; disk: step 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("slot 1 skipped: checksum mismatch"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+  EXPECT_FALSE(fs::exists(segment));
+}
+
+// --fresh (and a run directory made anew) starts at step 0 whatever an earlier run left in
+// memory, and removes it.
+TEST(MemoryCheckpointStale, AFreshRunNeverReadsAnEarlierRunsSegment) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("stale");
+  const auto crashed = run_cli(
+      "run " + job + " --set run_dir=" + run + " --set cluster.env.RM_TEST_FAULT=kill:0:7",
+      dir.path());
+  ASSERT_NE(crashed.exit_code, 0) << crashed.out;
+  ASSERT_TRUE(fs::exists(segment_path(run, 0)));
+  const auto r = run_cli("run " + job + " --fresh --set run_dir=" + run, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("resuming"), std::string::npos) << r.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+  EXPECT_FALSE(fs::exists(segment_path(run, 0)));
+  // And a directory removed and made again is a new run too.
+  const auto crashed2 = run_cli(
+      "run " + job + " --set run_dir=" + run + "2 --set cluster.env.RM_TEST_FAULT=kill:0:3",
+      dir.path());
+  ASSERT_NE(crashed2.exit_code, 0);
+  fs::remove_all(run + "2");
+  const auto r2 = run_cli("run " + job + " --set run_dir=" + run + "2", dir.path());
+  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  EXPECT_EQ(r2.out.find("resuming"), std::string::npos) << r2.out;
+  EXPECT_FALSE(fs::exists(segment_path(run + "2", 0)));
+}
+
+}  // namespace
+}  // namespace rm
