@@ -94,6 +94,7 @@ CMAKE_FLAGS=${CMAKE_FLAGS:-}
 ASAN_EXCLUDE='^(slurm_.*|cluster_.*|collectives_two_and_three_hosts|collectives_np[14]|collectives_bf16_np3|dp_equivalence_np[14]|grad_reduce_np2)$|^RunLock\.(SecondRunOnALiveRunDirectoryIsRefused|AKilledRunLeavesNoStaleLock|InsideASlurmJobARunWaitsForTheOldHolder)$|^Mode/WatchdogCliSlowSaves\.|^MemoryFitCli\.(TheEstimateMatchesThePeakResidentMemoryOfRealRuns|TheFinalWeightsAreWrittenWithoutACopyOfTheModel)$|^RecomputeCli\.PeakResidentMemoryIsLowerAndTheRunRecordsIt$|^ReportCli\.RefusesWhatIsNotARunDirectoryAndWritesNothing$|^TraceRecorder\.StopsAtTheEventCapAndSaysHowManyItDropped$|_NOT_BUILT$'
 ASAN_TARGETS=(ringmaster collectives_fault_worker
   kernels_cpu_test device_arena_test timed_compute_test io_test data_test configs_test checkpoint_test worker_test
+  device_step_test memory_checkpoint_cli_test
   manifest_fuzz_corpus_test safetensors_fuzz_corpus_test job_fuzz_corpus_test
   token_shard_fuzz_corpus_test
   collectives_self_test collectives_nccl_plan_test collectives_test collectives_fault_test
