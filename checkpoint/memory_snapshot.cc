@@ -80,6 +80,28 @@ void check_name(const std::string& name) {
   }
 }
 
+// Copies `parts` into the segment at `segment` (a save) or out of it (a restore), in chunks,
+// hashing each chunk on the segment's side while it is in cache: after it lands, or before it
+// leaves, so the checksum is always of the segment's bytes.
+void copy_hashed(const std::vector<SnapshotPart>& parts, char* segment, bool into_segment,
+                 XXH64_state_t* xxh) {
+  for (const SnapshotPart& p : parts) {
+    char* const mine = static_cast<char*>(p.data);
+    for (size_t done = 0; done < p.bytes;) {
+      const size_t n = std::min(kChunk, p.bytes - done);
+      if (into_segment) {
+        std::memcpy(segment, mine + done, n);
+        XXH64_update(xxh, segment, n);
+      } else {
+        XXH64_update(xxh, segment, n);
+        std::memcpy(mine + done, segment, n);
+      }
+      segment += n;
+      done += n;
+    }
+  }
+}
+
 }  // namespace
 
 std::string memory_snapshot_name(uint64_t run_key, int rank) {
@@ -227,18 +249,8 @@ void MemorySnapshot::save(int64_t step, const std::vector<SnapshotPart>& parts) 
   const uint64_t epoch = std::max(c0 ? h->slots[0].epoch : 0, c1 ? h->slots[1].epoch : 0) + 1;
   SlotHeader& s = h->slots[slot];
   store_state(s, kWriting);
-  char* dst = slot_data(slot);
   XxhState xxh;
-  for (const SnapshotPart& p : parts) {
-    const char* src = static_cast<const char*>(p.data);
-    for (size_t done = 0; done < p.bytes;) {
-      const size_t n = std::min(kChunk, p.bytes - done);
-      std::memcpy(dst, src + done, n);
-      XXH64_update(xxh.s, dst, n);  // what landed in the segment, read back from cache
-      dst += n;
-      done += n;
-    }
-  }
+  copy_hashed(parts, slot_data(slot), /*into_segment=*/true, xxh.s);
   s.step = step;
   s.bytes = total;
   s.xxh64 = XXH64_digest(xxh.s);
@@ -305,16 +317,7 @@ bool MemorySnapshot::restore(int64_t step, const std::vector<SnapshotPart>& part
       continue;
     }
     XxhState xxh;
-    const char* src = slot_data(i);
-    for (const SnapshotPart& p : parts) {
-      for (size_t done = 0; done < p.bytes;) {
-        const size_t n = std::min(kChunk, p.bytes - done);
-        XXH64_update(xxh.s, src, n);
-        std::memcpy(static_cast<char*>(p.data) + done, src, n);
-        src += n;
-        done += n;
-      }
-    }
+    copy_hashed(parts, slot_data(i), /*into_segment=*/false, xxh.s);
     if (XXH64_digest(xxh.s) == s.xxh64) {
       keep_slot_ = i;  // the state training goes on from: never the next one overwritten
       return true;

@@ -33,30 +33,26 @@ MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, 
   const std::string dir =
       std::filesystem::absolute(job.run_dir).lexically_normal().string();
   name_ = memory_snapshot_name(hash_text(dir), comm_.rank());
-  size_t floats = 0;
-  for (const ShardedState::LocalPart& p : state_.local_state_parts()) floats += p.floats;
+  for (const ShardedState::LocalPart& p : state_.local_state_parts()) floats_ += p.floats;
   owner_ = hash_text(dir + "|rank " + std::to_string(comm_.rank()) + " of " +
                      std::to_string(comm_.size()) + "|shard " + job.parallel.shard + "|floats " +
-                     std::to_string(floats));
+                     std::to_string(floats_));
 }
 
 size_t MemoryCheckpoints::capacity() const {
-  size_t floats = 0;
-  for (const ShardedState::LocalPart& p : state_.local_state_parts()) floats += p.floats;
-  return kMetaWords * sizeof(int64_t) + floats * sizeof(float);
+  return kMetaWords * sizeof(int64_t) + floats_ * sizeof(float);
 }
 
 std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
   std::vector<SnapshotPart> parts = {{meta_.data(), meta_.size() * sizeof(int64_t)}};
-  const std::vector<ShardedState::LocalPart> local = state_.local_state_parts();
   if (compute_.host_accessible()) {
-    for (const ShardedState::LocalPart& p : local) parts.push_back({p.data, p.floats * 4});
+    for (const ShardedState::LocalPart& p : state_.local_state_parts()) {
+      parts.push_back({p.data, p.floats * sizeof(float)});
+    }
     return parts;
   }
-  size_t floats = 0;
-  for (const ShardedState::LocalPart& p : local) floats += p.floats;
-  staging_.resize(floats);
-  parts.push_back({staging_.data(), floats * sizeof(float)});
+  staging_.resize(floats_);
+  parts.push_back({staging_.data(), floats_ * sizeof(float)});
   return parts;
 }
 

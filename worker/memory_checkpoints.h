@@ -68,6 +68,7 @@ class MemoryCheckpoints {
   Communicator& comm_;
   std::string name_;
   uint64_t owner_ = 0;
+  size_t floats_ = 0;  // the state's size: local_state_parts() added up, fixed for the run
   std::optional<MemorySnapshot> snapshot_;  // opened at the first save or agreement
   std::vector<float> staging_;             // device backends: the state on its way
   std::vector<int64_t> meta_;              // steps, optimizer steps, skipped batches
