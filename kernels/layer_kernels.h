@@ -41,8 +41,8 @@ class LayerKernels {
   virtual void embedding_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B,
                                  int Tn, int C) = 0;
   // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:] (dwpe may be null).
-  virtual void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens,
-                                  int B, int Tn, int C) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B,
+                                  int Tn, int C) = 0;
 
   // The MLP model's input: x[b,t,j*E:(j+1)*E] = emb[tokens[b, t-K+1+j]], zeros where that
   // position is before the start of the sequence. x is [B*Tn, K*E], emb [V, E].
@@ -92,8 +92,8 @@ class LayerKernels {
   // Softmax cross-entropy over logits[N,V]; targets < 0 are ignored. Returns the loss SUM.
   // The forward_backward form OVERWRITES the logits with (softmax - onehot) * grad_scale.
   virtual double cross_entropy_forward(const T* logits, const int* targets, int N, int V) = 0;
-  virtual double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets,
-                                                int N, int V, float grad_scale) = 0;
+  virtual double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N,
+                                                int V, float grad_scale) = 0;
 
   // cross_entropy_forward_backward that returns nothing, so nothing waits: the loss sum is added
   // to a running total the backend keeps (device memory on cuda), in call order.
@@ -117,6 +117,24 @@ class LayerKernels {
     const double total = queued_loss_;
     queued_loss_ = 0;
     return total;
+  }
+
+  // A training step's classifier (a tied LM head, no bias) and its loss in one call:
+  // logits = inp wte^T over [N, V], queue_cross_entropy_forward_backward over them, then
+  // dinp = dlogits wte (OVERWRITTEN) and dwte += dlogits^T inp. `scratch` has
+  // classifier_scratch_elements(N, C, V) elements of T and holds the logits and whatever else
+  // the backend needs in between (cuda pads the vocabulary there); afterwards its content is
+  // the backend's. By default the three calls above, the logits [N, V] in scratch.
+  virtual size_t classifier_scratch_elements(int N, int C, int V) const {
+    (void)C;
+    return static_cast<size_t>(N) * static_cast<size_t>(V);
+  }
+  virtual void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
+                                                 const T* wte, const int* targets, int N, int C,
+                                                 int V, float grad_scale) {
+    linear_forward(scratch, inp, wte, nullptr, N, C, V);
+    queue_cross_entropy_forward_backward(scratch, targets, N, V, grad_scale);
+    linear_backward(dinp, dwte, nullptr, scratch, inp, wte, N, C, V);
   }
 
  private:

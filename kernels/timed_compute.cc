@@ -22,8 +22,8 @@ class TimedLayers final : public LayerKernels<T> {
     t_.timed("embedding_forward " + shape({B, Tn, C}), false,
              [&] { k_.embedding_forward(out, tokens, wte, wpe, B, Tn, C); });
   }
-  void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B,
-                          int Tn, int C) override {
+  void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B, int Tn,
+                          int C) override {
     t_.timed("embedding_backward " + shape({B, Tn, C}), false,
              [&] { k_.embedding_backward(dwte, dwpe, dout, tokens, B, Tn, C); });
   }
@@ -32,8 +32,8 @@ class TimedLayers final : public LayerKernels<T> {
     t_.timed("context_embedding_forward " + shape({B, Tn, K, E}), false,
              [&] { k_.context_embedding_forward(x, tokens, emb, B, Tn, K, E); });
   }
-  void context_embedding_backward(float* demb, const T* dx, const int* tokens, int B, int Tn,
-                                  int K, int E) override {
+  void context_embedding_backward(float* demb, const T* dx, const int* tokens, int B, int Tn, int K,
+                                  int E) override {
     t_.timed("context_embedding_backward " + shape({B, Tn, K, E}), false,
              [&] { k_.context_embedding_backward(demb, dx, tokens, B, Tn, K, E); });
   }
@@ -68,9 +68,8 @@ class TimedLayers final : public LayerKernels<T> {
                           const T* out, int B, int Tn, int C, int H) override {
     t_.timed("attention_backward B" + std::to_string(B) + " T" + std::to_string(Tn) + " C" +
                  std::to_string(C) + " H" + std::to_string(H),
-             false, [&] {
-               k_.attention_backward(dqkv, datt_scratch, dout, qkv, att, out, B, Tn, C, H);
-             });
+             false,
+             [&] { k_.attention_backward(dqkv, datt_scratch, dout, qkv, att, out, B, Tn, C, H); });
   }
   AttentionBuffers attention_buffers(int B, int Tn, int C, int H) const override {
     return k_.attention_buffers(B, Tn, C, H);
@@ -97,9 +96,20 @@ class TimedLayers final : public LayerKernels<T> {
   }
   void queue_cross_entropy_forward_backward(T* logits, const int* targets, int N, int V,
                                             float grad_scale) override {
-    t_.timed("queue_cross_entropy_forward_backward " + shape({N, V}), false, [&] {
-      k_.queue_cross_entropy_forward_backward(logits, targets, N, V, grad_scale);
-    });
+    t_.timed("queue_cross_entropy_forward_backward " + shape({N, V}), false,
+             [&] { k_.queue_cross_entropy_forward_backward(logits, targets, N, V, grad_scale); });
+  }
+  size_t classifier_scratch_elements(int N, int C, int V) const override {
+    return k_.classifier_scratch_elements(N, C, V);
+  }
+  void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
+                                         const T* wte, const int* targets, int N, int C, int V,
+                                         float grad_scale) override {
+    t_.timed("queue_classifier_forward_backward " + shape({N, C}) + "->" + std::to_string(V), false,
+             [&] {
+               k_.queue_classifier_forward_backward(dinp, dwte, scratch, inp, wte, targets, N, C, V,
+                                                    grad_scale);
+             });
   }
   double take_queued_loss() override {
     return t_.timed("take_queued_loss", true, [&] { return k_.take_queued_loss(); });
@@ -174,14 +184,14 @@ void TimedCompute::sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
                          int ldc) {
   timed(std::string("sgemm ") + (trans_a ? 'T' : 'N') + (trans_b ? 'T' : 'N') + " " +
             shape({M, N, K}),
-        false, [&] { inner_.sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
+        false,
+        [&] { inner_.sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
 }
 void TimedCompute::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                                 float lr, float beta1, float beta2, float eps, float weight_decay,
                                 int64_t t, float grad_scale) {
   timed("adamw_update", false, [&] {
-    inner_.adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t,
-                        grad_scale);
+    inner_.adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
   });
 }
 double TimedCompute::sum_squares(const float* x, size_t n) {

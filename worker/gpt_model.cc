@@ -51,7 +51,7 @@ typename GptModel<T>::Layout GptModel<T>::lay_out(const ModelConfig& c, int bloc
 
 template <typename T>
 void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int blocks,
-                       int max_batch, const AttentionBuffers& attention) {
+                       int max_batch, const AttentionBuffers& attention, size_t classifier) {
   // Activations and backward scratch for max_batch sequences of seq_len tokens.
   const size_t N = static_cast<size_t>(max_batch) * c.seq_len, C = c.width;
   a.plan(x.inputs, N);
@@ -83,7 +83,7 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
   a.plan(x.lnf, N * C);
   a.plan(x.lnf_mean, N);
   a.plan(x.lnf_rstd, N);
-  a.plan(x.logits, N * c.vocab_size);
+  a.plan(x.logits, std::max(N * c.vocab_size, classifier));
   a.plan(x.branch, N * C);
   a.plan(x.dresidual, N * C);
   a.plan(x.dln, N * C);
@@ -96,8 +96,15 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
 
 template <typename T>
 GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
-    : Model(compute), V_(c.vocab_size), T_(c.seq_len), C_(c.width), H_(c.heads), L_(c.layers),
-      max_batch_(max_batch), recompute_(c.recompute), k_(this->compute().template layers<T>()),
+    : Model(compute),
+      V_(c.vocab_size),
+      T_(c.seq_len),
+      C_(c.width),
+      H_(c.heads),
+      L_(c.layers),
+      max_batch_(max_batch),
+      recompute_(c.recompute),
+      k_(this->compute().template layers<T>()),
       memory_(this->compute()) {
   if (C_ % H_ != 0) throw std::invalid_argument("gpt: width must be divisible by heads");
   Layout l = lay_out(c, L_);
@@ -108,8 +115,8 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
   wpe_ = l.wpe;
   lnf_w_ = l.lnf_w;
   lnf_b_ = l.lnf_b;
-  plan(memory_, a_, c, L_, max_batch,
-       k_.attention_buffers(max_batch, T_, C_, H_));  // in one allocation
+  plan(memory_, a_, c, L_, max_batch, k_.attention_buffers(max_batch, T_, C_, H_),
+       k_.classifier_scratch_elements(max_batch * T_, C_, V_));  // in one allocation
   memory_.allocate();
   if (recompute_) {
     for (BlockActs& b : a_.blocks) {
@@ -122,19 +129,20 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
 
 template <typename T>
 ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch) {
-  return footprint(c, max_batch, materialised_attention_buffers(max_batch, c.seq_len, c.heads));
+  return footprint(c, max_batch, materialised_attention_buffers(max_batch, c.seq_len, c.heads),
+                   static_cast<size_t>(max_batch) * c.seq_len * c.vocab_size);
 }
 
 template <typename T>
 ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch,
-                                      const AttentionBuffers& attention) {
+                                      const AttentionBuffers& attention, size_t classifier) {
   // Beyond ~2^50 elements in any one array no machine fits it, and size_t arithmetic below
   // could wrap: say "unbounded" instead.
   const double N = static_cast<double>(max_batch) * c.seq_len, C = c.width;
   const double largest = std::max({4 * C * C, static_cast<double>(c.vocab_size) * C, 4 * N * C,
                                    N * c.vocab_size, N * c.heads * static_cast<double>(c.seq_len)});
   if (largest > 0x1p50) return ModelFootprint::unbounded();
-  return footprint_from_layout<GptModel>(c, max_batch, attention);
+  return footprint_from_layout<GptModel>(c, max_batch, attention, classifier);
 }
 
 template <typename T>
@@ -160,6 +168,12 @@ void GptModel<T>::init_params(float* params, uint64_t seed) const {
 
 template <typename T>
 void GptModel<T>::forward(ParamAccess& access, int B, int Tn) {
+  forward_to_head(access, B, Tn);
+  k_.linear_forward(a_.logits, a_.lnf, p0_ + wte_, nullptr, B * Tn, C_, V_);
+}
+
+template <typename T>
+void GptModel<T>::forward_to_head(ParamAccess& access, int B, int Tn) {
   if (B > max_batch_ || Tn > T_) throw std::logic_error("gpt: batch larger than planned");
   const int C = C_, N = B * Tn;
   p0_ = static_cast<const T*>(access.acquire_params(0));
@@ -173,7 +187,6 @@ void GptModel<T>::forward(ParamAccess& access, int B, int Tn) {
   const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
   k_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, residual, pf + lnf_w_, pf + lnf_b_, N, C);
   access.release_params(final_unit());
-  k_.linear_forward(a_.logits, a_.lnf, p0_ + wte_, nullptr, N, C, V_);
 }
 
 template <typename T>
@@ -195,13 +208,14 @@ void GptModel<T>::block_forward(int l, const T* p, const T* residual, int B, int
 }
 
 template <typename T>
-void GptModel<T>::backward(ParamAccess& access, int B) {
+void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
   // One residual-gradient buffer flows down the stack: each layernorm_backward adds its input
   // gradient into it, which is exactly the residual rule.
   const int C = C_, Tn = T_, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
   float* g0 = access.acquire_grads(0);
-  k_.linear_backward(a_.dln, g0 + wte_, nullptr, a_.logits, a_.lnf, p0_ + wte_, N, C, V_);
+  k_.queue_classifier_forward_backward(a_.dln, g0 + wte_, a_.logits, a_.lnf, p0_ + wte_, a_.targets,
+                                       N, C, V_, grad_scale);
   compute().zero(a_.dresidual, NC * sizeof(T));
   const T* last = L_ > 0 ? a_.blocks[L_ - 1].res3 : a_.encoded;
   {
@@ -244,12 +258,11 @@ void GptModel<T>::backward(ParamAccess& access, int B) {
 }
 
 template <typename T>
-void GptModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs,
-                                         const int* targets, int B, float grad_scale) {
+void GptModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                         int B, float grad_scale) {
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
-  forward(access, B, T_);
-  k_.queue_cross_entropy_forward_backward(a_.logits, a_.targets, B * T_, V_, grad_scale);
-  backward(access, B);
+  forward_to_head(access, B, T_);
+  backward(access, B, grad_scale);
 }
 
 template <typename T>

@@ -42,8 +42,9 @@ class GptModel final : public Model {
   const ParamLayout& layout() const override { return layout_; }
   const std::vector<ParamUnit>& units() const override { return units_; }
   std::string unit_name(int u) const override {
-    return u == 0 ? "embeddings" : u == final_unit() ? "final layernorm"
-                                                     : "block " + std::to_string(u - 1);
+    return u == 0              ? "embeddings"
+           : u == final_unit() ? "final layernorm"
+                               : "block " + std::to_string(u - 1);
   }
   void init_params(float* params, uint64_t seed) const override;
   int max_batch() const override { return max_batch_; }
@@ -54,8 +55,7 @@ class GptModel final : public Model {
   void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
                               float grad_scale) override;
   double take_loss_sum() override { return k_.take_queued_loss(); }
-  double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
-                      int B) override;
+  double forward_loss(ParamAccess& access, const int* inputs, const int* targets, int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
   size_t arena_bytes() const override { return memory_.bytes(); }
@@ -63,12 +63,13 @@ class GptModel final : public Model {
   const DeviceArena& activations() const { return memory_; }
 
   // What a model of this shape needs (model.h), from the code that lays out and plans a live
-  // one, without building it: with the attention buffers of a backend whose
-  // LayerKernels::attention_buffers(max_batch, seq_len, width, heads) is `attention`, by
-  // default the materialised ones (the cpu backend's, and the cuda backend's for fp32).
+  // one, without building it: with the attention buffers and the classifier scratch of a
+  // backend whose LayerKernels::attention_buffers(max_batch, seq_len, width, heads) is
+  // `attention` and classifier_scratch_elements(max_batch * seq_len, width, vocab_size) is
+  // `classifier`; by default the cpu backend's (materialised attention, logits [N, V]).
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
   static ModelFootprint footprint(const ModelConfig& config, int max_batch,
-                                  const AttentionBuffers& attention);
+                                  const AttentionBuffers& attention, size_t classifier);
 
  private:
   template <typename M, typename... A>
@@ -76,8 +77,7 @@ class GptModel final : public Model {
                                               const A&... plan_args);
   // Offsets of one block's tensors from the start of its unit.
   struct BlockOffsets {
-    size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,
-        fcproj_b;
+    size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
   };
   // The flat layout of a model with `blocks` blocks and where its tensors sit.
   struct Layout {
@@ -104,18 +104,23 @@ class GptModel final : public Model {
     T *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *datt;
   };
   // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences; each block's att
-  // and the backward's datt take `attention`'s sizes (LayerKernels::attention_buffers).
+  // and the backward's datt take `attention`'s sizes (LayerKernels::attention_buffers), the
+  // logits at least [N, V] and `classifier` elements (classifier_scratch_elements).
   static void plan(DeviceArena& arena, Activations& x, const ModelConfig& config, int blocks,
-                   int max_batch, const AttentionBuffers& attention);
+                   int max_batch, const AttentionBuffers& attention, size_t classifier);
 
-  // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs; leaves logits
-  // [B*Tn, V] in a_.logits. Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
+  // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs up to the final
+  // layernorm (a_.lnf). Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
   // acquired; the caller releases it (backward does).
+  void forward_to_head(ParamAccess& access, int B, int Tn);
+  // forward_to_head, then the logits [B*Tn, V] in a_.logits.
   void forward(ParamAccess& access, int B, int Tn);
   // One block's forward from `residual` into x (its parameters p), B sequences of Tn tokens.
   void block_forward(int l, const T* p, const T* residual, int B, int Tn);
-  // Expects dlogits in a_.logits and unit 0's parameters in p0_; releases them at the end.
-  void backward(ParamAccess& access, int B);
+  // After forward_to_head: the classifier with its queued loss (the targets in a_.targets,
+  // LayerKernels::queue_classifier_forward_backward), then the backward; releases unit 0 at
+  // the end.
+  void backward(ParamAccess& access, int B, float grad_scale);
   int final_unit() const { return L_ + 1; }
 
   int V_, T_, C_, H_, L_, max_batch_;

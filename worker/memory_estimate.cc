@@ -1,11 +1,13 @@
 #include "worker/memory_estimate.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <vector>
 
+#include "kernels/cuda/classifier_plan.h"
 #include "kernels/cuda/flash_attention_plan.h"
 #include "worker/gpt_model.h"
 #include "worker/model.h"
@@ -285,6 +287,23 @@ double unit_scratch_floats(const JobConfig& job, int ranks, const ModelFootprint
   return pool.floats();
 }
 
+// A gpt model's footprint with the cuda backend's attention buffers and classifier scratch.
+ModelFootprint cuda_gpt_footprint(const ModelConfig& model, int mb, bool bf16) {
+  const int T = model.seq_len, H = model.heads;
+  const AttentionBuffers attention =
+      bf16 && rm::cuda::flash_attention_supported(true, model.width, model.heads)
+          ? rm::cuda::flash_attention_buffers(mb, T, H)
+          : materialised_attention_buffers(mb, T, H);
+  // Shapes past int's range are refused as unbounded by footprint() itself (its logits check).
+  const long long rows = static_cast<long long>(mb) * T;
+  const bool fits_int = rows <= INT_MAX && model.vocab_size <= INT_MAX - rm::cuda::kVocabPad;
+  const size_t classifier = fits_int ? rm::cuda::classifier_scratch_elements(
+                                           static_cast<int>(rows), model.width, model.vocab_size)
+                                     : 0;
+  return bf16 ? GptModel<rm::bf16>::footprint(model, mb, attention, classifier)
+              : GptModel<float>::footprint(model, mb, attention, classifier);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend) {
@@ -292,15 +311,16 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   const std::string& mode = job.parallel.shard;
   const bool cuda = backend == ComputeKind::kCuda;
   // The cuda backend's bf16 attention keeps only per-row statistics where the flash kernels
-  // take the head size (kernels/cuda/flash_attention_plan.h, CudaLayers::attention_buffers).
+  // take the head size (kernels/cuda/flash_attention_plan.h, CudaLayers::attention_buffers),
+  // and its gpt classifier pads the vocabulary in its scratch (kernels/cuda/classifier_plan.h).
   const ModelConfig& model = job.model;
   const int mb = job.train.micro_batch;
   const bool flash = cuda && model.type == "gpt" &&
                      rm::cuda::flash_attention_supported(bf16, model.width, model.heads);
   const ModelFootprint f =
-      flash ? GptModel<rm::bf16>::footprint(
-                  model, mb, rm::cuda::flash_attention_buffers(mb, model.seq_len, model.heads))
-            : model_footprint(model, mb, bf16 ? Precision::kBf16 : Precision::kFp32);
+      cuda && model.type == "gpt"
+          ? cuda_gpt_footprint(model, mb, bf16)
+          : model_footprint(model, mb, bf16 ? Precision::kBf16 : Precision::kFp32);
   const double P = f.param_floats;
   const double shard = std::ceil(P / ranks);  // the largest rank's (shard_counts)
   const bool full_params = mode != "full";
@@ -319,8 +339,11 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   double device_scratch = 0;
   if (cuda) {
     // Grow-only device scratch (kernels/cuda/cuda_context.h): bf16 attention scores of one
-    // sequence (the materialised path only), per-row losses.
-    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.rows * 8;
+    // sequence (the materialised path only), per-row losses, the column sums' partials (at
+    // most 4C columns, one partial per 256 rows) and the embedding backward's token sort
+    // (3 int arrays, cub's temporary storage counted as a fourth).
+    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.rows * 8 +
+                     std::ceil(s.rows / 256) * 4 * model.width * 4 + 4 * s.rows * 4;
     m.activations += device_scratch;
   }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/self_communicator.h"
+#include "kernels/cuda/classifier_plan.h"
 #include "kernels/cuda/flash_attention_plan.h"
 #include "worker/gpt_model.h"
 #include "worker/model.h"
@@ -155,26 +156,42 @@ TEST(MemoryEstimate, CudaBf16FlashAttentionKeepsNoSquareArrays) {
   job.parallel.precision = "bf16";
   const int mb = job.train.micro_batch, T = job.model.seq_len, H = job.model.heads;
   const double rows = static_cast<double>(mb) * T, token_ids = 2 * rows * 4;
+  // The cuda backend's grow-only scratch: per-row losses, column-sum partials, the token sort.
+  auto scratch = [&](const JobConfig& j) {
+    return rows * 8 + std::ceil(rows / 256) * 4 * j.model.width * 4 + 4 * rows * 4;
+  };
+  // The padded classifier's scratch (classifier_plan.h): logits [N, Vp] and wte [Vp, C].
+  auto classifier = [&](const JobConfig& j) {
+    return cuda::classifier_scratch_elements(mb * T, j.model.width, j.model.vocab_size);
+  };
   const MemoryEstimate gpu = estimate_memory(job, 1, ComputeKind::kCuda);
-  const ModelFootprint flash =
-      GptModel<bf16>::footprint(job.model, mb, cuda::flash_attention_buffers(mb, T, H));
-  EXPECT_EQ(gpu.activations, flash.arena_bytes + token_ids + rows * 8);
-  // Each block's att and the one datt: B*H*T*T bf16 each before, 2*B*H*T now.
+  const ModelFootprint flash = GptModel<bf16>::footprint(
+      job.model, mb, cuda::flash_attention_buffers(mb, T, H), classifier(job));
+  EXPECT_EQ(gpu.activations, flash.arena_bytes + token_ids + scratch(job));
+  // Each block's att and the one datt: B*H*T*T bf16 each before, 2*B*H*T now; the logits grow
+  // from [N, V] to the classifier's scratch.
   const double square = static_cast<double>(mb) * H * T * T * 2, lse = 2.0 * mb * H * T * 2;
   const double materialised = model_footprint(job.model, mb, Precision::kBf16).arena_bytes;
-  EXPECT_NEAR(materialised - flash.arena_bytes, (job.model.layers + 1) * (square - lse),
-              (job.model.layers + 1) * 2 * 256.0);  // each array padded to 256 bytes
+  const double padding = (static_cast<double>(classifier(job)) - rows * job.model.vocab_size) * 2;
+  ASSERT_GT(padding, 0);
+  EXPECT_NEAR(materialised + padding - flash.arena_bytes, (job.model.layers + 1) * (square - lse),
+              (job.model.layers + 2) * 2 * 256.0);  // each array padded to 256 bytes
   // fp32, or a head size flash does not take: the materialised arrays (and, for bf16, the
   // score scratch of one sequence).
   JobConfig odd = job;
   odd.model.width = 24;  // heads of 12
   const MemoryEstimate odd_gpu = estimate_memory(odd, 1, ComputeKind::kCuda);
   EXPECT_EQ(odd_gpu.activations,
-            model_footprint(odd.model, mb, Precision::kBf16).arena_bytes + token_ids + rows * 8 +
-                static_cast<double>(H) * T * T * 4);
+            GptModel<bf16>::footprint(odd.model, mb, materialised_attention_buffers(mb, T, H),
+                                      classifier(odd))
+                    .arena_bytes +
+                token_ids + scratch(odd) + static_cast<double>(H) * T * T * 4);
   job.parallel.precision = "fp32";
   EXPECT_EQ(estimate_memory(job, 1, ComputeKind::kCuda).activations,
-            model_footprint(job.model, mb, Precision::kFp32).arena_bytes + token_ids + rows * 8);
+            GptModel<float>::footprint(job.model, mb, materialised_attention_buffers(mb, T, H),
+                                       classifier(job))
+                    .arena_bytes +
+                token_ids + scratch(job));
 }
 
 TEST(MemoryEstimate, ASynchronousCheckpointNeedsNoStaging) {

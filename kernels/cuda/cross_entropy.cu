@@ -22,14 +22,18 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
-// Block per row: max, then the exp sum (float per thread, double across threads), then the
-// loss and, with kGrad, the gradient written over the logits.
+// Block per row of ld elements, the first V the vocabulary's: max, then the exp sum (float per
+// thread, double across threads), then the loss and, with kGrad, the gradient written over the
+// logits, and zeros over the padding columns [V, ld).
 template <typename T, bool kGrad>
 __global__ void __launch_bounds__(kMaxRowThreads)
     cross_entropy_kernel(const CrossEntropyStatus* status, double* row_loss, T* logits,
-                         const int* targets, int N, int V, float grad_scale) {
+                         const int* targets, int N, int V, int ld, float grad_scale) {
   if (status->bad_row < N) return;  // the whole block returns: bad_row is the same for all
-  T* x = logits + static_cast<size_t>(blockIdx.x) * V;
+  T* x = logits + static_cast<size_t>(blockIdx.x) * ld;
+  if (kGrad) {
+    for (int j = V + static_cast<int>(threadIdx.x); j < ld; j += blockDim.x) x[j] = store<T>(0.0f);
+  }
   const int t = targets[blockIdx.x];
   if (t < 0) {
     if (kGrad) {
@@ -58,13 +62,13 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 
 template <typename T, bool kGrad>
 void run(CrossEntropyStatus* status, double* row_loss, T* logits, const int* targets, int N, int V,
-         float grad_scale, cudaStream_t stream) {
+         int ld, float grad_scale, cudaStream_t stream) {
   RM_CUDA_LAUNCH(reset_status_kernel, (LaunchShape{1, 1}), stream, status, N);
   if (N <= 0) return;
   RM_CUDA_LAUNCH(check_targets_kernel, elementwise_launch(static_cast<size_t>(N)), stream, status,
                  targets, N, V);
   const auto kernel = &cross_entropy_kernel<T, kGrad>;
-  RM_CUDA_LAUNCH(kernel, row_launch(N, V), stream, status, row_loss, logits, targets, N, V,
+  RM_CUDA_LAUNCH(kernel, row_launch(N, V), stream, status, row_loss, logits, targets, N, V, ld,
                  grad_scale);
   sum_doubles(&status->loss, row_loss, static_cast<size_t>(N), stream);
 }
@@ -94,14 +98,14 @@ template <typename T>
 void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,
                            const int* targets, int N, int V, cudaStream_t stream) {
   // The kernel without kGrad never writes through the pointer.
-  run<T, false>(status, row_loss, const_cast<T*>(logits), targets, N, V, 0.0f, stream);
+  run<T, false>(status, row_loss, const_cast<T*>(logits), targets, N, V, V, 0.0f, stream);
 }
 
 template <typename T>
 void cross_entropy_forward_backward(CrossEntropyStatus* status, double* row_loss,
                                     T* logits_then_dlogits, const int* targets, int N, int V,
-                                    float grad_scale, cudaStream_t stream) {
-  run<T, true>(status, row_loss, logits_then_dlogits, targets, N, V, grad_scale, stream);
+                                    int ld, float grad_scale, cudaStream_t stream) {
+  run<T, true>(status, row_loss, logits_then_dlogits, targets, N, V, ld, grad_scale, stream);
 }
 
 template void cross_entropy_forward<float>(CrossEntropyStatus*, double*, const float*, const int*,
@@ -109,8 +113,8 @@ template void cross_entropy_forward<float>(CrossEntropyStatus*, double*, const f
 template void cross_entropy_forward<bf16>(CrossEntropyStatus*, double*, const bf16*, const int*,
                                           int, int, cudaStream_t);
 template void cross_entropy_forward_backward<float>(CrossEntropyStatus*, double*, float*,
-                                                    const int*, int, int, float, cudaStream_t);
+                                                    const int*, int, int, int, float, cudaStream_t);
 template void cross_entropy_forward_backward<bf16>(CrossEntropyStatus*, double*, bf16*, const int*,
-                                                   int, int, float, cudaStream_t);
+                                                   int, int, int, float, cudaStream_t);
 
 }  // namespace rm::cuda

@@ -22,8 +22,8 @@ struct CrossEntropyStatus {
 // The running total of queued calls (CudaLayers::queue_cross_entropy_forward_backward). All
 // zero bytes is the empty total.
 struct CrossEntropyTotal {
-  double loss;     // the calls' loss sums, added in call order (deterministic)
-  int bad;         // 1 once a call found a target >= V; the first such call's row and target:
+  double loss;  // the calls' loss sums, added in call order (deterministic)
+  int bad;      // 1 once a call found a target >= V; the first such call's row and target:
   int bad_row;
   int bad_target;
 };
@@ -39,10 +39,11 @@ void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T
                            const int* targets, int N, int V, cudaStream_t stream);
 
 // The loss, and logits OVERWRITTEN with (softmax - onehot(target)) * grad_scale (zero rows for
-// ignored targets).
+// ignored targets). Rows are ld >= V elements apart; the padding columns [V, ld) are ignored by
+// the loss and set to zero.
 template <typename T>
 void cross_entropy_forward_backward(CrossEntropyStatus* status, double* row_loss,
                                     T* logits_then_dlogits, const int* targets, int N, int V,
-                                    float grad_scale, cudaStream_t stream);
+                                    int ld, float grad_scale, cudaStream_t stream);
 
 }  // namespace rm::cuda

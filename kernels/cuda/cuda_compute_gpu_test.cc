@@ -20,6 +20,7 @@
 #include <regex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/compute.h"
@@ -174,6 +175,27 @@ TYPED_TEST(CudaLayersTest, Embedding) {
   EXPECT_TRUE(close(dwpe.gpu_f(), dwpe.cpu_f(), {0, 0}));
 }
 
+// The dwte kernel sorts positions by token: a token at 60% of 1200 positions (one long run), the
+// rest spread, a width that is not a multiple of 32; still the cpu's order, bit for bit.
+TYPED_TEST(CudaLayersTest, EmbeddingBackwardWithOneFrequentToken) {
+  using T = TypeParam;
+  const int B = 4, Tn = 300, C = 100, V = 50, N = B * Tn;
+  std::vector<int> t = random_ints(N, 7, 0, V - 1);
+  const std::vector<int> coin = random_ints(N, 8, 0, 9);
+  for (int n = 0; n < N; ++n) {
+    if (coin[n] < 6) t[n] = 7;
+  }
+  auto tokens = this->both(t);
+  auto dout = this->both(random_t<T>(static_cast<size_t>(N) * C, 9));
+  auto dwte = this->both(random_floats(V * C, 10)), dwpe = this->both(random_floats(Tn * C, 11));
+  for (int round = 0; round < 2; ++round) {  // accumulates onto the first round's sums
+    this->gl().embedding_backward(dwte.gpu(), dwpe.gpu(), dout.gpu(), tokens.gpu(), B, Tn, C);
+    this->cl().embedding_backward(dwte.cpu(), dwpe.cpu(), dout.cpu(), tokens.cpu(), B, Tn, C);
+  }
+  EXPECT_TRUE(close(dwte.gpu_f(), dwte.cpu_f(), {0, 0}));
+  EXPECT_TRUE(close(dwpe.gpu_f(), dwpe.cpu_f(), {0, 0}));
+}
+
 TYPED_TEST(CudaLayersTest, ContextEmbedding) {
   using T = TypeParam;
   const int B = 2, Tn = 9, K = 3, E = 12, V = 11;
@@ -192,9 +214,11 @@ TYPED_TEST(CudaLayersTest, ContextEmbedding) {
 
 TYPED_TEST(CudaLayersTest, LayerNorm) {
   using T = TypeParam;
-  for (int C : {7, 64, 1100}) {  // one partial warp, one block, more columns than threads
-    SCOPED_TRACE(C);
-    const int N = 13;
+  // One partial warp, one block, more columns than threads; one chunk of rows for the column
+  // sums and three (column_sums.cuh).
+  const std::pair<int, int> shapes[] = {{13, 7}, {13, 64}, {13, 1100}, {600, 7}, {600, 1100}};
+  for (const auto& [N, C] : shapes) {
+    SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C));
     auto inp = this->both(random_t<T>(N * C, 12, 2.0f, 5.0f));  // an offset mean
     auto w = this->both(random_t<T>(C, 13)), b = this->both(random_t<T>(C, 14));
     auto out = this->both(std::vector<T>(N * C));
@@ -365,6 +389,54 @@ TYPED_TEST(CudaLayersTest, QueuedCrossEntropyAddsTheCallsAndReadsOnce) {
 
   auto bad = this->both(std::vector<int>(N, V));  // every target out of range
   this->gl().queue_cross_entropy_forward_backward(queued.gpu(), bad.gpu(), N, V, 0.5f);
+  EXPECT_THROW(this->gl().take_queued_loss(), std::out_of_range);
+  EXPECT_EQ(this->gl().take_queued_loss(), 0.0);
+}
+
+// The classifier in one call pads the vocabulary on cuda (200 -> 256 columns here): the loss,
+// dinp and dwte are those of the unpadded three calls -- on the cpu, whose default is those
+// calls, and on the GPU itself -- and a bad target is still thrown by the read.
+TYPED_TEST(CudaLayersTest, ClassifierPadsTheVocabularyAndMatchesTheThreeCalls) {
+  using T = TypeParam;
+  const int N = 37, C = 48, V = 200;
+  ASSERT_EQ(this->gl().classifier_scratch_elements(N, C, V), size_t{N} * 256 + 256 * C);
+  ASSERT_EQ(this->cl().classifier_scratch_elements(N, C, V), size_t{N} * V);
+  std::vector<int> t = random_ints(N, 70, 0, V - 1);
+  t[5] = -1;  // ignored
+  t[6] = V - 1;
+  auto targets = this->both(t);
+  auto inp = this->both(random_t<T>(static_cast<size_t>(N) * C, 71, -2.0f, 2.0f));
+  auto wte = this->both(random_t<T>(static_cast<size_t>(V) * C, 72, -2.0f, 2.0f));
+  const size_t scratch_n = this->gl().classifier_scratch_elements(N, C, V);
+  // NaN-filled scratch: nothing may depend on what it held.
+  auto scratch = this->both(std::vector<T>(scratch_n, store<T>(std::nanf(""))));
+  auto dinp = this->both(random_t<T>(static_cast<size_t>(N) * C, 73));  // overwritten
+  const std::vector<float> dwte0 = random_floats(static_cast<size_t>(V) * C, 74);
+  auto dwte = this->both(dwte0);
+  this->gl().queue_classifier_forward_backward(dinp.gpu(), dwte.gpu(), scratch.gpu(), inp.gpu(),
+                                               wte.gpu(), targets.gpu(), N, C, V, 0.5f);
+  this->cl().queue_classifier_forward_backward(dinp.cpu(), dwte.cpu(), scratch.cpu(), inp.cpu(),
+                                               wte.cpu(), targets.cpu(), N, C, V, 0.5f);
+  const double lg = this->gl().take_queued_loss(), lc = this->cl().take_queued_loss();
+  EXPECT_NEAR(lg, lc, 1e-3 * std::fabs(lc));  // bf16 logits rounded in other sums
+  EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));
+  EXPECT_TRUE(close(dwte.gpu_f(), dwte.cpu_f(), kGradTol<T>));
+
+  // The GPU's own unpadded calls give the same, within the GEMMs' summation order.
+  auto logits = this->both(std::vector<T>(static_cast<size_t>(N) * V));
+  auto dinp3 = this->both(std::vector<T>(static_cast<size_t>(N) * C));
+  auto dwte3 = this->both(dwte0);
+  this->gl().linear_forward(logits.gpu(), inp.gpu(), wte.gpu(), nullptr, N, C, V);
+  this->gl().queue_cross_entropy_forward_backward(logits.gpu(), targets.gpu(), N, V, 0.5f);
+  this->gl().linear_backward(dinp3.gpu(), dwte3.gpu(), nullptr, logits.gpu(), inp.gpu(),
+                             wte.gpu(), N, C, V);
+  EXPECT_NEAR(this->gl().take_queued_loss(), lg, 1e-6 * std::fabs(lg));
+  EXPECT_TRUE(close(dinp.gpu_f(), dinp3.gpu_f(), kOutputTol<T>));
+  EXPECT_TRUE(close(dwte.gpu_f(), dwte3.gpu_f(), kGradTol<T>));
+
+  auto bad = this->both(std::vector<int>(N, V));
+  this->gl().queue_classifier_forward_backward(dinp.gpu(), dwte.gpu(), scratch.gpu(), inp.gpu(),
+                                               wte.gpu(), bad.gpu(), N, C, V, 0.5f);
   EXPECT_THROW(this->gl().take_queued_loss(), std::out_of_range);
   EXPECT_EQ(this->gl().take_queued_loss(), 0.0);
 }

@@ -44,6 +44,8 @@ class CudaContext {
   // request of the same kind.
   float* attention_scratch(size_t n) { return attention_scratch_.get<float>(n, stream_); }
   double* loss_scratch(size_t n) { return loss_scratch_.get<double>(n, stream_); }
+  float* column_scratch(size_t n) { return column_scratch_.get<float>(n, stream_); }
+  void* sort_scratch(size_t bytes) { return sort_scratch_.get(bytes, stream_); }
 
   // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
   // queued on the compute stream is done; returns when the bytes are there.
@@ -62,6 +64,8 @@ class CudaContext {
   void* staging_ = nullptr;  // pinned, kStagingBytes
   DeviceScratch attention_scratch_;
   DeviceScratch loss_scratch_;
+  DeviceScratch column_scratch_;  // column sums' partials (column_sums.cuh)
+  DeviceScratch sort_scratch_;    // embedding_backward's token sort
 };
 
 }  // namespace rm::cuda

@@ -6,13 +6,16 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/classifier_plan.h"
 #include "kernels/cuda/context_embedding.h"
-#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_args.h"
+#include "kernels/cuda/launch_util.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/residual.h"
 
@@ -42,7 +45,8 @@ template <typename T>
 void CudaLayers<T>::embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens,
                                        int B, int Tn, int C) {
   check_sizes("embedding_backward", {B, Tn, C});
-  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, Tn, C, ctx_.stream());
+  void* scratch = ctx_.sort_scratch(embedding_backward_scratch_bytes(B * Tn));
+  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, Tn, C, scratch, ctx_.stream());
 }
 
 template <typename T>
@@ -71,7 +75,8 @@ void CudaLayers<T>::layernorm_backward(T* dinp, float* dweight, float* dbias, co
                                        const T* inp, const T* weight, const float* mean,
                                        const float* rstd, int N, int C) {
   check_sizes("layernorm_backward", {N, C});
-  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+  float* partials = ctx_.column_scratch(column_sum_shape(N, C, 2).partial_floats);
+  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, partials,
                            ctx_.stream());
 }
 
@@ -84,7 +89,10 @@ void CudaLayers<T>::linear_forward(T* out, const T* inp, const T* weight, const 
 template <typename T>
 void CudaLayers<T>::linear_backward(T* dinp, float* dweight, float* dbias, const T* dout,
                                     const T* inp, const T* weight, int N, int C, int OC) {
-  cuda::linear_backward(ctx_.blas(), dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+  float* partials = dbias != nullptr && N > 0 && OC > 0
+                        ? ctx_.column_scratch(column_sum_shape(N, OC, 1).partial_floats)
+                        : nullptr;
+  cuda::linear_backward(ctx_.blas(), dinp, dweight, dbias, dout, inp, weight, N, C, OC, partials,
                         ctx_.stream());
 }
 
@@ -119,8 +127,7 @@ void CudaLayers<T>::attention_backward(T* dqkv, T* datt_scratch, const T* dout, 
   check_sizes("attention_backward", {B, Tn, C, H});
   if constexpr (std::is_same_v<T, bf16>) {
     if (use_flash(C, H)) {
-      flash_attention_backward(dqkv, datt_scratch, dout, qkv, att, out, B, Tn, C, H,
-                               ctx_.stream());
+      flash_attention_backward(dqkv, datt_scratch, dout, qkv, att, out, B, Tn, C, H, ctx_.stream());
       return;
     }
   }
@@ -161,20 +168,60 @@ double CudaLayers<T>::cross_entropy_forward_backward(T* logits_then_dlogits, con
   check_sizes("cross_entropy_forward_backward", {N, V});
   cuda::cross_entropy_forward_backward(
       &ctx_.results()->cross_entropy, ctx_.loss_scratch(static_cast<size_t>(N)),
-      logits_then_dlogits, targets, N, V, grad_scale, ctx_.stream());
+      logits_then_dlogits, targets, N, V, V, grad_scale, ctx_.stream());
   return finish_cross_entropy(targets, N, V);
 }
 
 template <typename T>
-void CudaLayers<T>::queue_cross_entropy_forward_backward(T* logits_then_dlogits,
-                                                         const int* targets, int N, int V,
-                                                         float grad_scale) {
+void CudaLayers<T>::queue_cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets,
+                                                         int N, int V, float grad_scale) {
   check_sizes("queue_cross_entropy_forward_backward", {N, V});
+  queue_loss(logits_then_dlogits, targets, N, V, V, grad_scale);
+}
+
+template <typename T>
+void CudaLayers<T>::queue_loss(T* logits_then_dlogits, const int* targets, int N, int V, int ld,
+                               float grad_scale) {
   cuda::cross_entropy_forward_backward(
       &ctx_.results()->cross_entropy, ctx_.loss_scratch(static_cast<size_t>(N)),
-      logits_then_dlogits, targets, N, V, grad_scale, ctx_.stream());
+      logits_then_dlogits, targets, N, V, ld, grad_scale, ctx_.stream());
   cuda::accumulate_cross_entropy(&ctx_.results()->queued_cross_entropy,
                                  &ctx_.results()->cross_entropy, targets, N, ctx_.stream());
+}
+
+template <typename T>
+size_t CudaLayers<T>::classifier_scratch_elements(int N, int C, int V) const {
+  return cuda::classifier_scratch_elements(N, C, V);
+}
+
+template <typename T>
+void CudaLayers<T>::queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch,
+                                                      const T* inp, const T* wte,
+                                                      const int* targets, int N, int C, int V,
+                                                      float grad_scale) {
+  check_sizes("queue_classifier_forward_backward", {N, C, V});
+  const int Vp = padded_vocab(V);
+  T* const logits = scratch;
+  T* const wte_p = scratch + static_cast<size_t>(N) * Vp;
+  const RowMajorGemm forward = linear_forward_gemm(N, C, Vp, false),
+                     dinp_gemm = linear_dinp_gemm(N, C, Vp),
+                     dwte_gemm = classifier_dweight_gemm(N, C, V, Vp);
+  to_cublas(forward);  // all three validated before anything is queued
+  to_cublas(dinp_gemm);
+  to_cublas(dwte_gemm);
+  // The padded copy of wte: copied every call (77 MB at GPT-2's shape, ~0.05 ms), because the
+  // parameters change every step and ZeRO-3 hands a different gathered buffer each time.
+  const size_t row_bytes = static_cast<size_t>(C) * sizeof(T);
+  RM_CUDA_CHECK(cudaMemcpyAsync(wte_p, wte, static_cast<size_t>(V) * row_bytes,
+                                cudaMemcpyDeviceToDevice, ctx_.stream()),
+                kThrow);
+  RM_CUDA_CHECK(cudaMemsetAsync(wte_p + static_cast<size_t>(V) * C, 0,
+                                static_cast<size_t>(Vp - V) * row_bytes, ctx_.stream()),
+                kThrow);
+  gemm(ctx_.blas(), forward, inp, wte_p, logits);
+  queue_loss(logits, targets, N, V, Vp, grad_scale);
+  gemm(ctx_.blas(), dinp_gemm, logits, wte_p, dinp);
+  gemm(ctx_.blas(), dwte_gemm, logits, inp, dwte);
 }
 
 template <typename T>
@@ -184,9 +231,9 @@ double CudaLayers<T>::take_queued_loss() {
   ctx_.fetch(&total, device_total, sizeof(total));
   RM_CUDA_CHECK(cudaMemsetAsync(device_total, 0, sizeof(total), ctx_.stream()), kThrow);
   if (total.bad != 0) {
-    throw std::out_of_range("rm::cuda::cross_entropy: target " +
-                            std::to_string(total.bad_target) + " of row " +
-                            std::to_string(total.bad_row) + " is not below the vocabulary");
+    throw std::out_of_range("rm::cuda::cross_entropy: target " + std::to_string(total.bad_target) +
+                            " of row " + std::to_string(total.bad_row) +
+                            " is not below the vocabulary");
   }
   return total.loss;
 }

@@ -48,8 +48,16 @@ class CudaLayers final : public LayerKernels<T> {
   void queue_cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N,
                                             int V, float grad_scale) override;
   double take_queued_loss() override;
+  // The vocabulary padded to a multiple of 128 inside the scratch (gemm_args.h: padded_vocab).
+  size_t classifier_scratch_elements(int N, int C, int V) const override;
+  void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
+                                         const T* wte, const int* targets, int N, int C, int V,
+                                         float grad_scale) override;
 
  private:
+  // The queued cross-entropy over rows ld >= V elements apart.
+  void queue_loss(T* logits_then_dlogits, const int* targets, int N, int V, int ld,
+                  float grad_scale);
   // Whether attention takes the flash kernels (T = bf16 and a supported head size).
   static bool use_flash(int C, int H);
   // Downloads the cross-entropy status; throws std::out_of_range for a target >= V.

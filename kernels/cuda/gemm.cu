@@ -44,14 +44,16 @@ void linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, con
 
 template <typename T>
 void linear_backward(const Blas& blas, T* dinp, float* dweight, float* dbias, const T* dout,
-                     const T* inp, const T* weight, int N, int C, int OC, cudaStream_t stream) {
+                     const T* inp, const T* weight, int N, int C, int OC, float* partials,
+                     cudaStream_t stream) {
   const RowMajorGemm gi = linear_dinp_gemm(N, C, OC), gw = linear_dweight_gemm(N, C, OC);
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
   if (dinp != nullptr) gemm(blas, gi, dout, weight, dinp);
   gemm(blas, gw, dout, inp, dweight);
   if (dbias != nullptr && N > 0 && OC > 0) {
-    launch_column_sums<1>(ColumnOutputs<1>{{dbias}}, N, OC, DoutTerm<T>{dout, OC}, stream);
+    launch_column_sums<1>(ColumnOutputs<1>{{dbias}}, partials, N, OC, DoutTerm<T>{dout, OC},
+                          stream);
   }
 }
 
@@ -60,8 +62,9 @@ template void linear_forward<float>(const Blas&, float*, const float*, const flo
 template void linear_forward<bf16>(const Blas&, bf16*, const bf16*, const bf16*, const bf16*, int,
                                    int, int, cudaStream_t);
 template void linear_backward<float>(const Blas&, float*, float*, float*, const float*,
-                                     const float*, const float*, int, int, int, cudaStream_t);
+                                     const float*, const float*, int, int, int, float*,
+                                     cudaStream_t);
 template void linear_backward<bf16>(const Blas&, bf16*, float*, float*, const bf16*, const bf16*,
-                                    const bf16*, int, int, int, cudaStream_t);
+                                    const bf16*, int, int, int, float*, cudaStream_t);
 
 }  // namespace rm::cuda

@@ -79,6 +79,12 @@ RowMajorGemm linear_dweight_gemm(int N, int C, int OC) {
   return g;
 }
 
+RowMajorGemm classifier_dweight_gemm(int N, int C, int V, int Vp) {
+  RowMajorGemm g = linear_dweight_gemm(N, C, V);
+  g.lda = Vp;  // dlogits' row stride; its first V columns are the vocabulary's
+  return g;
+}
+
 AttentionOffsets attention_offsets(int b, int Tn, int C, int H) {
   AttentionOffsets o;
   o.qkv = static_cast<size_t>(b) * Tn * 3 * C;

@@ -50,6 +50,11 @@ RowMajorGemm linear_forward_gemm(int N, int C, int OC, bool has_bias);  // out =
 RowMajorGemm linear_dinp_gemm(int N, int C, int OC);                    // dinp = dout W
 RowMajorGemm linear_dweight_gemm(int N, int C, int OC);                 // dweight += dout^T inp
 
+// The classifier over the padded vocabulary Vp (classifier_plan.h): logits = inp wte_p^T is
+// linear_forward_gemm(N, C, Vp, false); dinp = dlogits wte_p is linear_dinp_gemm(N, C, Vp). The
+// weight gradient takes the first V columns of dlogits:
+RowMajorGemm classifier_dweight_gemm(int N, int C, int V, int Vp);  // dwte[V,C] += dlogits^T inp
+
 // Attention (kernels/cpu/attention.h), one call per batch entry b, batched over the H heads.
 // Operands start at the offsets of attention_offsets(b, ...): Q = qkv + qkv, K = Q + C,
 // V = Q + 2C (likewise dQ, dK, dV in dqkv), the [H,Tn,Tn] scores/att/datt at att, out/dout at out.

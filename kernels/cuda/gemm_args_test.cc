@@ -4,9 +4,12 @@
 // offsets, scales and accumulation) that the cuda linear and attention kernels make.
 #include "kernels/cuda/gemm_args.h"
 
+#include "kernels/cuda/classifier_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -182,6 +185,54 @@ TEST(GemmArgs, LinearCallsMatchCpuLinear) {
   run_like_backend(linear_dweight_gemm(N, C, OC), dout.data(), inp.data(), dw.data());
   expect_close(dinp, dinp_want, 1e-5f);
   expect_close(dw, dw_want, 1e-5f);
+}
+
+// The padded classifier's pipeline (CudaLayers::queue_classifier_forward_backward), emulated:
+// the logits over the padded wte copy, the loss over the first V columns, the two backward
+// GEMMs over dlogits with its padding columns zero -- against the unpadded linear layer.
+TEST(GemmArgs, PaddedClassifierMatchesTheUnpaddedLinear) {
+  EXPECT_EQ(padded_vocab(50257), 50304);  // GPT-2: 393 x 128, as llm.c pads it
+  EXPECT_EQ(padded_vocab(128), 128);
+  EXPECT_EQ(padded_vocab(65), 128);
+  EXPECT_EQ(padded_vocab(0), 0);
+  EXPECT_THROW(padded_vocab(-1), std::invalid_argument);
+  EXPECT_THROW(padded_vocab(INT_MAX), std::invalid_argument);
+  EXPECT_EQ(classifier_scratch_elements(16384, 768, 50257), 16384u * 50304 + 50304u * 768);
+
+  const int N = 6, C = 5, V = 131, Vp = padded_vocab(V);
+  ASSERT_EQ(Vp, 256);
+  const auto inp = random_floats(N * C, 20), wte = random_floats(V * C, 21);
+  std::vector<float> wte_p(static_cast<size_t>(Vp) * C, 0.0f);
+  std::copy(wte.begin(), wte.end(), wte_p.begin());
+  std::vector<float> logits(static_cast<size_t>(N) * Vp, std::nanf(""));
+  run_like_backend(linear_forward_gemm(N, C, Vp, false), inp.data(), wte_p.data(), logits.data());
+  std::vector<float> want_logits(static_cast<size_t>(N) * V);
+  cpu::linear_forward(want_logits.data(), inp.data(), wte.data(), nullptr, N, C, V);
+  for (int n = 0; n < N; ++n) {
+    for (int v = 0; v < Vp; ++v) {
+      const float got = logits[static_cast<size_t>(n) * Vp + v];
+      if (v < V) {
+        ASSERT_NEAR(got, want_logits[static_cast<size_t>(n) * V + v], 1e-5f);
+      } else {
+        ASSERT_EQ(got, 0.0f) << "padding column " << v;
+      }
+    }
+  }
+  // A dlogits with zero padding columns (as the cross-entropy kernel leaves it).
+  const auto d = random_floats(static_cast<size_t>(N) * V, 22);
+  std::vector<float> dlogits(static_cast<size_t>(N) * Vp, 0.0f);
+  for (int n = 0; n < N; ++n) {
+    std::copy(d.begin() + n * V, d.begin() + (n + 1) * V, dlogits.begin() + n * Vp);
+  }
+  std::vector<float> dinp_want(N * C), dinp(N * C, std::nanf(""));
+  auto dw_want = random_floats(static_cast<size_t>(V) * C, 23);
+  auto dw = dw_want;
+  cpu::linear_backward(dinp_want.data(), dw_want.data(), nullptr, d.data(), inp.data(), wte.data(),
+                       N, C, V);
+  run_like_backend(linear_dinp_gemm(N, C, Vp), dlogits.data(), wte_p.data(), dinp.data());
+  run_like_backend(classifier_dweight_gemm(N, C, V, Vp), dlogits.data(), inp.data(), dw.data());
+  expect_close(dinp, dinp_want, 1e-5f);
+  expect_close(dw, dw_want, 1e-5f);  // V rows written: dw has exactly V * C elements
 }
 
 // ---- The attention's calls: the backend's whole pipeline, emulated on the host ----------------

@@ -67,4 +67,43 @@ inline LaunchShape reduce_launch(size_t n) {
           kReduceThreads};
 }
 
+// One warp per row, kElementwiseThreads / 32 rows a block (warp reductions only, no block-wide
+// cooperation: a warp past the last row returns at once). Throws std::invalid_argument when the
+// rows need more blocks than a grid can have.
+inline LaunchShape warp_per_row_launch(size_t rows) {
+  if (rows == 0) return {};
+  const size_t blocks = ceil_div(rows, kElementwiseThreads / kWarpSize);
+  if (blocks > kMaxGridX) {
+    throw std::invalid_argument("rm::cuda: " + std::to_string(rows) +
+                                " rows exceed the grid limit of one warp per row");
+  }
+  return {static_cast<unsigned>(blocks), kElementwiseThreads};
+}
+
+// Column sums (column_sums.cuh) in two passes: the rows are cut into chunks of
+// kColumnSumChunkRows, and each (32-column group, chunk) block writes one partial per column and
+// output; a second pass adds each column's partials in chunk order. The first pass's grid and the
+// scratch it needs, in floats, for K outputs over an [N, C] array.
+inline constexpr size_t kColumnSumCols = 32;
+inline constexpr size_t kColumnSumRows = 16;        // row lanes of a first-pass block
+inline constexpr size_t kColumnSumChunkRows = 256;  // rows of one chunk
+struct ColumnSumShape {
+  unsigned column_groups = 0;  // gridDim.x of the first pass; 0: nothing to launch
+  unsigned chunks = 0;         // gridDim.y
+  size_t partial_floats = 0;   // chunks * K * C
+};
+inline ColumnSumShape column_sum_shape(size_t N, size_t C, size_t K) {
+  if (N == 0 || C == 0 || K == 0) return {};
+  const size_t chunks = ceil_div(N, kColumnSumChunkRows);
+  if (chunks > 65535) {  // gridDim.y's limit: 16.7 M rows
+    throw std::invalid_argument("rm::cuda: " + std::to_string(N) +
+                                " rows exceed the column sums' limit of 65535 chunks");
+  }
+  const size_t groups = ceil_div(C, kColumnSumCols);
+  if (groups > kMaxGridX) {
+    throw std::invalid_argument("rm::cuda: " + std::to_string(C) + " columns exceed the grid");
+  }
+  return {static_cast<unsigned>(groups), static_cast<unsigned>(chunks), chunks * K * C};
+}
+
 }  // namespace rm::cuda

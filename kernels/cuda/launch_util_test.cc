@@ -84,5 +84,39 @@ TEST(LaunchUtil, ReduceFitsThePartialsBuffer) {
   for (int c : v) ASSERT_EQ(c, 1);
 }
 
+TEST(LaunchUtil, WarpPerRowGivesEveryRowOneWarp) {
+  EXPECT_EQ(warp_per_row_launch(0).grid, 0u);
+  for (size_t rows : {size_t{1}, size_t{8}, size_t{9}, size_t{16384}}) {
+    const LaunchShape s = warp_per_row_launch(rows);
+    const size_t warps = size_t{s.grid} * s.block / kWarpSize;
+    EXPECT_EQ(s.block % kWarpSize, 0u);
+    EXPECT_GE(warps, rows);
+    EXPECT_LT(warps - rows, s.block / kWarpSize);  // no block without a row
+  }
+  EXPECT_THROW(warp_per_row_launch(size_t{1} << 40), std::invalid_argument);
+}
+
+TEST(LaunchUtil, ColumnSumsCoverEveryCellOnceAndSizeTheirScratch) {
+  EXPECT_EQ(column_sum_shape(0, 768, 2).column_groups, 0u);
+  EXPECT_EQ(column_sum_shape(16384, 0, 1).chunks, 0u);
+  for (size_t N : {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{16384}}) {
+    for (size_t C : {size_t{7}, size_t{32}, size_t{768}, size_t{3073}}) {
+      const ColumnSumShape s = column_sum_shape(N, C, 2);
+      // Every row is in exactly one chunk and every column in exactly one group.
+      EXPECT_GE(s.chunks * kColumnSumChunkRows, N);
+      EXPECT_LT((s.chunks - 1) * kColumnSumChunkRows, N);
+      EXPECT_GE(s.column_groups * kColumnSumCols, C);
+      EXPECT_LT((s.column_groups - 1) * kColumnSumCols, C);
+      EXPECT_EQ(s.partial_floats, s.chunks * 2 * C);
+    }
+  }
+  // At GPT-2's shape the first pass has enough blocks for a 132-SM GPU (the one-pass kernel had
+  // 24) and its scratch is small.
+  const ColumnSumShape g = column_sum_shape(16384, 768, 2);
+  EXPECT_EQ(g.column_groups * g.chunks, 24u * 64u);
+  EXPECT_EQ(g.partial_floats * sizeof(float), 64u * 2 * 768 * 4);
+  EXPECT_THROW(column_sum_shape(size_t{1} << 40, 8, 1), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace rm::cuda
