@@ -8,8 +8,8 @@
 //     and one chunk of kColumnSumChunkRows rows, in kColumnSumRows row lanes: lane y sums the
 //     chunk's rows y, y + kColumnSumRows, ... in order; lane 0 adds the lanes in lane order and
 //     writes the chunk's partial to scratch.
-//  2. One thread per (output, column) adds the chunks' partials in chunk order, then adds the
-//     total to out once.
+//  2. launch_column_totals: the chunks' partials of each (output, column), added in a fixed
+//     order (row lanes, then the lanes in order), then added to out once.
 // Why two passes: one block per 32 columns over all N rows gave C/32 = 24 blocks at width 768, a
 // fifth of an H100's SMs, each reading 1 MB in turn (~0.3 ms a layernorm backward); chunks give
 // 24 x 64 blocks at N = 16384.
@@ -62,15 +62,42 @@ __global__ void __launch_bounds__(kColumnSumCols* kColumnSumRows)
   }
 }
 
+// Pass 2: a block per 32 of the K x C (output, column) pairs, in kColumnSumRows lanes: lane y
+// adds chunks y, y + kColumnSumRows, ... in order, then lane 0 adds the lanes in lane order.
+// The loads are independent, so unrolling keeps several in flight (a thread summing all chunks
+// alone waited one memory latency per chunk).
 template <int K>
-__global__ void __launch_bounds__(kElementwiseThreads)
+__global__ void __launch_bounds__(kColumnSumCols* kColumnSumRows)
     column_totals_kernel(ColumnOutputs<K> outputs, const float* partials, int chunks, int C) {
-  RM_GRID_STRIDE_LOOP(i, static_cast<size_t>(K) * C) {
-    const int k = static_cast<int>(i / C), c = static_cast<int>(i % C);
+  __shared__ float part[kColumnSumRows][kColumnSumCols];
+  const int i = static_cast<int>(blockIdx.x * kColumnSumCols + threadIdx.x);  // k * C + c
+  const int k = i / C, c = i % C;
+  float acc = 0.0f;
+  if (i < K * C) {
+#pragma unroll 8
+    for (int j = static_cast<int>(threadIdx.y); j < chunks; j += static_cast<int>(kColumnSumRows)) {
+      acc += partials[(static_cast<size_t>(j) * K + k) * C + c];
+    }
+  }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < K * C) {
     float s = 0.0f;
-    for (int j = 0; j < chunks; ++j) s += partials[(static_cast<size_t>(j) * K + k) * C + c];
+    for (int y = 0; y < static_cast<int>(kColumnSumRows); ++y) s += part[y][threadIdx.x];
     outputs.out[k][c] += s;
   }
+}
+
+// out_k[c] += the sum over j < chunks of partials[(j * K + k) * C + c], in a fixed order.
+template <int K>
+void launch_column_totals(ColumnOutputs<K> outputs, const float* partials, int chunks, int C,
+                          cudaStream_t stream) {
+  if (chunks <= 0 || C <= 0) return;
+  const unsigned blocks =
+      static_cast<unsigned>(ceil_div(static_cast<size_t>(K) * C, kColumnSumCols));
+  column_totals_kernel<K>
+      <<<blocks, dim3(kColumnSumCols, kColumnSumRows), 0, stream>>>(outputs, partials, chunks, C);
+  RM_CUDA_CHECK(cudaGetLastError(), kThrow);
 }
 
 // partials: device scratch of at least column_sum_shape(N, C, K).partial_floats floats.
@@ -83,10 +110,7 @@ void launch_column_sums(ColumnOutputs<K> outputs, float* partials, int N, int C,
       <<<dim3(s.column_groups, s.chunks), dim3(kColumnSumCols, kColumnSumRows), 0, stream>>>(
           partials, N, C, term);
   RM_CUDA_CHECK(cudaGetLastError(), kThrow);
-  const LaunchShape totals = elementwise_launch(static_cast<size_t>(K) * C);
-  column_totals_kernel<K>
-      <<<totals.grid, totals.block, 0, stream>>>(outputs, partials, static_cast<int>(s.chunks), C);
-  RM_CUDA_CHECK(cudaGetLastError(), kThrow);
+  launch_column_totals<K>(outputs, partials, static_cast<int>(s.chunks), C, stream);
 }
 
 }  // namespace rm::cuda

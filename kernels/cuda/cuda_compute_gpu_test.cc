@@ -214,9 +214,11 @@ TYPED_TEST(CudaLayersTest, ContextEmbedding) {
 
 TYPED_TEST(CudaLayersTest, LayerNorm) {
   using T = TypeParam;
-  // One partial warp, one block, more columns than threads; one chunk of rows for the column
-  // sums and three (column_sums.cuh).
-  const std::pair<int, int> shapes[] = {{13, 7}, {13, 64}, {13, 1100}, {600, 7}, {600, 1100}};
+  // The general kernels: one partial warp, one block, more columns than threads; one chunk of
+  // rows for the column sums and three (column_sums.cuh). The row kernels: widths of whole
+  // vectors a lane (256: one bf16 vector, 768: GPT-2's), fewer rows than warps and more.
+  const std::pair<int, int> shapes[] = {{13, 7},    {13, 64},  {13, 1100}, {600, 7},
+                                        {600, 1100}, {13, 256}, {600, 768},  {3000, 768}};
   for (const auto& [N, C] : shapes) {
     SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C));
     auto inp = this->both(random_t<T>(N * C, 12, 2.0f, 5.0f));  // an offset mean
@@ -313,21 +315,24 @@ TYPED_TEST(CudaLayersTest, Attention) {
 
 TYPED_TEST(CudaLayersTest, GeluAndAdd) {
   using T = TypeParam;
-  const size_t n = 100003;
-  auto inp = this->both(random_t<T>(n, 40, -8.0f, 8.0f)), dout = this->both(random_t<T>(n, 41));
-  auto out = this->both(std::vector<T>(n)), dinp = this->both(std::vector<T>(n));
-  this->gl().gelu_forward(out.gpu(), inp.gpu(), n);
-  this->cl().gelu_forward(out.cpu(), inp.cpu(), n);
-  this->gl().gelu_backward(dinp.gpu(), inp.gpu(), dout.gpu(), n);
-  this->cl().gelu_backward(dinp.cpu(), inp.cpu(), dout.cpu(), n);
-  // expf on the GPU vs the cpu's polynomial: a few ulp.
-  EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
-  EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));
-  // In place (out aliases a), as the residual stream uses it.
-  auto a = this->both(random_t<T>(n, 42)), b = this->both(random_t<T>(n, 43));
-  this->gl().add(a.gpu(), a.gpu(), b.gpu(), n);
-  this->cl().add(a.cpu(), a.cpu(), b.cpu(), n);
-  EXPECT_TRUE(close(a.gpu_f(), a.cpu_f(), {0, 0}));
+  // An odd count takes the scalar kernels, a multiple of 8 the 16-byte ones (vec16_ok).
+  for (size_t n : {size_t{100003}, size_t{100000}}) {
+    SCOPED_TRACE(n);
+    auto inp = this->both(random_t<T>(n, 40, -8.0f, 8.0f)), dout = this->both(random_t<T>(n, 41));
+    auto out = this->both(std::vector<T>(n)), dinp = this->both(std::vector<T>(n));
+    this->gl().gelu_forward(out.gpu(), inp.gpu(), n);
+    this->cl().gelu_forward(out.cpu(), inp.cpu(), n);
+    this->gl().gelu_backward(dinp.gpu(), inp.gpu(), dout.gpu(), n);
+    this->cl().gelu_backward(dinp.cpu(), inp.cpu(), dout.cpu(), n);
+    // expf on the GPU vs the cpu's polynomial: a few ulp.
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+    EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));
+    // In place (out aliases a), as the residual stream uses it.
+    auto a = this->both(random_t<T>(n, 42)), b = this->both(random_t<T>(n, 43));
+    this->gl().add(a.gpu(), a.gpu(), b.gpu(), n);
+    this->cl().add(a.cpu(), a.cpu(), b.cpu(), n);
+    EXPECT_TRUE(close(a.gpu_f(), a.cpu_f(), {0, 0}));
+  }
 }
 
 TYPED_TEST(CudaLayersTest, CrossEntropy) {

@@ -75,7 +75,8 @@ void CudaLayers<T>::layernorm_backward(T* dinp, float* dweight, float* dbias, co
                                        const T* inp, const T* weight, const float* mean,
                                        const float* rstd, int N, int C) {
   check_sizes("layernorm_backward", {N, C});
-  float* partials = ctx_.column_scratch(column_sum_shape(N, C, 2).partial_floats);
+  float* partials = ctx_.column_scratch(
+      layernorm_backward_partial_floats(static_cast<size_t>(N), static_cast<size_t>(C)));
   cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, partials,
                            ctx_.stream());
 }

@@ -80,6 +80,26 @@ inline LaunchShape warp_per_row_launch(size_t rows) {
   return {static_cast<unsigned>(blocks), kElementwiseThreads};
 }
 
+// Row kernels that keep a row in registers, 16-byte vectors of `elem_bytes`-byte elements, one
+// warp per row (layernorm.cu): a row of C elements is C / (32 * 16 / elem_bytes) vectors a
+// lane. Returns that count when C divides evenly and it is at most kMaxRowVectors, else 0 (the
+// kernels then take their general path).
+inline constexpr int kMaxRowVectors = 8;
+inline int row_vectors_per_lane(size_t C, size_t elem_bytes) {
+  const size_t per_warp = kWarpSize * (16 / elem_bytes);
+  if (C == 0 || C % per_warp != 0 || C / per_warp > kMaxRowVectors) return 0;
+  return static_cast<int>(C / per_warp);
+}
+// layernorm's fused backward: a fixed number of warps for N rows (at most
+// kLayerNormBackwardWarps), each striding over the rows and keeping its weight and bias
+// gradients' partial sums in registers; one partial per warp, summed in warp order afterwards.
+// A function of N only, so the sums are the same on every GPU.
+inline constexpr size_t kLayerNormBackwardWarps = 1024;
+inline LaunchShape layernorm_backward_launch(size_t N) {
+  const size_t warps = N < kLayerNormBackwardWarps ? N : kLayerNormBackwardWarps;
+  return warp_per_row_launch(warps);
+}
+
 // Column sums (column_sums.cuh) in two passes: the rows are cut into chunks of
 // kColumnSumChunkRows, and each (32-column group, chunk) block writes one partial per column and
 // output; a second pass adds each column's partials in chunk order. The first pass's grid and the
@@ -104,6 +124,15 @@ inline ColumnSumShape column_sum_shape(size_t N, size_t C, size_t K) {
     throw std::invalid_argument("rm::cuda: " + std::to_string(C) + " columns exceed the grid");
   }
   return {static_cast<unsigned>(groups), static_cast<unsigned>(chunks), chunks * K * C};
+}
+
+// Floats of scratch layernorm_backward needs (either path: the fused one's per-warp partials,
+// or the general one's column sums).
+inline size_t layernorm_backward_partial_floats(size_t N, size_t C) {
+  const LaunchShape fused = layernorm_backward_launch(N);
+  const size_t warps = size_t{fused.grid} * fused.block / kWarpSize;
+  const size_t general = column_sum_shape(N, C, 2).partial_floats;
+  return warps * 2 * C > general ? warps * 2 * C : general;
 }
 
 }  // namespace rm::cuda

@@ -96,6 +96,21 @@ TEST(LaunchUtil, WarpPerRowGivesEveryRowOneWarp) {
   EXPECT_THROW(warp_per_row_launch(size_t{1} << 40), std::invalid_argument);
 }
 
+TEST(LaunchUtil, RowVectorsOnlyForWholeVectorsPerLane) {
+  EXPECT_EQ(row_vectors_per_lane(768, 2), 3);   // GPT-2 124M, bf16: 3 x 8 elements a lane
+  EXPECT_EQ(row_vectors_per_lane(768, 4), 6);   // fp32: 6 x 4
+  EXPECT_EQ(row_vectors_per_lane(2048, 2), 8);  // the largest the kernels are built for
+  EXPECT_EQ(row_vectors_per_lane(4096, 2), 0);
+  EXPECT_EQ(row_vectors_per_lane(1600, 2), 0);  // GPT-2 XL: not whole vectors a lane
+  EXPECT_EQ(row_vectors_per_lane(64, 2), 0);
+  EXPECT_EQ(row_vectors_per_lane(0, 2), 0);
+  // The fused backward's warps depend on N only, at most kLayerNormBackwardWarps.
+  EXPECT_EQ(layernorm_backward_launch(0).grid, 0u);
+  EXPECT_EQ(layernorm_backward_launch(5).grid, 1u);
+  const LaunchShape big = layernorm_backward_launch(16384);
+  EXPECT_EQ(size_t{big.grid} * big.block / kWarpSize, kLayerNormBackwardWarps);
+}
+
 TEST(LaunchUtil, ColumnSumsCoverEveryCellOnceAndSizeTheirScratch) {
   EXPECT_EQ(column_sum_shape(0, 768, 2).column_groups, 0u);
   EXPECT_EQ(column_sum_shape(16384, 0, 1).chunks, 0u);

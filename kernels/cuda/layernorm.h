@@ -1,8 +1,12 @@
 // LayerNorm on the GPU (kernels/cpu/layernorm.h: eps 1e-5, mean/rstd saved, dinp ADDED,
 // dweight/dbias ACCUMULATED), T = float or bf16, with the per-row formulas of
-// kernels/row_math.h. One block per row for the forward, one warp per row for the input
-// gradient; the parameter gradients are column sums in a fixed order (column_sums.cuh:
-// deterministic), with `partials` device scratch of column_sum_shape(N, C, 2).partial_floats.
+// kernels/row_math.h. Where C is a whole number of 16-byte vectors a lane (row_vectors_per_lane
+// in launch_util.h: C = 256, 512, ..., 2048 for bf16, 768 included) and the pointers are
+// 16-byte aligned, a warp keeps a row in registers: the forward reads it once, and the backward
+// is one pass that also sums the weight and bias gradients per warp. Otherwise a block per row
+// forward, a warp per row for the input gradient and column sums for the parameters'. Either
+// way the parameter gradients are added in a fixed order (deterministic); `partials` is device
+// scratch of layernorm_backward_partial_floats(N, C) floats.
 // Device pointers; asynchronous on `stream`.
 #pragma once
 
