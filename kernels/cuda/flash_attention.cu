@@ -1,7 +1,6 @@
 #include "kernels/cuda/flash_attention.h"
 
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <cmath>
 #include <cstdint>
@@ -15,55 +14,8 @@
 namespace rm::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
 using bf = __nv_bfloat16;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf, wmma::col_major>;
-using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-// ---- Warp-level tile products (every lane of the warp calls them) ---------------------------
-
-// S[16, kFlashTile] = A[16, HS] * Bm[kFlashTile, HS]^T, stored as float (row-major, ld_s).
-// A: the warp's 16 rows of a tile (Q or dO or K or V rows), Bm: a whole tile.
-template <int HS>
-__device__ void rows_times_tile_t(float* S, int ld_s, const bf* A, int ld_a, const bf* Bm,
-                                  int ld_b) {
-  FragA a[HS / 16];
-#pragma unroll
-  for (int kk = 0; kk < HS / 16; ++kk) wmma::load_matrix_sync(a[kk], A + kk * 16, ld_a);
-#pragma unroll
-  for (int n = 0; n < kFlashTile / 16; ++n) {
-    FragAcc acc;
-    wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; ++kk) {
-      // B(k, c) = Bm[16n + c][16kk + k]: column-major with ldm ld_b.
-      FragBCol b;
-      wmma::load_matrix_sync(b, Bm + n * 16 * ld_b + kk * 16, ld_b);
-      wmma::mma_sync(acc, a[kk], b, acc);
-    }
-    wmma::store_matrix_sync(S + n * 16, acc, ld_s, wmma::mem_row_major);
-  }
-}
-
-// acc[16, HS] += A[16, kFlashTile] * Bm[kFlashTile, HS] (A bf16 row-major ld_a, Bm a tile).
-template <int HS>
-__device__ void rows_times_tile(FragAcc (&acc)[HS / 16], const bf* A, int ld_a, const bf* Bm,
-                                int ld_b) {
-  FragA a[kFlashTile / 16];
-#pragma unroll
-  for (int kk = 0; kk < kFlashTile / 16; ++kk) wmma::load_matrix_sync(a[kk], A + kk * 16, ld_a);
-#pragma unroll
-  for (int n = 0; n < HS / 16; ++n) {
-#pragma unroll
-    for (int kk = 0; kk < kFlashTile / 16; ++kk) {
-      FragBRow b;
-      wmma::load_matrix_sync(b, Bm + kk * 16 * ld_b + n * 16, ld_b);
-      wmma::mma_sync(acc[n], a[kk], b, acc[n]);
-    }
-  }
-}
 
 // ---- Block-level copies ------------------------------------------------------------------
 
@@ -80,31 +32,6 @@ __device__ void load_tile(bf* tile, int ld_tile, const bf16* src, size_t ld, int
   }
 }
 
-// A warp's 16 x HS float tile (row-major, ld) times `scale` into dst rows row0.. (ld_dst), rows
-// past Tn skipped. Lane (r, half) writes half a row.
-template <int HS>
-__device__ void write_rows(bf16* dst, size_t ld_dst, int row0, int Tn, const float* tile, int ld,
-                           float scale) {
-  const int lane = threadIdx.x % 32, r = lane >> 1, c0 = (lane & 1) * (HS / 2);
-  if (row0 + r >= Tn) return;
-  bf16* d = dst + (row0 + r) * ld_dst + c0;
-  const float* s = tile + r * ld + c0;
-#pragma unroll
-  for (int c = 0; c < HS / 2; ++c) d[c] = store<bf16>(s[c] * scale);
-}
-
-template <int HS>
-__device__ void store_and_write_rows(bf16* dst, size_t ld_dst, int row0, int Tn,
-                                     FragAcc (&acc)[HS / 16], float* buf, int ld, float scale) {
-#pragma unroll
-  for (int n = 0; n < HS / 16; ++n) {
-    wmma::store_matrix_sync(buf + n * 16, acc[n], ld, wmma::mem_row_major);
-  }
-  __syncwarp();
-  write_rows<HS>(dst, ld_dst, row0, Tn, buf, ld, scale);
-  __syncwarp();
-}
-
 // What every thread of a tile kernel's block knows: its (batch, head), its lane's place, where
 // the head's rows start in the global buffers, and the shared-memory views (flash_smem()).
 struct Block {
@@ -115,8 +42,6 @@ struct Block {
   int warp = 0, r = 0, half = 0;  // the lane's warp, its row of the warp's 16, its half of that
   bf *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // tiles
   float *lse = nullptr, *d = nullptr;  // per query row of the tile (backward)
-  float *f0 = nullptr, *f1 = nullptr;  // the warp's float buffers
-  bf *h0 = nullptr, *h1 = nullptr;     // the warp's bf16 buffers
 };
 template <int HS>
 __device__ Block block_of(unsigned char* smem, const FlashSmem& L, int H, int Tn) {
@@ -135,10 +60,6 @@ __device__ Block block_of(unsigned char* smem, const FlashSmem& L, int H, int Tn
   x.dout = reinterpret_cast<bf*>(smem + L.dout);
   x.lse = reinterpret_cast<float*>(smem + L.lse);
   x.d = reinterpret_cast<float*>(smem + L.d);
-  x.f0 = reinterpret_cast<float*>(smem + L.f0 + x.warp * L.f_bytes);
-  x.f1 = reinterpret_cast<float*>(smem + L.f1 + x.warp * L.f_bytes);
-  x.h0 = reinterpret_cast<bf*>(smem + L.h0 + x.warp * L.h_bytes);
-  x.h1 = reinterpret_cast<bf*>(smem + L.h1 + x.warp * L.h_bytes);
   return x;
 }
 
@@ -150,6 +71,107 @@ __device__ void load_keys(const Block& x, const FlashSmem& L, const bf16* qkv, i
 }
 
 // ---- Forward -----------------------------------------------------------------------------
+//
+// mma.sync m16n8k16 (bf16 in, float accumulate) with the scores, the probabilities and the
+// output accumulator in registers: nothing but the K and V tiles goes through shared memory
+// per key tile (the wmma kernel stored S, reloaded it for the softmax, and moved the O
+// accumulator through shared memory every tile). Fragment layouts are the PTX ISA's for
+// m16n8k16: lane = 4 g + t; A (16 x 16, row): {a0,a1} row g cols 2t,2t+1; {a2,a3} row g+8;
+// {a4,a5} row g cols 2t+8,2t+9; {a6,a7} row g+8 -- as four 32-bit registers of two bf16 (the
+// lower column in the low half). B (16 x 8, col): {b0,b1} rows 2t,2t+1 col g; {b2,b3} rows
+// 2t+8,2t+9. C (16 x 8, float): c0,c1 row g cols 2t,2t+1; c2,c3 row g+8. A C fragment pair
+// over 16 keys is, rounded to bf16, the A fragment of the next product (P V) as it stands.
+
+__device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two adjacent bf16 of shared memory (an even element offset) as one register.
+__device__ inline uint32_t ld_pair(const bf* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+// Two bf16 of different rows (same column) as one register: lo in the low half.
+__device__ inline uint32_t ld_column_pair(const bf* lo, const bf* hi) {
+  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(lo)) |
+         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(hi)) << 16);
+}
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The warp's 16 rows of a shared-memory tile (row pitch ld) as A fragments over HS columns.
+template <int HS>
+__device__ void load_a_rows(uint32_t (&a)[HS / 16][4], const bf* rows, int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < HS / 16; ++kk) {
+    a[kk][0] = ld_pair(rows + g * ld + kk * 16 + 2 * t);
+    a[kk][1] = ld_pair(rows + (g + 8) * ld + kk * 16 + 2 * t);
+    a[kk][2] = ld_pair(rows + g * ld + kk * 16 + 8 + 2 * t);
+    a[kk][3] = ld_pair(rows + (g + 8) * ld + kk * 16 + 8 + 2 * t);
+  }
+}
+
+// c[64 columns] = A[16, HS] * Bm[64 rows, HS]^T: 8 C fragments; Bm a whole tile (pitch ld).
+template <int HS>
+__device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t (&a)[HS / 16][4],
+                                  const bf* Bm, int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; ++n) {
+    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+    const bf* brow = Bm + (n * 8 + g) * ld + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      mma_16816(c[n], a[kk], ld_pair(brow + kk * 16), ld_pair(brow + kk * 16 + 8));
+    }
+  }
+}
+
+// acc[16, HS] += X[16, 64] * Bm[64 rows, HS], X given as C fragments (rounded to bf16 here:
+// the A operand), Bm a whole tile (pitch ld).
+template <int HS>
+__device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kFlashTile / 8][4],
+                                     const bf* Bm, int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < kFlashTile / 16; ++kk) {
+    const uint32_t a[4] = {pack_bf16(x[2 * kk][0], x[2 * kk][1]),
+                           pack_bf16(x[2 * kk][2], x[2 * kk][3]),
+                           pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                           pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+    const bf* b0 = Bm + (kk * 16 + 2 * t) * ld + g;
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      const bf* b = b0 + n * 8;
+      mma_16816(acc[n], a, ld_column_pair(b, b + ld), ld_column_pair(b + 8 * ld, b + 9 * ld));
+    }
+  }
+}
+
+// The lane's two rows (g, g + 8 of the warp's 16, from row0) of acc * scale into dst (row
+// stride ld_dst, head columns at dst), rows past Tn skipped.
+template <int HS>
+__device__ void write_fragment_rows(bf16* dst, size_t ld_dst, int row0, int Tn,
+                                    const float (&acc)[HS / 8][4], float scale) {
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + g + 8 * r;
+    if (row >= Tn) continue;
+    bf16* d = dst + static_cast<size_t>(row) * ld_dst + 2 * t;
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(d + n * 8) =
+          pack_bf16(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
+    }
+  }
+}
 
 template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
@@ -158,62 +180,80 @@ __global__ void __launch_bounds__(kFlashThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
   const int qt = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // the longest rows first
-  const int q0 = qt * kFlashTile, row0 = q0 + x.warp * 16, i = row0 + x.r;  // the lane's query
-  float* S = x.f0;
-  float* O = x.f1;
-  bf* P = x.h0;
+  const int row0 = qt * kFlashTile + x.warp * 16;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+  const int ld = L.ld_tile;
+  const int row[2] = {row0 + g, row0 + g + 8};  // the lane's two queries
 
-  load_tile<HS>(x.q, L.ld_tile, qkv + x.qkv, x.ld, q0, Tn);
-  for (int e = threadIdx.x % 32; e < 16 * HS; e += 32) O[(e / HS) * L.ld_f + e % HS] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
+  load_tile<HS>(x.q, ld, qkv + x.qkv, x.ld, qt * kFlashTile, Tn);
+  __syncthreads();
+  uint32_t qa[HS / 16][4];  // the warp's Q rows, for every key tile
+  load_a_rows<HS>(qa, x.q + x.warp * 16 * ld, ld);
+  float o[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();  // every warp is done with the previous K, V tiles (and Q is loaded)
+    __syncthreads();  // every warp is done with the previous K, V tiles
     load_keys<HS>(x, L, qkv, kt, Tn);
     __syncthreads();
-    rows_times_tile_t<HS>(S, L.ld_f, x.q + x.warp * 16 * L.ld_tile, L.ld_tile, x.k, L.ld_tile);
-    __syncwarp();
-    // Online softmax of row i over this tile's 64 keys, 32 per lane.
-    const int j0 = kt * kFlashTile + x.half * 32;
-    const float* srow = S + x.r * L.ld_f + x.half * 32;
-    float s[32];
-    float tile_max = -INFINITY;
+    float s[kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys
+    rows_times_tile_t<HS>(s, qa, x.k, ld);
+    // Online softmax of the lane's two rows; a row's 64 keys are spread over its quad (t).
+    const int j0 = kt * kFlashTile;
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int c = 0; c < 32; ++c) {
-      s[c] = j0 + c <= i ? srow[c] * scale_log2 : -INFINITY;
-      tile_max = fmaxf(tile_max, s[c]);
+    for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);
+        s[n][e] = j <= row[r] ? s[n][e] * scale_log2 : -INFINITY;
+        tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+      }
     }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float alpha = flash_rescale(&m, tile_max);
-    bf* prow = P + x.r * L.ld_h + x.half * 32;
-    float sum = 0.0f;
+    float alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int c = 0; c < 32; ++c) {
-      const float p = exp2f(s[c] - m);  // 0 where masked
-      sum += p;
-      prow[c] = __float2bfloat16_rn(p);
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      alpha[r] = flash_rescale(&m[r], tile_max[r]);
     }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * alpha + sum;
-    float* orow = O + x.r * L.ld_f + x.half * (HS / 2);
 #pragma unroll
-    for (int c = 0; c < HS / 2; ++c) orow[c] *= alpha;
-    __syncwarp();
-    // O += P V, the accumulator through shared memory (its rows were just rescaled).
-    FragAcc acc[HS / 16];
+    for (int n = 0; n < kFlashTile / 8; ++n) {
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n) {
-      wmma::load_matrix_sync(acc[n], O + n * 16, L.ld_f, wmma::mem_row_major);
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - m[e >> 1]);  // 0 where masked
+        sum[e >> 1] += s[n][e];
+      }
     }
-    rows_times_tile<HS>(acc, P, L.ld_h, x.v, L.ld_tile);
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n) {
-      wmma::store_matrix_sync(O + n * 16, acc[n], L.ld_f, wmma::mem_row_major);
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+      l[r] = l[r] * alpha[r] + sum[r];
     }
-    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
+    }
+    fragments_times_tile<HS>(o, s, x.v, ld);  // O += P V, P rounded to bf16
   }
-  // Both lanes of a row hold the same m and l.
-  write_rows<HS>(out + x.out, x.C, row0, Tn, O, L.ld_f, 1.0f / l);
-  if (x.half == 0 && i < Tn) lse[static_cast<size_t>(blockIdx.x) * Tn + i] = m + log2f(l);
+  // Every lane of a quad holds its rows' m and l.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float inv = 1.0f / l[r];
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      o[n][2 * r] *= inv;
+      o[n][2 * r + 1] *= inv;
+    }
+    if (t == 0 && row[r] < Tn) {
+      lse[static_cast<size_t>(blockIdx.x) * Tn + row[r]] = m[r] + log2f(l[r]);
+    }
+  }
+  write_fragment_rows<HS>(out + x.out, x.C, row0, Tn, o, 1.0f);
 }
 
 // ---- Backward ----------------------------------------------------------------------------
@@ -250,7 +290,7 @@ __device__ void load_queries(const Block& x, const FlashSmem& L, const bf16* qkv
 
 // dK, dV of 64 keys: over the query tiles kt..nq-1, in the transposed view (the warp's 16 key
 // rows against the tile's 64 queries): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
-// dV += P^T dO and dK += dS^T Q in registers.
+// dV += P^T dO and dK += dS^T Q, all in registers.
 template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
@@ -259,42 +299,44 @@ __global__ void __launch_bounds__(kFlashThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
   const int kt = static_cast<int>(blockIdx.y);  // kt = 0 walks the most query tiles: first
-  const int row0 = kt * kFlashTile + x.warp * 16, j = row0 + x.r;  // the lane's key
-  float* St = x.f0;
-  float* dPt = x.f1;
-  bf* Pt = x.h0;
-  bf* dSt = x.h1;
+  const int row0 = kt * kFlashTile + x.warp * 16;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+  const int ld = L.ld_tile;
+  const int key[2] = {row0 + g, row0 + g + 8};  // the lane's two keys
 
   load_keys<HS>(x, L, qkv, kt, Tn);
-  FragAcc dk[HS / 16], dv[HS / 16];
+  __syncthreads();
+  uint32_t ka[HS / 16][4], va[HS / 16][4];
+  load_a_rows<HS>(ka, x.k + x.warp * 16 * ld, ld);
+  load_a_rows<HS>(va, x.v + x.warp * 16 * ld, ld);
+  float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
-  for (int n = 0; n < HS / 16; ++n) {
-    wmma::fill_fragment(dk[n], 0.0f);
-    wmma::fill_fragment(dv[n], 0.0f);
+  for (int n = 0; n < HS / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
   }
   for (int qt = kt; qt < static_cast<int>(gridDim.y); ++qt) {
-    __syncthreads();  // every warp is done with the previous query tile (and K, V are loaded)
+    __syncthreads();  // every warp is done with the previous query tile
     load_queries<HS>(x, L, qkv, dout, lse, D, qt, Tn);
     __syncthreads();
-    rows_times_tile_t<HS>(St, L.ld_f, x.k + x.warp * 16 * L.ld_tile, L.ld_tile, x.q, L.ld_tile);
-    rows_times_tile_t<HS>(dPt, L.ld_f, x.v + x.warp * 16 * L.ld_tile, L.ld_tile, x.dout,
-                          L.ld_tile);
-    __syncwarp();
+    float st[kFlashTile / 8][4], dpt[kFlashTile / 8][4];
+    rows_times_tile_t<HS>(st, ka, x.q, ld);
+    rows_times_tile_t<HS>(dpt, va, x.dout, ld);
 #pragma unroll
-    for (int c = 0; c < 32; ++c) {
-      const int t = x.half * 32 + c, i = qt * kFlashTile + t;  // the query
-      const int e = x.r * L.ld_f + t;
-      const float p = flash_prob(St[e], scale_log2, x.lse[t], j <= i && i < Tn);
-      Pt[x.r * L.ld_h + t] = __float2bfloat16_rn(p);
-      dSt[x.r * L.ld_h + t] = __float2bfloat16_rn(flash_dscore(p, dPt[e], x.d[t]));
+    for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = n * 8 + 2 * t + (e & 1), i = qt * kFlashTile + c;  // the query
+        const float p = flash_prob(st[n][e], scale_log2, x.lse[c], key[e >> 1] <= i && i < Tn);
+        st[n][e] = p;
+        dpt[n][e] = flash_dscore(p, dpt[n][e], x.d[c]);
+      }
     }
-    __syncwarp();
-    rows_times_tile<HS>(dv, Pt, L.ld_h, x.dout, L.ld_tile);
-    rows_times_tile<HS>(dk, dSt, L.ld_h, x.q, L.ld_tile);
+    fragments_times_tile<HS>(dv, st, x.dout, ld);
+    fragments_times_tile<HS>(dk, dpt, x.q, ld);
   }
-  // St's buffer is free (its last readers were before the __syncwarp above).
-  store_and_write_rows<HS>(dqkv + x.qkv + x.C, x.ld, row0, Tn, dk, St, L.ld_f, scale);
-  store_and_write_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, row0, Tn, dv, St, L.ld_f, 1.0f);
+  write_fragment_rows<HS>(dqkv + x.qkv + x.C, x.ld, row0, Tn, dk, scale);
+  write_fragment_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, row0, Tn, dv, 1.0f);
 }
 
 // dQ of 64 queries: over the key tiles 0..qt, S = Q_w K^T, dP = dO_w V^T, dS, dQ += dS K.
@@ -306,35 +348,41 @@ __global__ void __launch_bounds__(kFlashThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
   const int qt = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // the longest rows first
-  const int row0 = qt * kFlashTile + x.warp * 16, i = row0 + x.r;  // the lane's query
-  float* S = x.f0;
-  float* dP = x.f1;
-  bf* dS = x.h0;
+  const int row0 = qt * kFlashTile + x.warp * 16;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+  const int ld = L.ld_tile;
+  const int query[2] = {row0 + g, row0 + g + 8};  // the lane's two queries
 
   load_queries<HS>(x, L, qkv, dout, lse, D, qt, Tn);
-  FragAcc dq[HS / 16];
+  __syncthreads();
+  uint32_t qa[HS / 16][4], da[HS / 16][4];
+  load_a_rows<HS>(qa, x.q + x.warp * 16 * ld, ld);
+  load_a_rows<HS>(da, x.dout + x.warp * 16 * ld, ld);
+  const float lse_r[2] = {x.lse[x.warp * 16 + g], x.lse[x.warp * 16 + g + 8]};
+  const float d_r[2] = {x.d[x.warp * 16 + g], x.d[x.warp * 16 + g + 8]};
+  float dq[HS / 8][4];
 #pragma unroll
-  for (int n = 0; n < HS / 16; ++n) wmma::fill_fragment(dq[n], 0.0f);
+  for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
   for (int kt = 0; kt <= qt; ++kt) {
     __syncthreads();  // every warp is done with the previous K, V tiles (queries loaded)
     load_keys<HS>(x, L, qkv, kt, Tn);
     __syncthreads();
-    rows_times_tile_t<HS>(S, L.ld_f, x.q + x.warp * 16 * L.ld_tile, L.ld_tile, x.k, L.ld_tile);
-    rows_times_tile_t<HS>(dP, L.ld_f, x.dout + x.warp * 16 * L.ld_tile, L.ld_tile, x.v,
-                          L.ld_tile);
-    __syncwarp();
-    const float lse_i = x.lse[x.warp * 16 + x.r], d_i = x.d[x.warp * 16 + x.r];
+    float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];
+    rows_times_tile_t<HS>(s, qa, x.k, ld);
+    rows_times_tile_t<HS>(dp, da, x.v, ld);
 #pragma unroll
-    for (int c = 0; c < 32; ++c) {
-      const int t = x.half * 32 + c, jj = kt * kFlashTile + t;  // the key
-      const int e = x.r * L.ld_f + t;
-      const float p = flash_prob(S[e], scale_log2, lse_i, jj <= i && i < Tn);
-      dS[x.r * L.ld_h + t] = __float2bfloat16_rn(flash_dscore(p, dP[e], d_i));
+    for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, j = kt * kFlashTile + n * 8 + 2 * t + (e & 1);  // the key
+        const int i = query[r];
+        const float p = flash_prob(s[n][e], scale_log2, lse_r[r], j <= i && i < Tn);
+        s[n][e] = flash_dscore(p, dp[n][e], d_r[r]);
+      }
     }
-    __syncwarp();
-    rows_times_tile<HS>(dq, dS, L.ld_h, x.k, L.ld_tile);
+    fragments_times_tile<HS>(dq, s, x.k, ld);
   }
-  store_and_write_rows<HS>(dqkv + x.qkv, x.ld, row0, Tn, dq, S, L.ld_f, scale);
+  write_fragment_rows<HS>(dqkv + x.qkv, x.ld, row0, Tn, dq, scale);
 }
 
 // ---- Host side ---------------------------------------------------------------------------
@@ -389,8 +437,10 @@ struct ForwardLaunch {
   cudaStream_t stream;
   template <int HS>
   void operator()() const {
+    // The forward uses the Q, K and V tiles only (its per-warp buffers start at f0): a third
+    // of the layout's bytes, so more blocks fit on an SM.
     const FlashSmem L = flash_smem(HS, false);
-    launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H), L.bytes, stream, out, lse, qkv, H, Tn,
+    launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H), L.f0, stream, out, lse, qkv, H, Tn,
            flash_scale_log2(HS), L);
   }
 };
@@ -408,9 +458,11 @@ struct BackwardLaunch {
     const FlashSmem L = flash_smem(HS, true);
     const FlashGrid g = flash_grid(B, Tn, H);
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-    launch(flash_backward_dkv_kernel<HS>, g, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn,
-           scale, flash_scale_log2(HS), L);
-    launch(flash_backward_dq_kernel<HS>, g, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
+    // Like the forward, the backward keeps its products in registers: only the tiles and the
+    // rows' lse and D, which end where the per-warp buffers begin (f0).
+    launch(flash_backward_dkv_kernel<HS>, g, L.f0, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
+           flash_scale_log2(HS), L);
+    launch(flash_backward_dq_kernel<HS>, g, L.f0, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
            flash_scale_log2(HS), L);
   }
 };
