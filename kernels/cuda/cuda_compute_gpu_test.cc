@@ -249,29 +249,34 @@ TYPED_TEST(CudaLayersTest, LayerNorm) {
 
 TYPED_TEST(CudaLayersTest, Linear) {
   using T = TypeParam;
-  const int N = 37, C = 48, OC = 29;
-  auto inp = this->both(random_t<T>(N * C, 20)), w = this->both(random_t<T>(OC * C, 21));
-  auto bias = this->both(random_t<T>(OC, 22)), dout = this->both(random_t<T>(N * OC, 23));
-  for (bool with_bias : {false, true}) {
-    auto out = this->both(random_t<T>(N * OC, 24));  // overwritten
-    this->gl().linear_forward(out.gpu(), inp.gpu(), w.gpu(), with_bias ? bias.gpu() : nullptr, N, C,
-                              OC);
-    this->cl().linear_forward(out.cpu(), inp.cpu(), w.cpu(), with_bias ? bias.cpu() : nullptr, N, C,
-                              OC);
-    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
-  }
-  for (bool with_dinp : {false, true}) {
-    auto dinp = this->both(random_t<T>(N * C, 25));
-    auto dw = this->both(random_floats(OC * C, 26)), db = this->both(random_floats(OC, 27));
-    this->gl().linear_backward(with_dinp ? dinp.gpu() : nullptr, dw.gpu(), db.gpu(), dout.gpu(),
-                               inp.gpu(), w.gpu(), N, C, OC);
-    this->cl().linear_backward(with_dinp ? dinp.cpu() : nullptr, dw.cpu(), db.cpu(), dout.cpu(),
-                               inp.cpu(), w.cpu(), N, C, OC);
-    EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));  // untouched when skipped
-    EXPECT_TRUE(close(dw.gpu_f(), dw.cpu_f(), kGradTol<T>));
-    // The column sums add rows in another order than the CPU (column_sums.cuh): float
-    // rounding apart, the same sums.
-    EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), kGradTol<T>));
+  // 29 outputs: the scalar bias copy; 64: the 16-byte one (gemm.cu); 600 rows: three row
+  // chunks of the bias gradient's column sums (column_sums.cuh).
+  for (auto [N, OC] : std::vector<std::pair<int, int>>{{37, 29}, {37, 64}, {600, 64}}) {
+    SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(OC));
+    const int C = 48;
+    auto inp = this->both(random_t<T>(N * C, 20)), w = this->both(random_t<T>(OC * C, 21));
+    auto bias = this->both(random_t<T>(OC, 22)), dout = this->both(random_t<T>(N * OC, 23));
+    for (bool with_bias : {false, true}) {
+      auto out = this->both(random_t<T>(N * OC, 24));  // overwritten
+      this->gl().linear_forward(out.gpu(), inp.gpu(), w.gpu(), with_bias ? bias.gpu() : nullptr, N,
+                                C, OC);
+      this->cl().linear_forward(out.cpu(), inp.cpu(), w.cpu(), with_bias ? bias.cpu() : nullptr, N,
+                                C, OC);
+      EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+    }
+    for (bool with_dinp : {false, true}) {
+      auto dinp = this->both(random_t<T>(N * C, 25));
+      auto dw = this->both(random_floats(OC * C, 26)), db = this->both(random_floats(OC, 27));
+      this->gl().linear_backward(with_dinp ? dinp.gpu() : nullptr, dw.gpu(), db.gpu(), dout.gpu(),
+                                 inp.gpu(), w.gpu(), N, C, OC);
+      this->cl().linear_backward(with_dinp ? dinp.cpu() : nullptr, dw.cpu(), db.cpu(), dout.cpu(),
+                                 inp.cpu(), w.cpu(), N, C, OC);
+      EXPECT_TRUE(close(dinp.gpu_f(), dinp.cpu_f(), kOutputTol<T>));  // untouched when skipped
+      EXPECT_TRUE(close(dw.gpu_f(), dw.cpu_f(), kGradTol<T>));
+      // The column sums add rows in another order than the CPU (column_sums.cuh): float
+      // rounding apart, the same sums.
+      EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), kGradTol<T>));
+    }
   }
 }
 

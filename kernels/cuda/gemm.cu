@@ -16,6 +16,17 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
+// The same, 16 bytes at a time (OC a whole number of Vec16<T>, out and bias aligned).
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    broadcast_rows_vec_kernel(T* out, const T* bias, int OC, size_t vectors) {
+  constexpr int E = Vec16<T>::kElems;
+  const size_t row_vectors = static_cast<size_t>(OC) / E;
+  RM_GRID_STRIDE_LOOP(i, vectors) {
+    store_vec16(out + i * E, load_vec16(bias + (i % row_vectors) * E));
+  }
+}
+
 // The bias gradient's term: dout[n, o].
 template <typename T>
 struct DoutTerm {
@@ -36,8 +47,14 @@ void linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, con
   to_cublas(g);  // validates before anything is queued
   if (seed) {
     const size_t total = static_cast<size_t>(N) * OC;
-    RM_CUDA_LAUNCH(broadcast_rows_kernel<T>, elementwise_launch(total), stream, out, bias, OC,
-                   total);
+    if (OC % Vec16<T>::kElems == 0 && vec16_ok<T>(total, {out, bias})) {
+      const size_t vectors = total / Vec16<T>::kElems;
+      RM_CUDA_LAUNCH(broadcast_rows_vec_kernel<T>, elementwise_launch(vectors), stream, out, bias,
+                     OC, vectors);
+    } else {
+      RM_CUDA_LAUNCH(broadcast_rows_kernel<T>, elementwise_launch(total), stream, out, bias, OC,
+                     total);
+    }
   }
   gemm(blas, g, inp, weight, out);
 }
