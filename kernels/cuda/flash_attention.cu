@@ -94,10 +94,15 @@ __device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t
 __device__ inline uint32_t ld_pair(const bf* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
-// Two bf16 of different rows (same column) as one register: lo in the low half.
-__device__ inline uint32_t ld_column_pair(const bf* lo, const bf* hi) {
-  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(lo)) |
-         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(hi)) << 16);
+// Four 8 x 8 bf16 matrices of shared memory, transposed, one register each (ldmatrix .trans):
+// lanes 8m..8m+7 give the addresses of matrix m's 8 rows (16 bytes each, 16-byte aligned), and
+// lane 4g + t receives matrix m's elements [2t][g] and [2t+1][g] in register m -- for a row-major
+// [k][n] matrix that is the B fragment register of m16n8k16.
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const bf* row_address) {
+  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
 }
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -138,18 +143,22 @@ __device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t 
 template <int HS>
 __device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kFlashTile / 8][4],
                                      const bf* Bm, int ld) {
-  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+  const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
   for (int kk = 0; kk < kFlashTile / 16; ++kk) {
     const uint32_t a[4] = {pack_bf16(x[2 * kk][0], x[2 * kk][1]),
                            pack_bf16(x[2 * kk][2], x[2 * kk][3]),
                            pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]),
                            pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3])};
-    const bf* b0 = Bm + (kk * 16 + 2 * t) * ld + g;
+    // Matrices (rows k, columns n): 0 = [kk*16, +8) x [n*8, +8), 1 = the next 8 rows, 2 and 3
+    // the same for columns n*8 + 8: B fragments of output columns n and n + 1.
+    const bf* b0 = Bm + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
 #pragma unroll
-    for (int n = 0; n < HS / 8; ++n) {
-      const bf* b = b0 + n * 8;
-      mma_16816(acc[n], a, ld_column_pair(b, b + ld), ld_column_pair(b + 8 * ld, b + 9 * ld));
+    for (int n = 0; n < HS / 8; n += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, b0 + n * 8);
+      mma_16816(acc[n], a, b[0], b[1]);
+      mma_16816(acc[n + 1], a, b[2], b[3]);
     }
   }
 }
