@@ -16,7 +16,6 @@ namespace {
 
 using bf = __nv_bfloat16;
 
-
 // ---- Block-level copies ------------------------------------------------------------------
 
 // tile[r, :] = src[(row0 + r) * ld, 0:HS] for the kFlashTile rows, zeros past Tn. 16-byte copies
@@ -283,9 +282,8 @@ __global__ void __launch_bounds__(kFlashRowsPerBlock * 32)
 
 // Q, dO tile qt and its rows' lse and D into shared memory (rows past Tn: zeros).
 template <int HS>
-__device__ void load_queries(const Block& x, const FlashSmem& L, const bf16* qkv,
-                             const bf16* dout, const float* lse, const float* D, int qt,
-                             int Tn) {
+__device__ void load_queries(const Block& x, const FlashSmem& L, const bf16* qkv, const bf16* dout,
+                             const float* lse, const float* D, int qt, int Tn) {
   const int q0 = qt * kFlashTile;
   load_tile<HS>(x.q, L.ld_tile, qkv + x.qkv, x.ld, q0, Tn);
   load_tile<HS>(x.dout, L.ld_tile, dout + x.out, x.C, q0, Tn);
@@ -399,9 +397,9 @@ __global__ void __launch_bounds__(kFlashThreads)
 void check_args(const char* fn, int B, int Tn, int C, int H,
                 std::initializer_list<const void*> pointers) {
   if (B < 0 || Tn < 0 || !flash_attention_supported(true, C, H)) {
-    throw std::invalid_argument(std::string("rm::cuda::") + fn + ": unsupported shape B=" +
-                                std::to_string(B) + " T=" + std::to_string(Tn) +
-                                " C=" + std::to_string(C) + " H=" + std::to_string(H));
+    throw std::invalid_argument(
+        std::string("rm::cuda::") + fn + ": unsupported shape B=" + std::to_string(B) +
+        " T=" + std::to_string(Tn) + " C=" + std::to_string(C) + " H=" + std::to_string(H));
   }
   for (const void* p : pointers) {
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
@@ -425,16 +423,24 @@ void launch(Kernel kernel, FlashGrid g, size_t smem, cudaStream_t stream, Args..
 template <typename F>
 void with_head_size(int hs, F&& f) {
   switch (hs) {
-    case 16: return f.template operator()<16>();
-    case 32: return f.template operator()<32>();
-    case 48: return f.template operator()<48>();
-    case 64: return f.template operator()<64>();
-    case 80: return f.template operator()<80>();
-    case 96: return f.template operator()<96>();
-    case 112: return f.template operator()<112>();
-    case 128: return f.template operator()<128>();
-    default: throw std::invalid_argument("rm::cuda flash attention: head size " +
-                                         std::to_string(hs));
+    case 16:
+      return f.template operator()<16>();
+    case 32:
+      return f.template operator()<32>();
+    case 48:
+      return f.template operator()<48>();
+    case 64:
+      return f.template operator()<64>();
+    case 80:
+      return f.template operator()<80>();
+    case 96:
+      return f.template operator()<96>();
+    case 112:
+      return f.template operator()<112>();
+    case 128:
+      return f.template operator()<128>();
+    default:
+      throw std::invalid_argument("rm::cuda flash attention: head size " + std::to_string(hs));
   }
 }
 
@@ -446,10 +452,8 @@ struct ForwardLaunch {
   cudaStream_t stream;
   template <int HS>
   void operator()() const {
-    // The forward uses the Q, K and V tiles only (its per-warp buffers start at f0): a third
-    // of the layout's bytes, so more blocks fit on an SM.
     const FlashSmem L = flash_smem(HS, false);
-    launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H), L.f0, stream, out, lse, qkv, H, Tn,
+    launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H), L.bytes, stream, out, lse, qkv, H, Tn,
            flash_scale_log2(HS), L);
   }
 };
@@ -467,11 +471,9 @@ struct BackwardLaunch {
     const FlashSmem L = flash_smem(HS, true);
     const FlashGrid g = flash_grid(B, Tn, H);
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-    // Like the forward, the backward keeps its products in registers: only the tiles and the
-    // rows' lse and D, which end where the per-warp buffers begin (f0).
-    launch(flash_backward_dkv_kernel<HS>, g, L.f0, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
+    launch(flash_backward_dkv_kernel<HS>, g, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
            flash_scale_log2(HS), L);
-    launch(flash_backward_dq_kernel<HS>, g, L.f0, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
+    launch(flash_backward_dq_kernel<HS>, g, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
            flash_scale_log2(HS), L);
   }
 };
@@ -481,8 +483,8 @@ struct BackwardLaunch {
 void flash_attention_forward(bf16* out, bf16* lse, const bf16* qkv, int B, int Tn, int C, int H,
                              cudaStream_t stream) {
   check_args("flash_attention_forward", B, Tn, C, H, {out, lse, qkv});
-  with_head_size(C / H, ForwardLaunch{out, reinterpret_cast<float*>(lse), qkv, B, Tn, H, C / H,
-                                      stream});
+  with_head_size(C / H,
+                 ForwardLaunch{out, reinterpret_cast<float*>(lse), qkv, B, Tn, H, C / H, stream});
 }
 
 void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const bf16* qkv,

@@ -12,9 +12,10 @@
 //    dQ over the key tiles up to it. No atomics: the result is deterministic (bit-identical
 //    reruns, as the rest of the backend).
 //  - Q, K, V are read in place from qkv (row stride 3C, head h at column h*hs, K at +C, V at
-//    +2C); out, dqkv are written in place. GEMM tiles run on tensor cores through nvcuda::wmma
-//    (bf16 16x16x16 fragments, float accumulation); the softmax and score gradients go through
-//    shared memory (wmma's fragment layout is opaque), as float, and back as bf16.
+//    +2C); out, dqkv are written in place. Tile products run on tensor cores through mma.sync
+//    m16n8k16 (bf16 in, float accumulation), whose fragment layout the PTX ISA documents: the
+//    scores, probabilities, score gradients, the online softmax's statistics and every
+//    accumulator stay in registers, and only the Q, K, V, dO tiles pass through shared memory.
 //  - Roundings: the probabilities P and score gradients dS are rounded to bf16 before their
 //    tensor-core products (as the materialised path rounds att and dpre); the row sums, the
 //    log-sum-exp, D and every accumulator are float; out and dqkv are rounded once.

@@ -10,7 +10,7 @@
 //
 // Tiling (FlashAttention-2): a block of kFlashWarps warps handles kFlashTile query rows (forward,
 // dQ) or kFlashTile key rows (dK/dV) of one (batch, head); each warp owns 16 of those rows
-// (one 16x16x16 tensor-core fragment high). Key and query tiles are both kFlashTile long, so
+// (one m16n8k16 tensor-core fragment high). Key and query tiles are both kFlashTile long, so
 // under the causal mask query tile qt sees key tiles 0..qt and key tile kt is seen by query
 // tiles kt..nq-1; only the diagonal tile is partly masked (the kernels mask every tile, which is
 // the same thing).
@@ -31,7 +31,7 @@ inline constexpr int kFlashTile = 64;  // query rows and key rows per tile
 inline constexpr int kFlashWarps = kFlashTile / 16;
 inline constexpr int kFlashThreads = kFlashWarps * 32;
 inline constexpr int kFlashMaxHeadSize = 128;
-inline constexpr int kFlashGridYLimit = 65535;  // gridDim.y's limit (query / key tiles)
+inline constexpr int kFlashGridYLimit = 65535;             // gridDim.y's limit (query / key tiles)
 inline constexpr long long kFlashGridXLimit = 2147483647;  // gridDim.x's (batch x heads)
 
 // Whether the flash kernels take this shape: bf16 storage and a head size (C/H) that is a
@@ -85,33 +85,26 @@ inline unsigned flash_rowsum_blocks(size_t rows) {
   return static_cast<unsigned>(blocks);
 }
 
-// Shared memory of one block, byte offsets from the (128-byte aligned) dynamic shared memory.
-// Tiles of kFlashTile rows x hs bf16 with row pitch ld_tile = hs + 8 elements (the padding
-// staggers the banks; pitch*2 stays a multiple of 16 bytes for the vector copies). Per warp:
-// two float buffers of 16 x ld_f (ld_f = max(kFlashTile, hs) + 4: scores / score gradients,
-// the forward's output accumulator, the final 16 x hs output tile) and two bf16 buffers of
-// 16 x ld_h (ld_h = kFlashTile + 8: probabilities and score gradients as tensor-core inputs).
-// wmma loads and stores need 32-byte aligned fragment pointers and ldm a multiple of 16 bytes:
-// every fragment starts at a multiple of 16 rows and 16 columns of these buffers, which the
-// paddings keep aligned (flash_attention_plan_test.cc checks each hs).
+// Shared memory of one block, byte offsets from the (128-byte aligned) dynamic shared memory:
+// tiles of kFlashTile rows x hs bf16 with row pitch ld_tile = hs + 8 elements, and in the
+// backward the tile's rows' lse and D. Everything else (scores, probabilities, accumulators)
+// lives in registers (flash_attention.cu). The pitch keeps every row 16-byte aligned for the
+// vector copies and ldmatrix (2 * (hs + 8) bytes, a multiple of 16 for hs a multiple of 8) and
+// staggers the banks by 16 bytes a row, so the 32-bit fragment loads of 8 rows x 4 columns hit
+// 32 different banks (flash_attention_plan_test.cc checks both).
 struct FlashSmem {
-  int ld_tile = 0, ld_f = 0, ld_h = 0;
-  // Offsets: Q, K, V, dO tiles; lse and D rows (kFlashTile floats each); per-warp buffers
-  // (warp w's at f0 + w * f_bytes etc.). The forward has no dO, lse, D or h1 (offset 0, unused).
-  size_t q = 0, k = 0, v = 0, dout = 0, lse = 0, d = 0, f0 = 0, f1 = 0, h0 = 0, h1 = 0;
-  size_t f_bytes = 0, h_bytes = 0;  // one warp's float / bf16 buffer
-  size_t bytes = 0;                 // the total, for the launch
+  int ld_tile = 0;
+  // Offsets: Q, K, V, dO tiles; lse and D rows (kFlashTile floats each). The forward has no dO,
+  // lse or D (offset 0, unused).
+  size_t q = 0, k = 0, v = 0, dout = 0, lse = 0, d = 0;
+  size_t bytes = 0;  // the total, for the launch
 };
 inline FlashSmem flash_smem(int hs, bool backward) {
   const size_t kAlign = 128;
   auto round_up = [&](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
   FlashSmem s;
   s.ld_tile = hs + 8;
-  s.ld_f = std::max(kFlashTile, hs) + 4;
-  s.ld_h = kFlashTile + 8;
   const size_t tile = round_up(static_cast<size_t>(kFlashTile) * s.ld_tile * 2);
-  s.f_bytes = round_up(static_cast<size_t>(16) * s.ld_f * 4);
-  s.h_bytes = round_up(static_cast<size_t>(16) * s.ld_h * 2);
   size_t at = 0;
   auto take = [&](size_t n) {
     const size_t here = at;
@@ -126,10 +119,6 @@ inline FlashSmem flash_smem(int hs, bool backward) {
     s.lse = take(kFlashTile * 4);
     s.d = take(kFlashTile * 4);
   }
-  s.f0 = take(kFlashWarps * s.f_bytes);
-  s.f1 = take(kFlashWarps * s.f_bytes);
-  s.h0 = take(kFlashWarps * s.h_bytes);
-  if (backward) s.h1 = take(kFlashWarps * s.h_bytes);
   s.bytes = at;
   return s;
 }
