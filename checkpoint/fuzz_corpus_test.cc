@@ -1,4 +1,4 @@
-// Checks of the manifest fuzz corpus (fuzz_corpus/) beyond the replay every fuzz target gets
+// Checks of the manifest fuzz corpus (fuzz/corpora/manifest/) beyond the replay every fuzz target gets
 // (fuzz/corpus_replay_test.cc: valid_* parse, bad_* are rejected with CheckpointError naming the
 // input, nothing escapes the entry point): the corpus keeps both outcomes in numbers, and the
 // valid_*_ckpt seeds are whole checkpoints that verify as they are.

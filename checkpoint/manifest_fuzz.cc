@@ -14,7 +14,7 @@
 // read or reads wrong data (std::logic_error), a crash, a sanitizer report, a hang.
 //
 // The fuzzer is built with clang (cmake/fuzz.cmake); in every build fuzz_corpus_test.cc and
-// fuzz/corpus_replay_test.cc replay fuzz_corpus/ through it.
+// fuzz/corpus_replay_test.cc replay fuzz/corpora/manifest/ through it.
 #include <xxhash.h>
 
 #include <cstddef>

@@ -14,7 +14,7 @@
 // sanitizer report, a hang, an allocation the file's size does not justify.
 //
 // The fuzzer is built with clang (cmake/fuzz.cmake); in every build fuzz/corpus_replay_test.cc
-// replays safetensors_fuzz_corpus/ through it.
+// replays fuzz/corpora/safetensors/ through it.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -4,7 +4,7 @@
 #
 #   rm_add_fuzz_target(NAME
 #     ENTRY   file.cc      the entry point (defines rm::fuzz::run_fuzz_input, LLVMFuzzerTestOneInput)
-#     CORPUS  dir          its seed corpus: valid_*, bad_*, regression_* files and a README.md
+#     CORPUS  dir          its seed corpus, fuzz/corpora/<input>/: valid_*, bad_*, regression_* files and a README.md
 #     MAX_LEN bytes        the fuzzer's -max_len; every seed must fit (the replay test checks)
 #     LIBS    targets...   the code under test and what it needs
 #     [TESTS  files...])   more GoogleTest sources for the replay test, if the target has any

@@ -16,7 +16,7 @@
 // a round trip that fails or differs (std::logic_error), a crash, a sanitizer report, a hang.
 //
 // The fuzzer is built with clang (cmake/fuzz.cmake); in every build fuzz/corpus_replay_test.cc
-// replays fuzz_corpus/ through it.
+// replays fuzz/corpora/job/ through it.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -14,7 +14,7 @@
 // (std::logic_error), a crash, a sanitizer report (a read past the mapping), a hang.
 //
 // The fuzzer is built with clang (cmake/fuzz.cmake); in every build fuzz/corpus_replay_test.cc
-// replays fuzz_corpus/ through it.
+// replays fuzz/corpora/token_shard/ through it.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
