@@ -146,10 +146,10 @@ TEST(AsyncWriter, RetentionRunsAfterCommit) {
 
 TEST(AsyncWriter, ErrorIsRethrownOnTheNextCallThenTheWriterWorksAgain) {
   TempDir dir;
-  std::ofstream(dir.sub("not_a_dir")) << "a regular file";
+  std::ofstream(dir.file("not_a_dir")) << "a regular file";
   auto data = data_at(1);
   AsyncCheckpointWriter writer;
-  writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data));  // fails on the thread
+  writer.save(request(dir.file("not_a_dir/run"), 1, 0, 1, data));  // fails on the thread
   try {
     writer.wait();
     FAIL() << "the error was lost";
@@ -158,7 +158,7 @@ TEST(AsyncWriter, ErrorIsRethrownOnTheNextCallThenTheWriterWorksAgain) {
     EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
   }
   writer.wait();  // reported once
-  writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data));
+  writer.save(request(dir.file("not_a_dir/run"), 1, 0, 1, data));
   auto data2 = data_at(2);
   EXPECT_THROW(writer.save(request(dir.path(), 2, 0, 1, data2)), IoError);  // next call
   writer.save(request(dir.path(), 2, 0, 1, data2));
@@ -168,10 +168,10 @@ TEST(AsyncWriter, ErrorIsRethrownOnTheNextCallThenTheWriterWorksAgain) {
 
 TEST(AsyncWriter, SyncModeThrowsFromSave) {
   TempDir dir;
-  std::ofstream(dir.sub("not_a_dir")) << "a regular file";
+  std::ofstream(dir.file("not_a_dir")) << "a regular file";
   auto data = data_at(1);
   AsyncCheckpointWriter writer(AsyncCheckpointWriter::Mode::kSync);
-  EXPECT_THROW(writer.save(request(dir.sub("not_a_dir/run"), 1, 0, 1, data)), IoError);
+  EXPECT_THROW(writer.save(request(dir.file("not_a_dir/run"), 1, 0, 1, data)), IoError);
   writer.save(request(dir.path(), 1, 0, 1, data));
   EXPECT_EQ(writer.wait().committed_path, checkpoint_path(dir.path(), 1));
   expect_checkpoint(dir.path(), 1);

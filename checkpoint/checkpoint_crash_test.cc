@@ -106,7 +106,7 @@ void expect_exact(const CheckpointInfo& info) {
 
 TEST(CheckpointCrash, SigkillAtRandomMomentsNeverLosesOrCorrupts) {
   TempDir dir;
-  const std::string run_dir = dir.sub("run");
+  const std::string run_dir = dir.file("run");
   void* mem =
       ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);

@@ -16,29 +16,12 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/manifest.h"
 #include "io/posix_io.h"
+#include "testing/temp_dir.h"
 
 namespace rm {
 namespace testutil {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/rm_ckpt_test.XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw CheckpointError("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    try {
-      io::remove_tree(path_);
-    } catch (...) {
-    }
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return io::join(path_, name); }
-
- private:
-  std::string path_;
-};
+// TempDir: testing/temp_dir.h, in this namespace.
 
 // The message of the CheckpointError or IoError `f` throws ("" and a test failure if it throws
 // neither).

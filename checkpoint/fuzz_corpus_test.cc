@@ -65,7 +65,7 @@ TEST(ManifestCorpus, ValidCheckpointInputsVerifyAsIs) {
     }
     const Manifest m = parse_manifest(parts[0], name);
     testutil::TempDir dir;
-    const std::string ckpt = dir.sub(step_dir_name(m.step));
+    const std::string ckpt = dir.file(step_dir_name(m.step));
     io::make_dir(ckpt);
     write_file_atomic(io::join(ckpt, kManifestFileName), parts[0].data(), parts[0].size());
     for (size_t f = 0; f < m.files.size(); ++f) {

@@ -32,8 +32,8 @@ std::string make_fifo(const std::string& path) {
 
 TEST(HostileFiles, ManifestThatIsNoRegularFileIsNotWaitedOn) {
   TempDir dir;
-  const std::string fifo_dir = dir.sub("fifo"), zero_dir = dir.sub("zero"),
-                    dir_dir = dir.sub("dir");
+  const std::string fifo_dir = dir.file("fifo"), zero_dir = dir.file("zero"),
+                    dir_dir = dir.file("dir");
   for (const std::string& d : {fifo_dir, zero_dir, dir_dir}) io::make_dir(d);
   make_fifo(io::join(fifo_dir, kManifestFileName));
   std::filesystem::create_symlink("/dev/zero", io::join(zero_dir, kManifestFileName));
@@ -104,11 +104,11 @@ TEST(HostileFiles, ClaimedBufferSizesAreCheckedBeforeAllocating) {
 
 TEST(HostileFiles, ReadFileRefusesSpecialAndOversizedFiles) {
   TempDir dir;
-  const std::string fifo = make_fifo(dir.sub("fifo"));
+  const std::string fifo = make_fifo(dir.file("fifo"));
   EXPECT_EQ(error_of([&] { io::read_file(fifo); }), fifo + ": a FIFO, not a regular file");
   EXPECT_EQ(error_of([&] { io::read_file("/dev/zero"); }), "/dev/zero: a character device, not a regular file");
   EXPECT_EQ(error_of([&] { io::read_file(dir.path()); }), dir.path() + ": a directory, not a regular file");
-  const std::string small = dir.sub("small");
+  const std::string small = dir.file("small");
   write_file_atomic(small, "12345", 5);
   EXPECT_EQ(io::read_file(small, 5), "12345");
   EXPECT_EQ(error_of([&] { io::read_file(small, 4); }),
@@ -117,10 +117,10 @@ TEST(HostileFiles, ReadFileRefusesSpecialAndOversizedFiles) {
 
 TEST(HostileFiles, WeightsAreSizeCheckedBeforeTheirPayloadIsRead) {
   TempDir dir;
-  const std::string fifo = make_fifo(dir.sub("weights.fifo"));
+  const std::string fifo = make_fifo(dir.file("weights.fifo"));
   EXPECT_EQ(error_of([&] { load_weights(fifo, 4); }), fifo + ": a FIFO, not a regular file");
   // A header that claims what the model needs, in a file far too short for it.
-  const std::string path = dir.sub("weights.bin");
+  const std::string path = dir.file("weights.bin");
   const float w[4] = {1, 2, 3, 4};
   save_weights(path, w, 4);
   std::string bytes = io::read_file(path);
@@ -129,13 +129,13 @@ TEST(HostileFiles, WeightsAreSizeCheckedBeforeTheirPayloadIsRead) {
   write_file_atomic(path, bytes.data(), bytes.size());
   EXPECT_EQ(error_of([&] { load_weights(path, huge); }),
             path + ": size 40 bytes, expected 1125899906842648");
-  EXPECT_EQ(error_of([&] { load_weights(dir.sub("none"), 4); }),
-            dir.sub("none") + ": cannot open: No such file or directory");
+  EXPECT_EQ(error_of([&] { load_weights(dir.file("none"), 4); }),
+            dir.file("none") + ": cannot open: No such file or directory");
 }
 
 TEST(HostileFiles, SafetensorsHeaderIsBoundedBeforeParsing) {
   TempDir dir;
-  const std::string path = dir.sub("m.safetensors");
+  const std::string path = dir.file("m.safetensors");
   const auto write = [&](uint64_t claimed, const std::string& header) {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(&claimed), 8);
@@ -148,8 +148,8 @@ TEST(HostileFiles, SafetensorsHeaderIsBoundedBeforeParsing) {
   write(deep.size(), deep);
   EXPECT_EQ(error_of([&] { read_safetensors_header(path); }),
             path + ": header: JSON nested deeper than 64 levels");
-  EXPECT_EQ(error_of([&] { read_safetensors_header(make_fifo(dir.sub("fifo"))); }),
-            dir.sub("fifo") + ": a FIFO, not a regular file");
+  EXPECT_EQ(error_of([&] { read_safetensors_header(make_fifo(dir.file("fifo"))); }),
+            dir.file("fifo") + ": a FIFO, not a regular file");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ using testutil::TempDir;
 TEST(Safetensors, HeaderIsValidAndDataRoundTrips) {
   TempDir dir;
   const std::vector<float> w = {1, 2, 3, 4, 5, 6}, b = {0.5f, -0.5f, 7}, s = {42};
-  const std::string path = dir.sub("model.safetensors");
+  const std::string path = dir.file("model.safetensors");
   write_safetensors(path,
                     {{"wte.weight", "F32", {2, 3}, w.data()},
                      {"ln_f.bias", "F32", {3}, b.data()},
@@ -61,7 +61,7 @@ TEST(Safetensors, HeaderIsValidAndDataRoundTrips) {
 TEST(Safetensors, WriterRejectsBadInput) {
   TempDir dir;
   const float x = 1;
-  const std::string path = dir.sub("m.safetensors");
+  const std::string path = dir.file("m.safetensors");
   EXPECT_THROW(write_safetensors(path, {{"a", "F32", {1}, &x}, {"a", "F32", {1}, &x}}),
                CheckpointError);
   EXPECT_THROW(write_safetensors(path, {{"a", "F16", {1}, &x}}), CheckpointError);
@@ -80,7 +80,7 @@ void write_raw(const std::string& path, const std::string& header, size_t data_b
 
 TEST(Safetensors, ReaderRejectsBrokenFiles) {
   TempDir dir;
-  const std::string path = dir.sub("bad.safetensors");
+  const std::string path = dir.file("bad.safetensors");
   const auto rejects = [&](const std::string& header, size_t data, const char* reason) {
     write_raw(path, header, data);
     try {

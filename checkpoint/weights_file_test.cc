@@ -36,15 +36,15 @@ void write_in_pieces(const std::string& path, const std::vector<float>& w,
 TEST(WeightsFile, PiecesMakeTheSameFileAsOneWrite) {
   ScratchDir dir;
   const std::vector<float> w = ramp(1000, -3.0f);
-  save_weights(dir.sub("whole.bin"), w.data(), w.size());
-  write_in_pieces(dir.sub("pieces.bin"), w, {1, 0, 500, 498, 1});
-  EXPECT_EQ(io::read_file(dir.sub("pieces.bin")), io::read_file(dir.sub("whole.bin")));
-  EXPECT_EQ(load_weights(dir.sub("pieces.bin"), w.size()), w);
+  save_weights(dir.file("whole.bin"), w.data(), w.size());
+  write_in_pieces(dir.file("pieces.bin"), w, {1, 0, 500, 498, 1});
+  EXPECT_EQ(io::read_file(dir.file("pieces.bin")), io::read_file(dir.file("whole.bin")));
+  EXPECT_EQ(load_weights(dir.file("pieces.bin"), w.size()), w);
 }
 
 TEST(WeightsFile, PiecesThatDoNotAddUpLeaveTheOldFileAndNoTemporary) {
   ScratchDir dir;
-  const std::string path = dir.sub("weights.bin");
+  const std::string path = dir.file("weights.bin");
   const std::vector<float> old = ramp(8, 1.0f), w = ramp(8, 100.0f);
   save_weights(path, old.data(), old.size());
   try {

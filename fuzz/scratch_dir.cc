@@ -7,9 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
-#include <system_error>
+
+#include "testing/temp_dir.h"
 
 namespace rm::fuzz {
 namespace {
@@ -22,30 +22,6 @@ std::string base_dir() {
   return "/tmp";
 }
 
-// Owns the directory; its destructor (at exit) removes it.
-class Scratch {
- public:
-  Scratch() {
-    std::string tmpl = base_dir() + "/rm_fuzz.XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      throw std::runtime_error("cannot make a fuzz scratch directory " + tmpl + ": " +
-                               std::strerror(errno));
-    }
-    path_ = tmpl;
-  }
-  ~Scratch() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 [[noreturn]] void fail(const std::string& path, const char* what) {
   throw std::runtime_error(path + ": " + what + ": " + std::strerror(errno));
 }
@@ -53,7 +29,7 @@ class Scratch {
 }  // namespace
 
 const std::string& scratch_dir() {
-  static const Scratch scratch;
+  static const testutil::TempDir scratch("rm_fuzz", base_dir());  // removed at exit
   return scratch.path();
 }
 

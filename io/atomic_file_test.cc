@@ -47,11 +47,11 @@ TEST(AtomicFile, AFailureAtAnyCallLeavesTheOldFileAndNoTemporaryFile) {
   for (int at = 1; at <= 5; ++at) {  // the 6th call (directory fsync) comes after the rename
     SCOPED_TRACE("failing call " + std::to_string(at));
     test::ScratchDir dir;
-    const std::string target = dir.sub("a");
+    const std::string target = dir.file("a");
     write_text(target, "old");
     FaultPlan plan;
     plan.scope = dir.path();
-    plan.journal = dir.sub("../" + base_name(dir.path()) + ".journal");
+    plan.journal = dir.file("../" + base_name(dir.path()) + ".journal");
     plan.at = at;
     plan.action = "fail";
     plan.error = ENOSPC;

@@ -12,30 +12,13 @@
 #include "io/fault_file_system.h"
 #include "io/posix_io.h"
 #include "io/power_cut.h"
+#include "testing/temp_dir.h"
 
 namespace rm {
 namespace io {
 namespace test {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    char tmpl[] = "/tmp/rm-io-test-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw IoError("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    try {
-      remove_tree(path_);
-    } catch (...) {
-    }
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return join(path_, name); }
-
- private:
-  std::string path_;
-};
+using ScratchDir = testutil::TempDir;  // testing/temp_dir.h
 
 // A run directory under fault injection: everything under run() is journaled.
 class FaultyRun {
@@ -49,8 +32,8 @@ class FaultyRun {
     fs_ = std::make_unique<FaultFileSystem>(plan);
     installed_ = std::make_unique<ScopedFileSystem>(fs_.get());
   }
-  std::string run() const { return dir_.sub("run"); }
-  std::string journal() const { return dir_.sub("journal.log"); }
+  std::string run() const { return dir_.file("run"); }
+  std::string journal() const { return dir_.file("journal.log"); }
   std::string at(const std::string& name) const { return join(run(), name); }
   FaultFileSystem& fs() { return *fs_; }
   // Uninstalls the fault layer (the machine is off) and applies the power cut.

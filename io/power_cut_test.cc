@@ -203,10 +203,10 @@ TEST(FaultFileSystem, TornWriteKeepsHalfAndStops) {
 TEST(FaultFileSystem, CallsOutsideTheScopeAreNeitherCountedNorJournaled) {
   test::ScratchDir other;
   FaultyRun r;
-  write_text(other.sub("x"), "outside");
+  write_text(other.file("x"), "outside");
   EXPECT_EQ(r.fs().counted(), 0);
   r.power_cut();
-  EXPECT_EQ(content(other.sub("x")), "outside");
+  EXPECT_EQ(content(other.file("x")), "outside");
 }
 
 TEST(FaultFileSystem, ParsesTheEnvironmentSyntaxAndRejectsNonsense) {
@@ -254,7 +254,7 @@ int in_child_process(const FaultPlan& plan, Body body) {
 // is replayed by another, as the ranks of a job are.
 TEST(FaultFileSystem, ARealProcessKilledAtTheNthCallLeavesAReplayableJournal) {
   test::ScratchDir dir;
-  const std::string run = dir.sub("run"), journal = dir.sub("j.log");
+  const std::string run = dir.file("run"), journal = dir.file("j.log");
   make_dir(run);
   FaultPlan plan = journaling(run, journal);
   plan.at = 9;  // the second write_text's fsync (each one: create write fsync close rename fsync)
@@ -273,7 +273,7 @@ TEST(FaultFileSystem, ARealProcessKilledAtTheNthCallLeavesAReplayableJournal) {
 // that was made looks never made, and its undo, durability and renames_made() go wrong).
 TEST(FaultFileSystem, ProcessesSharingAJournalNeverReuseARecordId) {
   test::ScratchDir dir;
-  const std::string run = dir.sub("run"), journal = dir.sub("j.log");
+  const std::string run = dir.file("run"), journal = dir.file("j.log");
   make_dir(run);
   const FaultPlan plan = journaling(run, journal);
   for (const char* name : {"a", "b"}) {
