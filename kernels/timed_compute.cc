@@ -194,6 +194,15 @@ void TimedCompute::adamw_update(float* params, const float* grads, float* m, flo
     inner_.adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
   });
 }
+void TimedCompute::adamw_update_ranges(float* params, const float* grads, float* m, float* v,
+                                       const std::vector<AdamWRange>& ranges, float lr,
+                                       float beta1, float beta2, float eps, float weight_decay,
+                                       int64_t t, float grad_scale) {
+  timed("adamw_update_ranges", false, [&] {
+    inner_.adamw_update_ranges(params, grads, m, v, ranges, lr, beta1, beta2, eps, weight_decay,
+                               t, grad_scale);
+  });
+}
 double TimedCompute::sum_squares(const float* x, size_t n) {
   return timed("sum_squares", true, [&] { return inner_.sum_squares(x, n); });
 }

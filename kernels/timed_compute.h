@@ -78,6 +78,10 @@ class TimedCompute final : public Compute {
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t t,
                     float grad_scale) override;
+  void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
+                           const std::vector<AdamWRange>& ranges, float lr, float beta1,
+                           float beta2, float eps, float weight_decay, int64_t t,
+                           float grad_scale) override;
   double sum_squares(const float* x, size_t n) override;
   void add_inplace(float* acc, const float* x, size_t n) override;
   void add_inplace(float* acc, const bf16* x, size_t n) override;

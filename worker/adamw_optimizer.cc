@@ -15,16 +15,17 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, double n
   if (config_.grad_clip > 0 && norm > config_.grad_clip) {
     scale = static_cast<float>(config_.grad_clip / (norm + 1e-6));
   }
-  // One kernel call per tensor that overlaps the range (its weight decay differs).
+  // One range per tensor that overlaps the shard (weight decay differs between tensors), all
+  // in one call.
+  ranges_.clear();
   for (const TensorSpec& t : layout_.tensors()) {
     const size_t lo = std::max(t.offset, begin_), hi = std::min(t.offset + t.numel, end_);
-    if (lo >= hi) continue;
-    const size_t o = lo - begin_;
-    compute_.adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, hi - lo,
-                          static_cast<float>(lr), static_cast<float>(config_.beta1),
-                          static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
-                          t.decay ? static_cast<float>(config_.weight_decay) : 0.0f, t_, scale);
+    if (lo < hi) ranges_.push_back({lo - begin_, hi - lo, t.decay});
   }
+  compute_.adamw_update_ranges(params, grads, m_.data(), v_.data(), ranges_,
+                               static_cast<float>(lr), static_cast<float>(config_.beta1),
+                               static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
+                               static_cast<float>(config_.weight_decay), t_, scale);
 }
 
 }  // namespace rm

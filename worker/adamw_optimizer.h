@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "configs/job_config.h"
 #include "kernels/compute.h"
@@ -42,6 +43,7 @@ class AdamWOptimizer {
   Compute& compute_;
   size_t begin_, end_;
   DeviceArray<float> m_, v_;
+  std::vector<AdamWRange> ranges_;  // the shard's tensors, rebuilt each step (no allocation)
   int64_t t_ = 0;
 };
 

@@ -8,10 +8,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/launch_util.h"
+
 namespace rm::cuda {
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, int64_t t,
                   float grad_scale, cudaStream_t stream);
+
+// The same update over the chunks of adamw_chunks() (launch_util.h), a device copy of them at
+// `chunks` (`count` of them), one block a chunk, in one launch; `weight_decay` where a chunk's
+// decay is set, 0 elsewhere.
+void adamw_update_chunks(float* params, const float* grads, float* m, float* v,
+                         const AdamWChunk* chunks, size_t count, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
+                         cudaStream_t stream);
 
 }  // namespace rm::cuda

@@ -8,6 +8,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/cast.h"
@@ -140,6 +142,26 @@ class CudaCompute final : public Compute {
     cuda::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale,
                        ctx_.stream());
   }
+  void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
+                           const std::vector<AdamWRange>& ranges, float lr, float beta1,
+                           float beta2, float eps, float weight_decay, int64_t t,
+                           float grad_scale) override {
+    // The chunk table lives on the device and is uploaded only when the ranges change (the
+    // optimizer's are the same every step): the first step waits for the stream once, so that
+    // no queued launch still reads a table being replaced; later steps only launch.
+    std::vector<AdamWChunk> chunks = adamw_chunks(ranges);
+    const size_t bytes = chunks.size() * sizeof(AdamWChunk);
+    void* table = ctx_.adamw_table(bytes);
+    if (table != table_ || chunks != table_chunks_) {
+      RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()), kThrow);
+      RM_CUDA_CHECK(cudaMemcpy(table, chunks.data(), bytes, cudaMemcpyHostToDevice), kThrow);
+      table_ = table;
+      table_chunks_ = std::move(chunks);
+    }
+    cuda::adamw_update_chunks(params, grads, m, v, static_cast<const AdamWChunk*>(table_),
+                              table_chunks_.size(), lr, beta1, beta2, eps, weight_decay, t,
+                              grad_scale, ctx_.stream());
+  }
   double sum_squares(const float* x, size_t n) override {
     DeviceResults* r = ctx_.results();
     cuda::sum_squares(&r->sum, r->partials, x, n, ctx_.stream());
@@ -168,6 +190,8 @@ class CudaCompute final : public Compute {
   }
 
   CudaContext ctx_;
+  const void* table_ = nullptr;           // adamw_update_ranges' chunk table on the device
+  std::vector<AdamWChunk> table_chunks_;  // and what it holds
   CudaLayers<float> f32_;
   CudaLayers<bf16> bf16_;
   std::string description_;

@@ -674,6 +674,43 @@ TEST_F(CudaTest, AdamW) {
                std::invalid_argument);
 }
 
+// One launch over many ranges (the optimizer's shard): the update of one adamw_update per range
+// on the GPU itself, to an ulp (the two kernels are compiled apart, and nvcc may contract the
+// element's multiply-adds differently: an H200 run found 1-ulp differences in half the
+// elements), gaps between ranges untouched; the table is re-uploaded when the ranges change (the
+// second round), and the step is checked.
+TEST_F(CudaTest, AdamWRangesMatchOneCallPerRange) {
+  const size_t n = 200000;
+  const std::vector<float> p0 = random_floats(n, 95);
+  auto p = both(p0), m = both(random_floats(n, 96, 0.0f, 0.1f)),
+       v = both(random_floats(n, 97, 0.0f, 0.1f));
+  auto p1 = both(p.gpu_host()), m1 = both(m.gpu_host()), v1 = both(v.gpu_host());
+  // A range of several chunks, small ones, a gap (elements 70000..70099 in no range).
+  std::vector<AdamWRange> ranges = {{0, 768, false}, {768, 69232, true}, {70100, 3, false},
+                                    {70103, 129897, true}};
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) ranges[1].decay = false;  // other ranges: a new table
+    for (int t = 1; t <= 2; ++t) {
+      auto g = both(random_floats(n, 98 + t, -2.0f, 2.0f));
+      gpu().adamw_update_ranges(p.gpu(), g.gpu(), m.gpu(), v.gpu(), ranges, 1e-2f, 0.9f, 0.95f,
+                                1e-8f, 0.1f, t, 0.5f);
+      for (const AdamWRange& r : ranges) {
+        gpu().adamw_update(p1.gpu() + r.offset, g.gpu() + r.offset, m1.gpu() + r.offset,
+                           v1.gpu() + r.offset, r.n, 1e-2f, 0.9f, 0.95f, 1e-8f,
+                           r.decay ? 0.1f : 0.0f, t, 0.5f);
+      }
+    }
+  }
+  EXPECT_TRUE(close(p.gpu_f(), p1.gpu_f(), {1e-6, 1e-7}));
+  EXPECT_TRUE(close(m.gpu_f(), m1.gpu_f(), {1e-6, 1e-7}));
+  EXPECT_TRUE(close(v.gpu_f(), v1.gpu_f(), {1e-6, 1e-7}));
+  const std::vector<float> after = p.gpu_f();
+  for (size_t i = 70000; i < 70100; ++i) ASSERT_EQ(after[i], p0[i]) << "gap element " << i;
+  EXPECT_THROW(gpu().adamw_update_ranges(p.gpu(), p.gpu(), m.gpu(), v.gpu(), ranges, 1e-2f, 0.9f,
+                                         0.95f, 1e-8f, 0.1f, 0, 1.0f),
+               std::invalid_argument);
+}
+
 TEST_F(CudaTest, ReductionsAndScaling) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3000001}}) {
     auto x = both(random_floats(std::max<size_t>(n, 1), 100));

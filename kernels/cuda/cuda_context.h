@@ -46,6 +46,7 @@ class CudaContext {
   double* loss_scratch(size_t n) { return loss_scratch_.get<double>(n, stream_); }
   float* column_scratch(size_t n) { return column_scratch_.get<float>(n, stream_); }
   void* sort_scratch(size_t bytes) { return sort_scratch_.get(bytes, stream_); }
+  void* adamw_table(size_t bytes) { return adamw_table_.get(bytes, stream_); }
 
   // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
   // queued on the compute stream is done; returns when the bytes are there.
@@ -65,6 +66,7 @@ class CudaContext {
   DeviceScratch attention_scratch_;
   DeviceScratch loss_scratch_;
   DeviceScratch column_scratch_;  // column sums' partials (column_sums.cuh)
+  DeviceScratch adamw_table_;     // adamw_update_ranges' chunks (CudaCompute keeps them current)
   DeviceScratch sort_scratch_;    // embedding_backward's token sort
 };
 

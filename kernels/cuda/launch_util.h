@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace rm::cuda {
 
@@ -124,6 +125,33 @@ inline ColumnSumShape column_sum_shape(size_t N, size_t C, size_t K) {
     throw std::invalid_argument("rm::cuda: " + std::to_string(C) + " columns exceed the grid");
   }
   return {static_cast<unsigned>(groups), static_cast<unsigned>(chunks), chunks * K * C};
+}
+
+// adamw_update_ranges on cuda: each range cut into chunks of at most kAdamWChunk elements, one
+// block a chunk, so one launch covers every tensor whatever its size.
+inline constexpr size_t kAdamWChunk = 32768;
+struct AdamWChunk {
+  size_t offset = 0;  // into params, grads, m, v
+  unsigned n = 0;     // 1..kAdamWChunk
+  int decay = 0;      // 1: the weight-decay coefficients
+  bool operator==(const AdamWChunk& o) const {
+    return offset == o.offset && n == o.n && decay == o.decay;
+  }
+};
+// Ranges given as (offset, n, decay) triples of any type with those members.
+template <typename Range>
+std::vector<AdamWChunk> adamw_chunks(const std::vector<Range>& ranges) {
+  std::vector<AdamWChunk> chunks;
+  for (const Range& r : ranges) {
+    for (size_t done = 0; done < r.n; done += kAdamWChunk) {
+      const size_t n = r.n - done < kAdamWChunk ? r.n - done : kAdamWChunk;
+      chunks.push_back({r.offset + done, static_cast<unsigned>(n), r.decay ? 1 : 0});
+    }
+  }
+  if (chunks.size() > kMaxGridX) {
+    throw std::invalid_argument("rm::cuda: too many AdamW chunks for one grid");
+  }
+  return chunks;
 }
 
 // Floats of scratch layernorm_backward needs (either path: the fused one's per-warp partials,

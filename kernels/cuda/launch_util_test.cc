@@ -111,6 +111,36 @@ TEST(LaunchUtil, RowVectorsOnlyForWholeVectorsPerLane) {
   EXPECT_EQ(size_t{big.grid} * big.block / kWarpSize, kLayerNormBackwardWarps);
 }
 
+TEST(LaunchUtil, AdamWChunksCoverEveryRangeOnceInOrder) {
+  struct Range {
+    size_t offset, n;
+    bool decay;
+  };
+  const std::vector<Range> ranges = {{0, 768, false},
+                                     {768, 3 * kAdamWChunk + 5, true},
+                                     {768 + 3 * kAdamWChunk + 5, kAdamWChunk, false},
+                                     {900000000, 1, true}};
+  const std::vector<AdamWChunk> chunks = adamw_chunks(ranges);
+  ASSERT_EQ(chunks.size(), 1u + 4u + 1u + 1u);
+  size_t i = 0;
+  for (const Range& r : ranges) {
+    size_t covered = 0;
+    while (covered < r.n) {
+      ASSERT_LT(i, chunks.size());
+      EXPECT_EQ(chunks[i].offset, r.offset + covered);
+      EXPECT_GE(chunks[i].n, 1u);
+      EXPECT_LE(chunks[i].n, kAdamWChunk);
+      EXPECT_EQ(chunks[i].decay, r.decay ? 1 : 0);
+      covered += chunks[i].n;
+      ++i;
+    }
+    EXPECT_EQ(covered, r.n);
+  }
+  EXPECT_EQ(i, chunks.size());
+  EXPECT_TRUE(adamw_chunks(std::vector<Range>{}).empty());
+  EXPECT_TRUE(adamw_chunks(std::vector<Range>{{5, 0, true}}).empty());  // empty ranges vanish
+}
+
 TEST(LaunchUtil, ColumnSumsCoverEveryCellOnceAndSizeTheirScratch) {
   EXPECT_EQ(column_sum_shape(0, 768, 2).column_groups, 0u);
   EXPECT_EQ(column_sum_shape(16384, 0, 1).chunks, 0u);
