@@ -40,6 +40,9 @@ struct AdamWRange {
   size_t offset = 0;
   size_t n = 0;
   bool decay = false;  // weight decay applies (weights), or not (biases, norms)
+  bool operator==(const AdamWRange& o) const {
+    return offset == o.offset && n == o.n && decay == o.decay;
+  }
 };
 
 class Compute {

@@ -43,7 +43,7 @@ class AdamWOptimizer {
   Compute& compute_;
   size_t begin_, end_;
   DeviceArray<float> m_, v_;
-  std::vector<AdamWRange> ranges_;  // the shard's tensors, rebuilt each step (no allocation)
+  std::vector<AdamWRange> ranges_;  // the shard's tensors, all updated in one call
   int64_t t_ = 0;
 };
 

@@ -288,12 +288,11 @@ double unit_scratch_floats(const JobConfig& job, int ranks, const ModelFootprint
 }
 
 // A gpt model's footprint with the cuda backend's attention buffers and classifier scratch.
-ModelFootprint cuda_gpt_footprint(const ModelConfig& model, int mb, bool bf16) {
+// `flash`: whether the bf16 flash kernels take this head size.
+ModelFootprint cuda_gpt_footprint(const ModelConfig& model, int mb, bool bf16, bool flash) {
   const int T = model.seq_len, H = model.heads;
-  const AttentionBuffers attention =
-      bf16 && rm::cuda::flash_attention_supported(true, model.width, model.heads)
-          ? rm::cuda::flash_attention_buffers(mb, T, H)
-          : materialised_attention_buffers(mb, T, H);
+  const AttentionBuffers attention = flash ? rm::cuda::flash_attention_buffers(mb, T, H)
+                                           : materialised_attention_buffers(mb, T, H);
   // Shapes past int's range are refused as unbounded by footprint() itself (its logits check).
   const long long rows = static_cast<long long>(mb) * T;
   const bool fits_int = rows <= INT_MAX && model.vocab_size <= INT_MAX - rm::cuda::kVocabPad;
@@ -319,7 +318,7 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
                      rm::cuda::flash_attention_supported(bf16, model.width, model.heads);
   const ModelFootprint f =
       cuda && model.type == "gpt"
-          ? cuda_gpt_footprint(model, mb, bf16)
+          ? cuda_gpt_footprint(model, mb, bf16, flash)
           : model_footprint(model, mb, bf16 ? Precision::kBf16 : Precision::kFp32);
   const double P = f.param_floats;
   const double shard = std::ceil(P / ranks);  // the largest rank's (shard_counts)

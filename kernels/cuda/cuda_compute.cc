@@ -8,7 +8,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kernels/cuda/adamw.h"
@@ -146,21 +145,21 @@ class CudaCompute final : public Compute {
                            const std::vector<AdamWRange>& ranges, float lr, float beta1,
                            float beta2, float eps, float weight_decay, int64_t t,
                            float grad_scale) override {
-    // The chunk table lives on the device and is uploaded only when the ranges change (the
-    // optimizer's are the same every step): the first step waits for the stream once, so that
-    // no queued launch still reads a table being replaced; later steps only launch.
-    std::vector<AdamWChunk> chunks = adamw_chunks(ranges);
-    const size_t bytes = chunks.size() * sizeof(AdamWChunk);
-    void* table = ctx_.adamw_table(bytes);
-    if (table != table_ || chunks != table_chunks_) {
+    // The chunk table lives on the device and is built and uploaded only when the ranges change
+    // (the optimizer's are the same every step): the first step waits for the stream once, so
+    // that no queued launch still reads a table being replaced; later steps only launch.
+    if (table_ == nullptr || ranges != table_ranges_) {
+      const std::vector<AdamWChunk> chunks = adamw_chunks(ranges);
+      const size_t bytes = chunks.size() * sizeof(AdamWChunk);
       RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()), kThrow);
-      RM_CUDA_CHECK(cudaMemcpy(table, chunks.data(), bytes, cudaMemcpyHostToDevice), kThrow);
-      table_ = table;
-      table_chunks_ = std::move(chunks);
+      table_ = ctx_.adamw_table(bytes);
+      RM_CUDA_CHECK(cudaMemcpy(table_, chunks.data(), bytes, cudaMemcpyHostToDevice), kThrow);
+      table_chunks_ = chunks.size();
+      table_ranges_ = ranges;
     }
     cuda::adamw_update_chunks(params, grads, m, v, static_cast<const AdamWChunk*>(table_),
-                              table_chunks_.size(), lr, beta1, beta2, eps, weight_decay, t,
-                              grad_scale, ctx_.stream());
+                              table_chunks_, lr, beta1, beta2, eps, weight_decay, t, grad_scale,
+                              ctx_.stream());
   }
   double sum_squares(const float* x, size_t n) override {
     DeviceResults* r = ctx_.results();
@@ -190,8 +189,9 @@ class CudaCompute final : public Compute {
   }
 
   CudaContext ctx_;
-  const void* table_ = nullptr;           // adamw_update_ranges' chunk table on the device
-  std::vector<AdamWChunk> table_chunks_;  // and what it holds
+  void* table_ = nullptr;                 // adamw_update_ranges' chunk table on the device,
+  size_t table_chunks_ = 0;               // its length,
+  std::vector<AdamWRange> table_ranges_;  // and the ranges it was built from
   CudaLayers<float> f32_;
   CudaLayers<bf16> bf16_;
   std::string description_;
