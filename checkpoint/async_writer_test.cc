@@ -15,7 +15,6 @@ namespace rm {
 namespace {
 
 using testutil::buffer_at;
-using testutil::TempDir;
 
 constexpr uint64_t kN = 30011;
 

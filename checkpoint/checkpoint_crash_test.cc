@@ -29,8 +29,6 @@
 namespace rm {
 namespace {
 
-using testutil::TempDir;
-
 constexpr uint64_t kN = 150000;  // floats per buffer: 1.8 MB per checkpoint
 constexpr int kWorld = 3;
 // RM_CRASH_TRIALS overrides the number of trials (for a longer statistics run).

@@ -18,7 +18,6 @@ namespace rm {
 namespace {
 
 using nlohmann::json;
-using testutil::TempDir;
 
 constexpr uint64_t kN = 4000;
 

@@ -12,7 +12,6 @@ namespace {
 
 using testutil::buffer_at;
 using testutil::buffer_names;
-using testutil::TempDir;
 
 constexpr uint64_t kN = 10007;  // prime: no slicing divides it evenly
 

@@ -72,7 +72,7 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
 // Observers of the phases of a save: called with a phase name ("shard:write", "shard:fsync",
 // "shard:descriptor", "commit:manifest", "commit:rename", "commit:fsync", "commit:done",
 // "retention:delete") as each begins, on the thread that saves -- so a crash test can kill a
-// rank there, and a trace (worker/trace_recorder.h) can time each stage. At most 4 at once;
+// rank there, and a trace (observe/trace_recorder.h) can time each stage. At most 4 at once;
 // adding one already there, or removing one that is not, does nothing. Every phase
 // event is also a beat of io_progress.h (and names its activity), hook or not, and a note in the
 // fault layer's journal (io/fault_file_system.h), which also gets "shard:prepare",

@@ -23,7 +23,6 @@ namespace {
 
 using nlohmann::json;
 using testutil::error_of;
-using testutil::TempDir;
 
 std::string make_fifo(const std::string& path) {
   if (::mkfifo(path.c_str(), 0600) != 0) throw std::runtime_error("mkfifo " + path);

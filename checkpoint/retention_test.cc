@@ -13,8 +13,6 @@
 namespace rm {
 namespace {
 
-using testutil::TempDir;
-
 std::vector<std::string> names(const std::string& run_dir) {
   std::vector<std::string> out = io::list_dir(checkpoints_root(run_dir));
   std::sort(out.begin(), out.end());

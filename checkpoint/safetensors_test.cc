@@ -13,8 +13,6 @@
 namespace rm {
 namespace {
 
-using testutil::TempDir;
-
 TEST(Safetensors, HeaderIsValidAndDataRoundTrips) {
   TempDir dir;
   const std::vector<float> w = {1, 2, 3, 4, 5, 6}, b = {0.5f, -0.5f, 7}, s = {42};

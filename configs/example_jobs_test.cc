@@ -40,7 +40,7 @@ TEST(ExampleJobs, AllValidate) {
 TEST(ExampleJobs, Shakespeare) {
   // What the README and `make demo` rely on; the tuning numbers are free to change.
   const JobConfig c = load_job(repo_path("configs/shakespeare.yaml"), {}, 2);
-  EXPECT_EQ(c.model.type, "gpt");
+  EXPECT_EQ(c.model.type, ModelType::kGpt);
   EXPECT_EQ(c.model.vocab_size, 256);
   EXPECT_EQ(c.data.train, std::vector<std::string>{"data/tinyshakespeare.txt"});
   EXPECT_EQ(c.run_dir, "runs/shakespeare");
@@ -51,7 +51,7 @@ TEST(ExampleJobs, Shakespeare) {
 
 TEST(ExampleJobs, Mlp) {
   const JobConfig c = load_job(repo_path("configs/mlp.yaml"));
-  EXPECT_EQ(c.model.type, "mlp");
+  EXPECT_EQ(c.model.type, ModelType::kMlp);
   EXPECT_EQ(c.model.seq_len, 64);
   EXPECT_EQ(c.model.mlp_context, 16);
   EXPECT_EQ(c.model.mlp_embed, 32);
@@ -62,13 +62,13 @@ TEST(ExampleJobs, Mlp) {
 TEST(ExampleJobs, Gpt2NeedsItsRankCount) {
   const JobConfig c = load_job(repo_path("configs/gpt2-124m.yaml"), {}, 64);
   EXPECT_EQ(c.model.vocab_size, 50257);
-  EXPECT_EQ(c.data.format, "tokens");
+  EXPECT_EQ(c.data.format, DataFormat::kTokens);
   EXPECT_EQ(c.data.train, std::vector<std::string>{"data/fineweb10B/fineweb_train_*.bin"});
   EXPECT_EQ(c.cluster.nodes * c.cluster.tasks_per_node, 64);
   EXPECT_EQ(c.cluster.time, "24:00:00");
-  EXPECT_EQ(c.parallel.precision, "bf16");
-  EXPECT_EQ(c.parallel.backend, "cuda");
-  EXPECT_EQ(c.parallel.shard, "optimizer");
+  EXPECT_EQ(c.parallel.precision, Precision::kBf16);
+  EXPECT_EQ(c.parallel.backend, Backend::kCuda);
+  EXPECT_EQ(c.parallel.shard, ShardMode::kOptimizer);
   EXPECT_EQ(c.train.global_batch / (c.train.micro_batch * 64), 2);
   // 256 ranks would need half an accumulation step.
   EXPECT_THROW(load_job(repo_path("configs/gpt2-124m.yaml"), {}, 256), JobConfigError);

@@ -2,8 +2,8 @@
 #include <initializer_list>
 #include <stdexcept>
 
-#include "configs/job_checks.h"
 #include "configs/cluster_checks.h"
+#include "configs/job_checks.h"
 #include "configs/job_loader.h"
 #include "configs/schema.h"
 #include "configs/yaml_format.h"
@@ -62,7 +62,7 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
   });
   const ModelConfig& m = cfg.model;
   when({"model.type", "model.width", "model.heads"}, [&] {
-    if (m.type == "gpt" && m.heads > 0 && m.width % m.heads != 0) {
+    if (m.type == ModelType::kGpt && m.heads > 0 && m.width % m.heads != 0) {
       add("model.width", std::to_string(m.width) + " is not divisible by model.heads (" +
                              std::to_string(m.heads) + ")");
     }
@@ -86,11 +86,11 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
       add("data.train", "no training data: give at least one file or glob");
   });
   when({"data.format", "model.vocab_size"}, [&] {
-    if (cfg.data.format == "text" && m.vocab_size < 256) {
+    if (cfg.data.format == DataFormat::kText && m.vocab_size < 256) {
       add("model.vocab_size", "must be >= 256 for data.format text (a token is a byte), got " +
                                   std::to_string(m.vocab_size));
     }
-    if (cfg.data.format == "tokens" && m.vocab_size > 65536) {
+    if (cfg.data.format == DataFormat::kTokens && m.vocab_size > 65536) {
       add("model.vocab_size",
           "must be <= 65536 for data.format tokens (token ids are uint16), got " +
               std::to_string(m.vocab_size));
@@ -110,14 +110,14 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
     }
   });
   when({"resilience.on_nan", "checkpoint.every"}, [&] {
-    if (cfg.resilience.on_nan == "rollback" && cfg.checkpoint.every == 0) {
+    if (cfg.resilience.on_nan == OnNan::kRollback && cfg.checkpoint.every == 0) {
       add("resilience.on_nan",
           "rollback needs checkpoints to roll back to: set checkpoint.every > 0");
     }
   });
   const ClusterConfig& c = cfg.cluster;
   when({"parallel.backend", "cluster.gpus_per_node", "cluster.tasks_per_node"}, [&] {
-    if (cfg.parallel.backend == "cuda" && c.gpus_per_node > 0 &&
+    if (cfg.parallel.backend == Backend::kCuda && c.gpus_per_node > 0 &&
         c.tasks_per_node > c.gpus_per_node) {
       add("cluster.tasks_per_node", std::to_string(c.tasks_per_node) +
                                         " ranks per node but cluster.gpus_per_node is " +

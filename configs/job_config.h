@@ -2,7 +2,8 @@
 //
 // Field names are the YAML key names (model.width is JobConfig::model.width). Defaults here are
 // the documented defaults; configs/schema.cc binds every field to its key, type, range and
-// documentation, and is the single source of truth for docs/job-reference.md.
+// documentation, and is the single source of truth for docs/job-reference.md. Choice-valued keys
+// are enums (configs/job_choices.h: their words and what each choice implies).
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "configs/job_choices.h"
+
 namespace rm {
 
 struct ModelConfig {
-  std::string type = "gpt";  // gpt | mlp
+  ModelType type = ModelType::kGpt;
   int vocab_size = 256;      // 256 = bytes of text
   int seq_len = 256;         // tokens per training sequence (GPT: its context length)
   int layers = 4;            // GPT: transformer blocks; MLP: hidden layers
@@ -25,7 +28,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string format = "text";     // text | tokens
+  DataFormat format = DataFormat::kText;
   std::vector<std::string> train;  // file paths or globs (relative to the working directory)
   std::vector<std::string> val;    // optional; empty -> split train by val_fraction
   double val_fraction = 0.1;
@@ -41,11 +44,11 @@ struct TrainConfig {
 };
 
 struct OptimizerConfig {
-  std::string name = "adamw";
+  OptimizerName name = OptimizerName::kAdamW;
   double lr = 1e-3;
   double min_lr = 1e-4;
   int64_t warmup_steps = 100;
-  std::string schedule = "cosine";  // cosine | linear | constant
+  LrScheduleKind schedule = LrScheduleKind::kCosine;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
@@ -54,14 +57,14 @@ struct OptimizerConfig {
 };
 
 struct ParallelConfig {
-  std::string backend = "auto";  // auto | cpu | cuda
-  std::string shard = "none";    // none | optimizer | gradients | full
+  Backend backend = Backend::kAuto;
+  ShardMode shard = ShardMode::kNone;
   double bucket_mb = 25;
   bool overlap = true;
   int threads_per_rank = 0;  // 0 = cores / local ranks
   double timeout_s = 300;
-  std::string precision = "fp32";  // fp32 | bf16
-  std::string grad_reduce = "fp32";  // fp32 | bf16: the element type gradients travel in
+  Precision precision = Precision::kFp32;
+  Precision grad_reduce = Precision::kFp32;  // the element type gradients travel in
 };
 
 struct CheckpointConfig {
@@ -71,13 +74,13 @@ struct CheckpointConfig {
   int64_t memory_every = 0;  // steps between in-memory checkpoints (/dev/shm); 0 = off
   bool async = true;
   bool on_signal = true;
-  std::string on_error = "stop";  // stop | continue: what a save's I/O error does
+  OnSaveError on_error = OnSaveError::kStop;  // what a save's I/O error does
 };
 
 struct ResilienceConfig {
   int max_restarts = 0;  // `ringmaster run` restarts a failed job this many times
   double step_timeout_s = 0;     // 0 = off
-  std::string on_nan = "abort";  // skip | rollback | abort
+  OnNan on_nan = OnNan::kAbort;
 };
 
 // What a run records about itself beyond metrics.jsonl and events.jsonl.

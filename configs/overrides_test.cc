@@ -23,7 +23,7 @@ TEST(Overrides, SetScalarsOfEveryType) {
   EXPECT_EQ(cfg.model.width, 512);
   EXPECT_EQ(cfg.optimizer.lr, 3e-4);
   EXPECT_FALSE(cfg.parallel.overlap);
-  EXPECT_EQ(cfg.model.type, "mlp");
+  EXPECT_EQ(cfg.model.type, ModelType::kMlp);
   EXPECT_EQ(cfg.train.steps, 5000000000ll);
   EXPECT_EQ(cfg.seed, 7u);
   EXPECT_EQ(cfg.name, "exp-1");

@@ -30,10 +30,10 @@ Constraint between(double min, double max, bool max_open = false) {
   c.max_open = max_open;
   return c;
 }
-Constraint one_of(std::vector<std::string_view> choices) {
-  Constraint c;
-  c.choices = std::move(choices);
-  return c;
+// A choice-valued key: its words are its enum's (configs/job_choices.h), filled in by
+// job_schema() from the field, so the table cannot list other words than the loader accepts.
+Constraint one_of_its_choices() {
+  return {};
 }
 Constraint noted(std::string_view note) {
   Constraint c;
@@ -113,7 +113,7 @@ std::vector<KeySpec> build_schema() {
              "Seed of every random draw (init, shuffle, dropout); same seed = same run on any "
              "number of ranks."),
 
-      RM_KEY(model.type, one_of({"gpt", "mlp"}),
+      RM_KEY(model.type, one_of_its_choices(),
              "Model family: `gpt` (decoder-only transformer) or `mlp` (next-token classifier "
              "over a fixed context)."),
       RM_KEY(model.vocab_size, at_least(2),
@@ -137,7 +137,7 @@ std::vector<KeySpec> build_schema() {
              "forward of the blocks per step (~+30% compute); the results are bit-identical. "
              "Ignored by mlp."),
 
-      RM_KEY(data.format, one_of({"text", "tokens"}),
+      RM_KEY(data.format, one_of_its_choices(),
              "`text`: any file, one token per byte; `tokens`: llm.c .bin shards of uint16 token "
              "ids."),
       RM_KEY(data.train, noted("non-empty"),
@@ -159,12 +159,12 @@ std::vector<KeySpec> build_schema() {
              "Validation micro-batches per evaluation; >= 1 when train.eval_every > 0."),
       RM_KEY(train.log_every, at_least(1), "Steps between metric log lines."),
 
-      RM_KEY(optimizer.name, one_of({"adamw"}), "Optimizer."),
+      RM_KEY(optimizer.name, one_of_its_choices(), "Optimizer."),
       RM_KEY(optimizer.lr, above(0), "Peak learning rate, reached after the warmup."),
       RM_KEY(optimizer.min_lr, at_least(0),
              "Learning rate at the end of the decay; <= optimizer.lr."),
       RM_KEY(optimizer.warmup_steps, at_least(0), "Steps of linear warmup from 0 to optimizer.lr."),
-      RM_KEY(optimizer.schedule, one_of({"cosine", "linear", "constant"}),
+      RM_KEY(optimizer.schedule, one_of_its_choices(),
              "Decay from lr to min_lr over the steps after the warmup."),
       RM_KEY(optimizer.beta1, between(0, 1, true), "AdamW first-moment decay."),
       RM_KEY(optimizer.beta2, between(0, 1, true), "AdamW second-moment decay."),
@@ -173,9 +173,9 @@ std::vector<KeySpec> build_schema() {
              "Decoupled weight decay (matrices only, not biases or norms)."),
       RM_KEY(optimizer.grad_clip, at_least(0), "Clip the global gradient norm to this; 0 = off."),
 
-      RM_KEY(parallel.backend, one_of({"auto", "cpu", "cuda"}),
+      RM_KEY(parallel.backend, one_of_its_choices(),
              "Compute and communication backend; `auto` = cuda if a GPU is found, else cpu."),
-      RM_KEY(parallel.shard, one_of({"none", "optimizer", "gradients", "full"}),
+      RM_KEY(parallel.shard, one_of_its_choices(),
              "ZeRO sharding: optimizer state (1), + gradients (2), + parameters (3)."),
       RM_KEY(parallel.bucket_mb, above(0), "Size of a gradient all-reduce bucket, MiB."),
       RM_KEY(parallel.overlap, any(), "Reduce gradient buckets while the backward pass runs."),
@@ -184,9 +184,9 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(parallel.timeout_s, above(0),
              "Timeout of each collective, seconds; a stalled peer fails the job instead of "
              "hanging it."),
-      RM_KEY(parallel.precision, one_of({"fp32", "bf16"}),
+      RM_KEY(parallel.precision, one_of_its_choices(),
              "Compute precision of matmuls and activations (master weights stay fp32)."),
-      RM_KEY(parallel.grad_reduce, one_of({"fp32", "bf16"}),
+      RM_KEY(parallel.grad_reduce, one_of_its_choices(),
              "Element type of the gradient reduction between ranks: bf16 halves the bytes sent, "
              "rounding each rank's gradients and the sum to bf16 (accumulated in fp32)."),
 
@@ -202,7 +202,7 @@ std::vector<KeySpec> build_schema() {
              "and shard mode); 0 = off."),
       RM_KEY(checkpoint.async, any(),
              "Write checkpoints in the background while training goes on."),
-      RM_KEY(checkpoint.on_error, one_of({"stop", "continue"}),
+      RM_KEY(checkpoint.on_error, one_of_its_choices(),
              "A save that fails with an I/O error (disk full, EIO) -- its partial files are "
              "removed either way. stop: save nothing more and exit 1 (restarts apply); "
              "continue: warn, keep training and try again at the next interval."),
@@ -221,7 +221,7 @@ std::vector<KeySpec> build_schema() {
           "naming the step, the phase and the collective it waits for; 0 = off, else >= 1. "
           "Keep it above the longest single phase (one layer's forward or backward, one fsync "
           "of a rank's checkpoint shard)."),
-      RM_KEY(resilience.on_nan, one_of({"skip", "rollback", "abort"}),
+      RM_KEY(resilience.on_nan, one_of_its_choices(),
              "On a NaN/inf loss: skip the step, roll back to the last checkpoint, or abort."),
 
       RM_KEY(observability.trace, any(),
@@ -270,7 +270,15 @@ std::vector<KeySpec> build_schema() {
 }  // namespace
 
 const std::vector<KeySpec>& job_schema() {
-  static const std::vector<KeySpec> schema = build_schema();
+  static const std::vector<KeySpec> schema = [] {
+    std::vector<KeySpec> keys = build_schema();
+    JobConfig probe;
+    for (KeySpec& k : keys) {
+      const FieldRef f = k.field(probe);
+      if (const auto* choice = std::get_if<ChoiceRef>(&f)) k.allowed.choices = choice->words();
+    }
+    return keys;
+  }();
   return schema;
 }
 
@@ -322,9 +330,8 @@ KeyType KeySpec::type() const {
   FieldRef f = field(probe);
   if (std::holds_alternative<double*>(f)) return KeyType::kFloat;
   if (std::holds_alternative<bool*>(f)) return KeyType::kBool;
-  if (std::holds_alternative<std::string*>(f)) {
-    return allowed.choices.empty() ? KeyType::kString : KeyType::kEnum;
-  }
+  if (std::holds_alternative<std::string*>(f)) return KeyType::kString;
+  if (std::holds_alternative<ChoiceRef>(f)) return KeyType::kEnum;
   if (std::holds_alternative<std::vector<std::string>*>(f)) return KeyType::kStringList;
   if (std::holds_alternative<std::map<std::string, std::string>*>(f)) return KeyType::kStringMap;
   return KeyType::kInt;

@@ -15,17 +15,53 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
+#include "configs/job_choices.h"
 #include "configs/job_config.h"
 
 namespace rm {
 
+// A pointer to a choice-valued field (an enum of configs/job_choices.h) with its words: the
+// loader sets it by word, the writer prints its word, without knowing which enum it is.
+class ChoiceRef {
+ public:
+  template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
+  ChoiceRef(E* field)  // NOLINT(google-explicit-constructor): FieldRef converts from E*
+      : field_(field),
+        words_(kChoiceWords<E>.data()),
+        count_(kChoiceWords<E>.size()),
+        get_([](const void* f) { return static_cast<size_t>(*static_cast<const E*>(f)); }),
+        set_([](void* f, size_t i) { *static_cast<E*>(f) = static_cast<E>(i); }) {}
+
+  std::vector<std::string_view> words() const { return {words_, words_ + count_}; }
+  const void* address() const { return field_; }  // the field's, to tell fields apart
+  std::string_view word() const { return words_[get_(field_)]; }
+  // Sets the field to the choice spelled `word`; false (field untouched) if there is none.
+  bool set(std::string_view word) const {
+    for (size_t i = 0; i < count_; ++i) {
+      if (words_[i] == word) {
+        set_(field_, i);
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  void* field_;
+  const std::string_view* words_;
+  size_t count_;
+  size_t (*get_)(const void*);
+  void (*set_)(void*, size_t);
+};
+
 // A pointer to one field of a JobConfig. The alternative decides how the key is parsed and
 // printed: int / int64_t / uint64_t are integers (each with its own limits), double a number,
-// vector a list of strings, map a string -> string map.
-using FieldRef = std::variant<int*, int64_t*, uint64_t*, double*, bool*, std::string*,
+// ChoiceRef one of an enum's words, vector a list of strings, map a string -> string map.
+using FieldRef = std::variant<int*, int64_t*, uint64_t*, double*, bool*, std::string*, ChoiceRef,
                               std::vector<std::string>*, std::map<std::string, std::string>*>;
 
 enum class KeyType { kInt, kFloat, kBool, kString, kEnum, kStringList, kStringMap };
@@ -38,7 +74,9 @@ struct Constraint {
   double max = std::numeric_limits<double>::infinity();
   bool min_open = false;
   bool max_open = false;
-  std::vector<std::string_view> choices;  // non-empty: the key is an enum of these words
+  // The words of a choice-valued key (filled in from its enum: configs/job_choices.h); empty
+  // for every other key.
+  std::vector<std::string_view> choices;
   // Extra rule for a string value: returns "" if `value` is fine, else what is wrong
   // ("must be non-empty"); the reference doc shows `note` for it.
   std::string (*check)(const std::string& value) = nullptr;

@@ -57,7 +57,15 @@ TEST(Schema, KeysAreUniqueAndBindDistinctFields) {
   std::set<const void*> fields;
   for (const KeySpec& k : job_schema()) {
     EXPECT_TRUE(paths.insert(k.path).second) << k.path;
-    const void* p = std::visit([](auto* f) -> const void* { return f; }, k.field(cfg));
+    const void* p = std::visit(
+        [](auto f) -> const void* {
+          if constexpr (std::is_same_v<decltype(f), ChoiceRef>) {
+            return f.address();
+          } else {
+            return f;
+          }
+        },
+        k.field(cfg));
     EXPECT_TRUE(fields.insert(p).second) << k.path;
   }
 }

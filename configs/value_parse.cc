@@ -204,22 +204,6 @@ bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& 
   const std::string text = value.IsScalar() ? value.Scalar() : "";
   if (refused_string(key, text, mark, sink)) return false;
   const Constraint& c = spec.allowed;
-  if (!c.choices.empty()) {
-    std::vector<std::string> words(c.choices.begin(), c.choices.end());
-    for (const std::string& w : words) {
-      if (w == text) {
-        *field = text;
-        return true;
-      }
-    }
-    std::string list;
-    for (const std::string& w : words) list += (list.empty() ? "" : "|") + w;
-    std::string msg = "must be one of " + list + ", got " + shown_text(text);
-    const std::string guess = closest_word(text, words);
-    if (!guess.empty()) msg += "; did you mean " + guess + "?";
-    sink.add(key, mark, msg);
-    return false;
-  }
   if (c.check) {
     const std::string err = c.check(text);
     if (!err.empty()) {
@@ -229,6 +213,28 @@ bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& 
   }
   *field = text;
   return true;
+}
+
+// A choice-valued key: the word is parsed into its enum here, once (configs/job_choices.h).
+bool set_choice(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
+                const ChoiceRef& field, ErrorSink& sink) {
+  const std::string key(spec.path);
+  if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
+    sink.add(key, mark, "expected a string, got " + describe_node(value));
+    return false;
+  }
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  if (refused_string(key, text, mark, sink)) return false;
+  if (field.set(text)) return true;
+  std::vector<std::string> words;
+  for (std::string_view w : field.words()) words.emplace_back(w);
+  std::string list;
+  for (const std::string& w : words) list += (list.empty() ? "" : "|") + w;
+  std::string msg = "must be one of " + list + ", got " + shown_text(text);
+  const std::string guess = closest_word(text, words);
+  if (!guess.empty()) msg += "; did you mean " + guess + "?";
+  sink.add(key, mark, msg);
+  return false;
 }
 
 bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
@@ -407,6 +413,7 @@ bool parse_value(const KeySpec& spec, const YAML::Node& value, const YAML::Mark&
     bool operator()(double* f) { return set_float(spec, value, mark, f, sink); }
     bool operator()(bool* f) { return set_bool(spec, value, mark, f, sink); }
     bool operator()(std::string* f) { return set_string(spec, value, mark, f, sink); }
+    bool operator()(const ChoiceRef& f) { return set_choice(spec, value, mark, f, sink); }
     bool operator()(std::vector<std::string>* f) { return set_list(spec, value, mark, f, sink); }
     bool operator()(std::map<std::string, std::string>* f) {
       return set_map(spec, value, mark, f, sink);

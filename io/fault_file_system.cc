@@ -397,8 +397,7 @@ void FaultFileSystem::note(const char* text) {
   record(journal_line({"P", text, rank_of_process()}));
 }
 
-void install_file_system_from_env() {
-  const char* text = std::getenv("RM_TEST_IO_FAULT");
+void install_fault_file_system(const char* text) {
   if (text == nullptr || text[0] == '\0') return;
   FaultPlan plan = parse_fault_plan(text);
   if (is_restart()) plan.at = 0;  // faults strike the first attempt only; still journal

@@ -20,7 +20,8 @@
 // `op` restricts counting to one kind of call ("write", "fsync", "rename", ...; "any": all).
 // `skip_fsync` = K: the K-th counted fsync is silently not made (a removed fsync).
 //
-// From the environment (the ringmaster binary; install_file_system_from_env):
+// From the environment (the ringmaster binary: worker/test_hooks.h passes it to
+// install_fault_file_system):
 //   RM_TEST_IO_FAULT="scope=/abs/run journal=/abs/j.log [count_under=/abs/run/checkpoints]
 //                     [start_at=step_00000004] [at=N action=crash|tear|fail op=any|write|...
 //                      error=EIO|ENOSPC sticky=0|1 rank=R] [skip_fsync=K]"
@@ -109,9 +110,10 @@ class FaultFileSystem : public FileSystem {
   std::map<int, OpenFile> files_;
 };
 
-// Reads RM_TEST_IO_FAULT; when set, installs a FaultFileSystem for the life of the process.
-// Prints one line on stderr saying so. A malformed value is an error (exit 2 from the caller).
-void install_file_system_from_env();
+// With `spec` (RM_TEST_IO_FAULT's value) set and non-empty, installs a FaultFileSystem for the
+// life of the process and prints one line on stderr saying so; null or empty: nothing. A
+// malformed value is an error (IoError; exit 2 from the caller).
+void install_fault_file_system(const char* spec);
 
 }  // namespace io
 }  // namespace rm

@@ -189,7 +189,7 @@ TEST(DeviceArena, OneZeroFilledAllocationReleasedWithTheArena) {
 }
 
 // A sizing arena adds up the same plan to the same bytes, sets no pointer, and cannot allocate:
-// what models use to say what they would need (worker/model.h, ModelFootprint).
+// what models use to say what they would need (model/model.h, ModelFootprint).
 TEST(DeviceArena, ASizingArenaOnlyAddsUp) {
   CountingCompute compute;
   DeviceArena real(compute), sizing;

@@ -43,7 +43,7 @@ void forward_to_child(int sig) {
   g_any_signal = 1;
   const pid_t pid = g_child_pid;
   if (pid <= 0) return;
-  // Repeated SIGUSR1s are one scheduler notice (worker/stop_signal.h), not a plea to kill.
+  // Repeated SIGUSR1s are one scheduler notice (base/stop_signal.h), not a plea to kill.
   if (sig == SIGUSR1 && g_signals_seen[sig] > 0) return;
   // write(2) and kill(2) are async-signal-safe; printf is not.
   if (g_signals_seen[sig]++ == 0) {

@@ -12,10 +12,10 @@
 #ifdef RM_HAVE_NCCL
 #include "bench/bench_nccl.h"
 #endif
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
 #include "worker/mpi_bootstrap.h"
 

@@ -49,15 +49,15 @@
 #include <string>
 #include <vector>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "base/stop_signal.h"
 #include "bench/bench_io.h"
 #include "bench/bench_memory_snapshot.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
 #include "launcher/cmd_common.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/stop_signal.h"
 
 namespace rm {
 namespace {

@@ -11,13 +11,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "base/small_stats.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/fma_peak.h"
 #include "kernels/cpu/threads.h"
 #include "launcher/commands.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/small_stats.h"
 
 namespace rm {
 namespace {

@@ -17,6 +17,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "base/small_stats.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/fma_peak.h"
 #include "kernels/cpu/kernels.h"
@@ -24,12 +27,9 @@
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/gpu_peak.h"
-#include "worker/device_select.h"
-#include "worker/error_report.h"
-#include "worker/gemm_rate.h"
-#include "worker/small_stats.h"
-#include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
+#include "planning/gemm_rate.h"
+#include "worker/device_select.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
 #include "worker/trainer.h"
@@ -76,7 +76,7 @@ Baseline cpu_baseline(const Model& model, int B, int threads, Communicator& comm
   return b;
 }
 
-// The job's dense GEMMs through the backend's own GEMM (worker/gemm_rate.h); attention's
+// The job's dense GEMMs through the backend's own GEMM (planning/gemm_rate.h); attention's
 // per-head products are left out of the baseline (their flops still count in the step's MFU).
 template <typename Say>
 Baseline device_baseline(Compute& compute, const Model& model, int B, Say say) {
@@ -84,7 +84,7 @@ Baseline device_baseline(Compute& compute, const Model& model, int B, Say say) {
   b.gemm_name = "cuBLAS";
   const Precision p = model.precision();
   say("# cuBLAS baseline at the job's dense GEMM shapes (%s, per micro-batch)\n",
-      precision_name(p));
+      choice_name(p));
   say("%6s %6s %6s %6s %9s %9s %9s\n", "M", "N", "K", "count", "GFLOP", "ms", "TFLOP/s");
   double gemm_flops = 0;
   for (const GemmShape& g : model.train_gemms(B)) {
@@ -187,15 +187,15 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     say("# bench train: job '%s' | %s %.2fM params | micro_batch %d x seq_len %d, %d "
         "micro-batches/step | %d rank%s x %d threads | shard %s, overlap %s, bucket %.0f MB | "
         "%s, %s\n",
-        job.name.c_str(), job.model.type.c_str(), model.layout().size() / 1e6, B,
+        job.name.c_str(), choice_name(job.model.type), model.layout().size() / 1e6, B,
         job.model.seq_len, accum, comm.size(), comm.size() == 1 ? "" : "s", threads,
-        job.parallel.shard.c_str(), job.parallel.overlap ? "on" : "off", job.parallel.bucket_mb,
-        compute_kind_name(choice.kind), job.parallel.precision.c_str());
+        choice_name(job.parallel.shard), job.parallel.overlap ? "on" : "off", job.parallel.bucket_mb,
+        compute_kind_name(choice.kind), choice_name(job.parallel.precision));
     // The convention, said where the figure is printed: model flops, the usual 6N + attention
     // count (PaLM's, nanoGPT's), attention in full T x T. The CPU kernel skips most masked blocks
     // (at T=256 it runs about 62% of the T x T work), so it executes fewer flops than it is
     // credited with: by attention's share of the count (about 15% at the default shape).
-    if (job.model.type == "gpt") {
+    if (job.model.type == ModelType::kGpt) {
       say("# flops: GEMMs only, attention counted in full (T x T) though the kernels skip most "
           "of the masked half\n");
     }

@@ -9,14 +9,14 @@
 #include <ctime>
 #include <filesystem>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors_writer.h"
 #include "io/atomic_file.h"
 #include "launcher/cmd_common.h"
 #include "launcher/loaded_run.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/model_export.h"
+#include "model/model_export.h"
 
 namespace rm {
 
@@ -176,7 +176,7 @@ int cmd_ckpt_export(const CkptArgs& args) {
     write_safetensors(args.output, tensors, metadata);
     std::printf("wrote %s: %zu tensors, %s, from %s%s\n", args.output.c_str(), tensors.size(),
                 human_bytes(bytes).c_str(), run.source.c_str(),
-                run.job.model.type == "gpt" ? " (Hugging Face GPT2LMHeadModel names)" : "");
+                run.job.model.type == ModelType::kGpt ? " (Hugging Face GPT2LMHeadModel names)" : "");
     return kExitOk;
   });
 }

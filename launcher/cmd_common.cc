@@ -6,7 +6,7 @@
 #include "configs/config_error.h"
 #include "configs/job_loader.h"
 #include "launcher/hostfile.h"
-#include "worker/host_memory.h"
+#include "planning/host_memory.h"
 
 namespace rm {
 

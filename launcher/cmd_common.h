@@ -4,7 +4,7 @@
 #include "configs/job_config.h"
 #include "launcher/commands.h"
 #include "launcher/mpi_launch.h"
-#include "worker/memory_fit.h"
+#include "planning/memory_fit.h"
 
 namespace rm {
 
@@ -21,7 +21,7 @@ MpiLaunch resolve_launch(const std::string& hosts, bool nproc_given, int& nproc)
 int ranks_on_busiest_host(const std::string& hosts, int nproc);
 
 // Refuses with JobConfigError a job whose ranks need more memory than a host (or a GPU) has
-// (worker/memory_fit.h); returns the estimate. `backend`: what the ranks compute on;
+// (planning/memory_fit.h); returns the estimate. `backend`: what the ranks compute on;
 // `capacity` receives what the need was compared with.
 MemoryFit check_job_memory(const JobConfig& job, const JobArgs& args, ComputeKind backend,
                            MemoryCapacity& capacity);

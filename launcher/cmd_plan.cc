@@ -1,5 +1,5 @@
 // `ringmaster plan JOB [--cluster FILE] [--set k=v ...] [--nproc N]`: prints what the job would
-// cost per shard mode on a cluster (launcher/step_plan.h) and what to choose. Without --cluster,
+// cost per shard mode on a cluster (planning/step_plan.h) and what to choose. Without --cluster,
 // this host: --nproc CPU ranks (default: its cores) on one node, its sgemm rate measured now
 // (1024^3, one thread per rank), its RAM, and assumed shared-memory links and disk.
 #include <omp.h>
@@ -7,14 +7,14 @@
 
 #include <cstdio>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "configs/cluster_spec.h"
 #include "configs/job_loader.h"
-#include "launcher/cluster_spec.h"
 #include "launcher/cmd_common.h"
-#include "launcher/step_plan.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/gemm_rate.h"
-#include "worker/host_memory.h"
+#include "planning/gemm_rate.h"
+#include "planning/host_memory.h"
+#include "planning/step_plan.h"
 
 namespace rm {
 namespace {
@@ -61,7 +61,7 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
     const ModePlan& m = p.modes[i];
     const MemoryEstimate& e = m.memory;
     const double other = e.checkpoint + e.final_weights + e.runtime;
-    const std::string row = m.shard + (m.recompute ? " +recompute" : "");
+    const std::string row = std::string(choice_name(m.shard)) + (m.recompute ? " +recompute" : "");
     std::printf("  %-20s %10s %10s %10s %11s %8s %8s %10s %8s  %.4g s = %.4g + %.4g (of %.4g)%s\n",
                 row.c_str(), format_bytes(e.parameters).c_str(),
                 format_bytes(e.gradients).c_str(), format_bytes(e.optimizer).c_str(),
@@ -80,13 +80,14 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
   if (p.recommended < 0) {
     std::printf("\n  recommendation: none -- no shard mode fits%s; fewer parameters, a smaller "
                 "train.micro_batch, or more memory per node\n",
-                job.model.type == "gpt" ? ", with or without model.recompute" : "");
+                job.model.type == ModelType::kGpt ? ", with or without model.recompute" : "");
     return;
   }
   const ModePlan& r = p.modes[p.recommended];
   // Only the replicated and ZeRO-1 modes bucket their gradients (ZeRO-2/3 go unit by unit).
-  const bool buckets = r.shard == "none" || r.shard == "optimizer";
-  std::printf("\n  recommendation: parallel.shard: %s, %s%scheckpoint.every: %lld\n", r.shard.c_str(),
+  const bool buckets = keeps_all_grads(r.shard);  // only these reduce in buckets
+  std::printf("\n  recommendation: parallel.shard: %s, %s%scheckpoint.every: %lld\n",
+              choice_name(r.shard),
               r.recompute_changed ? (std::string("model.recompute: ") +
                                      (r.recompute ? "true" : "false") + ", ").c_str()
                                   : "",
@@ -97,7 +98,7 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
   for (const ModePlan& m : p.modes) {
     std::printf("plan-row shard=%s recompute=%d step_ms=%.2f compute_ms=%.2f exposed_ms=%.2f "
                 "rss_mib=%.1f total_mib=%.1f fits=%d\n",
-                m.shard.c_str(), m.recompute ? 1 : 0, 1e3 * m.step_s(), 1e3 * m.compute_s, 1e3 * m.exposed_s,
+                choice_name(m.shard), m.recompute ? 1 : 0, 1e3 * m.step_s(), 1e3 * m.compute_s, 1e3 * m.exposed_s,
                 m.memory.rss() / 1048576.0, m.memory.total() / 1048576.0, m.fits ? 1 : 0);
   }
 }

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "io/atomic_file.h"
 #include "launcher/commands.h"
 #include "launcher/report_data.h"
 #include "launcher/report_page.h"
 #include "launcher/report_svg.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
 
 namespace rm {
 namespace {

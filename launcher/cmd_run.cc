@@ -9,17 +9,15 @@
 
 #include <cstdlib>
 
-#include "configs/job_loader.h"
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "base/run_dir.h"
 #include "launcher/cmd_common.h"
 #include "launcher/supervisor.h"
-#include "worker/console_progress.h"
-#include "worker/device_select.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
+#include "observe/console_progress.h"
+#include "worker/job_preparation.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_main.h"
-#include "worker/run_dir.h"
-#include "worker/training_data.h"
 
 namespace rm {
 
@@ -34,15 +32,14 @@ int cmd_run(const RunArgs& args) {
   return report_errors([&] {
     JobArgs job_args = args.job;
     MpiLaunch launch = resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
-    const JobConfig job = load_job_args(job_args);
-    open_training_data(job);
-    // Hardware the job needs and this machine lacks is bad input: said here, before the run
-    // directory is touched (the ranks choose again, each for itself).
-    const DeviceChoice device = choose_device(job.parallel.backend, 0, job_args.nproc);
-    // So is a job that needs more memory than the host (or a GPU) has: refused with the
-    // estimate and what would fit, instead of a std::bad_alloc mid-start (memory_fit.h).
-    MemoryCapacity capacity;
-    check_job_memory(job, job_args, device.kind, capacity);
+    // The job, its data, the device it needs and the memory of the busiest host: the checks
+    // each rank runs again for itself (worker/job_preparation.h), here before the run directory
+    // is touched -- bad input is said once, not by N ranks, and nothing is written.
+    JobPlacement where;
+    where.ranks = job_args.nproc;
+    where.ranks_here = ranks_on_busiest_host(job_args.hosts, job_args.nproc);
+    const CheckedJob checked = check_job(job_args.job, job_args.sets, where);
+    const JobConfig& job = checked.job;
     prepare_run(job, args.fresh);
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
     for (const auto& [name, value] : job.cluster.env) {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
@@ -17,10 +19,8 @@
 #include "launcher/commands.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"
-#include "worker/console_progress.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/run_events.h"
+#include "observe/console_progress.h"
+#include "observe/run_events.h"
 
 namespace rm {
 namespace {

@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "base/run_dir.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
@@ -20,11 +23,8 @@
 #include "launcher/node_memory.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/memory_fit.h"
-#include "worker/run_dir.h"
-#include "worker/run_events.h"
+#include "observe/run_events.h"
+#include "planning/memory_fit.h"
 #include "worker/training_data.h"
 
 namespace rm {
@@ -38,8 +38,8 @@ int cmd_submit(const SubmitArgs& args) {
     // Checked like `run` checks this host, against a node: what was submitted must not die of
     // std::bad_alloc after a day in the queue.
     const ClusterConfig& cluster = job.cluster;
-    const bool cuda = job.parallel.backend == "cuda" ||
-                      (job.parallel.backend == "auto" && cluster.gpus_per_node > 0);
+    const bool cuda = job.parallel.backend == Backend::kCuda ||
+                      (job.parallel.backend == Backend::kAuto && cluster.gpus_per_node > 0);
     const MemoryCapacity node = slurm_node_capacity(cluster);
     const MemoryFit fit =
         check_memory_fit(job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,

@@ -2,11 +2,11 @@
 #include <cstdio>
 #include <exception>
 
+#include "base/exit_codes.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
 #include "launcher/commands.h"
 #include "launcher/trace_merge.h"
-#include "worker/exit_codes.h"
 
 namespace rm {
 

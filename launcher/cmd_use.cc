@@ -5,13 +5,13 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "launcher/cmd_common.h"
-#include "worker/mpi_bootstrap.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
 #include "launcher/loaded_run.h"
+#include "model/generate.h"
 #include "worker/evaluate.h"
-#include "worker/generate.h"
+#include "worker/mpi_bootstrap.h"
 #include "worker/training_data.h"
 
 namespace rm {

@@ -1,11 +1,11 @@
 // `ringmaster validate JOB` and `ringmaster docs job-reference`.
 #include <cstdio>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
-#include "worker/host_memory.h"
+#include "planning/host_memory.h"
 
 namespace rm {
 
@@ -16,13 +16,14 @@ int cmd_validate(const JobArgs& args) {
     const JobConfig job = load_job_args(job_args);
     // The backend the ranks would take, without insisting on it: a cuda job validates on a
     // machine without a GPU (it may be meant for a cluster); its GPU memory is then unchecked.
-    const std::string& b = job.parallel.backend;
-    const ComputeKind backend =
-        b == "cuda" || (b == "auto" && gpu_memory() > 0) ? ComputeKind::kCuda : ComputeKind::kCpu;
+    const Backend b = job.parallel.backend;
+    const ComputeKind backend = b == Backend::kCuda || (b == Backend::kAuto && gpu_memory() > 0)
+                                    ? ComputeKind::kCuda
+                                    : ComputeKind::kCpu;
     MemoryCapacity capacity;
     const MemoryFit fit = check_job_memory(job, job_args, backend, capacity);
     std::printf("%s: ok (job '%s', model %s, %d data-parallel rank%s, run_dir %s)\n%s\n",
-                args.job.c_str(), job.name.c_str(), job.model.type.c_str(), job_args.nproc,
+                args.job.c_str(), job.name.c_str(), choice_name(job.model.type), job_args.nproc,
                 job_args.nproc == 1 ? "" : "s", job.run_dir.c_str(),
                 fit.summary(capacity).c_str());
     return kExitOk;

@@ -129,11 +129,11 @@ int cmd_ckpt_inspect(const CkptArgs& args);  // tensors, shapes, state and job
 int cmd_ckpt_export(const CkptArgs& args);   // whole model to one safetensors file
 
 // `ringmaster plan JOB [--cluster FILE]`: memory, step time and checkpoint interval per shard
-// mode on a cluster (launcher/step_plan.h), and a recommendation. Exit 0, or 2 on a bad job or
+// mode on a cluster (planning/step_plan.h), and a recommendation. Exit 0, or 2 on a bad job or
 // cluster file.
 struct PlanArgs {
   JobArgs job;          // nproc: ranks of this host when no cluster file is given
-  std::string cluster;  // cluster file (launcher/cluster_spec.h); "" = this host
+  std::string cluster;  // cluster file (configs/cluster_spec.h); "" = this host
 };
 int cmd_plan(const PlanArgs& args);
 

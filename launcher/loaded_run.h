@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "configs/job_config.h"
-#include "worker/model.h"
+#include "model/model.h"
 
 namespace rm {
 

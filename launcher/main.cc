@@ -5,11 +5,12 @@
 #include <cstdio>
 #include <exception>
 
-#include "io/fault_file_system.h"
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "io/io_error.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "launcher/commands.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
+#include "worker/test_hooks.h"
 
 namespace {
 
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
   bench_train.job.nproc_given = bt->get_option("--nproc")->count() > 0;
   bench_ar.nproc_given = ba->get_option("--np")->count() > 0;
   try {
-    rm::io::install_file_system_from_env();  // tests only: RM_TEST_IO_FAULT
+    rm::install_test_hooks_from_env();  // tests only: every RM_TEST_* hook (worker/test_hooks.h)
   } catch (const rm::IoError& e) {
     std::fprintf(stderr, "ringmaster: %s\n", e.what());
     return rm::kExitBadInput;

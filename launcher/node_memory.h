@@ -6,7 +6,7 @@
 #pragma once
 
 #include "configs/job_config.h"
-#include "worker/memory_fit.h"
+#include "planning/memory_fit.h"
 
 namespace rm {
 

@@ -6,10 +6,9 @@
 #include "configs/yaml_guard.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
-#include "worker/run_events.h"
+#include "observe/run_events.h"
 
 namespace rm::report {
-
 namespace {
 
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "io/io_error.h"
-#include "worker/data/test_util.h"
+#include "testing/temp_dir.h"
 
 namespace rm::report {
 namespace {

@@ -9,14 +9,14 @@
 #include <chrono>
 #include <thread>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/host_check.h"
 #include "launcher/hostfile.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
 #include "launcher/mpi_launch.h"
-#include "worker/run_events.h"
+#include "observe/run_events.h"
 
 namespace rm {
 

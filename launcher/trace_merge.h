@@ -1,5 +1,5 @@
 // `ringmaster trace RUN_DIR`: one Chrome trace of a run from its ranks' files
-// (RUN_DIR/trace/rank-K.json, worker/trace_recorder.h), with one process track per rank, for
+// (RUN_DIR/trace/rank-K.json, observe/trace_recorder.h), with one process track per rank, for
 // Perfetto (ui.perfetto.dev: "Open trace file") or chrome://tracing ("Load").
 //
 // The ranks' timestamps already share time zero (a barrier at the start of training), so merging

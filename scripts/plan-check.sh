@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The planner against real runs of the same job here. For each case it prints `ringmaster plan`'s
-# step time and per-rank memory for parallel.shard: none (launcher/step_plan.h) beside
+# step time and per-rank memory for parallel.shard: none (planning/step_plan.h) beside
 #  - the step time measured by `bench train` (median of the timed steps), and
 #  - the peak RSS of a short `ringmaster run` of the same job that saves a checkpoint and writes
 #    its final weights (/usr/bin/time: the largest process of the run, i.e. the largest rank),

@@ -94,12 +94,13 @@ CMAKE_FLAGS=${CMAKE_FLAGS:-}
 ASAN_EXCLUDE='^(slurm_.*|cluster_.*|collectives_two_and_three_hosts|collectives_np[14]|collectives_bf16_np3|dp_equivalence_np[14]|grad_reduce_np2)$|^RunLock\.(SecondRunOnALiveRunDirectoryIsRefused|AKilledRunLeavesNoStaleLock|InsideASlurmJobARunWaitsForTheOldHolder)$|^Mode/WatchdogCliSlowSaves\.|^MemoryFitCli\.(TheEstimateMatchesThePeakResidentMemoryOfRealRuns|TheFinalWeightsAreWrittenWithoutACopyOfTheModel)$|^RecomputeCli\.PeakResidentMemoryIsLowerAndTheRunRecordsIt$|^ReportCli\.RefusesWhatIsNotARunDirectoryAndWritesNothing$|^TraceRecorder\.StopsAtTheEventCapAndSaysHowManyItDropped$|_NOT_BUILT$'
 ASAN_TARGETS=(ringmaster collectives_fault_worker
   kernels_cpu_test device_arena_test timed_compute_test io_test data_test configs_test checkpoint_test worker_test
+  base_test model_test planning_test observe_test memory_estimate_test
   device_step_test memory_checkpoint_cli_test
   manifest_fuzz_corpus_test safetensors_fuzz_corpus_test job_fuzz_corpus_test
   token_shard_fuzz_corpus_test
   collectives_self_test collectives_nccl_plan_test collectives_test collectives_fault_test
   dp_equivalence_test grad_reduce_test stream_order_test
-  report_test node_memory_test step_plan_test gpu_peak_test
+  report_test node_memory_test gpu_peak_test
   cli_test cpu_kernels_cli_test memory_fit_cli_test recompute_cli_test hosts_cli_test plan_cli_test resume_cli_test
   console_cli_test events_cli_test report_cli_test metrics_cli_test trace_cli_test
   run_lock_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
@@ -115,7 +116,7 @@ declare -A ASAN_NOT_BUILT=(
   [collectives_nccl_test]="NCCL: needs CUDA, as kernels_cuda_host_test"
 )
 TSAN_TESTS='^(AsyncWriter\.|Watchdog\.|CommActivity\.|TraceRecorder\.|collectives_np2$|Signals/StopSignal\.SavesStopsAndResumesExactly/sigusr1_to_one_of_two_ranks)'
-TSAN_TARGETS=(checkpoint_test worker_test collectives_test stop_signal_cli_test)
+TSAN_TARGETS=(checkpoint_test worker_test observe_test collectives_test stop_signal_cli_test)
 
 now() { date +%s; }
 

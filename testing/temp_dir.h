@@ -56,3 +56,8 @@ class TempDir {
 };
 
 }  // namespace rm::testutil
+
+namespace rm {
+// Every test of the project names it TempDir.
+using testutil::TempDir;
+}  // namespace rm

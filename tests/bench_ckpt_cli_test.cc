@@ -11,9 +11,9 @@
 #include <regex>
 #include <string>
 
+#include "testing/temp_dir.h"
 #include "tests/background_cli.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

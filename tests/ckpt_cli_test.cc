@@ -15,9 +15,9 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors_writer.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/required_parts.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

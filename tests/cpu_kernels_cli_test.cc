@@ -17,8 +17,8 @@
 
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

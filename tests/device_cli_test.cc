@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kernels/compute_factory.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

@@ -25,8 +25,8 @@
 #include "kernels/compute_factory.h"
 #include "kernels/cuda/flash_attention_plan.h"
 #include "kernels/timed_compute.h"
+#include "model/gpt_model.h"
 #include "tests/small_gpt_job.h"
-#include "worker/gpt_model.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -170,7 +170,7 @@ JobConfig job_of(int layers) {
   job.model.seq_len = 128;
   job.model.heads = 4;
   job.model.layers = layers;
-  job.parallel.precision = "bf16";
+  job.parallel.precision = Precision::kBf16;
   job.data.train = {"data/tinyshakespeare.txt"};
   job.train.steps = 10;
   job.train.global_batch = 4;  // two micro-batches of 2 on one rank

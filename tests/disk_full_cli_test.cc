@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <string>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/self_communicator.h"
+#include "planning/memory_estimate.h"
 #include "tests/small_gpt_job.h"
-#include "worker/memory_estimate.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -106,7 +106,7 @@ TEST_P(DataParallel, PerRankStateShrinksWithTheRankCount) {
   if (!zero2) {
     EXPECT_EQ(m.scratch_bytes, 0u);
   }
-  // What validate and run estimate (worker/memory_estimate.h) is what the largest rank, rank 0,
+  // What validate and run estimate (planning/memory_estimate.h) is what the largest rank, rank 0,
   // holds, and every rank's scratch pool once an evaluation and another step have run.
   trainer.evaluate();
   trainer.train_step(1);

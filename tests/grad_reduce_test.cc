@@ -16,8 +16,8 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "kernels/bf16.h"
+#include "model/model.h"
 #include "tests/small_gpt_job.h"
-#include "worker/model.h"
 #include "worker/sharded_state.h"
 
 namespace rm {
@@ -25,7 +25,7 @@ namespace {
 
 JobConfig small_job(const std::string& shard, const std::string& grad_reduce) {
   JobConfig job = test::small_gpt_job(shard);
-  job.parallel.grad_reduce = grad_reduce;
+  job.parallel.grad_reduce = choice_of<Precision>(grad_reduce);
   return job;
 }
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "checkpoint/memory_snapshot.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

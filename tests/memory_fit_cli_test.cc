@@ -4,7 +4,7 @@
 // real runs report in metrics.jsonl.
 //
 // Host and GPU memory are pinned with RM_TEST_HOST_MEMORY / RM_TEST_GPU_MEMORY where a test
-// needs a machine of a given size (worker/host_memory.h); the figures pinned are derived from
+// needs a machine of a given size (planning/host_memory.h); the figures pinned are derived from
 // the estimator, never written down.
 #include <gtest/gtest.h>
 
@@ -20,12 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/job_loader.h"
+#include "observe/run_events.h"
+#include "planning/host_memory.h"
+#include "planning/memory_estimate.h"
+#include "planning/memory_fit.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
-#include "worker/host_memory.h"
-#include "worker/memory_estimate.h"
-#include "worker/memory_fit.h"
-#include "worker/run_events.h"
 
 namespace rm {
 namespace {
@@ -195,7 +195,7 @@ TEST(MemoryFitCli, OnTheCudaBackendTheGpuIsChecked) {
   TempDir dir;
   const std::string job = "configs/gpt2-124m.yaml";
   const JobConfig cfg = load_job(job, {}, 1);
-  ASSERT_EQ(cfg.parallel.backend, "cuda");
+  ASSERT_EQ(cfg.parallel.backend, Backend::kCuda);
   const MemoryEstimate m = estimate_memory(cfg, 1, ComputeKind::kCuda);
   char small[64], large[64];
   std::snprintf(small, sizeof small, "RM_TEST_GPU_MEMORY=%.0f", m.device / 2);

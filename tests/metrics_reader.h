@@ -28,7 +28,7 @@ inline std::vector<int> logged_steps(const std::string& metrics) {
 // Checks metrics.jsonl as a run that reached step n must leave it, however often it was stopped
 // and resumed (crash, power cut, signal, restart, requeue): every line parses as a JSON object
 // with an integer step, and the steps are 1..n in order, each once. The product drops a crashed
-// run's torn last line and the steps that the resumed run repeats (worker/metrics_log.h); this
+// run's torn last line and the steps that the resumed run repeats (observe/metrics_log.h); this
 // fails, naming the line, if it did not. EXPECT_TRUE(each_step_once(metrics, n)).
 inline ::testing::AssertionResult each_step_once(const std::string& metrics, int n) {
   std::ifstream in(metrics);

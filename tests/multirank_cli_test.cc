@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

@@ -5,8 +5,8 @@
 #include <regex>
 #include <string>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {
@@ -33,7 +33,7 @@ TEST(PlanCli, Gpt2OnTheH100ClusterFitsAndRecommendsAModeBucketAndInterval) {
   EXPECT_EQ(interval[1], every[1]);
 }
 
-// Case B of tests/step_plan_test.cc through the command, where its arithmetic is done by hand:
+// Case B of planning/step_plan_test.cc through the command, where its arithmetic is done by hand:
 // a 4 x 256 GPT at 256 tokens on 2 nodes x 4 GPUs recommends ZeRO-2 (gradients; no bucket: it
 // goes unit by unit), a Young/Daly interval of 84.31 s = 55,018 steps of 1.532 ms.
 TEST(PlanCli, TheWorkedCaseRecommendsItsHandComputedModeAndInterval) {

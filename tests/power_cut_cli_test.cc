@@ -24,10 +24,10 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "io/posix_io.h"
 #include "io/power_cut.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/fault_journal.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/job_loader.h"
+#include "planning/memory_estimate.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
-#include "worker/memory_estimate.h"
 
 namespace rm {
 namespace {

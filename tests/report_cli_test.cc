@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/required_parts.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

@@ -16,9 +16,9 @@
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/weights_file.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

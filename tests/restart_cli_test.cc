@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

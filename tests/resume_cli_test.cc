@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

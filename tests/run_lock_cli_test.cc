@@ -1,9 +1,9 @@
-// One live run per run directory (worker/run_lock.h), through the real binary: a second run on
+// One live run per run directory (base/run_lock.h), through the real binary: a second run on
 // the directory of a live one is refused at once, touching nothing; a run killed with SIGKILL
 // leaves no stale lock; and inside a Slurm job a run waits for the old holder to go (a requeue
 // that starts before the old allocation's processes are gone), then resumes from its
 // checkpoint. Where flock does not reach other hosts, the lease in the lock file does
-// (worker/run_lease.h): a lock whose holder on another host stopped renewing it is taken over,
+// (base/run_lease.h): a lock whose holder on another host stopped renewing it is taken over,
 // and one still renewed is refused.
 #include <gtest/gtest.h>
 
@@ -15,10 +15,10 @@
 #include <string>
 #include <thread>
 
+#include "testing/temp_dir.h"
 #include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

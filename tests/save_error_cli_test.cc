@@ -12,8 +12,8 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "io/posix_io.h"
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

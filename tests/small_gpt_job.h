@@ -11,12 +11,12 @@ namespace rm::test {
 
 inline JobConfig small_gpt_job(const std::string& shard, double bucket_mb = 0.01) {
   JobConfig job;
-  job.model.type = "gpt";
+  job.model.type = ModelType::kGpt;
   job.model.seq_len = 16;
   job.model.layers = 2;
   job.model.heads = 2;
   job.model.width = 32;
-  job.parallel.shard = shard;
+  job.parallel.shard = choice_of<ShardMode>(shard);
   job.parallel.bucket_mb = bucket_mb;
   return job;
 }

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "testing/temp_dir.h"
 #include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {
@@ -35,7 +35,7 @@ Child spawn(const std::string& args, const TempDir& dir) {
   return test::spawn_cli(args, dir.path());
 }
 
-constexpr int kStopped = 75;  // worker/exit_codes.h: kExitStopped
+constexpr int kStopped = 75;  // base/exit_codes.h: kExitStopped
 
 // Enough steps that a signal sent once 30 steps are logged always lands mid-run.
 std::string job_file(const TempDir& dir, bool on_signal) {

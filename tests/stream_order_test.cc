@@ -1,12 +1,12 @@
 // The stream/event ordering the GPU path relies on, checked on the host (mpirun -np 2): a
 // ShardedState runs on a Compute and a Communicator that behave like the cuda/nccl pair as far
-// as ordering goes (tests/order_checking_compute.h, tests/order_checking_communicator.h), and
+// as ordering goes (testing/order_checking_compute.h, testing/order_checking_communicator.h), and
 // every compute call that touches a buffer under a collective the host has not seen complete, or
 // a download not yet fenced, is recorded as a violation.
 //
 // For every shard mode x parallel.grad_reduce x parallel.overlap x precision, a few steps of
 // two micro-batches each are driven through ParamAccess in a GPT's order of acquires and
-// releases (worker/gpt_model.cc), reading parameters and accumulating gradients with compute
+// releases (model/gpt_model.cc), reading parameters and accumulating gradients with compute
 // calls as kernels would. Checkpoints are taken as the trainer takes them: the view after an
 // optimizer step, the next step's forward and backward run before `ready` is called, and only
 // then the next optimizer step (the fence runs on another thread, as the writer's). Work::test()
@@ -36,11 +36,11 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "kernels/compute_factory.h"
-#include "tests/order_checking_communicator.h"
-#include "tests/order_checking_compute.h"
-#include "tests/order_ledger.h"
+#include "model/model.h"
+#include "testing/order_checking_communicator.h"
+#include "testing/order_checking_compute.h"
+#include "testing/order_ledger.h"
 #include "tests/small_gpt_job.h"
-#include "worker/model.h"
 #include "worker/sharded_state.h"
 
 namespace rm {
@@ -54,7 +54,7 @@ bool checkpoint_after(int step) { return step % 2 == 0 && step + 1 < kSteps; }
 
 JobConfig small_job(const std::string& shard, const std::string& grad_reduce, bool overlap) {
   JobConfig job = test::small_gpt_job(shard);
-  job.parallel.grad_reduce = grad_reduce;
+  job.parallel.grad_reduce = choice_of<Precision>(grad_reduce);
   job.parallel.overlap = overlap;
   return job;
 }
@@ -110,7 +110,7 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& a,
 
 // ---- The model's side of ParamAccess, without kernels ----------------------------------------
 
-// A GPT's acquires and releases (worker/gpt_model.cc: unit 0 holds the tied embedding, read
+// A GPT's acquires and releases (model/gpt_model.cc: unit 0 holds the tied embedding, read
 // again by the head and released last; the final norm's unit is the last), each parameter unit
 // read as a kernel reads it (a compute copy into device memory) and each gradient accumulated as
 // a kernel writes it (upload into device memory, then add_inplace into the acquired buffer).
@@ -281,7 +281,7 @@ TEST_P(StreamOrder, ShardedStateKeepsTheDeviceOrderingContract) {
 std::string mode_name(const testing::TestParamInfo<Mode>& info) {
   const auto& [shard, grad_reduce, overlap, precision] = info.param;
   return std::string(shard) + "_reduce" + grad_reduce + (overlap ? "_overlap" : "_serial") +
-         "_params" + precision_name(precision);
+         "_params" + choice_name(precision);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, StreamOrder,

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
-#include "worker/data/test_util.h"
 
 namespace rm {
 namespace {

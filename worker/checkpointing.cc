@@ -9,8 +9,8 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "io/io_error.h"
-#include "worker/run_events.h"
-#include "worker/trace_recorder.h"
+#include "observe/run_events.h"
+#include "observe/trace_recorder.h"
 
 namespace rm {
 
@@ -44,7 +44,7 @@ Checkpointing::Checkpointing(const JobConfig& job, const std::string& resolved_j
       writer_(job.checkpoint.async ? AsyncCheckpointWriter::Mode::kAsync
                                    : AsyncCheckpointWriter::Mode::kSync) {
   // A save interrupted by a crash leaves step_N.tmp/ behind; it must go before anyone saves.
-  // No live run is writing one: this run holds the run directory's lock (worker/run_lock.h).
+  // No live run is writing one: this run holds the run directory's lock (base/run_lock.h).
   if (comm.rank() == 0) remove_incomplete_checkpoints(job.run_dir);
   writer_.reserve(state.checkpoint_floats());  // touch the staging memory now, not mid-run
   comm.barrier();
@@ -76,7 +76,7 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
     Manifest& m = r.manifest;
     m.step = steps_done;
     m.world_size = comm_.size();
-    m.shard_mode = job_.parallel.shard;
+    m.shard_mode = choice_name(job_.parallel.shard);
     m.job = resolved_job_;
     const uint64_t total = model_.layout().size();
     m.buffers = {{"params", "f32", total}, {"adam_m", "f32", total}, {"adam_v", "f32", total}};
@@ -116,7 +116,7 @@ void Checkpointing::wait() {
 }
 
 bool Checkpointing::tolerate_io_error(const std::function<void()>& body) {
-  if (job_.checkpoint.on_error != "continue") {
+  if (job_.checkpoint.on_error != OnSaveError::kContinue) {
     body();
     return true;
   }

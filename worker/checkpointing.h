@@ -18,7 +18,7 @@
 #include "checkpoint/async_writer.h"
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
-#include "worker/model.h"
+#include "model/model.h"
 #include "worker/sharded_state.h"
 
 namespace rm {

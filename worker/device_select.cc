@@ -18,18 +18,16 @@ std::string plural(int n, const char* word) {
 
 }  // namespace
 
-DeviceChoice choose_device(const std::string& backend, int local_rank, int local_ranks, int gpus,
+DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks, int gpus,
                            const std::string& why_none) {
   DeviceChoice c;
-  if (backend == "cpu") {
+  if (backend == Backend::kCpu) {
     c.reason = "parallel.backend: cpu";
     return c;
   }
-  if (backend != "cuda" && backend != "auto") {
-    throw DeviceError("parallel.backend: unknown backend '" + backend + "'");
-  }
+  const bool automatic = backend == Backend::kAuto;
   if (gpus == 0) {
-    if (backend == "cuda") {
+    if (!automatic) {
       throw DeviceError("parallel.backend is cuda, but no GPU is usable here: " + why_none +
                         visible_devices_note() + "; use parallel.backend: cpu (or auto)");
     }
@@ -37,21 +35,22 @@ DeviceChoice choose_device(const std::string& backend, int local_rank, int local
     return c;
   }
   if (local_ranks > gpus) {
-    throw DeviceError("parallel.backend is " + backend + ": " + plural(local_ranks, "rank") +
+    throw DeviceError(std::string("parallel.backend is ") + choice_name(backend) + ": " +
+                      plural(local_ranks, "rank") +
                       " on this node but only " + plural(gpus, "GPU") + " visible" +
                       visible_devices_note() +
                       "; each rank needs its own GPU: start at most " + plural(gpus, "rank") +
                       " per node" +
-                      (backend == "auto" ? ", or set parallel.backend: cpu" : ""));
+                      (automatic ? ", or set parallel.backend: cpu" : ""));
   }
   c.kind = ComputeKind::kCuda;
   c.device = local_rank;
-  c.reason = backend == "auto" ? "auto: " + plural(gpus, "GPU") + " visible" : "parallel.backend: cuda";
+  c.reason = automatic ? "auto: " + plural(gpus, "GPU") + " visible" : "parallel.backend: cuda";
   return c;
 }
 
-DeviceChoice choose_device(const std::string& backend, int local_rank, int local_ranks) {
-  if (backend == "cpu") return choose_device(backend, local_rank, local_ranks, 0, "");
+DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks) {
+  if (backend == Backend::kCpu) return choose_device(backend, local_rank, local_ranks, 0, "");
   std::string why;
   const int gpus = cuda_device_count(&why);
   return choose_device(backend, local_rank, local_ranks, gpus, why);

@@ -15,15 +15,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/input_error.h"
+#include "configs/job_choices.h"
 #include "kernels/compute.h"
 
 namespace rm {
 
 // Bad input in the sense of the exit codes (kExitBadInput): the job asks for hardware that is
 // not there. Retrying on the same node cannot help.
-class DeviceError : public std::runtime_error {
+class DeviceError : public InputError {
  public:
-  explicit DeviceError(const std::string& what) : std::runtime_error(what) {}
+  explicit DeviceError(const std::string& what) : InputError(what) {}
 };
 
 struct DeviceChoice {
@@ -33,9 +35,9 @@ struct DeviceChoice {
 };
 
 // gpus: the GPUs this process sees; why_none: why there are none (when gpus == 0).
-DeviceChoice choose_device(const std::string& backend, int local_rank, int local_ranks, int gpus,
+DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks, int gpus,
                            const std::string& why_none);
 // The same, with the GPUs probed (kernels/compute_factory.h: cuda_device_count).
-DeviceChoice choose_device(const std::string& backend, int local_rank, int local_ranks);
+DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks);
 
 }  // namespace rm

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
+#include "model/model.h"
 #include "worker/data/dataset.h"
-#include "worker/model.h"
 
 namespace rm {
 

@@ -68,10 +68,14 @@ Fault parse_one(const std::string& spec) {
   return f;
 }
 
+// RM_TEST_FAULT's value, as install_fault_injection() was given it.
+std::string g_spec;
+bool g_installed = false;
+
 std::vector<Fault> parse() {
   std::vector<Fault> faults;
-  const char* env = std::getenv("RM_TEST_FAULT");
-  if (env == nullptr) return faults;
+  if (!g_installed) return faults;
+  const char* env = g_spec.c_str();
   // Faults strike the first attempt only: a run restarted by `ringmaster run`'s supervisor
   // (launcher/supervisor.h) or requeued by Slurm must be able to get past them.
   for (const char* count : {"RM_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
@@ -167,6 +171,11 @@ void announce(int rank, const Fault& f) {
 }
 
 }  // namespace
+
+void install_fault_injection(const char* spec) {
+  g_installed = spec != nullptr;
+  g_spec = spec != nullptr ? spec : "";
+}
 
 void maybe_inject_fault(int rank, int64_t step) {
   for (const Fault& f : faults(rank)) {

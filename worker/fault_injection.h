@@ -35,13 +35,17 @@
 // kills rank 0 as its 5th phase event begins. Each fault prints one line to stderr, starting
 // "ringmaster: [rank R] RM_TEST_FAULT: ", as it strikes.
 //
-// Unset: no effect, at the cost of one comparison per step and no phase hook. The environment
-// is read once, at the first call; a malformed value is reported on stderr and ignored.
+// Unset: no effect, at the cost of one comparison per step and no phase hook. The value is
+// given once, by install_fault_injection (worker/test_hooks.h: at the start of the process),
+// and parsed at the first step; a malformed value is reported on stderr and ignored.
 #pragma once
 
 #include <cstdint>
 
 namespace rm {
+
+// Sets the faults of this process: RM_TEST_FAULT's value (null: none). Before the first step.
+void install_fault_injection(const char* spec);
 
 // Called by every rank at the start of each step (1-based), before any save of the process.
 // The first call installs the savekill phase hook and the slowio I/O hook, when a fault asks for

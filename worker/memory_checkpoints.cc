@@ -35,7 +35,7 @@ MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, 
   name_ = memory_snapshot_name(hash_text(dir), comm_.rank());
   for (const ShardedState::LocalPart& p : state_.local_state_parts()) floats_ += p.floats;
   owner_ = hash_text(dir + "|rank " + std::to_string(comm_.rank()) + " of " +
-                     std::to_string(comm_.size()) + "|shard " + job.parallel.shard + "|floats " +
+                     std::to_string(comm_.size()) + "|shard " + choice_name(job.parallel.shard) + "|floats " +
                      std::to_string(floats_));
 }
 

@@ -1,6 +1,6 @@
 // The MLP through the real trainer: a synthetic text whose next byte is determined by the
 // previous mlp_context bytes must be learned to near-zero loss.
-#include "worker/mlp_model.h"
+#include "model/mlp_model.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "collectives/self_communicator.h"
-#include "worker/data/counter_rng.h"
-#include "worker/data/test_util.h"
+#include "model/counter_rng.h"
+#include "testing/temp_dir.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -30,7 +30,7 @@ TEST(MlpModel, LearnsADeterministicSequenceToNearZeroLoss) {
   const std::string path = dir.write("motif.txt", text);
 
   JobConfig job;
-  job.model.type = "mlp";
+  job.model.type = ModelType::kMlp;
   job.model.seq_len = 32;
   job.model.mlp_context = 8;
   job.model.mlp_embed = 8;

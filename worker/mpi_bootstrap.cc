@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
+#include "base/deadline_guard.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "kernels/compute_factory.h"
-#include "worker/deadline_guard.h"
 #include "worker/startup_agreement.h"
 
 namespace rm {

@@ -10,28 +10,26 @@
 #include <memory>
 #include <stdexcept>
 
+#include "base/error_report.h"
+#include "base/exit_codes.h"
+#include "base/run_dir.h"
+#include "base/stop_signal.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fma_peak.h"
-#include "worker/console_progress.h"
-#include "worker/device_select.h"
-#include "worker/error_report.h"
-#include "worker/exit_codes.h"
+#include "observe/console_progress.h"
+#include "observe/rank_log.h"
+#include "observe/run_events.h"
+#include "planning/gemm_rate.h"
 #include "worker/fault_injection.h"
-#include "worker/gemm_rate.h"
-#include "worker/host_memory.h"
-#include "worker/memory_fit.h"
+#include "worker/job_preparation.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
-#include "worker/rank_log.h"
-#include "worker/run_events.h"
-#include "worker/run_dir.h"
 #include "worker/startup_agreement.h"
 #include "worker/step_agreement.h"
-#include "worker/stop_signal.h"
 #include "worker/trainer.h"
 
 namespace rm {
@@ -88,8 +86,8 @@ nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
       {"hosts", nodelist != nullptr ? nodelist : host},
       {"ranks_per_host", mpi != nullptr ? mpi->local_size() : 1},
       {"backend", choice.kind == ComputeKind::kCpu ? "cpu" : "cuda"},
-      {"shard", job.parallel.shard},
-      {"precision", job.parallel.precision},
+      {"shard", choice_name(job.parallel.shard)},
+      {"precision", choice_name(job.parallel.precision)},
       {"recompute", job.model.recompute},
       {"from_step", steps_done},
       {"restart", restart != nullptr ? std::atoi(restart) : 0},
@@ -164,11 +162,11 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     std::printf(
         "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
         "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
-        job.name.c_str(), job.model.type.c_str(), trainer.model().layout().size() / 1e6,
+        job.name.c_str(), choice_name(job.model.type), trainer.model().layout().size() / 1e6,
         static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
-        comm.size(), comm.size() == 1 ? "" : "s", threads, job.parallel.shard.c_str(),
-        job.parallel.precision.c_str(),
-        job.parallel.grad_reduce == "bf16" ? ", gradients reduced in bf16" : "",
+        comm.size(), comm.size() == 1 ? "" : "s", threads, choice_name(job.parallel.shard),
+        choice_name(job.parallel.precision),
+        job.parallel.grad_reduce == Precision::kBf16 ? ", gradients reduced in bf16" : "",
         job.run_dir.c_str());
   }
   // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
@@ -225,31 +223,21 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   return kExitOk;
 }
 
-// A worker started without `ringmaster run` (srun or mpirun in a batch script of one's own,
-// `ringmaster worker`) is checked as `run` checks before it launches: by the first rank of each
-// host, for the ranks that share it, before anything is written. Under `run` and `submit` this
-// repeats their check on the host the ranks really got (microseconds).
-void check_host_memory(const JobConfig& job, int ranks, int local_rank, int local_size,
-                       ComputeKind kind) {
-  if (local_rank != 0) return;
-  MemoryCapacity c;
-  c.host = host_memory();
-  c.gpu = kind == ComputeKind::kCuda ? gpu_memory() : 0;
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  c.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
-  c.host_name = std::string(c.slurm ? "node " : "host ") + name;
-  check_memory_fit(job, ranks, local_size, kind, c);
-}
-
+// A rank checks its job as `run` does before it launches (worker/job_preparation.h), before
+// anything is written: a worker started without `ringmaster run` (srun or mpirun in a batch
+// script of one's own, `ringmaster worker`) is checked all the same. Under `run` and `submit`
+// this repeats their checks on the host the ranks really got (memory: by the first rank of each
+// host, for the ranks that share it).
 int run_alone(const RankArgs& args) {
   return report_errors([&] {
-    const JobConfig job = load_job(args.job, args.sets, args.nproc);
-    TrainingData data = open_training_data(job);
-    const DeviceChoice choice = choose_device(job.parallel.backend, 0, 1);
-    check_host_memory(job, 1, 0, 1, choice.kind);
+    JobPlacement where;
+    where.ranks = args.nproc;
+    where.names_host = true;
+    CheckedJob checked = check_job(args.job, args.sets, where);
+    const JobConfig& job = checked.job;
     const StartKind start = prepare(job, args);
-    return run_time([&] { return train(job, data, nullptr, choice, "", start, args.from); });
+    return run_time(
+        [&] { return train(job, checked.data, nullptr, checked.device, "", start, args.from); });
   });
 }
 
@@ -261,16 +249,20 @@ int run_with_mpi(const RankArgs& args) {
                 std::to_string(mpi.world()) + " ranks");
     return kExitBadInput;
   }
-  JobConfig job;
-  TrainingData data;
-  DeviceChoice choice;
+  CheckedJob checked;
   int status = report_errors([&] {
-    job = load_job(args.job, args.sets, mpi.world());
-    data = open_training_data(job);
-    choice = choose_device(job.parallel.backend, mpi.local_rank(), mpi.local_size());
-    check_host_memory(job, mpi.world(), mpi.local_rank(), mpi.local_size(), choice.kind);
+    JobPlacement where;
+    where.ranks = mpi.world();
+    where.local_rank = mpi.local_rank();
+    where.ranks_here = mpi.local_size();
+    where.checks_memory = mpi.local_rank() == 0;
+    where.names_host = true;
+    checked = check_job(args.job, args.sets, where);
     return kExitOk;
   });
+  const JobConfig& job = checked.job;
+  TrainingData& data = checked.data;
+  DeviceChoice& choice = checked.device;
   // Agree before anything is written or the first collective of training: if any rank failed
   // its checks, every rank leaves now (the failing ones have said why) instead of waiting for it
   // in a collective. The backend is agreed too: under auto, one node without GPUs puts the

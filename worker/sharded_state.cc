@@ -15,10 +15,10 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
     : job_(job), model_(model), compute_(model.compute()), comm_(comm),
       host_comm_(host_comm != nullptr ? *host_comm : comm), mode_(job.parallel.shard),
       bf16_(model.precision() == Precision::kBf16),
-      bf16_wire_(job.parallel.grad_reduce == "bf16") {
+      bf16_wire_(job.parallel.grad_reduce == Precision::kBf16) {
   const size_t total = model.layout().size();
-  full_params_ = mode_ != "full";
-  full_grads_ = mode_ == "none" || mode_ == "optimizer";
+  full_params_ = keeps_all_params(mode_);
+  full_grads_ = keeps_all_grads(mode_);
   shard_counts_ = shard_counts(total, comm.size());
   shard_begin_ = shard_offset(shard_counts_, comm.rank());
   shard_end_ = shard_begin_ + shard_counts_[comm.rank()];
@@ -34,7 +34,7 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
     wire_ = reinterpret_cast<bf16*>(allocate((total + 1) / 2).data());
     scratch_capacity_ += (total + 1) / 2;
   }
-  if (mode_ == "none") {
+  if (mode_ == ShardMode::kNone) {
     optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), compute_);
   } else {
     optimizer_ = std::make_unique<AdamWOptimizer>(job.optimizer, model.layout(), compute_,
@@ -323,11 +323,11 @@ void ShardedState::launch_bucket(const Bucket& b) {
     p.end = b.end;
   }
   if (trace_) {
-    p.trace_id = trace_->comm_begin(mode_ == "none" ? "all-reduce bucket" : "reduce-scatter bucket",
+    p.trace_id = trace_->comm_begin(mode_ == ShardMode::kNone ? "all-reduce bucket" : "reduce-scatter bucket",
                                     static_cast<int>(&b - buckets_.data()),
                                     (b.end - b.begin) * dtype_size(type));
   }
-  if (mode_ == "none") {
+  if (mode_ == ShardMode::kNone) {
     p.work = comm_.all_reduce(buf, b.end - b.begin, type, ReduceOp::kSum);
   } else {
     p.work = comm_.reduce_scatter(buf, counts_in(b.begin, b.end), type, ReduceOp::kSum);
@@ -342,7 +342,7 @@ void ShardedState::complete(Pending& p) {
   if (p.unit < 0) {
     if (!p.wire) return;  // a bucket reduced in place
     // Widen the reduced bf16 values back: the whole bucket (all-reduce) or this rank's part.
-    const bool all = mode_ == "none";
+    const bool all = mode_ == ShardMode::kNone;
     const size_t lo = all ? p.begin : std::max(p.begin, shard_begin_);
     const size_t hi = all ? p.end : std::min(p.end, shard_end_);
     if (hi > lo) compute_.cast(grads_.data() + lo, wire_ + lo, hi - lo);
@@ -390,7 +390,7 @@ void ShardedState::finish_backward() {
 }
 
 double ShardedState::grad_norm() {
-  if (mode_ == "none") {
+  if (mode_ == ShardMode::kNone) {
     // Every rank holds the same reduced gradient: no communication needed.
     return std::sqrt(compute_.sum_squares(grads_.data(), grads_.size()));
   }
@@ -401,7 +401,7 @@ double ShardedState::grad_norm() {
 }
 
 void ShardedState::optimizer_step(double lr, double norm) {
-  if (mode_ == "none") {
+  if (mode_ == ShardMode::kNone) {
     optimizer_->step(params_.data(), grads_.data(), lr, norm);
   } else {
     float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();

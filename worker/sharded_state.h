@@ -54,10 +54,10 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
-#include "worker/adamw_optimizer.h"
-#include "worker/model.h"
-#include "worker/step_progress.h"
-#include "worker/trace_recorder.h"
+#include "model/adamw_optimizer.h"
+#include "model/model.h"
+#include "observe/step_progress.h"
+#include "observe/trace_recorder.h"
 
 namespace rm {
 
@@ -104,7 +104,7 @@ class ShardedState final : public ParamAccess {
   // the exception is kept, the rest is still gathered (the peers wait in those gathers), and it
   // is rethrown at the end.
   using ParamSink = std::function<void(const float* data, size_t count)>;
-  static constexpr size_t kDownloadPiece = size_t{16} << 20;  // floats: 64 MiB
+  static constexpr size_t kDownloadPiece = kParamDownloadPiece;  // model/param_layout.h
   void stream_params(const ParamSink& sink);
   // The same into one host vector (tests). Collective too.
   std::vector<float> full_params();
@@ -134,7 +134,7 @@ class ShardedState final : public ParamAccess {
   std::vector<LocalPart> local_state_parts();
   void finish_local_restore(int64_t optimizer_steps);
 
-  const std::string& mode() const { return mode_; }
+  ShardMode mode() const { return mode_; }
   MemoryPlan memory_plan() const;
   const OverlapStats& overlap_stats() const { return overlap_; }
   Communicator& comm() { return comm_; }
@@ -184,7 +184,7 @@ class ShardedState final : public ParamAccess {
   Compute& compute_;
   Communicator& comm_;
   Communicator& host_comm_;
-  std::string mode_;
+  ShardMode mode_;
   bool bf16_;
   bool bf16_wire_;  // parallel.grad_reduce: bf16
   bool full_params_, full_grads_;  // whether this rank holds the whole buffer

@@ -8,12 +8,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/stop_signal.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "model/lr_schedule.h"
+#include "observe/run_events.h"
 #include "worker/fault_injection.h"
-#include "worker/lr_schedule.h"
-#include "worker/run_events.h"
 #include "worker/step_agreement.h"
-#include "worker/stop_signal.h"
 #include "worker/watchdog.h"
 
 namespace rm {
@@ -39,8 +39,7 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
   }
   accum_steps_ = job.train.global_batch / per_step;
   // Without a Compute the model makes a cpu one of its own.
-  model_ = make_model(job.model, job.train.micro_batch, options.compute,
-                      parse_precision(job.parallel.precision));
+  model_ = make_model(job.model, job.train.micro_batch, options.compute, job.parallel.precision);
   state_ = std::make_unique<ShardedState>(job_, *model_, comm, &host_comm_);
   state_->set_progress(&progress_);
   if (job.observability.trace) {
@@ -118,13 +117,13 @@ StepMetrics Trainer::train_step(int64_t step) {
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
     const std::string what = "step " + std::to_string(step + 1) + ": non-finite " +
                              (std::isfinite(m.loss) ? "gradient norm" : "loss");
-    if (job_.resilience.on_nan == "skip") {
+    if (job_.resilience.on_nan == OnNan::kSkip) {
       m.skipped = true;
-    } else if (job_.resilience.on_nan == "rollback" && checkpoints_) {
+    } else if (job_.resilience.on_nan == OnNan::kRollback && checkpoints_) {
       m.skipped = true;
       m.rollback = true;
     } else {
-      throw std::runtime_error(what + " (resilience.on_nan: " + job_.resilience.on_nan +
+      throw std::runtime_error(what + " (resilience.on_nan: " + choice_name(job_.resilience.on_nan) +
                                (checkpoints_ ? ")" : ", and no checkpoints to roll back to)"));
     }
   }

@@ -21,14 +21,14 @@
 
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
+#include "model/model.h"
+#include "observe/console_progress.h"
+#include "observe/metrics_log.h"
+#include "observe/step_progress.h"
+#include "observe/trace_recorder.h"
 #include "worker/checkpointing.h"
-#include "worker/console_progress.h"
 #include "worker/memory_checkpoints.h"
-#include "worker/metrics_log.h"
-#include "worker/model.h"
 #include "worker/sharded_state.h"
-#include "worker/step_progress.h"
-#include "worker/trace_recorder.h"
 #include "worker/training_data.h"
 
 namespace rm {

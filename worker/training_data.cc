@@ -15,8 +15,9 @@ namespace {
 // and position, instead of indexing past the embedding table.
 TokenSource open_source(const JobConfig& job, const std::vector<std::string>& globs,
                         double begin, double end) {
-  TokenSource s = job.data.format == "text" ? TokenSource::open_text_globs(globs, begin, end)
-                                            : TokenSource::open_shards(globs, begin, end);
+  TokenSource s = job.data.format == DataFormat::kText
+                      ? TokenSource::open_text_globs(globs, begin, end)
+                      : TokenSource::open_shards(globs, begin, end);
   s.set_vocab_size(job.model.vocab_size);
   return s;
 }

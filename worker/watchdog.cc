@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "base/exit_codes.h"
 #include "checkpoint/io_progress.h"
-#include "worker/exit_codes.h"
-#include "worker/rank_log.h"
+#include "observe/rank_log.h"
 
 namespace rm {
 namespace {

@@ -58,7 +58,7 @@
 
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
-#include "worker/step_progress.h"
+#include "observe/step_progress.h"
 
 namespace rm {
 

@@ -5,7 +5,7 @@
 //  - flash_attention_plan_test.cc checks all of it on machines without a GPU, including a host
 //    emulation of the kernels' tile loops (the same tile ranges, masks and element math) against
 //    the cpu reference attention;
-//  - the memory estimate (worker/memory_estimate.cc) sizes a cuda bf16 job's attention buffers
+//  - the memory estimate (planning/memory_estimate.cc) sizes a cuda bf16 job's attention buffers
 //    with the very functions the backend uses, in builds without CUDA too.
 //
 // Tiling (FlashAttention-2): a block of kFlashWarps warps handles kFlashTile query rows (forward,

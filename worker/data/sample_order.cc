@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "worker/data/counter_rng.h"
+#include "model/counter_rng.h"
 
 namespace rm {
 namespace {

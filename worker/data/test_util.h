@@ -18,8 +18,6 @@
 
 namespace rm {
 
-using testutil::TempDir;  // testing/temp_dir.h
-
 // The bytes of an llm.c shard with an arbitrary header and tokens (for broken files).
 inline std::string shard_bytes(int32_t magic, int32_t version, int32_t count,
                                const std::vector<uint16_t>& tokens) {

@@ -1,0 +1,101 @@
+#include "base/run_dir.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "base/run_lock.h"
+#include "configs/job_loader.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
+
+namespace rm {
+
+namespace fs = std::filesystem;
+
+std::string run_file(const std::string& run_dir, const char* name) {
+  return (fs::path(run_dir) / name).string();
+}
+
+namespace {
+
+// Whether two resolved jobs train the same thing: everything but how it runs (parallel,
+// checkpoint, resilience, observability, cluster), which may change between a run and its resume (e.g. 4 ranks
+// in ZeRO-1 resumed on 2 ranks in ZeRO-3), and where it lives (name, run_dir: a run directory
+// that was moved or copied resumes from its new place).
+bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
+  auto normal = [](const std::string& text) {
+    JobConfig j = load_job_from_string(text, "config.yaml");
+    j.name.clear();
+    j.run_dir.clear();
+    j.parallel = ParallelConfig();
+    j.checkpoint = CheckpointConfig();
+    j.resilience = ResilienceConfig();
+    j.observability = ObservabilityConfig();
+    j.cluster = ClusterConfig();
+    return to_yaml(j);
+  };
+  try {
+    return normal(a_yaml) == normal(b_yaml);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job) {
+  if (io::exists(run_dir) && !io::is_directory(run_dir)) {
+    throw IoError(run_dir + ": run_dir is not a directory");
+  }
+  io::make_dirs_durable(run_dir);
+  if (::access(run_dir.c_str(), W_OK | X_OK) != 0) {
+    throw IoError(run_dir + ": run directory is not writable: " + std::strerror(errno));
+  }
+  // Nothing is removed or written before this run owns the directory.
+  lock_run_dir(run_dir, run_lock_wait_s());
+  const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
+  const std::string metrics = run_file(run_dir, "metrics.jsonl");
+  const std::string weights = run_file(run_dir, "weights.bin");
+  if (fresh) {
+    // Through io/ and durable (remove_tree fsyncs the run directory): a power cut after
+    // --fresh must not bring an old run's checkpoints back under the new one.
+    for (const fs::path& p : {checkpoints, fs::path(metrics), fs::path(weights)}) {
+      io::remove_tree(p.string());
+    }
+    return RunStart::kNew;
+  }
+  const bool has_checkpoints = fs::is_directory(checkpoints) && !fs::is_empty(checkpoints);
+  const bool has_metrics = fs::exists(metrics), has_weights = fs::exists(weights);
+  if (!has_checkpoints && !has_metrics && !has_weights) return RunStart::kNew;
+  const std::string previous = run_file(run_dir, "config.yaml");
+  const bool known = fs::exists(previous);
+  if (known && !same_training(io::read_file(previous), resolved_job)) {
+    throw IoError(run_dir + ": holds a run of a different job (" + previous +
+                  " differs); pass --fresh to start over, or set run_dir");
+  }
+  if (has_checkpoints) return RunStart::kResume;
+  if (has_weights) {
+    throw IoError(run_dir +
+                  ": already holds a finished run (weights.bin); pass --fresh to "
+                  "start it over, or set run_dir to a new directory");
+  }
+  if (!known) {
+    throw IoError(run_dir +
+                  ": holds a run (metrics.jsonl) but no config.yaml to tell which job; "
+                  "pass --fresh to start over, or set run_dir");
+  }
+  return RunStart::kRestartUnfinished;
+}
+
+RunStart prepare_run(const JobConfig& job, bool fresh) {
+  const std::string resolved = to_yaml(job);
+  const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved);
+  write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
+  return start;
+}
+
+}  // namespace rm

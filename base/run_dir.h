@@ -1,0 +1,40 @@
+// The run directory: where a job's resolved config, metrics and weights live.
+//
+//   RUN_DIR/config.yaml     the resolved job (every key, defaults filled, overrides applied)
+//   RUN_DIR/metrics.jsonl   one JSON object per optimizer step
+//   RUN_DIR/weights.bin     the final weights (checkpoint/weights_file.h)
+//   RUN_DIR/checkpoints/    verified checkpoints (checkpoint/)
+#pragma once
+
+#include <string>
+
+#include "configs/job_config.h"
+
+namespace rm {
+
+std::string run_file(const std::string& run_dir, const char* name);
+
+// What a run directory holds when a run starts in it.
+enum class RunStart {
+  kNew,         // nothing of this job's training yet (or --fresh)
+  kResume,      // checkpoints: the run resumes from the newest verified one
+  kRestartUnfinished,  // an unfinished run of the same job that died before its first
+                       // checkpoint (metrics.jsonl, no checkpoint, no weights.bin): it starts
+                       // again from step 0, as a rerun, a restart or a Slurm requeue must
+};
+
+// Makes RUN_DIR ready: creates it and its parents, proves it writable, and takes its run lock
+// (base/run_lock.h: refused, with IoError, while another run lives in it).
+//  - fresh: removes a previous run's checkpoints, metrics and weights (start over).
+//  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is
+//    accepted only for the same job (config.yaml trains the same thing as resolved_job), and
+//    one that holds a finished run without checkpoints (weights.bin) is refused, so nothing is
+//    overwritten by accident. Refusals throw IoError naming the directory and the way out.
+// Writes nothing else.
+RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job);
+
+// prepare_run_dir() for the job, then writes the resolved job to RUN_DIR/config.yaml
+// (atomically).
+RunStart prepare_run(const JobConfig& job, bool fresh);
+
+}  // namespace rm

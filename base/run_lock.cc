@@ -1,0 +1,158 @@
+#include "base/run_lock.h"
+
+#include <fcntl.h>
+#include <sys/types.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "base/run_lease.h"
+#include "io/atomic_file.h"
+
+namespace rm {
+namespace {
+
+std::mutex g_mu;
+std::set<std::string> g_held;  // canonical run directories this process has locked
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// "pid P on host H since T[, Slurm job J]": the holder's line of the lock file.
+std::string whoami() {
+  char when[32] = {};
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::string me = "pid " + std::to_string(::getpid()) + " on host " + host_name() + " since " + when;
+  if (const char* job = std::getenv("SLURM_JOB_ID")) me += ", Slurm job " + std::string(job);
+  return me;
+}
+
+// The holder's line from the lock file (best effort: it is only for the message).
+std::string holder_of(int fd) {
+  char buf[512] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  text = text.substr(0, text.find('\n'));  // the holder's line (run_lease.h: then its lease)
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return text.empty() ? "a process that has not said who it is yet" : text;
+}
+
+// Whether `pid` is this process or one of its ancestors (Linux: /proc/PID/stat's 4th field).
+bool is_self_or_ancestor(pid_t pid) {
+  pid_t p = ::getpid();
+  for (int depth = 0; depth < 64 && p > 1; ++depth) {
+    if (p == pid) return true;
+    std::FILE* f = std::fopen(("/proc/" + std::to_string(p) + "/stat").c_str(), "r");
+    if (f == nullptr) return false;
+    char line[1024] = {};
+    const bool ok = std::fgets(line, sizeof(line), f) != nullptr;
+    std::fclose(f);
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
+    // last ')'.
+    const char* close = ok ? std::strrchr(line, ')') : nullptr;
+    char state = 0;
+    int ppid = 0;
+    if (close == nullptr || std::sscanf(close + 1, " %c %d", &state, &ppid) != 2) return false;
+    p = ppid;
+  }
+  return false;
+}
+
+// RM_RUN_LOCK names `dir` and one of our ancestors.
+bool held_by_ancestor(const std::string& dir) {
+  const char* env = std::getenv(kRunLockEnv);
+  if (env == nullptr) return false;
+  char* rest = nullptr;
+  const long pid = std::strtol(env, &rest, 10);
+  return pid > 0 && rest != nullptr && *rest == ' ' && dir == rest + 1 &&
+         is_self_or_ancestor(static_cast<pid_t>(pid));
+}
+
+}  // namespace
+
+double run_lock_wait_s() { return std::getenv("SLURM_JOB_ID") != nullptr ? 90.0 : 0.0; }
+
+void lock_run_dir(const std::string& run_dir, double wait_s) {
+  std::error_code ec;
+  const std::string dir = std::filesystem::canonical(run_dir, ec).string();
+  if (ec) throw IoError(run_dir + ": cannot resolve the run directory: " + ec.message());
+  if (held_by_ancestor(dir)) return;  // our supervisor holds it for us
+  std::lock_guard<std::mutex> guard(g_mu);
+  if (g_held.count(dir) != 0) return;
+
+  const std::string path = dir + "/.lock";
+  // Not O_CLOEXEC: children (mpirun) share the open file, so the lock outlives a killed
+  // supervisor as long as its ranks run.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  if (fd < 0) throw IoError(path + ": cannot open the run lock: " + std::strerror(errno));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, wait_s));
+  bool said = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EWOULDBLOCK) {
+      ::close(fd);
+      throw IoError(path + ": cannot lock the run directory (does this filesystem support " +
+                    "flock?): " + std::strerror(err));
+    }
+    const std::string holder = holder_of(fd);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      throw IoError(run_dir + ": in use by another run (" + holder +
+                    "); wait for it to finish or stop it, or set run_dir to another directory");
+    }
+    if (!said) {
+      std::fprintf(stderr, "ringmaster: %s: in use by another run (%s); waiting up to %.0f s "
+                   "for it to exit\n", run_dir.c_str(), holder.c_str(), wait_s);
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  // flock granted. Where flock does not reach other hosts, the lease does (run_lease.h).
+  const double lease_s = run_lock_lease_s();
+  for (bool said_lease = false;;) {
+    const PreviousHolder previous = check_previous_holder(path, host_name(), lease_s);
+    if (!previous.live) {
+      if (!previous.message.empty()) {
+        std::fprintf(stderr, "ringmaster: %s: %s\n", run_dir.c_str(), previous.message.c_str());
+      }
+      break;
+    }
+    const std::string why = "in use by another run on another host (" + previous.holder +
+                            "): its lease in " + path + " is being renewed, though this " +
+                            "host's flock did not see its lock";
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      throw IoError(run_dir + ": " + why + "; wait for it to finish or stop it, or set run_dir " +
+                    "to another directory");
+    }
+    if (!said_lease) {
+      std::fprintf(stderr, "ringmaster: %s: %s; waiting up to %.0f s for it to exit\n",
+                   run_dir.c_str(), why.c_str(), wait_s);
+      said_lease = true;
+    }
+  }
+  hold_lease(fd, whoami(), host_name(), lease_s / 6);
+  g_held.insert(dir);  // the descriptor stays open for the life of the process
+  ::setenv(kRunLockEnv, (std::to_string(::getpid()) + " " + dir).c_str(), 1);
+}
+
+}  // namespace rm

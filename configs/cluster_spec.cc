@@ -1,0 +1,151 @@
+#include "configs/cluster_spec.h"
+
+#include <cmath>
+#include <deque>
+#include <set>
+
+#include "configs/config_error.h"
+#include "configs/job_file.h"
+#include "configs/yaml_guard.h"
+
+namespace rm {
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  void error(const YAML::Node& at, const std::string& key, const std::string& message) {
+    ConfigError e;
+    e.file = path_;
+    if (at && at.Mark().line >= 0) {
+      e.line = at.Mark().line + 1;
+      e.col = at.Mark().column + 1;
+    }
+    e.key = key;
+    e.message = message;
+    errors_.push_back(e);
+  }
+
+  // Every key of `map` must be one of `known`; names the others.
+  void only(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& known) {
+    if (!map.IsMap()) return;
+    for (const auto& kv : map) {
+      const std::string k = kv.first.Scalar();
+      if (!known.count(k)) error(kv.first, prefix + k, "unknown key");
+    }
+  }
+
+  const YAML::Node* need(const YAML::Node& map, const std::string& prefix, const char* key) {
+    if (!map.IsMap() || !map[key]) {
+      error(map, prefix + key, "missing");
+      return nullptr;
+    }
+    nodes_.push_back(map[key]);
+    return &nodes_.back();
+  }
+
+  double positive(const YAML::Node& map, const std::string& prefix, const char* key,
+                  bool zero_ok = false) {
+    const YAML::Node* n = need(map, prefix, key);
+    if (n == nullptr) return 0;
+    try {
+      const double v = n->as<double>();
+      if (std::isfinite(v) && (v > 0 || (zero_ok && v == 0))) return v;
+    } catch (const YAML::Exception&) {
+    }
+    error(*n, prefix + key, std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
+                                " number, not '" + (n->IsScalar() ? n->Scalar() : "a collection") + "'");
+    return 0;
+  }
+
+  std::string text(const YAML::Node& map, const std::string& prefix, const char* key) {
+    const YAML::Node* n = need(map, prefix, key);
+    if (n == nullptr) return "";
+    if (!n->IsScalar()) {
+      error(*n, prefix + key, "must be a string");
+      return "";
+    }
+    return n->Scalar();
+  }
+
+  LinkSpec link(const YAML::Node& map, const char* key) {
+    LinkSpec l;
+    const YAML::Node* n = need(map, "", key);
+    if (n == nullptr) return l;
+    const std::string prefix = std::string(key) + ".";
+    only(*n, prefix, {"bandwidth_gbs", "latency_us"});
+    l.bandwidth_gbs = positive(*n, prefix, "bandwidth_gbs");
+    l.latency_us = positive(*n, prefix, "latency_us", true);
+    return l;
+  }
+
+  void finish() {
+    if (!errors_.empty()) throw JobConfigError(errors_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<ConfigError> errors_;
+  // The nodes need() hands out, kept alive while the reader runs. A deque: callers hold pointers
+  // to earlier nodes (and pass them back in as maps) while later ones are added, and a vector's
+  // growth would free them under them (ASan caught it in `plan --cluster`).
+  std::deque<YAML::Node> nodes_;
+};
+
+}  // namespace
+
+ClusterSpec read_cluster_file(const std::string& path) {
+  Reader r(path);
+  std::string body;
+  if (const std::string why = read_job_file(path, &body); !why.empty()) {
+    throw JobConfigError({ConfigError{path, 0, 0, "", why}});
+  }
+  if (const auto problem = check_job_text(body)) {
+    throw JobConfigError({ConfigError{path, problem->line, problem->col, "", problem->message}});
+  }
+  YAML::Node root;
+  try {
+    const std::vector<YAML::Node> docs = load_all_documents(body);
+    if (docs.size() != 1) {
+      throw JobConfigError({ConfigError{path, 0, 0, "", "expected one YAML document"}});
+    }
+    root = docs[0];
+  } catch (const YAML::Exception& e) {
+    throw JobConfigError({ConfigError{path, e.mark.line + 1, e.mark.column + 1, "", e.msg}});
+  }
+  if (!root.IsMap() || yaml_expands_beyond(root)) {
+    throw JobConfigError({ConfigError{path, 0, 0, "", "expected a map of cluster keys"}});
+  }
+  r.only(root, "", {"name", "nodes", "devices_per_node", "device", "node_memory_gib", "intra_node",
+                    "inter_node", "filesystem", "node_mtbf_hours"});
+  ClusterSpec c;
+  c.name = r.text(root, "", "name");
+  c.nodes = static_cast<int>(r.positive(root, "", "nodes"));
+  c.devices_per_node = static_cast<int>(r.positive(root, "", "devices_per_node"));
+  if (const YAML::Node* d = r.need(root, "", "device")) {
+    r.only(*d, "device.", {"type", "name", "tflops", "mfu", "memory_gib"});
+    c.device_type = r.text(*d, "device.", "type");
+    if (!c.device_type.empty() && c.device_type != "cpu" && c.device_type != "gpu") {
+      r.error((*d)["type"], "device.type", "must be cpu or gpu, not '" + c.device_type + "'");
+    }
+    c.device_name = r.text(*d, "device.", "name");
+    c.tflops = r.positive(*d, "device.", "tflops");
+    c.mfu = r.positive(*d, "device.", "mfu");
+    if (c.mfu > 1) r.error((*d)["mfu"], "device.mfu", "must be at most 1");
+    if (c.device_type == "gpu") c.device_memory_gib = r.positive(*d, "device.", "memory_gib");
+  }
+  c.node_memory_gib = r.positive(root, "", "node_memory_gib");
+  c.intra_node = r.link(root, "intra_node");
+  c.inter_node = r.link(root, "inter_node");
+  if (const YAML::Node* f = r.need(root, "", "filesystem")) {
+    r.only(*f, "filesystem.", {"write_gbs"});
+    c.fs_write_gbs = r.positive(*f, "filesystem.", "write_gbs");
+  }
+  c.node_mtbf_hours = r.positive(root, "", "node_mtbf_hours");
+  r.finish();
+  return c;
+}
+
+}  // namespace rm

@@ -1,0 +1,31 @@
+#include "model/adamw_optimizer.h"
+
+#include <algorithm>
+
+namespace rm {
+
+AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout,
+                               Compute& compute, size_t begin, size_t end)
+    : config_(config), layout_(layout), compute_(compute), begin_(begin), end_(end),
+      m_(compute, end - begin), v_(compute, end - begin) {
+  // One range per tensor that overlaps the shard (weight decay differs between tensors); the
+  // layout and the shard are fixed, so the ranges are too.
+  for (const TensorSpec& t : layout_.tensors()) {
+    const size_t lo = std::max(t.offset, begin_), hi = std::min(t.offset + t.numel, end_);
+    if (lo < hi) ranges_.push_back({lo - begin_, hi - lo, t.decay});
+  }
+}
+
+void AdamWOptimizer::step(float* params, const float* grads, double lr, double norm) {
+  ++t_;
+  float scale = 1.0f;
+  if (config_.grad_clip > 0 && norm > config_.grad_clip) {
+    scale = static_cast<float>(config_.grad_clip / (norm + 1e-6));
+  }
+  compute_.adamw_update_ranges(params, grads, m_.data(), v_.data(), ranges_,
+                               static_cast<float>(lr), static_cast<float>(config_.beta1),
+                               static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
+                               static_cast<float>(config_.weight_decay), t_, scale);
+}
+
+}  // namespace rm

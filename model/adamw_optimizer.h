@@ -1,0 +1,50 @@
+// AdamW over one contiguous range [begin, end) of the flat parameter layout: the whole buffer
+// when replicated, this rank's shard under ZeRO. Decoupled weight decay applies to the tensors
+// the layout marks `decay`; global-norm gradient clipping is folded into the update.
+//
+// The moments cover only the range (this is where ZeRO-1 saves memory); this class owns them,
+// in the memory of the Compute it runs on, as float (with mixed precision too: the parameters it
+// updates are the fp32 master weights). step() is not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "configs/job_config.h"
+#include "kernels/compute.h"
+#include "model/param_layout.h"
+
+namespace rm {
+
+class AdamWOptimizer {
+ public:
+  AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout, Compute& compute,
+                 size_t begin, size_t end);
+  AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout, Compute& compute)
+      : AdamWOptimizer(config, layout, compute, 0, layout.size()) {}
+
+  // One update with learning rate lr, given the global gradient norm (computed over all ranks
+  // in sharded modes). params and grads (memory of the Compute) address element `begin` of the
+  // range. Clips to optimizer.grad_clip when that is > 0.
+  void step(float* params, const float* grads, double lr, double grad_norm);
+
+  size_t begin() const { return begin_; }
+  size_t end() const { return end_; }
+
+  int64_t steps_taken() const { return t_; }
+  void set_steps_taken(int64_t t) { t_ = t; }  // on resume: bias correction continues exactly
+  // The moments of the range, in the Compute's memory.
+  float* m() const { return m_.data(); }
+  float* v() const { return v_.data(); }
+
+ private:
+  OptimizerConfig config_;
+  const ParamLayout& layout_;
+  Compute& compute_;
+  size_t begin_, end_;
+  DeviceArray<float> m_, v_;
+  std::vector<AdamWRange> ranges_;  // the shard's tensors, all updated in one call
+  int64_t t_ = 0;
+};
+
+}  // namespace rm

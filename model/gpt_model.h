@@ -1,0 +1,143 @@
+// A GPT-2 style decoder: token + position embedding, `layers` pre-LN blocks of causal
+// multi-head self-attention and a GELU(tanh) MLP of width 4C, a final layernorm and an LM head
+// tied to the token embedding. Initialisation follows GPT-2: weights N(0, 0.02), the two
+// residual projections of each block N(0, 0.02 / sqrt(2 * layers)), biases 0, norms (1, 0).
+//
+// Flat layout (see ParamLayout) and units (param_access.h): unit 0 = wte, wpe; unit 1+l =
+// block h.l; unit L+1 = ln_f. Backward finishes ln_f first, then the blocks from last to
+// first, then the embeddings, so gradients become final from the end of the buffer towards
+// its start. The tied wte is used at both ends of the network: unit 0 stays acquired from the
+// start of forward to the end of backward.
+//
+// With model.recompute (activation recomputation, as torch.utils.checkpoint per block or
+// Megatron's full recompute), every block's activations share one set of arrays and only each
+// block's output (the next block's input) is kept per block. Backward runs a block's forward
+// again from its kept input, with the parameters it acquires for the block's backward anyway,
+// just before the block's backward (the last block's activations are still there after
+// forward). The kernels are deterministic, so the recomputed activations, and with them the
+// loss and every gradient, are bit-identical to a run that kept them.
+#pragma once
+
+#include <vector>
+
+#include "kernels/device_arena.h"
+#include "model/model.h"
+#include "model/model_io.h"
+
+namespace rm {
+
+// T: the storage type of parameters and activations (float, or bf16 for mixed precision).
+template <typename T = float>
+class GptModel final : public Model {
+ public:
+  GptModel(const ModelConfig& config, int max_batch, Compute* compute = nullptr);
+
+  using Model::forward_backward;
+  using Model::forward_loss;
+  using Model::next_token_logits;
+
+  Precision precision() const override {
+    return sizeof(T) == 2 ? Precision::kBf16 : Precision::kFp32;
+  }
+  const ParamLayout& layout() const override { return layout_; }
+  const std::vector<ParamUnit>& units() const override { return units_; }
+  std::string unit_name(int u) const override {
+    return u == 0              ? "embeddings"
+           : u == final_unit() ? "final layernorm"
+                               : "block " + std::to_string(u - 1);
+  }
+  void init_params(float* params, uint64_t seed) const override;
+  int max_batch() const override { return max_batch_; }
+  int seq_len() const override { return T_; }
+  int vocab_size() const override { return V_; }
+  int targets_per_sample() const override { return T_; }
+
+  void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
+                              float grad_scale) override;
+  double take_loss_sum() override { return k_.take_queued_loss(); }
+  double forward_loss(ParamAccess& access, const int* inputs, const int* targets, int B) override;
+  const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
+  std::vector<GemmShape> train_gemms(int B) const override;
+  size_t arena_bytes() const override { return memory_.bytes(); }
+  // The arena's arrays, for the memory tests.
+  const DeviceArena& activations() const { return memory_; }
+
+  // What a model of this shape needs (model.h), from the code that lays out and plans a live
+  // one, without building it: with the attention buffers and the classifier scratch of a
+  // backend whose LayerKernels::attention_buffers(max_batch, seq_len, width, heads) is
+  // `attention` and classifier_scratch_elements(max_batch * seq_len, width, vocab_size) is
+  // `classifier`; by default the cpu backend's (materialised attention, logits [N, V]).
+  static ModelFootprint footprint(const ModelConfig& config, int max_batch);
+  static ModelFootprint footprint(const ModelConfig& config, int max_batch,
+                                  const AttentionBuffers& attention, size_t classifier);
+
+ private:
+  template <typename M, typename... A>
+  friend ModelFootprint footprint_from_layout(const ModelConfig& config, int max_batch,
+                                              const A&... plan_args);
+  // Offsets of one block's tensors from the start of its unit.
+  struct BlockOffsets {
+    size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+  };
+  // The flat layout of a model with `blocks` blocks and where its tensors sit.
+  struct Layout {
+    ParamLayout params;
+    std::vector<ParamUnit> units;
+    size_t wte, wpe, lnf_w, lnf_b;  // wte, wpe from unit 0; lnf_* from the final unit
+    std::vector<BlockOffsets> blocks;
+  };
+  static Layout lay_out(const ModelConfig& config, int blocks);
+  // Activations of one block, kept for backward.
+  struct BlockActs {
+    T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+  };
+  // Every activation and the backward scratch: the arrays of one arena. Under recompute the
+  // blocks' arrays are all the same ones but res3.
+  struct Activations {
+    int *inputs, *targets;
+    T* encoded;
+    std::vector<BlockActs> blocks;
+    T *lnf, *logits, *branch;
+    float *lnf_mean, *lnf_rstd;
+    // Backward scratch, reused by every block.
+    T *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *datt;
+  };
+  // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences; each block's att
+  // and the backward's datt take `attention`'s sizes (LayerKernels::attention_buffers), the
+  // logits at least [N, V] and `classifier` elements (classifier_scratch_elements).
+  static void plan(DeviceArena& arena, Activations& x, const ModelConfig& config, int blocks,
+                   int max_batch, const AttentionBuffers& attention, size_t classifier);
+
+  // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs up to the final
+  // layernorm (a_.lnf). Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
+  // acquired; the caller releases it (backward does).
+  void forward_to_head(ParamAccess& access, int B, int Tn);
+  // forward_to_head, then the logits [B*Tn, V] in a_.logits.
+  void forward(ParamAccess& access, int B, int Tn);
+  // One block's forward from `residual` into x (its parameters p), B sequences of Tn tokens.
+  void block_forward(int l, const T* p, const T* residual, int B, int Tn);
+  // After forward_to_head: the classifier with its queued loss (the targets in a_.targets,
+  // LayerKernels::queue_classifier_forward_backward), then the backward; releases unit 0 at
+  // the end.
+  void backward(ParamAccess& access, int B, float grad_scale);
+  int final_unit() const { return L_ + 1; }
+
+  int V_, T_, C_, H_, L_, max_batch_;
+  bool recompute_;
+  ParamLayout layout_;
+  std::vector<ParamUnit> units_;
+  size_t wte_, wpe_, lnf_w_, lnf_b_;  // wte_, wpe_ from unit 0; lnf_* from the final unit
+  const T* p0_ = nullptr;             // unit 0's parameters, held from forward to its release
+  std::vector<BlockOffsets> blocks_;
+
+  LayerKernels<T>& k_;
+  DeviceArena memory_;         // every activation and the backward scratch, planned once
+  Activations a_;              // its arrays
+  HostLogits<T> host_logits_;  // next_token_logits
+};
+
+extern template class GptModel<float>;
+extern template class GptModel<bf16>;
+
+}  // namespace rm

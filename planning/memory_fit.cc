@@ -1,0 +1,236 @@
+#include "planning/memory_fit.h"
+
+#include <algorithm>
+
+#include "configs/config_error.h"
+
+namespace rm {
+namespace {
+
+struct Need {
+  double host = 0;  // bytes of RAM on the busiest host
+  double gpu = 0;   // bytes of one GPU (cuda)
+};
+
+Need need_of(const MemoryEstimate& e, int ranks_on_host, ComputeKind backend) {
+  return {e.host_for(ranks_on_host), backend == ComputeKind::kCuda ? e.device : 0};
+}
+
+bool fits(const Need& n, const MemoryCapacity& c) {
+  return (c.host <= 0 || n.host <= c.host) && (c.gpu <= 0 || n.gpu <= c.gpu);
+}
+
+// "~3.1 GiB per host" (cpu), "~7.9 GiB per GPU, ~3.1 GiB per host" (cuda with a GPU visible);
+// "per node" on Slurm.
+std::string per_host(const Need& n, ComputeKind backend, const MemoryCapacity& c) {
+  std::string s = "~" + format_bytes(n.host) + (c.slurm ? " per node" : " per host");
+  if (backend == ComputeKind::kCuda && c.gpu > 0) s = "~" + format_bytes(n.gpu) + " per GPU, " + s;
+  return s;
+}
+
+// "2 ranks on this host", "8 ranks per host" (the busiest of a hostfile's), "4 ranks per node".
+std::string ranks_phrase(int ranks, int ranks_on_host, const MemoryCapacity& c) {
+  return std::to_string(ranks_on_host) + " rank" + (ranks_on_host == 1 ? "" : "s") +
+         (c.slurm ? " per node" : ranks_on_host == ranks ? " on this host" : " per host");
+}
+
+// Micro-batches up to job's that keep the batch arithmetic whole on `ranks` (divisors of the
+// per-rank batch), largest first; empty when the ranks do not divide the global batch.
+std::vector<int> micro_batches(const JobConfig& job, int ranks) {
+  std::vector<int> out;
+  if (job.train.global_batch % ranks != 0) return out;
+  const int per_rank = job.train.global_batch / ranks;
+  for (int d = std::min(job.train.micro_batch, per_rank); d >= 1; --d) {
+    if (per_rank % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// The knobs a variant of the job turns.
+constexpr unsigned kShard = 1, kMicroBatch = 2, kAsync = 4, kRanks = 8, kRecompute = 16,
+                   kKnobSets = 32;
+
+struct Variant {
+  int mode = 0, micro_batch = 0, ranks = 0;
+  bool async = true;
+  unsigned changed = 0;  // kShard | kMicroBatch | kAsync | kRanks | kRecompute
+  Need need;
+};
+
+// Of two variants that turn the same knobs, the gentler: fewer ranks, then a weaker shard mode
+// (less communication), then a larger micro-batch (fewer accumulation steps).
+bool gentler(const Variant& a, const Variant& b) {
+  if (a.ranks != b.ranks) return a.ranks < b.ranks;
+  if (a.mode != b.mode) return a.mode < b.mode;
+  return a.micro_batch > b.micro_batch;
+}
+
+// Every variant, the job itself first: each shard mode from the job's on, each micro-batch up to
+// the job's, checkpoint.async off, and 2, 4, ... 1024 times the ranks on hosts like this one
+// with as many ranks on each. A few thousand estimates at most, each microseconds.
+std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host,
+                              ComputeKind backend) {
+  std::vector<Variant> out;
+  // Shard modes by index, weakest first (ShardMode's order).
+  const int mode0 = static_cast<int>(job.parallel.shard);
+  const int modes = static_cast<int>(every_choice<ShardMode>().size());
+  std::vector<bool> asyncs = {job.checkpoint.async};
+  if (job.checkpoint.async) asyncs.push_back(false);
+  std::vector<bool> recomputes = {job.model.recompute};
+  if (job.model.type == ModelType::kGpt && !job.model.recompute) recomputes.push_back(true);
+  for (int r = ranks; r <= ranks * 1024; r *= 2) {
+    const std::vector<int> mbs = micro_batches(job, r);
+    if (mbs.empty()) break;  // more ranks than the global batch divides among
+    for (int mode = mode0; mode < modes; ++mode) {
+      for (const int mb : mbs) {
+        for (const bool async : asyncs) {
+          for (const bool recompute : recomputes) {
+            JobConfig j = job;
+            j.parallel.shard = static_cast<ShardMode>(mode);
+            j.train.micro_batch = mb;
+            j.checkpoint.async = async;
+            j.model.recompute = recompute;
+            Variant v;
+            v.mode = mode;
+            v.micro_batch = mb;
+            v.ranks = r;
+            v.async = async;
+            v.changed = (mode != mode0 ? kShard : 0u) |
+                        (mb != job.train.micro_batch ? kMicroBatch : 0u) |
+                        (async != job.checkpoint.async ? kAsync : 0u) |
+                        (r != ranks ? kRanks : 0u) |
+                        (recompute != job.model.recompute ? kRecompute : 0u);
+            v.need = need_of(estimate_memory(j, r, backend), ranks_on_host, backend);
+            out.push_back(v);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// "parallel.shard: full and train.micro_batch: 2 on 16 ranks (8 hosts like this one, 2 ranks
+// each: --hosts) (~3.1 GiB per host)"
+std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
+                  const MemoryCapacity& c) {
+  std::vector<std::string> keys;
+  if (v.changed & kShard) keys.push_back(std::string("parallel.shard: ") +
+                                      choice_name(static_cast<ShardMode>(v.mode)));
+  if (v.changed & kMicroBatch) {
+    keys.push_back("train.micro_batch: " + std::to_string(v.micro_batch));
+  }
+  if (v.changed & kAsync) keys.push_back("checkpoint.async: false");
+  if (v.changed & kRecompute) keys.push_back("model.recompute: true");
+  std::string s;
+  for (size_t i = 0; i < keys.size(); ++i) s += (i == 0 ? "" : " and ") + keys[i];
+  if (v.changed & kRanks) {
+    const int hosts = (v.ranks + ranks_on_host - 1) / ranks_on_host;
+    s += (s.empty() ? "" : " ") + std::string("on ") + std::to_string(v.ranks) + " ranks (" +
+         (c.slurm ? "cluster.nodes: " + std::to_string(hosts)
+                  : std::to_string(hosts) + " hosts like this one, " +
+                        std::to_string(ranks_on_host) + " rank" +
+                        (ranks_on_host == 1 ? "" : "s") + " each: --hosts") +
+         ")";
+  }
+  return s + " (" + per_host(v.need, backend, c) + ")";
+}
+
+// When nothing fits: the variant that needs least.
+std::string least_need(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
+                       const MemoryCapacity& c) {
+  const std::vector<Variant> all = variants(job, ranks, ranks_on_host, backend);
+  const Variant* least = &all.front();
+  for (const Variant& v : all) {
+    if (v.need.host + v.need.gpu < least->need.host + least->need.gpu) least = &v;
+  }
+  return least->changed == 0
+             ? ""
+             : "; the least any needs is with " + words(*least, ranks_on_host, backend, c);
+}
+
+}  // namespace
+
+std::vector<std::string> memory_fit_suggestions(const JobConfig& job, int ranks, int ranks_on_host,
+                                                ComputeKind backend, const MemoryCapacity& c) {
+  // The gentlest fitting variant for each set of knobs; then the sets of the fewest knobs,
+  // leaving out a set that contains one already chosen (it would change more than needed).
+  Variant best[kKnobSets];
+  bool have[kKnobSets] = {};
+  for (const Variant& v : variants(job, ranks, ranks_on_host, backend)) {
+    if (v.changed == 0 || !fits(v.need, c)) continue;
+    if (!have[v.changed] || gentler(v, best[v.changed])) best[v.changed] = v;
+    have[v.changed] = true;
+  }
+  std::vector<unsigned> chosen;
+  for (int knobs = 1; knobs <= 5; ++knobs) {
+    for (unsigned set = 1; set < kKnobSets; ++set) {
+      if (!have[set] || __builtin_popcount(set) != knobs) continue;
+      bool contains_chosen = false;
+      for (const unsigned s : chosen) contains_chosen |= (set & s) == s;
+      if (!contains_chosen) chosen.push_back(set);
+    }
+  }
+  std::vector<std::string> out;
+  for (const unsigned set : chosen) out.push_back(words(best[set], ranks_on_host, backend, c));
+  return out;
+}
+
+MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
+                           const MemoryCapacity& c) {
+  MemoryFit fit;
+  fit.per_rank = estimate_memory(job, ranks, backend);
+  fit.backend = backend;
+  fit.ranks = ranks;
+  fit.ranks_on_host = ranks_on_host;
+  const Need need = need_of(fit.per_rank, ranks_on_host, backend);
+  if (fits(need, c)) return fit;
+
+  const bool cuda = backend == ComputeKind::kCuda;
+  const bool gpu_short = cuda && c.gpu > 0 && need.gpu > c.gpu;
+  const bool host_short = c.host > 0 && need.host > c.host;
+  std::string msg = "needs " + describe_estimate(fit.per_rank);
+  if (gpu_short) {
+    msg += ", of which ~" + format_bytes(need.gpu) + " on its GPU; a GPU here has " +
+           format_bytes(c.gpu);
+  }
+  if (host_short) {
+    if (cuda) {
+      msg += (gpu_short ? "; and ~" : ", of which ~") + format_bytes(fit.per_rank.host()) +
+             " on the host";
+    }
+    msg += " x " + ranks_phrase(ranks, ranks_on_host, c) + " = " + format_bytes(need.host) +
+           "; " + c.host_name + " has " + format_bytes(c.host);
+  }
+  const std::vector<std::string> ways =
+      memory_fit_suggestions(job, ranks, ranks_on_host, backend, c);
+  if (ways.empty()) {
+    msg +=
+        ". Nothing tried fits (every parallel.shard mode from the job's, train.micro_batch "
+        "down to 1, checkpoint.async: false, model.recompute: true, up to 1024 times the ranks "
+        "on more " +
+        std::string(c.slurm ? "nodes" : "hosts like this one") + ")" +
+        least_need(job, ranks, ranks_on_host, backend, c);
+  } else {
+    msg += ". It would fit with: ";
+    for (size_t i = 0; i < ways.size(); ++i) msg += (i == 0 ? "" : ", or ") + ways[i];
+  }
+  throw JobConfigError({ConfigError{job.source_path, 0, 0, "", msg}});
+}
+
+std::string MemoryFit::summary(const MemoryCapacity& c) const {
+  std::string s = "memory: " + describe_estimate(per_rank);
+  if (backend == ComputeKind::kCuda) {
+    s += ", of which ~" + format_bytes(per_rank.device) + " on its GPU (" +
+         (c.gpu > 0   ? "a GPU here has " + format_bytes(c.gpu)
+          : c.slurm ? std::string("a node's GPUs are not known here: not checked")
+                    : std::string("no GPU visible here: not checked")) +
+         ")";
+  }
+  s += "; x " + ranks_phrase(ranks, ranks_on_host, c) + " = " +
+       format_bytes(per_rank.host_for(ranks_on_host));
+  if (c.host > 0) s += " of " + format_bytes(c.host) + (c.slurm ? " on " + c.host_name : "");
+  return s;
+}
+
+}  // namespace rm

@@ -1,0 +1,159 @@
+#include "planning/step_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/model.h"
+
+namespace rm {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// What the step computes per token (multiply-adds x 2): forward + backward, and under
+// model.recompute one more forward of every block but the last.
+double flops_per_token(const ModelConfig& m, double params) {
+  if (m.type != ModelType::kGpt) return 6 * params;
+  const double L = m.layers, C = m.width, V = m.vocab_size, T = m.seq_len;
+  const double recomputed = m.recompute ? (L - 1) * (2 * 12 * C * C + 4 * T * C) : 0;
+  return 6 * (12 * L * C * C + V * C) + 12 * L * T * C + recomputed;
+}
+
+// Collectives one step issues, for the latency terms: buckets (none, optimizer) or units.
+double collectives_per_pass(const JobConfig& job, double grad_bytes) {
+  if (keeps_all_grads(job.parallel.shard)) {
+    return std::max(1.0, std::ceil(grad_bytes / (job.parallel.bucket_mb * 1024 * 1024)));
+  }
+  return job.model.layers + 2.0;  // units: first, one per layer, last
+}
+
+ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
+                   const ClusterSpec& c, const JobPlan& p) {
+  JobConfig job = base;
+  job.parallel.shard = shard;
+  job.model.recompute = recompute;
+  ModePlan m;
+  m.shard = shard;
+  m.recompute = recompute;
+  m.recompute_changed = recompute != base.model.recompute;
+  const bool gpu = c.device_type == "gpu";
+  m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu);
+  m.host_need_gib = m.memory.host_for(c.devices_per_node) / kGiB;
+  m.device_need_gib = gpu ? m.memory.device / kGiB : 0;
+  m.fits = m.host_need_gib <= c.node_memory_gib &&
+           (!gpu || m.device_need_gib <= c.device_memory_gib);
+
+  const double rate = c.tflops * 1e12 * c.mfu;
+  m.compute_s = p.tokens_per_rank * flops_per_token(job.model, p.params) / rate;
+  if (p.ranks == 1) return m;
+
+  const double grad = p.params * bytes_per_element(job.parallel.grad_reduce);
+  const double params_fp32 = p.params * 4;
+  const double params_compute = p.params * bytes_per_element(job.parallel.precision);
+  const double A = p.accumulation;
+  // Per collective: the ring's steps within a node and between nodes (hierarchical).
+  const double lat = (2 * (c.devices_per_node - 1) * c.intra_node.latency_us +
+                      2 * (c.nodes - 1) * c.inter_node.latency_us) * 1e-6;
+  double overlappable = 0, fixed = 0;  // what may hide behind compute, what may not
+  switch (shard) {
+    case ShardMode::kNone:
+      overlappable = all_reduce_s(grad, c);
+      break;
+    case ShardMode::kOptimizer:
+      overlappable = half_collective_s(grad, c);
+      fixed = half_collective_s(params_fp32, c);  // parameters gathered after the update
+      break;
+    case ShardMode::kGradients:
+      overlappable = A * half_collective_s(grad, c);
+      fixed = half_collective_s(params_fp32, c);
+      break;
+    case ShardMode::kFull:
+      overlappable = A * (half_collective_s(grad, c) + 2 * half_collective_s(params_compute, c));
+      break;
+  }
+  // Bucketed modes reduce once a step; the others once a micro-batch, ZeRO-3 also gathering the
+  // parameters for its forward and backward.
+  const double passes = keeps_all_grads(shard) ? 1 : A * (keeps_all_params(shard) ? 1 : 3);
+  const double latency = passes * collectives_per_pass(job, grad) * lat;
+  m.comm_s = overlappable + fixed + latency;
+  if (!gpu || !job.parallel.overlap) {
+    m.exposed_s = m.comm_s;
+  } else {
+    // Backward is 2/3 of the compute; ZeRO-3's gathers also run beside the forward third.
+    const double hide = m.compute_s * (keeps_all_params(shard) ? 2.0 / 3.0 : 1.0);
+    const double units = collectives_per_pass(job, grad);
+    const double tail = overlappable / std::max(1.0, units);  // the last bucket or unit
+    m.exposed_s = std::max(tail, overlappable - hide) + fixed + latency;
+  }
+  return m;
+}
+
+}  // namespace
+
+double all_reduce_s(double bytes, const ClusterSpec& c) {
+  const double L = c.devices_per_node, H = c.nodes;
+  double s = 0;
+  if (L > 1) s += 2 * (L - 1) / L * bytes / (c.intra_node.bandwidth_gbs * 1e9);
+  if (H > 1) s += 2 * (H - 1) / H * bytes / (c.inter_node.bandwidth_gbs * 1e9);
+  return s;
+}
+
+double half_collective_s(double bytes, const ClusterSpec& c) {
+  return all_reduce_s(bytes, c) / 2;
+}
+
+JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
+  JobPlan p;
+  p.ranks = c.ranks();
+  const ModelFootprint f =
+      model_footprint(job.model, job.train.micro_batch, job.parallel.precision);
+  p.params = f.param_floats;
+  p.flops_per_token = flops_per_token(job.model, p.params);
+  const double samples_per_rank = static_cast<double>(job.train.global_batch) / p.ranks;
+  const bool gpt = job.model.type == ModelType::kGpt;
+  p.tokens_per_rank = samples_per_rank * (gpt ? job.model.seq_len : 1);
+  p.accumulation = std::max(1, static_cast<int>(std::ceil(samples_per_rank / job.train.micro_batch)));
+  std::vector<bool> recomputes = {job.model.recompute};
+  if (gpt && !job.model.recompute) recomputes.push_back(true);
+  for (const bool recompute : recomputes) {
+    for (const ShardMode shard : every_choice<ShardMode>()) {
+      p.modes.push_back(plan_mode(job, shard, recompute, c, p));
+    }
+  }
+  for (size_t i = 0; i < p.modes.size(); ++i) {
+    if (!p.modes[i].fits) continue;
+    if (p.recommended < 0 || p.modes[i].step_s() < p.modes[p.recommended].step_s() * 0.98) {
+      p.recommended = static_cast<int>(i);
+    }
+  }
+  // Bucket size: only the replicated and ZeRO-1 modes bucket their gradients.
+  double best = -1;
+  for (const double mb : {1.0, 4.0, 25.0, 100.0}) {
+    JobConfig j = job;
+    j.parallel.bucket_mb = mb;
+    const ShardMode shard = p.recommended >= 0 ? p.modes[p.recommended].shard : ShardMode::kNone;
+    const bool recompute =
+        p.recommended >= 0 ? p.modes[p.recommended].recompute : job.model.recompute;
+    const double s = plan_mode(j, shard, recompute, c, p).step_s();
+    if (best < 0 || s < best * (1 - 1e-9)) best = s, p.bucket_mb = mb;
+  }
+  // Checkpoints: 12 bytes per parameter (fp32 parameters, Adam m and v).
+  const double ckpt_bytes = 12 * p.params;
+  p.save_s = ckpt_bytes / (c.fs_write_gbs * 1e9);
+  // Asynchronous: the step waits only while each rank copies its slice (~5 GB/s memcpy on a
+  // host; device-to-host copies on a GPU are of the same order).
+  p.stall_s = job.checkpoint.async ? ckpt_bytes / p.ranks / 5e9 : p.save_s;
+  p.job_mtbf_h = c.node_mtbf_hours / c.nodes;
+  const double mtbf_s = p.job_mtbf_h * 3600;
+  p.interval_s = std::sqrt(2 * std::max(p.stall_s, 1e-3) * mtbf_s);
+  if (p.recommended >= 0) {
+    const double step = p.modes[p.recommended].step_s();
+    p.interval_steps = std::max<int64_t>(1, static_cast<int64_t>(p.interval_s / step));
+  }
+  // Young's first-order expected overhead: stall per interval plus half an interval lost per
+  // failure (and the restart's reload, ~ a save).
+  p.lost_fraction = p.stall_s / p.interval_s + (p.interval_s / 2 + p.save_s) / mtbf_s;
+  return p;
+}
+
+}  // namespace rm

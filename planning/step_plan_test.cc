@@ -1,0 +1,223 @@
+// The planner's arithmetic (planning/step_plan.h) against values computed by hand: the ring
+// model of one collective, Young/Daly's checkpoint interval, and for three worked jobs every
+// mode's compute and communication, the recommended shard mode and bucket size.
+//
+// The model of all three jobs: GPT, vocab V = 256, seq_len T = 256, width C = 256, L = 4 blocks.
+//   parameters P = V*C (wte) + T*C (wpe) + L*(12*C^2 + 13*C) (per block: qkv 3C^2+3C, proj C^2+C,
+//                  fc 4C^2+4C, fc proj 4C^2+C, two layer norms 4C) + 2*C (ln_f)
+//                = 65,536 + 65,536 + 4*(786,432 + 3,328) + 512 = 3,290,624
+//   gradients (fp32) G = 4*P = 13,162,496 bytes; a checkpoint 12*P = 39,487,488 bytes
+//   training FLOPs per token = 6*(12*L*C^2 + V*C) + 12*L*T*C
+//                = 6*(3,145,728 + 65,536) + 3,145,728 = 22,413,312
+//   with model.recompute, + (L-1)*(2*12*C^2 + 4*T*C) = 3*(1,572,864 + 262,144) = 5,505,024
+//                = 27,918,336
+// All three fit their clusters' memory with room to spare (asserted), so the choice is by step
+// time alone: the first of the fastest, a later mode winning only by more than 2%.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "configs/cluster_spec.h"
+#include "configs/job_config.h"
+#include "planning/step_plan.h"
+
+namespace rm {
+namespace {
+
+ClusterSpec cluster(int nodes, int per_node, const std::string& type) {
+  ClusterSpec c;
+  c.name = "test";
+  c.nodes = nodes;
+  c.devices_per_node = per_node;
+  c.device_type = type;
+  c.device_memory_gib = 80;
+  c.node_memory_gib = 2048;
+  c.node_mtbf_hours = 1000;
+  return c;
+}
+
+JobConfig job(int global_batch, int micro_batch, bool async) {
+  JobConfig j;
+  j.model.type = ModelType::kGpt;
+  j.model.vocab_size = 256;
+  j.model.seq_len = 256;
+  j.model.width = 256;
+  j.model.heads = 4;
+  j.model.layers = 4;
+  j.train.global_batch = global_batch;
+  j.train.micro_batch = micro_batch;
+  j.parallel.bucket_mb = 25;
+  j.parallel.overlap = true;
+  j.checkpoint.async = async;
+  return j;
+}
+
+// Cases B and C: 2 nodes x 4 GPUs of 100 TFLOP/s at mfu 0.5; 100 GB/s and 2 us within a node,
+// 25 GB/s and 10 us between nodes; checkpoints written at 20 GB/s.
+ClusterSpec two_nodes_of_four_gpus() {
+  ClusterSpec c = cluster(2, 4, "gpu");
+  c.tflops = 100;
+  c.mfu = 0.5;
+  c.intra_node = {100, 2};
+  c.inter_node = {25, 10};
+  c.fs_write_gbs = 20;
+  return c;
+}
+
+// Relative tolerance: the values below are written to 8-10 significant digits.
+void expect_close(double got, double want, const char* what) {
+  EXPECT_NEAR(got, want, 1e-7 * std::fabs(want)) << what;
+}
+
+TEST(StepPlan, AllReduceWithinANodeIsTheRingsTwoNMinusOneOverN) {
+  // 4 ranks on one node at 100 GB/s each: 2*(4-1)/4 * 1e9 B / 100e9 B/s = 1.5 * 0.01 = 0.015 s.
+  ClusterSpec c = cluster(1, 4, "gpu");
+  c.intra_node = {100, 3};
+  c.inter_node = {1, 3};  // unused on one node
+  expect_close(all_reduce_s(1e9, c), 0.015, "intra-node");
+  // Reduce-scatter and all-gather move half an all-reduce's bytes: 0.0075 s.
+  expect_close(half_collective_s(1e9, c), 0.0075, "reduce-scatter / all-gather");
+}
+
+TEST(StepPlan, AllReduceBetweenNodesIsTheRingOverNodes) {
+  // 4 nodes of 1 rank at 25 GB/s per node: 2*(4-1)/4 * 1e9 / 25e9 = 1.5 * 0.04 = 0.06 s.
+  ClusterSpec c = cluster(4, 1, "gpu");
+  c.intra_node = {1, 3};  // unused: one rank per node
+  c.inter_node = {25, 3};
+  expect_close(all_reduce_s(1e9, c), 0.06, "inter-node");
+  expect_close(half_collective_s(1e9, c), 0.03, "inter-node, half");
+}
+
+TEST(StepPlan, HierarchicalAllReduceAddsBothRings) {
+  // 2 nodes x 8 ranks, 200 GB/s within, 50 GB/s between:
+  //   within: 2*7/8 * 1e9 / 200e9 = 1.75 * 0.005 = 0.00875 s
+  //   between: 2*1/2 * 1e9 / 50e9 = 1 * 0.02 = 0.02 s;  together 0.02875 s
+  ClusterSpec c = cluster(2, 8, "gpu");
+  c.intra_node = {200, 3};
+  c.inter_node = {50, 3};
+  expect_close(all_reduce_s(1e9, c), 0.02875, "hierarchical");
+  expect_close(half_collective_s(1e9, c), 0.014375, "hierarchical, half");
+  // One rank in all: nothing to exchange.
+  EXPECT_EQ(all_reduce_s(1e9, cluster(1, 1, "gpu")), 0.0);
+}
+
+// Case A: 1 node x 2 CPU ranks (nothing overlaps on a CPU), 10 GB/s and 5 us between ranks,
+// 1 TFLOP/s x mfu 0.5 = 5e11 FLOP/s. global_batch 8, micro_batch 4: 4 sequences = 1,024 tokens
+// per rank, 1 micro-batch (A = 1). Synchronous saves at 1 GB/s, node MTBF 1000 h.
+//   compute = 1,024 * 22,413,312 / 5e11 = 0.045902462976 s (recompute: 0.057176752128 s)
+//   all-reduce(G) = 2*1/2 * 13,162,496 / 10e9 = 0.0013162496 s; half of it 0.0006581248 s
+//   latency per collective = 2*(2-1)*5 us = 1e-5 s; G in 25 MiB buckets: 1 bucket
+//   none:      0.0013162496 + 1 bucket x 1e-5                         = 0.0013262496 s
+//   optimizer: reduce-scatter G + all-gather P (fp32) + 1e-5           = 0.0013262496 s (a tie)
+//   gradients: the same bytes, 6 units (first, 4 blocks, last) x 1e-5   = 0.0013762496 s
+//   full:      3 halves (grads; params gathered in forward and backward), 3 x 6 x 1e-5
+//              = 0.0019743744 + 0.00018                                = 0.0021543744 s
+//   recommended: none (optimizer only ties), step 0.047228712576 s
+//   buckets (none): 1 MiB: 13 buckets, +12e-5 s; 4 MiB: 4, +3e-5 s; 25 and 100 MiB: 1 -> 25 MiB
+//   save = 39,487,488 B / 1e9 B/s = 0.039487488 s, stall the same (synchronous)
+//   Young/Daly: sqrt(2 * 0.039487488 s * 3.6e6 s) = sqrt(284,309.9136) = 533.20719575 s
+//             = 533.20719575 / 0.047228712576 = 11,289.89 -> 11,289 steps
+TEST(StepPlan, CaseACpuRanksOnOneNode) {
+  ClusterSpec c = cluster(1, 2, "cpu");
+  c.tflops = 1;
+  c.mfu = 0.5;
+  c.intra_node = {10, 5};
+  c.inter_node = {10, 5};
+  c.fs_write_gbs = 1;
+  const JobPlan p = plan_job(job(8, 4, /*async=*/false), c);
+  EXPECT_EQ(p.params, 3290624);
+  EXPECT_EQ(p.flops_per_token, 22413312);
+  EXPECT_EQ(p.tokens_per_rank, 1024);
+  EXPECT_EQ(p.accumulation, 1);
+  ASSERT_EQ(p.modes.size(), 8u) << "four modes, then the four with model.recompute";
+  const char* shards[] = {"none", "optimizer", "gradients", "full"};
+  const double comm[] = {0.0013262496, 0.0013262496, 0.0013762496, 0.0021543744};
+  for (int i = 0; i < 8; ++i) {
+    const ModePlan& m = p.modes[i];
+    EXPECT_STREQ(choice_name(m.shard), shards[i % 4]);
+    EXPECT_EQ(m.recompute, i >= 4);
+    EXPECT_TRUE(m.fits) << choice_name(m.shard);
+    expect_close(m.compute_s, i < 4 ? 0.045902462976 : 0.057176752128, "compute");
+    expect_close(m.comm_s, comm[i % 4], choice_name(m.shard));
+    expect_close(m.exposed_s, comm[i % 4], "a CPU hides nothing");
+  }
+  EXPECT_EQ(p.recommended, 0);
+  EXPECT_EQ(p.bucket_mb, 25);
+  expect_close(p.save_s, 0.039487488, "save");
+  expect_close(p.stall_s, 0.039487488, "stall");
+  expect_close(p.job_mtbf_h, 1000, "job MTBF");
+  expect_close(p.interval_s, 533.20719575, "Young/Daly");
+  EXPECT_EQ(p.interval_steps, 11289);
+}
+
+// Case B: 2 nodes x 4 GPUs (8 ranks); 100 GB/s, 2 us within a node, 25 GB/s, 10 us between;
+// 100 TFLOP/s x 0.5 = 5e13 FLOP/s. global_batch 64, micro_batch 8: 8 sequences = 2,048 tokens
+// per rank, A = 1. Synchronous saves at 20 GB/s; node MTBF 1000 h over 2 nodes = 500 h.
+//   compute = 2,048 * 22,413,312 / 5e13 = 0.00091804925952 s; backward (2/3) hides 0.00061203284 s
+//   all-reduce(G) = 2*3/4 * G / 100e9 + 2*1/2 * G / 25e9 = 0.00019743744 + 0.00052649984
+//                 = 0.00072393728 s; half H = 0.00036196864 s
+//   latency per collective = (2*3*2 + 2*1*10) us = 32 us
+//   none: 1 bucket: the last bucket is all of it, exposed 0.00072393728 + 32e-6 = 0.00075593728
+//   optimizer: H (hidden but for the last bucket: all) + H (gather, after) + 32e-6 = the same
+//   gradients: H over 6 units: the last unit's H/6 = 0.000060328107 shows (the rest hides
+//              behind backward), + H after the update + 6 x 32e-6 = 0.00061429674667 s
+//   full: 3H = 0.00108590592 s; behind the whole compute 0.00016785666 s would remain, less
+//         than the last unit's 3H/6 = 0.00018098432 s, which shows; + 3 passes x 6 units x 32e-6
+//         = 0.000576 -> 0.00075698432 s
+//   steps: none 0.0016739865, gradients 0.0015323460 (8.5% faster: recommended), full 0.0016750
+//   gradients does not bucket: every size gives the same step, and the first (1 MiB) is kept
+//   save = 39,487,488 / 20e9 = 0.0019743744 s; Young/Daly sqrt(2 * 0.0019743744 * 1.8e6)
+//        = sqrt(7,107.74784) = 84.30746017 s = 84.30746017 / 0.001532346006 = 55,018.55 -> 55,018
+TEST(StepPlan, CaseBGpusOnTwoNodesRecommendZero2) {
+  const ClusterSpec c = two_nodes_of_four_gpus();
+  const JobPlan p = plan_job(job(64, 8, /*async=*/false), c);
+  EXPECT_EQ(p.tokens_per_rank, 2048);
+  ASSERT_EQ(p.modes.size(), 8u);
+  const double exposed[] = {0.00075593728, 0.00075593728, 0.00061429674667, 0.00075698432};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(p.modes[i].fits) << choice_name(p.modes[i].shard);
+    expect_close(p.modes[i].compute_s, 0.00091804925952, "compute");
+    EXPECT_NEAR(p.modes[i].exposed_s, exposed[i], 1e-13) << choice_name(p.modes[i].shard);
+  }
+  ASSERT_EQ(p.recommended, 2);
+  EXPECT_EQ(p.modes[2].shard, ShardMode::kGradients);
+  EXPECT_FALSE(p.modes[2].recompute);
+  EXPECT_NEAR(p.modes[2].step_s(), 0.0015323460062, 1e-13);
+  EXPECT_EQ(p.bucket_mb, 1);
+  expect_close(p.save_s, 0.0019743744, "save");
+  expect_close(p.job_mtbf_h, 500, "job MTBF: node MTBF over 2 nodes");
+  expect_close(p.interval_s, 84.30746017, "Young/Daly");
+  EXPECT_EQ(p.interval_steps, 55018);
+}
+
+// Case C: case B's cluster, micro_batch 2 (A = 4 micro-batches a step) and async saves.
+//   none and optimizer do not depend on A: 0.00075593728 s exposed with 25 MiB buckets;
+//   gradients reduce-scatters every micro-batch: 4H = 0.00144787456 s, 0.00083584172 s of it
+//   beyond backward, + H + 4 x 6 x 32e-6 = 0.00196581036 s: now none is recommended (the tie
+//   with optimizer goes to the first).
+//   buckets (none), exposed = max(last bucket, all-reduce - backward) + buckets x 32 us:
+//     1 MiB:  13 buckets: max(0.0000556875, 0.00011190444) + 0.000416 = 0.00052790444 s
+//     4 MiB:   4 buckets: max(0.00018098432, 0.00011190444) + 0.000128 = 0.00030898432 s (best)
+//     25, 100 MiB: 1 bucket: 0.00072393728 + 0.000032 = 0.00075593728 s
+//   async stall = 39,487,488 / 8 ranks / 5e9 B/s = 0.0009871872 s, under the 1 ms floor, so
+//   Young/Daly takes 1 ms: sqrt(2 * 0.001 * 1.8e6) = sqrt(3,600) = 60 s
+//   in steps: of the recommended row, which is timed at the job's own bucket (25 MiB), not at the
+//   4 MiB recommended with it: 60 / (0.00091804925952 + 0.00075593728) = 35,842.58 -> 35,842
+//   (at 4 MiB a step is 0.00122703358 s and 60 s would be 48,898 steps: the plan's
+//   checkpoint.every is ~27% fewer steps than its own 60 s at the bucket it recommends)
+TEST(StepPlan, CaseCMicroBatchesRecommendReplicatedWithSmallBuckets) {
+  const ClusterSpec c = two_nodes_of_four_gpus();
+  const JobPlan p = plan_job(job(64, 2, /*async=*/true), c);
+  EXPECT_EQ(p.accumulation, 4);
+  EXPECT_NEAR(p.modes[2].exposed_s, 0.00196581036032, 1e-13);
+  EXPECT_EQ(p.recommended, 0);
+  EXPECT_EQ(p.bucket_mb, 4);
+  expect_close(p.stall_s, 0.0009871872, "async stall");
+  expect_close(p.save_s, 0.0019743744, "save");
+  expect_close(p.interval_s, 60, "Young/Daly at the 1 ms floor");
+  EXPECT_EQ(p.interval_steps, 35842);
+}
+
+}  // namespace
+}  // namespace rm

@@ -1,0 +1,50 @@
+// One preparation of a job, for every process that starts training: `ringmaster run` before it
+// launches its ranks, and each rank (alone, or under mpirun or srun) before it trains. The same
+// checks, in the same order, through check_job(), so the two cannot drift:
+//   1. the job file and its overrides (configs/job_loader.h: every error, with its place);
+//   2. its data (worker/training_data.h: each file opened and its header checked);
+//   3. the device (worker/device_select.h: the backend the job asks for, and a GPU per rank);
+//   4. memory: the ranks sharing this host need no more RAM (or GPU memory) than it has
+//      (planning/memory_fit.h).
+// Each throws the error type the error report turns into one message and exit 2
+// (base/error_report.h), before anything is written. The run directory comes after, through
+// one function too (base/run_dir.h: prepare_run), called by the launcher, by a lone rank, and
+// under MPI by rank 0 once every rank's checks have agreed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/job_config.h"
+#include "planning/memory_fit.h"
+#include "worker/device_select.h"
+#include "worker/training_data.h"
+
+namespace rm {
+
+// Where the process that checks sits among the job's ranks.
+struct JobPlacement {
+  int ranks = 1;       // every rank of the job (the data-parallel count the job is loaded for)
+  int local_rank = 0;  // this process among the ranks of its host: which GPU it takes
+  int ranks_here = 1;  // ranks on this host (with a hostfile, on its busiest host)
+  // The memory check runs once per host: false on the other ranks of a host.
+  bool checks_memory = true;
+  // A rank names the host it found itself on in a memory refusal ("host h0", "node n1" under
+  // Slurm); the launcher, which has not placed the ranks yet, says "this host".
+  bool names_host = false;
+};
+
+struct CheckedJob {
+  JobConfig job;
+  TrainingData data;
+  DeviceChoice device;
+  MemoryCapacity capacity;  // what the memory need was compared with (unset if not checked)
+  MemoryFit fit;            // the estimate and its verdict (unset if not checked)
+};
+
+// Runs checks 1-4 above for the job file `path` with `sets` overrides; throws on the first
+// that fails.
+CheckedJob check_job(const std::string& path, const std::vector<std::string>& sets,
+                     const JobPlacement& where);
+
+}  // namespace rm
