@@ -33,29 +33,21 @@ class ChoiceRef {
       : field_(field),
         words_(kChoiceWords<E>.data()),
         count_(kChoiceWords<E>.size()),
-        get_([](const void* f) { return static_cast<size_t>(*static_cast<const E*>(f)); }),
-        set_([](void* f, size_t i) { *static_cast<E*>(f) = static_cast<E>(i); }) {}
+        word_([](const void* f) { return choice_name(*static_cast<const E*>(f)); }),
+        set_([](void* f, std::string_view w) { return parse_choice(w, static_cast<E*>(f)); }) {}
 
   std::vector<std::string_view> words() const { return {words_, words_ + count_}; }
   const void* address() const { return field_; }  // the field's, to tell fields apart
-  std::string_view word() const { return words_[get_(field_)]; }
+  const char* word() const { return word_(field_); }
   // Sets the field to the choice spelled `word`; false (field untouched) if there is none.
-  bool set(std::string_view word) const {
-    for (size_t i = 0; i < count_; ++i) {
-      if (words_[i] == word) {
-        set_(field_, i);
-        return true;
-      }
-    }
-    return false;
-  }
+  bool set(std::string_view word) const { return set_(field_, word); }
 
  private:
   void* field_;
   const std::string_view* words_;
   size_t count_;
-  size_t (*get_)(const void*);
-  void (*set_)(void*, size_t);
+  const char* (*word_)(const void*);
+  bool (*set_)(void*, std::string_view);
 };
 
 // A pointer to one field of a JobConfig. The alternative decides how the key is parsed and

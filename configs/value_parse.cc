@@ -194,15 +194,23 @@ bool set_bool(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
   return false;
 }
 
-bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
-                std::string* field, ErrorSink& sink) {
-  const std::string key(spec.path);
+// The text of a string-valued key (a choice's word too): a scalar, or "" for null; false, with
+// the error added, for a map or list, or a string refused_string() refuses.
+bool string_scalar(const std::string& key, const YAML::Node& value, const YAML::Mark& mark,
+                   ErrorSink& sink, std::string* text) {
   if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
     sink.add(key, mark, "expected a string, got " + describe_node(value));
     return false;
   }
-  const std::string text = value.IsScalar() ? value.Scalar() : "";
-  if (refused_string(key, text, mark, sink)) return false;
+  *text = value.IsScalar() ? value.Scalar() : "";
+  return !refused_string(key, *text, mark, sink);
+}
+
+bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
+                std::string* field, ErrorSink& sink) {
+  const std::string key(spec.path);
+  std::string text;
+  if (!string_scalar(key, value, mark, sink, &text)) return false;
   const Constraint& c = spec.allowed;
   if (c.check) {
     const std::string err = c.check(text);
@@ -219,12 +227,8 @@ bool set_string(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& 
 bool set_choice(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& mark,
                 const ChoiceRef& field, ErrorSink& sink) {
   const std::string key(spec.path);
-  if (value.IsDefined() && !value.IsNull() && !value.IsScalar()) {
-    sink.add(key, mark, "expected a string, got " + describe_node(value));
-    return false;
-  }
-  const std::string text = value.IsScalar() ? value.Scalar() : "";
-  if (refused_string(key, text, mark, sink)) return false;
+  std::string text;
+  if (!string_scalar(key, value, mark, sink, &text)) return false;
   if (field.set(text)) return true;
   std::vector<std::string> words;
   for (std::string_view w : field.words()) words.emplace_back(w);

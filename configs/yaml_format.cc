@@ -99,7 +99,7 @@ std::string yaml_text(const FieldRef& field) {
     std::string operator()(double* v) const { return format_double(*v); }
     std::string operator()(bool* v) const { return *v ? "true" : "false"; }
     std::string operator()(std::string* v) const { return yaml_quote(*v); }
-    std::string operator()(const ChoiceRef& v) const { return yaml_quote(std::string(v.word())); }
+    std::string operator()(const ChoiceRef& v) const { return yaml_quote(v.word()); }
     std::string operator()(std::vector<std::string>* v) const {
       std::string out;
       for (const std::string& s : *v) out += (out.empty() ? "" : ", ") + yaml_quote(s);

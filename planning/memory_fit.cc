@@ -73,7 +73,7 @@ std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host
   std::vector<Variant> out;
   // Shard modes by index, weakest first (ShardMode's order).
   const int mode0 = static_cast<int>(job.parallel.shard);
-  const int modes = static_cast<int>(every_choice<ShardMode>().size());
+  const int modes = static_cast<int>(kChoiceWords<ShardMode>.size());
   std::vector<bool> asyncs = {job.checkpoint.async};
   if (job.checkpoint.async) asyncs.push_back(false);
   std::vector<bool> recomputes = {job.model.recompute};
