@@ -67,6 +67,25 @@ class LayerKernels {
   virtual void linear_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
                                const T* weight, int N, int C, int OC) = 0;
 
+  // The MLP's first Linear and its GELU in one call: pre = inp W^T + bias and out = gelu(pre),
+  // both [N, OC] (pre is kept for the backward). By default the two calls; cuda fuses the GELU
+  // into the GEMM's epilogue (bf16), rounding pre and out each once from the same fp32 value.
+  virtual void linear_gelu_forward(T* out, T* pre, const T* inp, const T* weight, const T* bias,
+                                   int N, int C, int OC) {
+    linear_forward(pre, inp, weight, bias, N, C, OC);
+    gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+  }
+  // linear_backward of a Linear whose input was gelu(pre): dpre = gelu'(pre) * (dout W)
+  // OVERWRITTEN ([N, C], the gradient of pre, not of the GELU's output); dweight and dbias as
+  // linear_backward (inp is the GELU's output). By default the two calls, the GELU's backward in
+  // place; cuda fuses it into the input-gradient GEMM's epilogue (bf16).
+  virtual void linear_backward_into_gelu(T* dpre, float* dweight, float* dbias, const T* dout,
+                                         const T* inp, const T* weight, const T* pre, int N, int C,
+                                         int OC) {
+    linear_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+    gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
+  }
+
   // Causal self-attention core over qkv[B,Tn,3C]; out[B,Tn,C]. att keeps what the backward
   // needs: by default the probabilities [B,H,Tn,Tn] (only j <= i defined); a backend may keep
   // less (attention_buffers below), and att is then only for its own backward.

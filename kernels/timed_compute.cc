@@ -59,6 +59,18 @@ class TimedLayers final : public LayerKernels<T> {
     t_.timed("linear_backward " + shape({N, C}) + "->" + std::to_string(OC), false,
              [&] { k_.linear_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC); });
   }
+  void linear_gelu_forward(T* out, T* pre, const T* inp, const T* weight, const T* bias, int N,
+                           int C, int OC) override {
+    t_.timed("linear_gelu_forward " + shape({N, C}) + "->" + std::to_string(OC), false,
+             [&] { k_.linear_gelu_forward(out, pre, inp, weight, bias, N, C, OC); });
+  }
+  void linear_backward_into_gelu(T* dpre, float* dweight, float* dbias, const T* dout,
+                                 const T* inp, const T* weight, const T* pre, int N, int C,
+                                 int OC) override {
+    t_.timed("linear_backward_into_gelu " + shape({N, C}) + "->" + std::to_string(OC), false, [&] {
+      k_.linear_backward_into_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+    });
+  }
   void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) override {
     t_.timed("attention_forward B" + std::to_string(B) + " T" + std::to_string(Tn) + " C" +
                  std::to_string(C) + " H" + std::to_string(H),

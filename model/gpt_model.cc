@@ -90,7 +90,6 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
   a.plan(x.datty, N * C);
   a.plan(x.dqkv, N * 3 * C);
   a.plan(x.dfch, N * 4 * C);
-  a.plan(x.dfch_gelu, N * 4 * C);
   a.plan(x.datt, attention.scratch);
 }
 
@@ -201,8 +200,7 @@ void GptModel<T>::block_forward(int l, const T* p, const T* residual, int B, int
   k_.linear_forward(a_.branch, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
   k_.add(x.res2, residual, a_.branch, NC);
   k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N, C);
-  k_.linear_forward(x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
-  k_.gelu_forward(x.fch_gelu, x.fch, NC * 4);
+  k_.linear_gelu_forward(x.fch_gelu, x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
   k_.linear_forward(a_.branch, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
   k_.add(x.res3, x.res2, a_.branch, NC);
 }
@@ -236,9 +234,8 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
     // made again from their kept input (res3 too, to the same bits it holds).
     if (recompute_ && l < L_ - 1) block_forward(l, p, residual, B, Tn);
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-    k_.linear_backward(a_.dfch_gelu, g + w.fcproj_w, g + w.fcproj_b, a_.dresidual, x.fch_gelu,
-                       p + w.fcproj_w, N, 4 * C, C);
-    k_.gelu_backward(a_.dfch, x.fch, a_.dfch_gelu, NC * 4);
+    k_.linear_backward_into_gelu(a_.dfch, g + w.fcproj_w, g + w.fcproj_b, a_.dresidual,
+                                 x.fch_gelu, p + w.fcproj_w, x.fch, N, 4 * C, C);
     k_.linear_backward(a_.dln, g + w.fc_w, g + w.fc_b, a_.dfch, x.ln2, p + w.fc_w, N, C, 4 * C);
     k_.layernorm_backward(a_.dresidual, g + w.ln2_w, g + w.ln2_b, a_.dln, x.res2, p + w.ln2_w,
                           x.ln2_mean, x.ln2_rstd, N, C);

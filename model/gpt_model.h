@@ -101,7 +101,7 @@ class GptModel final : public Model {
     T *lnf, *logits, *branch;
     float *lnf_mean, *lnf_rstd;
     // Backward scratch, reused by every block.
-    T *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *datt;
+    T *dresidual, *dln, *datty, *dqkv, *dfch, *datt;
   };
   // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences; each block's att
   // and the backward's datt take `attention`'s sizes (LayerKernels::attention_buffers), the

@@ -227,16 +227,19 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 // The calls a step makes (2 micro-batches on 1 rank, bucket and unit sizes as job_of's): a fixed
 // part and a part per block, measured and written here, so that a change to the number of calls
 // is a visible change to this test (print them with RM_PRINT_STEP_CALLS=1).
-//  - Per block: per micro-batch 10 forward calls (2 layernorms, 4 linears, attention, GELU, 2
-//    residual adds) and 8 backward ones (the adds' gradients flow through unchanged):
-//    2 x 18 = 36.
+//  - Per block: per micro-batch 9 forward calls (2 layernorms, 3 linears and the MLP's first
+//    linear with its GELU, attention, 2 residual adds) and 7 backward ones (the MLP's second
+//    linear with the GELU's backward in one; the adds' gradients flow through unchanged):
+//    2 x 16 = 32.
 //  - Fixed: per micro-batch 8 (2 token uploads, the embedding forward and backward, the final
 //    layernorm forward and backward, the classifier with its queued loss in one call, one
 //    zeroing), plus the gradients' zeroing, the loss read, the norm, one AdamW call over every
 //    tensor of the shard (adamw_update_ranges) and the bf16 weights' cast: 2 x 8 + 5 = 21.
-// On the cuda backend a call is one or a few launches (a linear's backward is two GEMMs and two
-// column-sum kernels; the classifier a copy, three GEMMs and four small kernels; AdamW one).
-constexpr int64_t kCallsPerBlock = 36;
+// On the cuda backend a call is one or a few launches (in bf16 a linear's forward is one
+// cuBLASLt GEMM with the bias, or the GELU, in its epilogue, its backward two GEMMs, the weight
+// one reducing the bias gradient, and a small add; the classifier a copy, three GEMMs and four
+// small kernels; AdamW one).
+constexpr int64_t kCallsPerBlock = 32;
 constexpr int64_t kFixedCalls = 21;
 
 TEST(DeviceStep, NoAllocationAfterTheFirstStepAndTheSameCallsEveryStep) {

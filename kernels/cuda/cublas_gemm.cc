@@ -7,16 +7,13 @@
 #include "kernels/cuda/cublas_check.h"
 
 namespace rm::cuda {
-namespace {
 
-cudaDataType_t data_type(GemmType t) {
+cudaDataType_t cuda_data_type(GemmType t) {
   return t == GemmType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
 }
-cublasOperation_t operation(GemmOp op) {
+cublasOperation_t cublas_operation(GemmOp op) {
   return op == GemmOp::kTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
-
-}  // namespace
 
 void gemm(const Blas& blas, const RowMajorGemm& g, GemmType ab, const void* A, const void* B,
           GemmType c, void* C) {
@@ -36,17 +33,17 @@ void gemm(const Blas& blas, const RowMajorGemm& g, GemmType ab, const void* A, c
   const void* second = A;
   if (a.batch == 1) {
     RM_CUBLAS_CHECK(
-        cublasGemmEx(blas.handle, operation(a.op_a), operation(a.op_b), a.m, a.n, a.k, &a.alpha,
-                     first, data_type(ab), a.lda, second, data_type(ab), a.ldb, &a.beta, C,
-                     data_type(c), a.ldc, compute, CUBLAS_GEMM_DEFAULT),
+        cublasGemmEx(blas.handle, cublas_operation(a.op_a), cublas_operation(a.op_b), a.m, a.n, a.k,
+                     &a.alpha, first, cuda_data_type(ab), a.lda, second, cuda_data_type(ab), a.ldb,
+                     &a.beta, C, cuda_data_type(c), a.ldc, compute, CUBLAS_GEMM_DEFAULT),
         kThrow);
   } else {
-    RM_CUBLAS_CHECK(
-        cublasGemmStridedBatchedEx(blas.handle, operation(a.op_a), operation(a.op_b), a.m, a.n, a.k,
-                                   &a.alpha, first, data_type(ab), a.lda, a.stride_a, second,
-                                   data_type(ab), a.ldb, a.stride_b, &a.beta, C, data_type(c),
-                                   a.ldc, a.stride_c, a.batch, compute, CUBLAS_GEMM_DEFAULT),
-        kThrow);
+    RM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+                        blas.handle, cublas_operation(a.op_a), cublas_operation(a.op_b), a.m, a.n,
+                        a.k, &a.alpha, first, cuda_data_type(ab), a.lda, a.stride_a, second,
+                        cuda_data_type(ab), a.ldb, a.stride_b, &a.beta, C, cuda_data_type(c), a.ldc,
+                        a.stride_c, a.batch, compute, CUBLAS_GEMM_DEFAULT),
+                    kThrow);
   }
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <library_types.h>
 
 #include "kernels/bf16.h"
 #include "kernels/cuda/gemm_args.h"
@@ -29,6 +30,10 @@ template <>
 constexpr GemmType gemm_type<bf16>() {
   return GemmType::kBF16;
 }
+
+// The cuBLAS names of an element type and a transpose flag (cublas_gemm.cc and lt_gemm.cc).
+cudaDataType_t cuda_data_type(GemmType t);
+cublasOperation_t cublas_operation(GemmOp op);
 
 // C = alpha op(A) op(B) + beta C, as described by g; A and B are of type ab, C of type c.
 void gemm(const Blas& blas, const RowMajorGemm& g, GemmType ab, const void* A, const void* B,

@@ -19,6 +19,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -29,11 +30,16 @@
 #include "kernels/cuda/cuda_compute.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/gemm.h"
 
 namespace rm::cuda {
 namespace {
 
 // ---- Helpers ---------------------------------------------------------------------------------
+
+void ctx_zero(void* p, size_t bytes, cudaStream_t stream) {
+  ASSERT_EQ(cudaMemsetAsync(p, 0, bytes, stream), cudaSuccess);
+}
 
 struct Tolerance {
   double rtol, atol;
@@ -217,8 +223,8 @@ TYPED_TEST(CudaLayersTest, LayerNorm) {
   // The general kernels: one partial warp, one block, more columns than threads; one chunk of
   // rows for the column sums and three (column_sums.cuh). The row kernels: widths of whole
   // vectors a lane (256: one bf16 vector, 768: GPT-2's), fewer rows than warps and more.
-  const std::pair<int, int> shapes[] = {{13, 7},    {13, 64},  {13, 1100}, {600, 7},
-                                        {600, 1100}, {13, 256}, {600, 768},  {3000, 768}};
+  const std::pair<int, int> shapes[] = {{13, 7},     {13, 64},  {13, 1100}, {600, 7},
+                                        {600, 1100}, {13, 256}, {600, 768}, {3000, 768}};
   for (const auto& [N, C] : shapes) {
     SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C));
     auto inp = this->both(random_t<T>(N * C, 12, 2.0f, 5.0f));  // an offset mean
@@ -277,6 +283,33 @@ TYPED_TEST(CudaLayersTest, Linear) {
       // rounding apart, the same sums.
       EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), kGradTol<T>));
     }
+  }
+}
+
+TYPED_TEST(CudaLayersTest, LinearWithGeluForwardAndBackwardMatchTheTwoCalls) {
+  using T = TypeParam;
+  // {N, C, OC}: 48 and 64 take cuBLASLt's GELU epilogues in bf16 (gemm.h); 44 and 29 are not
+  // multiples of 8, which the pre-activation's leading dimension must be: the unfused path.
+  for (auto [N, C, OC] : std::vector<std::tuple<int, int, int>>{{37, 48, 64}, {37, 44, 29}}) {
+    SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C) + " -> " + std::to_string(OC));
+    auto inp = this->both(random_t<T>(N * C, 40)), w = this->both(random_t<T>(OC * C, 41));
+    auto bias = this->both(random_t<T>(OC, 42));
+    auto out = this->both(random_t<T>(N * OC, 43)), pre = this->both(random_t<T>(N * OC, 44));
+    this->gl().linear_gelu_forward(out.gpu(), pre.gpu(), inp.gpu(), w.gpu(), bias.gpu(), N, C, OC);
+    this->cl().linear_gelu_forward(out.cpu(), pre.cpu(), inp.cpu(), w.cpu(), bias.cpu(), N, C, OC);
+    EXPECT_TRUE(close(pre.gpu_f(), pre.cpu_f(), kOutputTol<T>));
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), kOutputTol<T>));
+    // The backward of a Linear [N, C] -> [N, OC] whose input was gelu(pre_in), pre_in [N, C].
+    auto pre_in = this->both(random_t<T>(N * C, 45, -3.0f, 3.0f));
+    auto dout = this->both(random_t<T>(N * OC, 46)), dpre = this->both(random_t<T>(N * C, 47));
+    auto dw = this->both(random_floats(OC * C, 48)), db = this->both(random_floats(OC, 49));
+    this->gl().linear_backward_into_gelu(dpre.gpu(), dw.gpu(), db.gpu(), dout.gpu(), inp.gpu(),
+                                         w.gpu(), pre_in.gpu(), N, C, OC);
+    this->cl().linear_backward_into_gelu(dpre.cpu(), dw.cpu(), db.cpu(), dout.cpu(), inp.cpu(),
+                                         w.cpu(), pre_in.cpu(), N, C, OC);
+    EXPECT_TRUE(close(dpre.gpu_f(), dpre.cpu_f(), kOutputTol<T>));
+    EXPECT_TRUE(close(dw.gpu_f(), dw.cpu_f(), kGradTol<T>));
+    EXPECT_TRUE(close(db.gpu_f(), db.cpu_f(), kGradTol<T>));
   }
 }
 
@@ -438,8 +471,8 @@ TYPED_TEST(CudaLayersTest, ClassifierPadsTheVocabularyAndMatchesTheThreeCalls) {
   auto dwte3 = this->both(dwte0);
   this->gl().linear_forward(logits.gpu(), inp.gpu(), wte.gpu(), nullptr, N, C, V);
   this->gl().queue_cross_entropy_forward_backward(logits.gpu(), targets.gpu(), N, V, 0.5f);
-  this->gl().linear_backward(dinp3.gpu(), dwte3.gpu(), nullptr, logits.gpu(), inp.gpu(),
-                             wte.gpu(), N, C, V);
+  this->gl().linear_backward(dinp3.gpu(), dwte3.gpu(), nullptr, logits.gpu(), inp.gpu(), wte.gpu(),
+                             N, C, V);
   EXPECT_NEAR(this->gl().take_queued_loss(), lg, 1e-6 * std::fabs(lg));
   EXPECT_TRUE(close(dinp.gpu_f(), dinp3.gpu_f(), kOutputTol<T>));
   EXPECT_TRUE(close(dwte.gpu_f(), dwte3.gpu_f(), kGradTol<T>));
@@ -493,8 +526,8 @@ class FlashAttentionTest : public CudaTest {
   // Runs the bf16 layers (flash) and the materialised path on the same inputs; compares each with
   // the other and, if asked, with the cpu backend.
   void check(const FlashShape& s) {
-    SCOPED_TRACE(::testing::Message() << "B " << s.B << " T " << s.Tn << " C " << s.C << " H "
-                                      << s.H);
+    SCOPED_TRACE(::testing::Message()
+                 << "B " << s.B << " T " << s.Tn << " C " << s.C << " H " << s.H);
     const int B = s.B, Tn = s.Tn, C = s.C, H = s.H;
     LayerKernels<bf16>& gl = gpu().layers<bf16>();
     const AttentionBuffers buf = gl.attention_buffers(B, Tn, C, H);
@@ -527,8 +560,8 @@ class FlashAttentionTest : public CudaTest {
       float* scores = ctx.attention_scratch(attention_scratch_floats<bf16>(Tn, H));
       attention_forward(ctx.blas(), m_out.data(), att.data(), qkv.gpu(), B, Tn, C, H, scores,
                         ctx.stream());
-      attention_backward(ctx.blas(), m_dqkv.data(), datt.data(), dout.gpu(), qkv.gpu(),
-                         att.data(), B, Tn, C, H, scores, ctx.stream());
+      attention_backward(ctx.blas(), m_dqkv.data(), datt.data(), dout.gpu(), qkv.gpu(), att.data(),
+                         B, Tn, C, H, scores, ctx.stream());
       ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
       const std::vector<float> m_o = download_f(gpu(), m_out), m_d = download_f(gpu(), m_dqkv);
       expect_flash_close(f_out, m_o, "out vs materialised");
@@ -561,9 +594,9 @@ TEST_F(FlashAttentionTest, SmallShapesAndTileEdges) {
 }
 
 TEST_F(FlashAttentionTest, OtherHeadSizes) {
-  check({2, 100, 64, 4, true});    // hs 16
-  check({3, 70, 384, 4, true});    // hs 96
-  check({2, 130, 512, 4, true});   // hs 128
+  check({2, 100, 64, 4, true});   // hs 16
+  check({3, 70, 384, 4, true});   // hs 96
+  check({2, 130, 512, 4, true});  // hs 128
 }
 
 TEST_F(FlashAttentionTest, Gpt2Shapes) {
@@ -584,6 +617,78 @@ TEST_F(FlashAttentionTest, RejectsMisalignedBuffers) {
 }
 
 // ---- Compute: memory, GEMM, optimizer, reductions, casts ---------------------------------------
+
+// GPT-2 124M's MLP and qkv shapes (width 768) in bf16: every call takes cuBLASLt's fused
+// epilogues (no fallback), agrees with the unfused path (cuBLAS GEMM, then the bias, GELU and
+// column-sum kernels) and gives the same bits when run again.
+TEST_F(CudaTest, GemmEpiloguesRunFusedAtGpt2Shapes) {
+  const int N = 512, C = 768, F = 4 * C;
+  const auto up = [&](size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+    auto a = std::make_unique<DeviceArray<bf16>>(gpu(), n);
+    const std::vector<bf16> h = random_t<bf16>(n, seed, lo, hi);
+    gpu().upload(a->data(), h.data(), n * sizeof(bf16));
+    return a;
+  };
+  const auto down = [&](const DeviceArray<bf16>& a) {
+    std::vector<bf16> h(a.size());
+    gpu().download(h.data(), a.data(), h.size() * sizeof(bf16));
+    return widen(h);
+  };
+  const auto down_f = [&](const DeviceArray<float>& a) {
+    std::vector<float> h(a.size());
+    gpu().download(h.data(), a.data(), h.size() * sizeof(float));
+    return h;
+  };
+  auto x = up(static_cast<size_t>(N) * C, 60),
+       w_fc = up(static_cast<size_t>(F) * C, 61, -0.1f, 0.1f);
+  auto b_fc = up(F, 62), w_proj = up(static_cast<size_t>(C) * F, 63, -0.05f, 0.05f);
+  auto dout = up(static_cast<size_t>(N) * C, 64);
+  DeviceArray<bf16> out(gpu(), static_cast<size_t>(N) * F), pre(gpu(), static_cast<size_t>(N) * F);
+  DeviceArray<bf16> out_u(gpu(), out.size()), pre_u(gpu(), pre.size());
+  DeviceArray<bf16> dpre(gpu(), pre.size()), dpre_u(gpu(), pre.size());
+  DeviceArray<float> dw(gpu(), static_cast<size_t>(C) * F), dw_u(gpu(), dw.size());
+  DeviceArray<float> db(gpu(), C), db_u(gpu(), C);
+  gpu().synchronize();
+
+  CudaContext ctx(0, /*allow_tf32=*/false);
+  float* scratch = ctx.column_scratch(linear_scratch_floats(N, C));
+  const auto fused = [&] {
+    ctx_zero(dw.data(), dw.size() * sizeof(float), ctx.stream());
+    ctx_zero(db.data(), db.size() * sizeof(float), ctx.stream());
+    linear_gelu_forward(ctx.blas(), &ctx.lt(), out.data(), pre.data(), x->data(), w_fc->data(),
+                        b_fc->data(), N, C, F, ctx.stream());
+    linear_backward_into_gelu(ctx.blas(), &ctx.lt(), dpre.data(), dw.data(), db.data(),
+                              dout->data(), out.data(), w_proj->data(), pre.data(), N, F, C,
+                              scratch, ctx.stream());
+    ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
+  };
+  fused();
+  EXPECT_EQ(ctx.lt().fallbacks(), 0) << "cuBLASLt offered no fused matmul for a GPT-2 shape";
+  EXPECT_EQ(ctx.lt().plans(), 3u);  // GELU_AUX_BIAS, DGELU, BGRADB
+  // The unfused path on the same context: no cuBLASLt.
+  ctx_zero(dw_u.data(), dw_u.size() * sizeof(float), ctx.stream());
+  ctx_zero(db_u.data(), db_u.size() * sizeof(float), ctx.stream());
+  linear_gelu_forward(ctx.blas(), nullptr, out_u.data(), pre_u.data(), x->data(), w_fc->data(),
+                      b_fc->data(), N, C, F, ctx.stream());
+  // The backward from the fused forward's out and pre, so that only the backward differs.
+  linear_backward_into_gelu(ctx.blas(), nullptr, dpre_u.data(), dw_u.data(), db_u.data(),
+                            dout->data(), out.data(), w_proj->data(), pre.data(), N, F, C, scratch,
+                            ctx.stream());
+  ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
+  const std::vector<float> f_out = down(out), f_pre = down(pre), f_dpre = down(dpre);
+  const std::vector<float> f_dw = down_f(dw), f_db = down_f(db);
+  EXPECT_TRUE(close(f_pre, down(pre_u), kOutputTol<bf16>));
+  EXPECT_TRUE(close(f_out, down(out_u), kOutputTol<bf16>));
+  EXPECT_TRUE(close(f_dpre, down(dpre_u), kOutputTol<bf16>));
+  EXPECT_TRUE(close(f_dw, down_f(dw_u), kGradTol<bf16>));
+  EXPECT_TRUE(close(f_db, down_f(db_u), kGradTol<bf16>));
+  fused();  // again: the kept plans, the same bits
+  EXPECT_EQ(ctx.lt().plans(), 3u);
+  EXPECT_EQ(down(out), f_out);
+  EXPECT_EQ(down(dpre), f_dpre);
+  EXPECT_EQ(down_f(dw), f_dw);
+  EXPECT_EQ(down_f(db), f_db);
+}
 
 TEST_F(CudaTest, DescribeAndStream) {
   EXPECT_EQ(gpu().kind(), ComputeKind::kCuda);
@@ -686,8 +791,8 @@ TEST_F(CudaTest, AdamWRangesMatchOneCallPerRange) {
        v = both(random_floats(n, 97, 0.0f, 0.1f));
   auto p1 = both(p.gpu_host()), m1 = both(m.gpu_host()), v1 = both(v.gpu_host());
   // A range of several chunks, small ones, a gap (elements 70000..70099 in no range).
-  std::vector<AdamWRange> ranges = {{0, 768, false}, {768, 69232, true}, {70100, 3, false},
-                                    {70103, 129897, true}};
+  std::vector<AdamWRange> ranges = {
+      {0, 768, false}, {768, 69232, true}, {70100, 3, false}, {70103, 129897, true}};
   for (int round = 0; round < 2; ++round) {
     if (round == 1) ranges[1].decay = false;  // other ranges: a new table
     for (int t = 1; t <= 2; ++t) {

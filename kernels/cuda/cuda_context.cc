@@ -38,6 +38,7 @@ CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
     RM_CUBLAS_CHECK(cublasCreate(&blas_.handle), on_error);
     RM_CUBLAS_CHECK(cublasSetStream(blas_.handle, stream_), on_error);
     blas_.allow_tf32 = allow_tf32;
+    lt_ = std::make_unique<LtGemm>(stream_);
     void* results = nullptr;
     RM_CUDA_CHECK(cudaMalloc(&results, sizeof(DeviceResults)), on_error);
     results_ = static_cast<DeviceResults*>(results);
@@ -56,6 +57,7 @@ CudaContext::~CudaContext() {
 void CudaContext::release() noexcept {
   if (stream_ != nullptr) report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   if (side_stream_ != nullptr) report(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
+  lt_.reset();  // waits for the compute stream before it frees its workspace
   if (staging_ != nullptr) report(cudaFreeHost(staging_), "cudaFreeHost");
   if (results_ != nullptr) report(cudaFree(results_), "cudaFree");
   if (blas_.handle != nullptr) {

@@ -1,6 +1,6 @@
 // The device state one CudaCompute owns: the device, its compute stream (kernels and cuBLAS), the
-// side stream of checkpoint downloads, the cuBLAS handle, scratch, and a small device block that
-// reductions write their results into, with a pinned mirror to download them.
+// side stream of checkpoint downloads, the cuBLAS and cuBLASLt handles, scratch, and a small
+// device block that reductions write their results into, with a pinned mirror to download them.
 //
 // Created on the calling thread's device (cudaSetDevice(device) first); that thread makes every
 // later call (compute.h's threading rule). Construction failures throw std::runtime_error with
@@ -11,11 +11,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/device_scratch.h"
 #include "kernels/cuda/launch_util.h"
+#include "kernels/cuda/lt_gemm.h"
 
 namespace rm::cuda {
 
@@ -39,6 +41,7 @@ class CudaContext {
   cudaStream_t side_stream() const { return side_stream_; }
   cudaEvent_t queued_event() const { return queued_; }
   const Blas& blas() const { return blas_; }
+  LtGemm& lt() { return *lt_; }  // cuBLASLt on the compute stream, its workspace and plans
   DeviceResults* results() const { return results_; }
   // Scratch of at least n elements (grow-only, device_scratch.h), valid until the next larger
   // request of the same kind.
@@ -61,6 +64,7 @@ class CudaContext {
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t queued_ = nullptr;
   Blas blas_;
+  std::unique_ptr<LtGemm> lt_;
   DeviceResults* results_ = nullptr;
   void* staging_ = nullptr;  // pinned, kStagingBytes
   DeviceScratch attention_scratch_;

@@ -82,19 +82,43 @@ void CudaLayers<T>::layernorm_backward(T* dinp, float* dweight, float* dbias, co
 }
 
 template <typename T>
+LtGemm* CudaLayers<T>::lt() {
+  // cuBLASLt's epilogues for bf16; fp32 keeps cuBLAS's GEMMs (and TF32 where allowed).
+  return std::is_same_v<T, bf16> ? &ctx_.lt() : nullptr;
+}
+
+template <typename T>
+float* CudaLayers<T>::linear_scratch(float* dbias, int N, int OC) {
+  return dbias != nullptr && N > 0 && OC > 0 ? ctx_.column_scratch(linear_scratch_floats(N, OC))
+                                             : nullptr;
+}
+
+template <typename T>
 void CudaLayers<T>::linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
                                    int C, int OC) {
-  cuda::linear_forward(ctx_.blas(), out, inp, weight, bias, N, C, OC, ctx_.stream());
+  cuda::linear_forward(ctx_.blas(), lt(), out, inp, weight, bias, N, C, OC, ctx_.stream());
 }
 
 template <typename T>
 void CudaLayers<T>::linear_backward(T* dinp, float* dweight, float* dbias, const T* dout,
                                     const T* inp, const T* weight, int N, int C, int OC) {
-  float* partials = dbias != nullptr && N > 0 && OC > 0
-                        ? ctx_.column_scratch(column_sum_shape(N, OC, 1).partial_floats)
-                        : nullptr;
-  cuda::linear_backward(ctx_.blas(), dinp, dweight, dbias, dout, inp, weight, N, C, OC, partials,
-                        ctx_.stream());
+  cuda::linear_backward(ctx_.blas(), lt(), dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+                        linear_scratch(dbias, N, OC), ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::linear_gelu_forward(T* out, T* pre, const T* inp, const T* weight,
+                                        const T* bias, int N, int C, int OC) {
+  cuda::linear_gelu_forward(ctx_.blas(), lt(), out, pre, inp, weight, bias, N, C, OC,
+                            ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::linear_backward_into_gelu(T* dpre, float* dweight, float* dbias,
+                                              const T* dout, const T* inp, const T* weight,
+                                              const T* pre, int N, int C, int OC) {
+  cuda::linear_backward_into_gelu(ctx_.blas(), lt(), dpre, dweight, dbias, dout, inp, weight, pre,
+                                  N, C, OC, linear_scratch(dbias, N, OC), ctx_.stream());
 }
 
 template <typename T>

@@ -31,6 +31,13 @@ class CudaLayers final : public LayerKernels<T> {
                       int OC) override;
   void linear_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
                        const T* weight, int N, int C, int OC) override;
+  // bf16: the bias, GELU and its derivative, and the bias gradient in cuBLASLt's epilogues
+  // (gemm.h).
+  void linear_gelu_forward(T* out, T* pre, const T* inp, const T* weight, const T* bias, int N,
+                           int C, int OC) override;
+  void linear_backward_into_gelu(T* dpre, float* dweight, float* dbias, const T* dout,
+                                 const T* inp, const T* weight, const T* pre, int N, int C,
+                                 int OC) override;
   void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) override;
   void attention_backward(T* dqkv, T* datt_scratch, const T* dout, const T* qkv, const T* att,
                           const T* out, int B, int Tn, int C, int H) override;
@@ -58,6 +65,9 @@ class CudaLayers final : public LayerKernels<T> {
   // The queued cross-entropy over rows ld >= V elements apart.
   void queue_loss(T* logits_then_dlogits, const int* targets, int N, int V, int ld,
                   float grad_scale);
+  LtGemm* lt();  // the context's cuBLASLt for bf16, null for fp32
+  // The linear backward's scratch (gemm.h), null without a bias gradient.
+  float* linear_scratch(float* dbias, int N, int OC);
   // Whether attention takes the flash kernels (T = bf16 and a supported head size).
   static bool use_flash(int C, int H);
   // Downloads the cross-entropy status; throws std::out_of_range for a target >= V.

@@ -1,9 +1,14 @@
 #include "kernels/cuda/gemm.h"
 
+#include <algorithm>
+#include <type_traits>
+
 #include "kernels/bf16.h"
 #include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/gelu.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
+#include "kernels/cuda/residual.h"
 
 namespace rm::cuda {
 namespace {
@@ -39,9 +44,20 @@ struct DoutTerm {
 
 }  // namespace
 
+size_t linear_scratch_floats(int N, int OC) {
+  if (N <= 0 || OC <= 0) return 0;
+  // The column sums' partials, or the bias gradient cuBLASLt writes (OC floats).
+  return std::max(
+      column_sum_shape(static_cast<size_t>(N), static_cast<size_t>(OC), 1).partial_floats,
+      static_cast<size_t>(OC));
+}
+
+namespace {
+
+// The unfused forward: the bias rows first, then the GEMM onto them.
 template <typename T>
-void linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, const T* bias, int N,
-                    int C, int OC, cudaStream_t stream) {
+void plain_linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, const T* bias,
+                          int N, int C, int OC, cudaStream_t stream) {
   const bool seed = bias != nullptr && N > 0 && OC > 0;
   const RowMajorGemm g = linear_forward_gemm(N, C, OC, seed);
   to_cublas(g);  // validates before anything is queued
@@ -59,29 +75,98 @@ void linear_forward(const Blas& blas, T* out, const T* inp, const T* weight, con
   gemm(blas, g, inp, weight, out);
 }
 
+// dweight += dout^T inp and dbias += column sums of dout: one cuBLASLt GEMM with the bias
+// gradient in its epilogue (bf16), else a GEMM and the column sums.
 template <typename T>
-void linear_backward(const Blas& blas, T* dinp, float* dweight, float* dbias, const T* dout,
-                     const T* inp, const T* weight, int N, int C, int OC, float* partials,
-                     cudaStream_t stream) {
+void weight_gradients(const Blas& blas, LtGemm* lt, float* dweight, float* dbias, const T* dout,
+                      const T* inp, int N, int C, int OC, float* scratch, cudaStream_t stream) {
+  const bool with_bias = dbias != nullptr && N > 0 && OC > 0;
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (lt != nullptr && with_bias &&
+        lt->run(lt_linear_dweight(N, C, OC, true), GemmType::kF32, inp, dout, dweight, scratch,
+                nullptr)) {
+      add_inplace<float>(dbias, scratch, static_cast<size_t>(OC), stream);
+      return;
+    }
+  }
+  gemm(blas, linear_dweight_gemm(N, C, OC), dout, inp, dweight);
+  if (with_bias) {
+    launch_column_sums<1>(ColumnOutputs<1>{{dbias}}, scratch, N, OC, DoutTerm<T>{dout, OC}, stream);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void linear_forward(const Blas& blas, LtGemm* lt, T* out, const T* inp, const T* weight,
+                    const T* bias, int N, int C, int OC, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (lt != nullptr && N > 0 && OC > 0) {
+      const LtGemmArgs a = lt_linear_forward(N, C, OC, bias != nullptr, false);
+      if (lt->run(a, GemmType::kBF16, weight, inp, out, const_cast<T*>(bias), nullptr)) return;
+    }
+  }
+  plain_linear_forward(blas, out, inp, weight, bias, N, C, OC, stream);
+}
+
+template <typename T>
+void linear_backward(const Blas& blas, LtGemm* lt, T* dinp, float* dweight, float* dbias,
+                     const T* dout, const T* inp, const T* weight, int N, int C, int OC,
+                     float* scratch, cudaStream_t stream) {
   const RowMajorGemm gi = linear_dinp_gemm(N, C, OC), gw = linear_dweight_gemm(N, C, OC);
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
   if (dinp != nullptr) gemm(blas, gi, dout, weight, dinp);
-  gemm(blas, gw, dout, inp, dweight);
-  if (dbias != nullptr && N > 0 && OC > 0) {
-    launch_column_sums<1>(ColumnOutputs<1>{{dbias}}, partials, N, OC, DoutTerm<T>{dout, OC},
-                          stream);
-  }
+  weight_gradients(blas, lt, dweight, dbias, dout, inp, N, C, OC, scratch, stream);
 }
 
-template void linear_forward<float>(const Blas&, float*, const float*, const float*, const float*,
-                                    int, int, int, cudaStream_t);
-template void linear_forward<bf16>(const Blas&, bf16*, const bf16*, const bf16*, const bf16*, int,
-                                   int, int, cudaStream_t);
-template void linear_backward<float>(const Blas&, float*, float*, float*, const float*,
-                                     const float*, const float*, int, int, int, float*,
-                                     cudaStream_t);
-template void linear_backward<bf16>(const Blas&, bf16*, float*, float*, const bf16*, const bf16*,
-                                    const bf16*, int, int, int, float*, cudaStream_t);
+template <typename T>
+void linear_gelu_forward(const Blas& blas, LtGemm* lt, T* out, T* pre, const T* inp,
+                         const T* weight, const T* bias, int N, int C, int OC,
+                         cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    // GELU_AUX_BIAS takes a bias: without one, the unfused path.
+    if (lt != nullptr && bias != nullptr && N > 0 && OC > 0) {
+      const LtGemmArgs a = lt_linear_forward(N, C, OC, true, true);
+      if (lt->run(a, GemmType::kBF16, weight, inp, out, const_cast<T*>(bias), pre)) return;
+    }
+  }
+  linear_forward(blas, lt, pre, inp, weight, bias, N, C, OC, stream);
+  gelu_forward(out, pre, static_cast<size_t>(N) * OC, stream);
+}
+
+template <typename T>
+void linear_backward_into_gelu(const Blas& blas, LtGemm* lt, T* dpre, float* dweight, float* dbias,
+                               const T* dout, const T* inp, const T* weight, const T* pre, int N,
+                               int C, int OC, float* scratch, cudaStream_t stream) {
+  const RowMajorGemm gi = linear_dinp_gemm(N, C, OC), gw = linear_dweight_gemm(N, C, OC);
+  to_cublas(gi);  // both validated before anything is queued
+  to_cublas(gw);
+  bool fused = false;
+  if constexpr (std::is_same_v<T, bf16>) {
+    fused = lt != nullptr && N > 0 && C > 0 &&
+            lt->run(lt_linear_dinp(N, C, OC, true), GemmType::kBF16, weight, dout, dpre, nullptr,
+                    const_cast<T*>(pre));
+  }
+  if (!fused) {
+    gemm(blas, gi, dout, weight, dpre);
+    gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C, stream);
+  }
+  weight_gradients(blas, lt, dweight, dbias, dout, inp, N, C, OC, scratch, stream);
+}
+
+#define RM_LINEAR_INSTANCES(T)                                                                     \
+  template void linear_forward<T>(const Blas&, LtGemm*, T*, const T*, const T*, const T*, int,     \
+                                  int, int, cudaStream_t);                                         \
+  template void linear_backward<T>(const Blas&, LtGemm*, T*, float*, float*, const T*, const T*,   \
+                                   const T*, int, int, int, float*, cudaStream_t);                 \
+  template void linear_gelu_forward<T>(const Blas&, LtGemm*, T*, T*, const T*, const T*, const T*, \
+                                       int, int, int, cudaStream_t);                               \
+  template void linear_backward_into_gelu<T>(const Blas&, LtGemm*, T*, float*, float*, const T*,   \
+                                             const T*, const T*, const T*, int, int, int, float*,  \
+                                             cudaStream_t);
+RM_LINEAR_INSTANCES(float)
+RM_LINEAR_INSTANCES(bf16)
+#undef RM_LINEAR_INSTANCES
 
 }  // namespace rm::cuda
