@@ -207,6 +207,26 @@ int main(int argc, char** argv) {
       time_ms(
           s, [&] { gemm(blas, classifier_dweight_gemm(N, C, V, Vp), logits, x, dwte); }, 3),
       cf);
+  LtGemmArgs dwte_lt;
+  dwte_lt.gemm = to_cublas(classifier_dweight_gemm(N, C, V, Vp));
+  row("lm_head", "dW: cuBLASLt, fp32 out, beta 1 (first V rows)", cg, time_ms(s, [&] {
+        lt->run(dwte_lt, GemmType::kF32, x, logits, dwte, nullptr, nullptr);
+      }, 3),
+      cf);
+  const SplitGemm two = classifier_dweight_gemms(N, C, V, Vp);
+  row("lm_head", "dW: cuBLAS GEMMs, fp32 out, beta 1, rows split at 128s", cg, time_ms(s, [&] {
+        gemm(blas, two.head, logits, x, dwte);
+        gemm(blas, two.tail, logits + two.split, x, dwte + static_cast<size_t>(two.split) * C);
+      }, 3),
+      cf);
+  // All Vp rows into a padded fp32 buffer, beta 0 (the first V rows would then be added to dwte).
+  float* dwte_p = device_array<float>(static_cast<size_t>(Vp) * C, 0.0f);
+  RowMajorGemm padded = classifier_dweight_gemm(N, C, Vp, Vp);
+  padded.beta = 0.0f;
+  row("lm_head", "dW: cuBLAS GEMM, fp32 out, beta 0, all Vp rows", cg,
+      time_ms(s, [&] { gemm(blas, padded, logits, x, dwte_p); }, 3), cf);
+  row("lm_head", "dW: cuBLAS GEMM, bf16 out, beta 0, all Vp rows", cg,
+      time_ms(s, [&] { gemm(blas, padded, logits, x, wte); }, 3), cf);
   std::printf("# lt plans %zu, fallbacks %lld\n", lt->plans(),
               static_cast<long long>(lt->fallbacks()));
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");

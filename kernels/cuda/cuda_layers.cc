@@ -229,11 +229,12 @@ void CudaLayers<T>::queue_classifier_forward_backward(T* dinp, float* dwte, T* s
   T* const logits = scratch;
   T* const wte_p = scratch + static_cast<size_t>(N) * Vp;
   const RowMajorGemm forward = linear_forward_gemm(N, C, Vp, false),
-                     dinp_gemm = linear_dinp_gemm(N, C, Vp),
-                     dwte_gemm = classifier_dweight_gemm(N, C, V, Vp);
-  to_cublas(forward);  // all three validated before anything is queued
+                     dinp_gemm = linear_dinp_gemm(N, C, Vp);
+  const SplitGemm dwte_gemms = classifier_dweight_gemms(N, C, V, Vp);
+  to_cublas(forward);  // all validated before anything is queued
   to_cublas(dinp_gemm);
-  to_cublas(dwte_gemm);
+  to_cublas(dwte_gemms.head);
+  to_cublas(dwte_gemms.tail);
   // The padded copy of wte: copied every call (77 MB at GPT-2's shape, ~0.05 ms), because the
   // parameters change every step and ZeRO-3 hands a different gathered buffer each time.
   const size_t row_bytes = static_cast<size_t>(C) * sizeof(T);
@@ -246,7 +247,9 @@ void CudaLayers<T>::queue_classifier_forward_backward(T* dinp, float* dwte, T* s
   gemm(ctx_.blas(), forward, inp, wte_p, logits);
   queue_loss(logits, targets, N, V, Vp, grad_scale);
   gemm(ctx_.blas(), dinp_gemm, logits, wte_p, dinp);
-  gemm(ctx_.blas(), dwte_gemm, logits, inp, dwte);
+  const size_t split = static_cast<size_t>(dwte_gemms.split);
+  gemm(ctx_.blas(), dwte_gemms.head, logits, inp, dwte);
+  gemm(ctx_.blas(), dwte_gemms.tail, logits + split, inp, dwte + split * C);
 }
 
 template <typename T>

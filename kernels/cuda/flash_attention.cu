@@ -31,6 +31,42 @@ __device__ void load_tile(bf* tile, int ld_tile, const bf16* src, size_t ld, int
   }
 }
 
+// 16 bytes from global to shared memory without passing through registers (cp.async, sm_80+;
+// .cg: cached in L2 only), zeros when !valid (src is then not read, but must be an address of
+// the buffer). Completes at the wait_group that covers its commit group.
+__device__ inline void cp_async_16(void* dst, const void* src, bool valid) {
+  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+// The same for 4 bytes (.ca: the only form below 16 bytes).
+__device__ inline void cp_async_4(void* dst, const void* src, bool valid) {
+  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(at), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+// Waits until at most `pending` of this thread's commit groups are still in flight (the other
+// threads' copies are visible after a __syncthreads that follows).
+template <int pending>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
+}
+
+// load_tile through cp.async: queued, not done (a commit and a wait follow).
+template <int HS>
+__device__ void load_tile_async(bf* tile, int ld_tile, const bf16* src, size_t ld, int row0,
+                                int Tn) {
+  constexpr int kChunks = HS / 8;
+  for (int c = threadIdx.x; c < kFlashTile * kChunks; c += kFlashThreads) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool in = row0 + r < Tn;
+    cp_async_16(tile + r * ld_tile + col, in ? src + (row0 + r) * ld + col : src, in);
+  }
+}
+
 // What every thread of a tile kernel's block knows: its (batch, head), its lane's place, where
 // the head's rows start in the global buffers, and the shared-memory views (flash_smem()).
 struct Block {
@@ -62,11 +98,27 @@ __device__ Block block_of(unsigned char* smem, const FlashSmem& L, int H, int Tn
   return x;
 }
 
-// K and V tile kt of the head into shared memory.
+// The block's shared-memory views in stage s (0 or 1) of the two (flash_smem()).
+__device__ inline Block staged(Block x, const FlashSmem& L, int s) {
+  const size_t shift = s * L.stage;
+  auto move = [shift](auto* p) {
+    return reinterpret_cast<decltype(p)>(reinterpret_cast<unsigned char*>(p) + shift);
+  };
+  x.q = move(x.q);
+  x.k = move(x.k);
+  x.v = move(x.v);
+  x.dout = move(x.dout);
+  x.lse = move(x.lse);
+  x.d = move(x.d);
+  return x;
+}
+
+// K and V tile kt of the head into shared memory, asynchronously (a commit and a wait follow).
 template <int HS>
-__device__ void load_keys(const Block& x, const FlashSmem& L, const bf16* qkv, int kt, int Tn) {
-  load_tile<HS>(x.k, L.ld_tile, qkv + x.qkv + x.C, x.ld, kt * kFlashTile, Tn);
-  load_tile<HS>(x.v, L.ld_tile, qkv + x.qkv + 2 * x.C, x.ld, kt * kFlashTile, Tn);
+__device__ void load_keys_async(const Block& x, const FlashSmem& L, const bf16* qkv, int kt,
+                                int Tn) {
+  load_tile_async<HS>(x.k, L.ld_tile, qkv + x.qkv + x.C, x.ld, kt * kFlashTile, Tn);
+  load_tile_async<HS>(x.v, L.ld_tile, qkv + x.qkv + 2 * x.C, x.ld, kt * kFlashTile, Tn);
 }
 
 // ---- Forward -----------------------------------------------------------------------------
@@ -103,6 +155,15 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const bf* row_address
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(at));
 }
+// The same without .trans: lane 4g + t receives matrix m's elements [g][2t] and [g][2t+1] in
+// register m -- for a row-major [n][k] matrix (rows of keys, columns of the head) that is the
+// B fragment register of m16n8k16.
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const bf* row_address) {
+  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -122,17 +183,25 @@ __device__ void load_a_rows(uint32_t (&a)[HS / 16][4], const bf* rows, int ld) {
 }
 
 // c[64 columns] = A[16, HS] * Bm[64 rows, HS]^T: 8 C fragments; Bm a whole tile (pitch ld).
+// One ldmatrix.x4 gives the B fragments of two output column groups (n, n + 1) for one 16-wide
+// step kk: matrices 0, 1 = rows [n*8, +8) x columns [kk*16, +8) and [kk*16 + 8, +8) (b0, b1 of
+// group n), 2, 3 = the same for rows [n*8 + 8, +8) (group n + 1); lane l gives the address of
+// row l % 8 of matrix l / 8.
 template <int HS>
 __device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t (&a)[HS / 16][4],
                                   const bf* Bm, int ld) {
-  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; ++n) {
-    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
-    const bf* brow = Bm + (n * 8 + g) * ld + 2 * t;
+  for (int n = 0; n < kFlashTile / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; n += 2) {
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
-      mma_16816(c[n], a[kk], ld_pair(brow + kk * 16), ld_pair(brow + kk * 16 + 8));
+      uint32_t b[4];
+      ldmatrix_x4(b, rows + n * 8 * ld + kk * 16);
+      mma_16816(c[n], a[kk], b[0], b[1]);
+      mma_16816(c[n + 1], a[kk], b[2], b[3]);
     }
   }
 }
@@ -193,6 +262,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int ld = L.ld_tile;
   const int row[2] = {row0 + g, row0 + g + 8};  // the lane's two queries
 
+  load_keys_async<HS>(x, L, qkv, 0, Tn);  // key tile 0 into stage 0, while Q loads
+  cp_async_commit();
   load_tile<HS>(x.q, ld, qkv + x.qkv, x.ld, qt * kFlashTile, Tn);
   __syncthreads();
   uint32_t qa[HS / 16][4];  // the warp's Q rows, for every key tile
@@ -203,11 +274,19 @@ __global__ void __launch_bounds__(kFlashThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();  // every warp is done with the previous K, V tiles
-    load_keys<HS>(x, L, qkv, kt, Tn);
-    __syncthreads();
+    // Key tile kt + 1 goes into the other stage while this one is used; the previous
+    // iteration's closing __syncthreads freed that stage.
+    if (kt < qt) {
+      load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn);
+      cp_async_commit();
+      cp_async_wait<1>();  // tile kt has landed (only kt + 1 may be in flight)
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // every thread's part of tile kt is visible
+    const Block c = staged(x, L, kt & 1);
     float s[kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys
-    rows_times_tile_t<HS>(s, qa, x.k, ld);
+    rows_times_tile_t<HS>(s, qa, c.k, ld);
     // Online softmax of the lane's two rows; a row's 64 keys are spread over its quad (t).
     const int j0 = kt * kFlashTile;
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -246,7 +325,8 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
     }
-    fragments_times_tile<HS>(o, s, x.v, ld);  // O += P V, P rounded to bf16
+    fragments_times_tile<HS>(o, s, c.v, ld);  // O += P V, P rounded to bf16
+    __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   // Every lane of a quad holds its rows' m and l.
 #pragma unroll
@@ -295,6 +375,22 @@ __device__ void load_queries(const Block& x, const FlashSmem& L, const bf16* qkv
   }
 }
 
+// load_queries through cp.async: queued, not done (a commit and a wait follow).
+template <int HS>
+__device__ void load_queries_async(const Block& x, const FlashSmem& L, const bf16* qkv,
+                                   const bf16* dout, const float* lse, const float* D, int qt,
+                                   int Tn) {
+  const int q0 = qt * kFlashTile;
+  load_tile_async<HS>(x.q, L.ld_tile, qkv + x.qkv, x.ld, q0, Tn);
+  load_tile_async<HS>(x.dout, L.ld_tile, dout + x.out, x.C, q0, Tn);
+  const size_t base = static_cast<size_t>(blockIdx.x) * Tn;
+  for (int t = threadIdx.x; t < kFlashTile; t += kFlashThreads) {
+    const bool in = q0 + t < Tn;
+    cp_async_4(x.lse + t, in ? lse + base + q0 + t : lse, in);
+    cp_async_4(x.d + t, in ? D + base + q0 + t : D, in);
+  }
+}
+
 // dK, dV of 64 keys: over the query tiles kt..nq-1, in the transposed view (the warp's 16 key
 // rows against the tile's 64 queries): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
 // dV += P^T dO and dK += dS^T Q, all in registers.
@@ -311,7 +407,12 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int ld = L.ld_tile;
   const int key[2] = {row0 + g, row0 + g + 8};  // the lane's two keys
 
-  load_keys<HS>(x, L, qkv, kt, Tn);
+  const int nq = static_cast<int>(gridDim.y);
+  load_queries_async<HS>(staged(x, L, kt & 1), L, qkv, dout, lse, D, kt, Tn);
+  cp_async_commit();
+  load_keys_async<HS>(x, L, qkv, kt, Tn);  // stage 0's K, V: this block's keys, kept
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
   uint32_t ka[HS / 16][4], va[HS / 16][4];
   load_a_rows<HS>(ka, x.k + x.warp * 16 * ld, ld);
@@ -322,25 +423,33 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
   }
-  for (int qt = kt; qt < static_cast<int>(gridDim.y); ++qt) {
-    __syncthreads();  // every warp is done with the previous query tile
-    load_queries<HS>(x, L, qkv, dout, lse, D, qt, Tn);
-    __syncthreads();
+  for (int qt = kt; qt < nq; ++qt) {
+    // Query tile qt + 1 goes into the other stage while this one is used.
+    if (qt + 1 < nq) {
+      load_queries_async<HS>(staged(x, L, (qt + 1) & 1), L, qkv, dout, lse, D, qt + 1, Tn);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // every thread's part of query tile qt is visible
+    const Block c = staged(x, L, qt & 1);
     float st[kFlashTile / 8][4], dpt[kFlashTile / 8][4];
-    rows_times_tile_t<HS>(st, ka, x.q, ld);
-    rows_times_tile_t<HS>(dpt, va, x.dout, ld);
+    rows_times_tile_t<HS>(st, ka, c.q, ld);
+    rows_times_tile_t<HS>(dpt, va, c.dout, ld);
 #pragma unroll
     for (int n = 0; n < kFlashTile / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int c = n * 8 + 2 * t + (e & 1), i = qt * kFlashTile + c;  // the query
-        const float p = flash_prob(st[n][e], scale_log2, x.lse[c], key[e >> 1] <= i && i < Tn);
+        const int col = n * 8 + 2 * t + (e & 1), i = qt * kFlashTile + col;  // the query
+        const float p = flash_prob(st[n][e], scale_log2, c.lse[col], key[e >> 1] <= i && i < Tn);
         st[n][e] = p;
-        dpt[n][e] = flash_dscore(p, dpt[n][e], x.d[c]);
+        dpt[n][e] = flash_dscore(p, dpt[n][e], c.d[col]);
       }
     }
-    fragments_times_tile<HS>(dv, st, x.dout, ld);
-    fragments_times_tile<HS>(dk, dpt, x.q, ld);
+    fragments_times_tile<HS>(dv, st, c.dout, ld);
+    fragments_times_tile<HS>(dk, dpt, c.q, ld);
+    __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   write_fragment_rows<HS>(dqkv + x.qkv + x.C, x.ld, row0, Tn, dk, scale);
   write_fragment_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, row0, Tn, dv, 1.0f);
@@ -360,6 +469,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int ld = L.ld_tile;
   const int query[2] = {row0 + g, row0 + g + 8};  // the lane's two queries
 
+  load_keys_async<HS>(x, L, qkv, 0, Tn);  // key tile 0 into stage 0, while the queries load
+  cp_async_commit();
   load_queries<HS>(x, L, qkv, dout, lse, D, qt, Tn);
   __syncthreads();
   uint32_t qa[HS / 16][4], da[HS / 16][4];
@@ -371,12 +482,18 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
   for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();  // every warp is done with the previous K, V tiles (queries loaded)
-    load_keys<HS>(x, L, qkv, kt, Tn);
-    __syncthreads();
+    if (kt < qt) {
+      load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // every thread's part of key tile kt is visible
+    const Block c = staged(x, L, kt & 1);
     float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];
-    rows_times_tile_t<HS>(s, qa, x.k, ld);
-    rows_times_tile_t<HS>(dp, da, x.v, ld);
+    rows_times_tile_t<HS>(s, qa, c.k, ld);
+    rows_times_tile_t<HS>(dp, da, c.v, ld);
 #pragma unroll
     for (int n = 0; n < kFlashTile / 8; ++n) {
 #pragma unroll
@@ -387,7 +504,8 @@ __global__ void __launch_bounds__(kFlashThreads)
         s[n][e] = flash_dscore(p, dp[n][e], d_r[r]);
       }
     }
-    fragments_times_tile<HS>(dq, s, x.k, ld);
+    fragments_times_tile<HS>(dq, s, c.k, ld);
+    __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   write_fragment_rows<HS>(dqkv + x.qkv, x.ld, row0, Tn, dq, scale);
 }

@@ -92,12 +92,17 @@ inline unsigned flash_rowsum_blocks(size_t rows) {
 // vector copies and ldmatrix (2 * (hs + 8) bytes, a multiple of 16 for hs a multiple of 8) and
 // staggers the banks by 16 bytes a row, so the 32-bit fragment loads of 8 rows x 4 columns hit
 // 32 different banks (flash_attention_plan_test.cc checks both).
+//
+// Two stages: the set of regions twice, the second `stage` bytes after the first. The tiles a
+// kernel walks over (K and V in the forward and dQ kernels; Q, dO, lse and D in the dK/dV one)
+// are copied asynchronously (cp.async) into one stage while the block computes on the other.
 struct FlashSmem {
   int ld_tile = 0;
-  // Offsets: Q, K, V, dO tiles; lse and D rows (kFlashTile floats each). The forward has no dO,
-  // lse or D (offset 0, unused).
+  // Offsets in stage 0: Q, K, V, dO tiles; lse and D rows (kFlashTile floats each). The forward
+  // has no dO, lse or D (offset 0, unused).
   size_t q = 0, k = 0, v = 0, dout = 0, lse = 0, d = 0;
-  size_t bytes = 0;  // the total, for the launch
+  size_t stage = 0;  // stage 1's offsets are stage 0's plus this
+  size_t bytes = 0;  // the total (2 stages), for the launch
 };
 inline FlashSmem flash_smem(int hs, bool backward) {
   const size_t kAlign = 128;
@@ -119,7 +124,8 @@ inline FlashSmem flash_smem(int hs, bool backward) {
     s.lse = take(kFlashTile * 4);
     s.d = take(kFlashTile * 4);
   }
-  s.bytes = at;
+  s.stage = at;
+  s.bytes = 2 * at;
   return s;
 }
 

@@ -90,7 +90,10 @@ TEST(FlashAttentionPlan, SharedMemoryIsAlignedAndFits) {
           EXPECT_GE(regions[r].first, regions[r - 1].first + regions[r - 1].second);
         }
       }
-      EXPECT_LE(regions.back().first + regions.back().second, s.bytes);
+      // Stage 1 is stage 0 again, after it: the same alignment, no overlap.
+      EXPECT_LE(regions.back().first + regions.back().second, s.stage);
+      EXPECT_EQ(s.stage % 128, 0u);
+      EXPECT_EQ(s.bytes, 2 * s.stage);
       EXPECT_LE(s.bytes, kSm80Limit);
       for (int row = 0; row < kFlashTile; ++row) {
         EXPECT_EQ((s.k + static_cast<size_t>(row) * s.ld_tile * 2) % 16, 0u);

@@ -85,6 +85,14 @@ RowMajorGemm classifier_dweight_gemm(int N, int C, int V, int Vp) {
   return g;
 }
 
+SplitGemm classifier_dweight_gemms(int N, int C, int V, int Vp) {
+  SplitGemm s;
+  s.split = V / 128 * 128;
+  s.head = classifier_dweight_gemm(N, C, s.split, Vp);
+  s.tail = classifier_dweight_gemm(N, C, V - s.split, Vp);
+  return s;
+}
+
 AttentionOffsets attention_offsets(int b, int Tn, int C, int H) {
   AttentionOffsets o;
   o.qkv = static_cast<size_t>(b) * Tn * 3 * C;

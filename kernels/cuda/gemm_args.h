@@ -54,6 +54,15 @@ RowMajorGemm linear_dweight_gemm(int N, int C, int OC);                 // dweig
 // linear_forward_gemm(N, C, Vp, false); dinp = dlogits wte_p is linear_dinp_gemm(N, C, Vp). The
 // weight gradient takes the first V columns of dlogits:
 RowMajorGemm classifier_dweight_gemm(int N, int C, int V, int Vp);  // dwte[V,C] += dlogits^T inp
+// The same in two GEMMs over rows of dwte: [0, split) with split the largest multiple of 128 not
+// above V, then [split, V) (its A starts at dlogits column `split`, its C at dwte row `split`;
+// tail.M = 0 when V is a multiple of 128). cuBLAS runs 50257 rows at 0.5x the rate of 50304 (an
+// H200, bench/cuda_linear_bench): the odd row count, not the work, is slow.
+struct SplitGemm {
+  RowMajorGemm head, tail;
+  int split = 0;
+};
+SplitGemm classifier_dweight_gemms(int N, int C, int V, int Vp);
 
 // Attention (kernels/cpu/attention.h), one call per batch entry b, batched over the H heads.
 // Operands start at the offsets of attention_offsets(b, ...): Q = qkv + qkv, K = Q + C,

@@ -230,9 +230,19 @@ TEST(GemmArgs, PaddedClassifierMatchesTheUnpaddedLinear) {
   cpu::linear_backward(dinp_want.data(), dw_want.data(), nullptr, d.data(), inp.data(), wte.data(),
                        N, C, V);
   run_like_backend(linear_dinp_gemm(N, C, Vp), dlogits.data(), wte_p.data(), dinp.data());
+  auto dw_split = dw;
   run_like_backend(classifier_dweight_gemm(N, C, V, Vp), dlogits.data(), inp.data(), dw.data());
   expect_close(dinp, dinp_want, 1e-5f);
   expect_close(dw, dw_want, 1e-5f);  // V rows written: dw has exactly V * C elements
+  // The same in two GEMMs, as the backend runs it: rows [0, 128) and [128, 131).
+  const SplitGemm two = classifier_dweight_gemms(N, C, V, Vp);
+  ASSERT_EQ(two.split, 128);
+  EXPECT_EQ(two.tail.M, 3);
+  run_like_backend(two.head, dlogits.data(), inp.data(), dw_split.data());
+  run_like_backend(two.tail, dlogits.data() + two.split, inp.data(),
+                   dw_split.data() + static_cast<size_t>(two.split) * C);
+  expect_close(dw_split, dw_want, 1e-5f);
+  EXPECT_EQ(classifier_dweight_gemms(N, C, 256, 256).tail.M, 0);  // nothing left over
 }
 
 // ---- The attention's calls: the backend's whole pipeline, emulated on the host ----------------
