@@ -121,6 +121,21 @@ __device__ void load_keys_async(const Block& x, const FlashSmem& L, const bf16* 
   load_tile_async<HS>(x.v, L.ld_tile, qkv + x.qkv + 2 * x.C, x.ld, kt * kFlashTile, Tn);
 }
 
+// One step of a two-stage walk over tiles: when there is a next tile, `load` queues its copy
+// into the other stage (freed by the previous step's closing __syncthreads); then waits until
+// the current tile has landed and every thread's part of it is visible.
+template <typename Load>
+__device__ void prefetch_next_and_wait(bool has_next, Load load) {
+  if (has_next) {
+    load();
+    cp_async_commit();
+    cp_async_wait<1>();  // only the next tile may still be in flight
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // ---- Forward -----------------------------------------------------------------------------
 //
 // mma.sync m16n8k16 (bf16 in, float accumulate) with the scores, the probabilities and the
@@ -274,16 +289,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int kt = 0; kt <= qt; ++kt) {
-    // Key tile kt + 1 goes into the other stage while this one is used; the previous
-    // iteration's closing __syncthreads freed that stage.
-    if (kt < qt) {
+    // Key tile kt + 1 goes into the other stage while this one is used.
+    prefetch_next_and_wait(kt < qt, [&] {
       load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn);
-      cp_async_commit();
-      cp_async_wait<1>();  // tile kt has landed (only kt + 1 may be in flight)
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // every thread's part of tile kt is visible
+    });
     const Block c = staged(x, L, kt & 1);
     float s[kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys
     rows_times_tile_t<HS>(s, qa, c.k, ld);
@@ -425,14 +434,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
   for (int qt = kt; qt < nq; ++qt) {
     // Query tile qt + 1 goes into the other stage while this one is used.
-    if (qt + 1 < nq) {
+    prefetch_next_and_wait(qt + 1 < nq, [&] {
       load_queries_async<HS>(staged(x, L, (qt + 1) & 1), L, qkv, dout, lse, D, qt + 1, Tn);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // every thread's part of query tile qt is visible
+    });
     const Block c = staged(x, L, qt & 1);
     float st[kFlashTile / 8][4], dpt[kFlashTile / 8][4];
     rows_times_tile_t<HS>(st, ka, c.q, ld);
@@ -482,14 +486,9 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
   for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
   for (int kt = 0; kt <= qt; ++kt) {
-    if (kt < qt) {
+    prefetch_next_and_wait(kt < qt, [&] {
       load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // every thread's part of key tile kt is visible
+    });
     const Block c = staged(x, L, kt & 1);
     float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];
     rows_times_tile_t<HS>(s, qa, c.k, ld);

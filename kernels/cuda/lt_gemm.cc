@@ -82,19 +82,14 @@ LtGemm::~LtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-LtGemm::Plan& LtGemm::plan_for(const Key& key, const LtGemmArgs& a, GemmType out, const void* vec,
-                               const void* aux) {
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
-  auto plan = std::make_unique<Plan>();
-  Plan& p = *plan;
-  plans_.emplace(key, std::move(plan));
+void LtGemm::make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* vec, const void* aux,
+                       Alignments align) {
   const CublasGemmArgs& g = a.gemm;
   // Vectors and aux must be 16-byte aligned and aux's leading dimension a multiple of 8
   // (cublasLt.h); short of that, no plan.
   if (!lt_epilogue_shape_ok(a) || (has_vector(a.epilogue) && alignment_of(vec) < 16) ||
       (has_aux(a.epilogue) && alignment_of(aux) < 16)) {
-    return p;
+    return;
   }
   RM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), kThrow);
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(cublas_operation(g.op_a)));
@@ -120,10 +115,10 @@ LtGemm::Plan& LtGemm::plan_for(const Key& key, const LtGemmArgs& a, GemmType out
   cublasStatus_t rc = CUBLAS_STATUS_SUCCESS;
   try {
     set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(std::get<11>(key)));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(std::get<12>(key)));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(std::get<13>(key)));
-    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(std::get<13>(key)));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(align.a));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(align.b));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(align.d));
+    set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align.d));
     rc = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result,
                                         &found);
   } catch (...) {
@@ -135,13 +130,13 @@ LtGemm::Plan& LtGemm::plan_for(const Key& key, const LtGemmArgs& a, GemmType out
     p.algo = result.algo;
     p.ok = true;
   }
-  return p;
 }
 
 bool LtGemm::run(const LtGemmArgs& a, GemmType out, const void* first, const void* second, void* D,
                  void* vec, void* aux) {
   const CublasGemmArgs& g = a.gemm;
   if (g.empty()) return true;
+  const Alignments align{alignment_of(first), alignment_of(second), alignment_of(D)};
   const Key key{static_cast<int>(a.epilogue),
                 static_cast<int>(g.op_a),
                 static_cast<int>(g.op_b),
@@ -153,23 +148,26 @@ bool LtGemm::run(const LtGemmArgs& a, GemmType out, const void* first, const voi
                 g.ldc,
                 g.beta != 0.0f,
                 static_cast<int>(out),
-                alignment_of(first),
-                alignment_of(second),
-                alignment_of(D),
+                align.a,
+                align.b,
+                align.d,
                 has_vector(a.epilogue) ? alignment_of(vec) : 0,
                 has_aux(a.epilogue) ? alignment_of(aux) : 0,
                 a.aux_ld,
                 a.vector_length};
-  const bool known = plans_.count(key) > 0;
-  Plan& p = plan_for(key, a, out, vec, aux);
+  const auto [it, created] = plans_.try_emplace(key);
+  if (created) {
+    it->second = std::make_unique<Plan>();
+    make_plan(*it->second, a, out, vec, aux, align);
+  }
+  Plan& p = *it->second;
   if (!p.ok) {
     ++fallbacks_;
-    if (!known) {
+    if (created) {
       std::fprintf(stderr,
                    "rm::cuda: cuBLASLt has no matmul for epilogue %s at m=%d n=%d k=%d (aligned "
                    "%d/%d/%d bytes); that GEMM takes the unfused path\n",
-                   epilogue_name(a.epilogue), g.m, g.n, g.k, alignment_of(first),
-                   alignment_of(second), alignment_of(D));
+                   epilogue_name(a.epilogue), g.m, g.n, g.k, align.a, align.b, align.d);
     }
     return false;
   }

@@ -47,10 +47,17 @@ class LtGemm {
 
  private:
   struct Plan;
+  // A distinct call: the epilogue, the column-major GEMM's ops, sizes, leading dimensions and
+  // whether it accumulates, the output type, then the alignments of A, B, D, the vector and aux
+  // (what the heuristic picks by), aux's leading dimension and the vector's length.
   using Key = std::tuple<int, int, int, int, int, int, int, int, int, bool, int, int, int, int, int,
                          int, int64_t, int>;
-  Plan& plan_for(const Key& key, const LtGemmArgs& a, GemmType out, const void* vec,
-                 const void* aux);
+  struct Alignments {
+    int a, b, d;
+  };
+  // Fills a new plan: the descriptors, then cuBLASLt's heuristic for an algorithm (p.ok).
+  void make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* vec, const void* aux,
+                 Alignments align);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
