@@ -23,15 +23,28 @@ parallel: {timeout_s: 30, threads_per_rank: 1}
 EOT
 step() { timeout 300 srun --mpi=pmix -N 2 -n 2 -t 5 -J "$name" "$bin" worker "$dir/job.yaml"; }
 
+# Any command that fails unexpectedly names its line and shows the first step's output, so a
+# failure in CI (where only this test's output survives) says which check it was.
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND exited $?"; cat "$dir/first.out" 2>/dev/null' ERR
+logged() { [[ -f $dir/run/metrics.jsonl ]] && wc -l <"$dir/run/metrics.jsonl" || echo 0; }
+
 step >"$dir/first.out" 2>&1 &
 srun_pid=$!
-for _ in $(seq 600); do  # until 30 steps are logged (60 s at most)
-  [[ -f $dir/run/metrics.jsonl && $(wc -l <"$dir/run/metrics.jsonl") -ge 30 ]] && break
+# Until the step is RUNNING and has logged 30 steps. The step may queue first (an earlier test's
+# job still completing on a loaded machine), so allow 240 s, and stop waiting if srun ends.
+jobid="" state=""
+for _ in $(seq 2400); do
+  kill -0 "$srun_pid" 2>/dev/null || break
+  read -r jobid state < <(squeue -h -n "$name" -o "%i %T" | head -1) || true
+  [[ $state == RUNNING && $(logged) -ge 30 ]] && break
   sleep 0.1
 done
-jobid=$(squeue -h -n "$name" -o %i | head -1)
-[[ -n $jobid ]] || { cat "$dir/first.out"; echo "FAIL: job not found in squeue"; exit 1; }
-scancel --signal=USR1 "$jobid"
+if [[ $state != RUNNING || $(logged) -lt 30 ]]; then
+  cat "$dir/first.out"
+  echo "FAIL: the step did not reach 30 logged steps while running (job '$jobid', state '$state', $(logged) steps)"
+  exit 1
+fi
+scancel --signal=USR1 "$jobid" || { echo "FAIL: scancel --signal=USR1 $jobid failed"; exit 1; }
 code=0
 wait "$srun_pid" || code=$?
 cat "$dir/first.out"
