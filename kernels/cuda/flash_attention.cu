@@ -265,8 +265,25 @@ __device__ void write_fragment_rows(bf16* dst, size_t ld_dst, int row0, int Tn,
   }
 }
 
+// The forward's scaled scores of the lane's two rows over key tile j0 and their tile maximum.
+// Only the diagonal tile is masked (kMasked): every key of an earlier tile is visible to every
+// row of the block, so the other tiles skip the compare and select per element.
+template <bool kMasked>
+__device__ inline void scale_scores(float (&s)[kFlashTile / 8][4], float (&tile_max)[2],
+                                    float scale_log2, int j0, const int (&row)[2], int t) {
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);
+      s[n][e] = !kMasked || j <= row[r] ? s[n][e] * scale_log2 : -INFINITY;
+      tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+    }
+  }
+}
+
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 4)
     flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int H, int Tn, float scale_log2,
                          FlashSmem L) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -297,16 +314,11 @@ __global__ void __launch_bounds__(kFlashThreads)
     float s[kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys
     rows_times_tile_t<HS>(s, qa, c.k, ld);
     // Online softmax of the lane's two rows; a row's 64 keys are spread over its quad (t).
-    const int j0 = kt * kFlashTile;
     float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);
-        s[n][e] = j <= row[r] ? s[n][e] * scale_log2 : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[n][e]);
-      }
+    if (kt == qt) {
+      scale_scores<true>(s, tile_max, scale_log2, kt * kFlashTile, row, t);
+    } else {
+      scale_scores<false>(s, tile_max, scale_log2, kt * kFlashTile, row, t);
     }
     float alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -400,11 +412,32 @@ __device__ void load_queries_async(const Block& x, const FlashSmem& L, const bf1
   }
 }
 
+// P^T and dS^T of the lane's two keys against query tile q0 (the stage c holds its lse and D).
+// kMasked: the diagonal tile, or one with rows past Tn; any other query tile sees every key of
+// the block whole.
+template <bool kMasked>
+__device__ inline void transposed_probabilities(float (&st)[kFlashTile / 8][4],
+                                                float (&dpt)[kFlashTile / 8][4], const Block& c,
+                                                float scale_log2, int q0, const int (&key)[2],
+                                                int t, int Tn) {
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = n * 8 + 2 * t + (e & 1), i = q0 + col;  // the query
+      const float p = flash_prob(st[n][e], scale_log2, c.lse[col],
+                                 !kMasked || (key[e >> 1] <= i && i < Tn));
+      st[n][e] = p;
+      dpt[n][e] = flash_dscore(p, dpt[n][e], c.d[col]);
+    }
+  }
+}
+
 // dK, dV of 64 keys: over the query tiles kt..nq-1, in the transposed view (the warp's 16 key
 // rows against the tile's 64 queries): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
 // dV += P^T dO and dK += dS^T Q, all in registers.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 2)
     flash_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                               const float* D, int H, int Tn, float scale, float scale_log2,
                               FlashSmem L) {
@@ -441,15 +474,10 @@ __global__ void __launch_bounds__(kFlashThreads)
     float st[kFlashTile / 8][4], dpt[kFlashTile / 8][4];
     rows_times_tile_t<HS>(st, ka, c.q, ld);
     rows_times_tile_t<HS>(dpt, va, c.dout, ld);
-#pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + 2 * t + (e & 1), i = qt * kFlashTile + col;  // the query
-        const float p = flash_prob(st[n][e], scale_log2, c.lse[col], key[e >> 1] <= i && i < Tn);
-        st[n][e] = p;
-        dpt[n][e] = flash_dscore(p, dpt[n][e], c.d[col]);
-      }
+    if (qt == kt || (qt + 1) * kFlashTile > Tn) {
+      transposed_probabilities<true>(st, dpt, c, scale_log2, qt * kFlashTile, key, t, Tn);
+    } else {
+      transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, key, t, Tn);
     }
     fragments_times_tile<HS>(dv, st, c.dout, ld);
     fragments_times_tile<HS>(dk, dpt, c.q, ld);
@@ -459,9 +487,28 @@ __global__ void __launch_bounds__(kFlashThreads)
   write_fragment_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, row0, Tn, dv, 1.0f);
 }
 
+// dS of the lane's two queries against key tile j0, in place of S. kMasked: the diagonal tile,
+// or a block with rows past Tn; otherwise every key of the tile is visible to every row.
+template <bool kMasked>
+__device__ inline void score_gradients(float (&s)[kFlashTile / 8][4],
+                                       const float (&dp)[kFlashTile / 8][4], float scale_log2,
+                                       const float (&lse_r)[2], const float (&d_r)[2], int j0,
+                                       const int (&query)[2], int t, int Tn) {
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);  // the key
+      const int i = query[r];
+      const float p = flash_prob(s[n][e], scale_log2, lse_r[r], !kMasked || (j <= i && i < Tn));
+      s[n][e] = flash_dscore(p, dp[n][e], d_r[r]);
+    }
+  }
+}
+
 // dQ of 64 queries: over the key tiles 0..qt, S = Q_w K^T, dP = dO_w V^T, dS, dQ += dS K.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 3)
     flash_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                              const float* D, int H, int Tn, float scale, float scale_log2,
                              FlashSmem L) {
@@ -493,15 +540,10 @@ __global__ void __launch_bounds__(kFlashThreads)
     float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];
     rows_times_tile_t<HS>(s, qa, c.k, ld);
     rows_times_tile_t<HS>(dp, da, c.v, ld);
-#pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, j = kt * kFlashTile + n * 8 + 2 * t + (e & 1);  // the key
-        const int i = query[r];
-        const float p = flash_prob(s[n][e], scale_log2, lse_r[r], j <= i && i < Tn);
-        s[n][e] = flash_dscore(p, dp[n][e], d_r[r]);
-      }
+    if (kt == qt || (qt + 1) * kFlashTile > Tn) {
+      score_gradients<true>(s, dp, scale_log2, lse_r, d_r, kt * kFlashTile, query, t, Tn);
+    } else {
+      score_gradients<false>(s, dp, scale_log2, lse_r, d_r, kt * kFlashTile, query, t, Tn);
     }
     fragments_times_tile<HS>(dq, s, c.k, ld);
     __syncthreads();  // every warp is done with this stage before it is loaded again
