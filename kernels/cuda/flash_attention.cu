@@ -202,15 +202,16 @@ __device__ void load_a_rows(uint32_t (&a)[HS / 16][4], const bf* rows, int ld) {
 // step kk: matrices 0, 1 = rows [n*8, +8) x columns [kk*16, +8) and [kk*16 + 8, +8) (b0, b1 of
 // group n), 2, 3 = the same for rows [n*8 + 8, +8) (group n + 1); lane l gives the address of
 // row l % 8 of matrix l / 8.
-template <int HS>
-__device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t (&a)[HS / 16][4],
+// kN: the rows of Bm taken (the output's columns), a multiple of 16.
+template <int HS, int kN = kFlashTile>
+__device__ void rows_times_tile_t(float (&c)[kN / 8][4], const uint32_t (&a)[HS / 16][4],
                                   const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+  for (int n = 0; n < kN / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; n += 2) {
+  for (int n = 0; n < kN / 8; n += 2) {
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       uint32_t b[4];
@@ -221,14 +222,14 @@ __device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t 
   }
 }
 
-// acc[16, HS] += X[16, 64] * Bm[64 rows, HS], X given as C fragments (rounded to bf16 here:
-// the A operand), Bm a whole tile (pitch ld).
-template <int HS>
-__device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kFlashTile / 8][4],
+// acc[16, HS] += X[16, kK] * Bm[kK rows, HS], X given as C fragments (rounded to bf16 here:
+// the A operand), Bm kK rows of a tile (pitch ld); kK a multiple of 16.
+template <int HS, int kK = kFlashTile>
+__device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kK / 8][4],
                                      const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-  for (int kk = 0; kk < kFlashTile / 16; ++kk) {
+  for (int kk = 0; kk < kK / 16; ++kk) {
     const uint32_t a[4] = {pack_bf16(x[2 * kk][0], x[2 * kk][1]),
                            pack_bf16(x[2 * kk][2], x[2 * kk][3]),
                            pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]),
@@ -412,19 +413,19 @@ __device__ void load_queries_async(const Block& x, const FlashSmem& L, const bf1
   }
 }
 
-// P^T and dS^T of the lane's two keys against query tile q0 (the stage c holds its lse and D).
-// kMasked: the diagonal tile, or one with rows past Tn; any other query tile sees every key of
-// the block whole.
+// P^T and dS^T of the lane's two keys against the kHalf queries of query tile q0 from its
+// column col0 on (the stage c holds the tile's lse and D). kMasked: the diagonal tile, or one
+// with rows past Tn; any other query tile sees every key of the block whole.
 template <bool kMasked>
-__device__ inline void transposed_probabilities(float (&st)[kFlashTile / 8][4],
-                                                float (&dpt)[kFlashTile / 8][4], const Block& c,
-                                                float scale_log2, int q0, const int (&key)[2],
-                                                int t, int Tn) {
+__device__ inline void transposed_probabilities(float (&st)[kFlashHalf / 8][4],
+                                                float (&dpt)[kFlashHalf / 8][4], const Block& c,
+                                                float scale_log2, int q0, int col0,
+                                                const int (&key)[2], int t, int Tn) {
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; ++n) {
+  for (int n = 0; n < kFlashHalf / 8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int col = n * 8 + 2 * t + (e & 1), i = q0 + col;  // the query
+      const int col = col0 + n * 8 + 2 * t + (e & 1), i = q0 + col;  // the query
       const float p = flash_prob(st[n][e], scale_log2, c.lse[col],
                                  !kMasked || (key[e >> 1] <= i && i < Tn));
       st[n][e] = p;
@@ -437,7 +438,7 @@ __device__ inline void transposed_probabilities(float (&st)[kFlashTile / 8][4],
 // rows against the tile's 64 queries): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
 // dV += P^T dO and dK += dS^T Q, all in registers.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads, 2)
+__global__ void __launch_bounds__(kFlashThreads, 3)
     flash_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                               const float* D, int H, int Tn, float scale, float scale_log2,
                               FlashSmem L) {
@@ -471,16 +472,24 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
       load_queries_async<HS>(staged(x, L, (qt + 1) & 1), L, qkv, dout, lse, D, qt + 1, Tn);
     });
     const Block c = staged(x, L, qt & 1);
-    float st[kFlashTile / 8][4], dpt[kFlashTile / 8][4];
-    rows_times_tile_t<HS>(st, ka, c.q, ld);
-    rows_times_tile_t<HS>(dpt, va, c.dout, ld);
-    if (qt == kt || (qt + 1) * kFlashTile > Tn) {
-      transposed_probabilities<true>(st, dpt, c, scale_log2, qt * kFlashTile, key, t, Tn);
-    } else {
-      transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, key, t, Tn);
+    const bool masked = qt == kt || (qt + 1) * kFlashTile > Tn;
+    // The tile's queries in two halves: half the score fragments live at a time (fewer
+    // registers, so more blocks an SM), the same products.
+#pragma unroll
+    for (int h = 0; h < kFlashTile / kFlashHalf; ++h) {
+      const int col0 = h * kFlashHalf;
+      float st[kFlashHalf / 8][4], dpt[kFlashHalf / 8][4];
+      rows_times_tile_t<HS, kFlashHalf>(st, ka, c.q + col0 * ld, ld);
+      rows_times_tile_t<HS, kFlashHalf>(dpt, va, c.dout + col0 * ld, ld);
+      if (masked) {
+        transposed_probabilities<true>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
+      } else {
+        transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t,
+                                        Tn);
+      }
+      fragments_times_tile<HS, kFlashHalf>(dv, st, c.dout + col0 * ld, ld);
+      fragments_times_tile<HS, kFlashHalf>(dk, dpt, c.q + col0 * ld, ld);
     }
-    fragments_times_tile<HS>(dv, st, c.dout, ld);
-    fragments_times_tile<HS>(dk, dpt, c.q, ld);
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   write_fragment_rows<HS>(dqkv + x.qkv + x.C, x.ld, row0, Tn, dk, scale);

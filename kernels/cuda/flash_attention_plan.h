@@ -28,6 +28,7 @@
 namespace rm::cuda {
 
 inline constexpr int kFlashTile = 64;  // query rows and key rows per tile
+inline constexpr int kFlashHalf = kFlashTile / 2;  // the dK/dV kernel's queries at a time
 inline constexpr int kFlashWarps = kFlashTile / 16;
 inline constexpr int kFlashThreads = kFlashWarps * 32;
 inline constexpr int kFlashMaxHeadSize = 128;
