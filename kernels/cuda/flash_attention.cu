@@ -257,7 +257,8 @@ __device__ void rows_times_tile_t_m(float (&c)[M][kFlashTile / 8][4],
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.0f;
+    for (int n = 0; n < kFlashTile / 8; ++n)
+      c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.0f;
   }
 #pragma unroll
   for (int n = 0; n < kFlashTile / 8; n += 2) {
@@ -345,7 +346,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
     flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int H, int Tn, float scale_log2,
                          FlashSmem L) {
   constexpr int M = flash_forward_fragments(HS);  // row fragments a warp
-  constexpr int kRows = flash_forward_rows(HS);    // query rows a block
+  constexpr int kRows = flash_forward_rows(HS);   // query rows a block
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
   const int qb = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // the longest rows first
@@ -513,8 +514,8 @@ __device__ inline void transposed_probabilities(float (&st)[kFlashHalf / 8][4],
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = col0 + n * 8 + 2 * t + (e & 1), i = q0 + col;  // the query
-      const float p = flash_prob(st[n][e], scale_log2, c.lse[col],
-                                 !kMasked || (key[e >> 1] <= i && i < Tn));
+      const float p =
+          flash_prob(st[n][e], scale_log2, c.lse[col], !kMasked || (key[e >> 1] <= i && i < Tn));
       st[n][e] = p;
       dpt[n][e] = flash_dscore(p, dpt[n][e], c.d[col]);
     }
@@ -571,8 +572,7 @@ __global__ void __launch_bounds__(kFlashThreads, kFlashBackwardMinBlocks<HS>)
       if (masked) {
         transposed_probabilities<true>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
       } else {
-        transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t,
-                                        Tn);
+        transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
       }
       fragments_times_tile<HS, kFlashHalf>(dv, st, c.dout + col0 * ld, ld);
       fragments_times_tile<HS, kFlashHalf>(dk, dpt, c.q + col0 * ld, ld);
@@ -709,8 +709,7 @@ struct ForwardLaunch {
   void operator()() const {
     const FlashSmem L = flash_smem(HS, false);
     launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H, flash_forward_rows(HS)), L.bytes, stream,
-           out, lse, qkv, H, Tn,
-           flash_scale_log2(HS), L);
+           out, lse, qkv, H, Tn, flash_scale_log2(HS), L);
   }
 };
 

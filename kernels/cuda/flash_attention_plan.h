@@ -27,7 +27,7 @@
 
 namespace rm::cuda {
 
-inline constexpr int kFlashTile = 64;  // query rows and key rows per tile
+inline constexpr int kFlashTile = 64;              // query rows and key rows per tile
 inline constexpr int kFlashHalf = kFlashTile / 2;  // the dK/dV kernel's queries at a time
 inline constexpr int kFlashWarps = kFlashTile / 16;
 inline constexpr int kFlashThreads = kFlashWarps * 32;
@@ -130,8 +130,8 @@ inline FlashSmem flash_smem(int hs, bool backward) {
     return here;
   };
   // The forward's Q region holds its flash_forward_rows(hs) rows (stage 1's is unused).
-  s.q = take(backward ? tile
-                      : round_up(static_cast<size_t>(flash_forward_rows(hs)) * s.ld_tile * 2));
+  s.q =
+      take(backward ? tile : round_up(static_cast<size_t>(flash_forward_rows(hs)) * s.ld_tile * 2));
   s.k = take(tile);
   s.v = take(tile);
   if (backward) {
