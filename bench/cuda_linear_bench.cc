@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/cuda/bias_gradient.h"
 #include "kernels/cuda/classifier_plan.h"
 #include "kernels/cuda/cuda_compute.h"
 #include "kernels/cuda/cuda_context.h"
@@ -171,6 +172,16 @@ int main(int argc, char** argv) {
                                   C, OC, scratch, s);
                 }),
         dwb);
+    row(L.name, "dW+dbias: cuBLASLt GEMM, 16-byte bias kernel", gflop,
+        time_ms(s,
+                [&] {
+                  lt->run(lt_linear_dweight(N, C, OC, false), GemmType::kF32, x, dout, dw, nullptr,
+                          nullptr);
+                  bias_gradient(db, dout, N, OC, scratch, s);
+                }),
+        dwb);
+    row(L.name, "dbias alone: 16-byte bias kernel", gflop,
+        time_ms(s, [&] { bias_gradient(db, dout, N, OC, scratch, s); }), dwb);
     row(L.name, "dW+dbias: cuBLASLt BGRADB, add", gflop,
         time_ms(s,
                 [&] {
@@ -209,24 +220,32 @@ int main(int argc, char** argv) {
       cf);
   LtGemmArgs dwte_lt;
   dwte_lt.gemm = to_cublas(classifier_dweight_gemm(N, C, V, Vp));
-  row("lm_head", "dW: cuBLASLt, fp32 out, beta 1 (first V rows)", cg, time_ms(s, [&] {
-        lt->run(dwte_lt, GemmType::kF32, x, logits, dwte, nullptr, nullptr);
-      }, 3),
+  row("lm_head", "dW: cuBLASLt, fp32 out, beta 1 (first V rows)", cg,
+      time_ms(
+          s, [&] { lt->run(dwte_lt, GemmType::kF32, x, logits, dwte, nullptr, nullptr); }, 3),
       cf);
   const SplitGemm two = classifier_dweight_gemms(N, C, V, Vp);
-  row("lm_head", "dW: cuBLAS GEMMs, fp32 out, beta 1, rows split at 128s", cg, time_ms(s, [&] {
-        gemm(blas, two.head, logits, x, dwte);
-        gemm(blas, two.tail, logits + two.split, x, dwte + static_cast<size_t>(two.split) * C);
-      }, 3),
+  row("lm_head", "dW: cuBLAS GEMMs, fp32 out, beta 1, rows split at 128s", cg,
+      time_ms(
+          s,
+          [&] {
+            gemm(blas, two.head, logits, x, dwte);
+            gemm(blas, two.tail, logits + two.split, x, dwte + static_cast<size_t>(two.split) * C);
+          },
+          3),
       cf);
   // All Vp rows into a padded fp32 buffer, beta 0 (the first V rows would then be added to dwte).
   float* dwte_p = device_array<float>(static_cast<size_t>(Vp) * C, 0.0f);
   RowMajorGemm padded = classifier_dweight_gemm(N, C, Vp, Vp);
   padded.beta = 0.0f;
   row("lm_head", "dW: cuBLAS GEMM, fp32 out, beta 0, all Vp rows", cg,
-      time_ms(s, [&] { gemm(blas, padded, logits, x, dwte_p); }, 3), cf);
+      time_ms(
+          s, [&] { gemm(blas, padded, logits, x, dwte_p); }, 3),
+      cf);
   row("lm_head", "dW: cuBLAS GEMM, bf16 out, beta 0, all Vp rows", cg,
-      time_ms(s, [&] { gemm(blas, padded, logits, x, wte); }, 3), cf);
+      time_ms(
+          s, [&] { gemm(blas, padded, logits, x, wte); }, 3),
+      cf);
   std::printf("# lt plans %zu, fallbacks %lld\n", lt->plans(),
               static_cast<long long>(lt->fallbacks()));
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");

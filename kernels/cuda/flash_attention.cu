@@ -20,10 +20,10 @@ using bf = __nv_bfloat16;
 
 // tile[r, :] = src[(row0 + r) * ld, 0:HS] for the kFlashTile rows, zeros past Tn. 16-byte copies
 // (src rows and the tile's pitch are multiples of 8 elements; the launcher checks alignment).
-template <int HS>
+template <int HS, int kRows = kFlashTile>
 __device__ void load_tile(bf* tile, int ld_tile, const bf16* src, size_t ld, int row0, int Tn) {
   constexpr int kChunks = HS / 8;  // 8 bf16 per 16 bytes
-  for (int c = threadIdx.x; c < kFlashTile * kChunks; c += kFlashThreads) {
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kFlashThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (row0 + r < Tn) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * ld + col);
@@ -202,15 +202,16 @@ __device__ void load_a_rows(uint32_t (&a)[HS / 16][4], const bf* rows, int ld) {
 // step kk: matrices 0, 1 = rows [n*8, +8) x columns [kk*16, +8) and [kk*16 + 8, +8) (b0, b1 of
 // group n), 2, 3 = the same for rows [n*8 + 8, +8) (group n + 1); lane l gives the address of
 // row l % 8 of matrix l / 8.
-template <int HS>
-__device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t (&a)[HS / 16][4],
+// kN: the rows of Bm taken (the output's columns), a multiple of 16.
+template <int HS, int kN = kFlashTile>
+__device__ void rows_times_tile_t(float (&c)[kN / 8][4], const uint32_t (&a)[HS / 16][4],
                                   const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+  for (int n = 0; n < kN / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; n += 2) {
+  for (int n = 0; n < kN / 8; n += 2) {
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       uint32_t b[4];
@@ -221,14 +222,14 @@ __device__ void rows_times_tile_t(float (&c)[kFlashTile / 8][4], const uint32_t 
   }
 }
 
-// acc[16, HS] += X[16, 64] * Bm[64 rows, HS], X given as C fragments (rounded to bf16 here:
-// the A operand), Bm a whole tile (pitch ld).
-template <int HS>
-__device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kFlashTile / 8][4],
+// acc[16, HS] += X[16, kK] * Bm[kK rows, HS], X given as C fragments (rounded to bf16 here:
+// the A operand), Bm kK rows of a tile (pitch ld); kK a multiple of 16.
+template <int HS, int kK = kFlashTile>
+__device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kK / 8][4],
                                      const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-  for (int kk = 0; kk < kFlashTile / 16; ++kk) {
+  for (int kk = 0; kk < kK / 16; ++kk) {
     const uint32_t a[4] = {pack_bf16(x[2 * kk][0], x[2 * kk][1]),
                            pack_bf16(x[2 * kk][2], x[2 * kk][3]),
                            pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]),
@@ -242,6 +243,64 @@ __device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[k
       ldmatrix_x4_trans(b, b0 + n * 8);
       mma_16816(acc[n], a, b[0], b[1]);
       mma_16816(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// rows_times_tile_t for M fragments of rows at once: each B fragment pair loaded serves M
+// products (the forward's warps own 16 M rows).
+template <int HS, int M>
+__device__ void rows_times_tile_t_m(float (&c)[M][kFlashTile / 8][4],
+                                    const uint32_t (&a)[M][HS / 16][4], const bf* Bm, int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int n = 0; n < kFlashTile / 8; ++n)
+      c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.0f;
+  }
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; n += 2) {
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, rows + n * 8 * ld + kk * 16);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma_16816(c[m][n], a[m][kk], b[0], b[1]);
+        mma_16816(c[m][n + 1], a[m][kk], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// fragments_times_tile for M fragments of rows at once, each B fragment pair serving M products.
+template <int HS, int M>
+__device__ void fragments_times_tile_m(float (&acc)[M][HS / 8][4],
+                                       const float (&x)[M][kFlashTile / 8][4], const bf* Bm,
+                                       int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int kk = 0; kk < kFlashTile / 16; ++kk) {
+    uint32_t a[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      a[m][0] = pack_bf16(x[m][2 * kk][0], x[m][2 * kk][1]);
+      a[m][1] = pack_bf16(x[m][2 * kk][2], x[m][2 * kk][3]);
+      a[m][2] = pack_bf16(x[m][2 * kk + 1][0], x[m][2 * kk + 1][1]);
+      a[m][3] = pack_bf16(x[m][2 * kk + 1][2], x[m][2 * kk + 1][3]);
+    }
+    const bf* b0 = Bm + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
+#pragma unroll
+    for (int n = 0; n < HS / 8; n += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, b0 + n * 8);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma_16816(acc[m][n], a[m], b[0], b[1]);
+        mma_16816(acc[m][n + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
@@ -265,95 +324,137 @@ __device__ void write_fragment_rows(bf16* dst, size_t ld_dst, int row0, int Tn,
   }
 }
 
+// The forward's scaled scores of the lane's two rows over key tile j0 and their tile maximum.
+// Only the diagonal tile is masked (kMasked): every key of an earlier tile is visible to every
+// row of the block, so the other tiles skip the compare and select per element.
+template <bool kMasked>
+__device__ inline void scale_scores(float (&s)[kFlashTile / 8][4], float (&tile_max)[2],
+                                    float scale_log2, int j0, const int (&row)[2], int t) {
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);
+      s[n][e] = !kMasked || j <= row[r] ? s[n][e] * scale_log2 : -INFINITY;
+      tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+    }
+  }
+}
+
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 2)
     flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int H, int Tn, float scale_log2,
                          FlashSmem L) {
+  constexpr int M = flash_forward_fragments(HS);  // row fragments a warp
+  constexpr int kRows = flash_forward_rows(HS);   // query rows a block
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
-  const int qt = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // the longest rows first
-  const int row0 = qt * kFlashTile + x.warp * 16;
+  const int qb = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // the longest rows first
+  const int q0 = qb * kRows;
+  const int warp_row = q0 + x.warp * 16 * M;  // the warp's first row
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
   const int ld = L.ld_tile;
-  const int row[2] = {row0 + g, row0 + g + 8};  // the lane's two queries
+  int row[M][2];  // the lane's two rows in each of the warp's fragments
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    row[m][0] = warp_row + m * 16 + g;
+    row[m][1] = row[m][0] + 8;
+  }
+  // Key tiles up to the block's last row that exists.
+  const int nk = (min(q0 + kRows, Tn) - 1) / kFlashTile + 1;
 
   load_keys_async<HS>(x, L, qkv, 0, Tn);  // key tile 0 into stage 0, while Q loads
   cp_async_commit();
-  load_tile<HS>(x.q, ld, qkv + x.qkv, x.ld, qt * kFlashTile, Tn);
+  load_tile<HS, kRows>(x.q, ld, qkv + x.qkv, x.ld, q0, Tn);
   __syncthreads();
-  uint32_t qa[HS / 16][4];  // the warp's Q rows, for every key tile
-  load_a_rows<HS>(qa, x.q + x.warp * 16 * ld, ld);
-  float o[HS / 8][4];
+  uint32_t qa[M][HS / 16][4];  // the warp's Q rows, for every key tile
 #pragma unroll
-  for (int n = 0; n < HS / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int m = 0; m < M; ++m) load_a_rows<HS>(qa[m], x.q + (x.warp * 16 * M + m * 16) * ld, ld);
+  float o[M][HS / 8][4];
+  float mx[M][2], l[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) o[m][n][0] = o[m][n][1] = o[m][n][2] = o[m][n][3] = 0.0f;
+    mx[m][0] = mx[m][1] = -INFINITY;
+    l[m][0] = l[m][1] = 0.0f;
+  }
 
-  for (int kt = 0; kt <= qt; ++kt) {
+  for (int kt = 0; kt < nk; ++kt) {
     // Key tile kt + 1 goes into the other stage while this one is used.
-    prefetch_next_and_wait(kt < qt, [&] {
+    prefetch_next_and_wait(kt + 1 < nk, [&] {
       load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn);
     });
     const Block c = staged(x, L, kt & 1);
-    float s[kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys
-    rows_times_tile_t<HS>(s, qa, c.k, ld);
-    // Online softmax of the lane's two rows; a row's 64 keys are spread over its quad (t).
-    const int j0 = kt * kFlashTile;
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    float s[M][kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys, per row fragment
+    rows_times_tile_t_m<HS, M>(s, qa, c.k, ld);
 #pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
+    for (int m = 0; m < M; ++m) {
+      // Online softmax of the lane's two rows of fragment m; a row's 64 keys are spread over its
+      // quad (t). Masked only where a key of the tile may lie past a row of the fragment (the
+      // same for the whole warp).
+      float tile_max[2] = {-INFINITY, -INFINITY};
+      if (kt * kFlashTile + kFlashTile - 1 > warp_row + m * 16) {
+        scale_scores<true>(s[m], tile_max, scale_log2, kt * kFlashTile, row[m], t);
+      } else {
+        scale_scores<false>(s[m], tile_max, scale_log2, kt * kFlashTile, row[m], t);
+      }
+      float alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);
-        s[n][e] = j <= row[r] ? s[n][e] * scale_log2 : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        alpha[r] = flash_rescale(&mx[m][r], tile_max[r]);
+      }
+#pragma unroll
+      for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[m][n][e] = exp2f(s[m][n][e] - mx[m][e >> 1]);  // 0 where masked
+          sum[e >> 1] += s[m][n][e];
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+        sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+        l[m][r] = l[m][r] * alpha[r] + sum[r];
+      }
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[m][n][e] *= alpha[e >> 1];
       }
     }
-    float alpha[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      alpha[r] = flash_rescale(&m[r], tile_max[r]);
-    }
-#pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - m[e >> 1]);  // 0 where masked
-        sum[e >> 1] += s[n][e];
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-      l[r] = l[r] * alpha[r] + sum[r];
-    }
-#pragma unroll
-    for (int n = 0; n < HS / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
-    }
-    fragments_times_tile<HS>(o, s, c.v, ld);  // O += P V, P rounded to bf16
+    fragments_times_tile_m<HS, M>(o, s, c.v, ld);  // O += P V, P rounded to bf16
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   // Every lane of a quad holds its rows' m and l.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float inv = 1.0f / l[r];
+  for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int n = 0; n < HS / 8; ++n) {
-      o[n][2 * r] *= inv;
-      o[n][2 * r + 1] *= inv;
+    for (int r = 0; r < 2; ++r) {
+      const float inv = 1.0f / l[m][r];
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+        o[m][n][2 * r] *= inv;
+        o[m][n][2 * r + 1] *= inv;
+      }
+      if (t == 0 && row[m][r] < Tn) {
+        lse[static_cast<size_t>(blockIdx.x) * Tn + row[m][r]] = mx[m][r] + log2f(l[m][r]);
+      }
     }
-    if (t == 0 && row[r] < Tn) {
-      lse[static_cast<size_t>(blockIdx.x) * Tn + row[r]] = m[r] + log2f(l[r]);
-    }
+    write_fragment_rows<HS>(out + x.out, x.C, warp_row + m * 16, Tn, o[m], 1.0f);
   }
-  write_fragment_rows<HS>(out + x.out, x.C, row0, Tn, o, 1.0f);
 }
 
 // ---- Backward ----------------------------------------------------------------------------
+
+// Blocks an SM the backward kernels are compiled for: 3 (168 registers a thread) up to head
+// size 64, where their fragments fit in that; above, as many registers as they need (fewer
+// blocks, no spills).
+template <int HS>
+constexpr int kFlashBackwardMinBlocks = HS <= 64 ? 3 : 1;
 
 // D[row] = sum_c dO[row, c] O[row, c] over the head's hs columns; one warp per row of [B,H,Tn].
 __global__ void __launch_bounds__(kFlashRowsPerBlock * 32)
@@ -400,11 +501,32 @@ __device__ void load_queries_async(const Block& x, const FlashSmem& L, const bf1
   }
 }
 
+// P^T and dS^T of the lane's two keys against the kHalf queries of query tile q0 from its
+// column col0 on (the stage c holds the tile's lse and D). kMasked: the diagonal tile, or one
+// with rows past Tn; any other query tile sees every key of the block whole.
+template <bool kMasked>
+__device__ inline void transposed_probabilities(float (&st)[kFlashHalf / 8][4],
+                                                float (&dpt)[kFlashHalf / 8][4], const Block& c,
+                                                float scale_log2, int q0, int col0,
+                                                const int (&key)[2], int t, int Tn) {
+#pragma unroll
+  for (int n = 0; n < kFlashHalf / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = col0 + n * 8 + 2 * t + (e & 1), i = q0 + col;  // the query
+      const float p =
+          flash_prob(st[n][e], scale_log2, c.lse[col], !kMasked || (key[e >> 1] <= i && i < Tn));
+      st[n][e] = p;
+      dpt[n][e] = flash_dscore(p, dpt[n][e], c.d[col]);
+    }
+  }
+}
+
 // dK, dV of 64 keys: over the query tiles kt..nq-1, in the transposed view (the warp's 16 key
 // rows against the tile's 64 queries): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
 // dV += P^T dO and dK += dS^T Q, all in registers.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, kFlashBackwardMinBlocks<HS>)
     flash_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                               const float* D, int H, int Tn, float scale, float scale_log2,
                               FlashSmem L) {
@@ -438,30 +560,51 @@ __global__ void __launch_bounds__(kFlashThreads)
       load_queries_async<HS>(staged(x, L, (qt + 1) & 1), L, qkv, dout, lse, D, qt + 1, Tn);
     });
     const Block c = staged(x, L, qt & 1);
-    float st[kFlashTile / 8][4], dpt[kFlashTile / 8][4];
-    rows_times_tile_t<HS>(st, ka, c.q, ld);
-    rows_times_tile_t<HS>(dpt, va, c.dout, ld);
+    const bool masked = qt == kt || (qt + 1) * kFlashTile > Tn;
+    // The tile's queries in two halves: half the score fragments live at a time (fewer
+    // registers, so more blocks an SM), the same products.
 #pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + 2 * t + (e & 1), i = qt * kFlashTile + col;  // the query
-        const float p = flash_prob(st[n][e], scale_log2, c.lse[col], key[e >> 1] <= i && i < Tn);
-        st[n][e] = p;
-        dpt[n][e] = flash_dscore(p, dpt[n][e], c.d[col]);
+    for (int h = 0; h < kFlashTile / kFlashHalf; ++h) {
+      const int col0 = h * kFlashHalf;
+      float st[kFlashHalf / 8][4], dpt[kFlashHalf / 8][4];
+      rows_times_tile_t<HS, kFlashHalf>(st, ka, c.q + col0 * ld, ld);
+      rows_times_tile_t<HS, kFlashHalf>(dpt, va, c.dout + col0 * ld, ld);
+      if (masked) {
+        transposed_probabilities<true>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
+      } else {
+        transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
       }
+      fragments_times_tile<HS, kFlashHalf>(dv, st, c.dout + col0 * ld, ld);
+      fragments_times_tile<HS, kFlashHalf>(dk, dpt, c.q + col0 * ld, ld);
     }
-    fragments_times_tile<HS>(dv, st, c.dout, ld);
-    fragments_times_tile<HS>(dk, dpt, c.q, ld);
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   write_fragment_rows<HS>(dqkv + x.qkv + x.C, x.ld, row0, Tn, dk, scale);
   write_fragment_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, row0, Tn, dv, 1.0f);
 }
 
+// dS of the lane's two queries against key tile j0, in place of S. kMasked: the diagonal tile,
+// or a block with rows past Tn; otherwise every key of the tile is visible to every row.
+template <bool kMasked>
+__device__ inline void score_gradients(float (&s)[kFlashTile / 8][4],
+                                       const float (&dp)[kFlashTile / 8][4], float scale_log2,
+                                       const float (&lse_r)[2], const float (&d_r)[2], int j0,
+                                       const int (&query)[2], int t, int Tn) {
+#pragma unroll
+  for (int n = 0; n < kFlashTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);  // the key
+      const int i = query[r];
+      const float p = flash_prob(s[n][e], scale_log2, lse_r[r], !kMasked || (j <= i && i < Tn));
+      s[n][e] = flash_dscore(p, dp[n][e], d_r[r]);
+    }
+  }
+}
+
 // dQ of 64 queries: over the key tiles 0..qt, S = Q_w K^T, dP = dO_w V^T, dS, dQ += dS K.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, kFlashBackwardMinBlocks<HS>)
     flash_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                              const float* D, int H, int Tn, float scale, float scale_log2,
                              FlashSmem L) {
@@ -493,15 +636,10 @@ __global__ void __launch_bounds__(kFlashThreads)
     float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];
     rows_times_tile_t<HS>(s, qa, c.k, ld);
     rows_times_tile_t<HS>(dp, da, c.v, ld);
-#pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, j = kt * kFlashTile + n * 8 + 2 * t + (e & 1);  // the key
-        const int i = query[r];
-        const float p = flash_prob(s[n][e], scale_log2, lse_r[r], j <= i && i < Tn);
-        s[n][e] = flash_dscore(p, dp[n][e], d_r[r]);
-      }
+    if (kt == qt || (qt + 1) * kFlashTile > Tn) {
+      score_gradients<true>(s, dp, scale_log2, lse_r, d_r, kt * kFlashTile, query, t, Tn);
+    } else {
+      score_gradients<false>(s, dp, scale_log2, lse_r, d_r, kt * kFlashTile, query, t, Tn);
     }
     fragments_times_tile<HS>(dq, s, c.k, ld);
     __syncthreads();  // every warp is done with this stage before it is loaded again
@@ -570,8 +708,8 @@ struct ForwardLaunch {
   template <int HS>
   void operator()() const {
     const FlashSmem L = flash_smem(HS, false);
-    launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H), L.bytes, stream, out, lse, qkv, H, Tn,
-           flash_scale_log2(HS), L);
+    launch(flash_forward_kernel<HS>, flash_grid(B, Tn, H, flash_forward_rows(HS)), L.bytes, stream,
+           out, lse, qkv, H, Tn, flash_scale_log2(HS), L);
   }
 };
 

@@ -27,9 +27,21 @@
 
 namespace rm::cuda {
 
-inline constexpr int kFlashTile = 64;  // query rows and key rows per tile
+inline constexpr int kFlashTile = 64;              // query rows and key rows per tile
+inline constexpr int kFlashHalf = kFlashTile / 2;  // the dK/dV kernel's queries at a time
 inline constexpr int kFlashWarps = kFlashTile / 16;
 inline constexpr int kFlashThreads = kFlashWarps * 32;
+// The forward's row fragments a warp: two m16 fragments (32 rows) up to head size 80, so every K
+// and V fragment a warp loads from shared memory serves two products; one above (two would
+// spill registers: 255 a thread hold the two fragments' accumulators only up to hs 80).
+RM_HOST_DEVICE inline constexpr int flash_forward_fragments(int hs) {
+  return hs <= 80 ? 2 : 1;
+}
+// The forward's query rows a block; kFlashForwardRows the most (head sizes up to 80).
+RM_HOST_DEVICE inline constexpr int flash_forward_rows(int hs) {
+  return 16 * kFlashWarps * flash_forward_fragments(hs);
+}
+inline constexpr int kFlashForwardRows = 2 * kFlashTile;
 inline constexpr int kFlashMaxHeadSize = 128;
 inline constexpr int kFlashGridYLimit = 65535;             // gridDim.y's limit (query / key tiles)
 inline constexpr long long kFlashGridXLimit = 2147483647;  // gridDim.x's (batch x heads)
@@ -54,8 +66,8 @@ inline AttentionBuffers flash_attention_buffers(size_t B, size_t Tn, size_t H) {
   return {2 * floats, 2 * floats};  // a float is 2 bf16 elements
 }
 
-inline int flash_tiles(int Tn) {
-  return Tn <= 0 ? 0 : (Tn + kFlashTile - 1) / kFlashTile;
+inline int flash_tiles(int Tn, int rows = kFlashTile) {
+  return Tn <= 0 ? 0 : (Tn + rows - 1) / rows;
 }
 
 // The grid of the three tile kernels: x = B*H (one (batch, head) per column of blocks), y = the
@@ -64,9 +76,10 @@ inline int flash_tiles(int Tn) {
 struct FlashGrid {
   unsigned x = 0, y = 0;
 };
-inline FlashGrid flash_grid(int B, int Tn, int H) {
+// `rows`: the rows of one block's tile (kFlashTile; the forward's kFlashForwardRows).
+inline FlashGrid flash_grid(int B, int Tn, int H, int rows = kFlashTile) {
   const long long bh = static_cast<long long>(B) * H;
-  const int tiles = flash_tiles(Tn);
+  const int tiles = flash_tiles(Tn, rows);
   if (bh <= 0 || tiles == 0) return {};
   if (bh > kFlashGridXLimit || tiles > kFlashGridYLimit) {
     throw std::invalid_argument("rm::cuda flash attention: B*H=" + std::to_string(bh) +
@@ -116,7 +129,9 @@ inline FlashSmem flash_smem(int hs, bool backward) {
     at += round_up(n);
     return here;
   };
-  s.q = take(tile);
+  // The forward's Q region holds its flash_forward_rows(hs) rows (stage 1's is unused).
+  s.q =
+      take(backward ? tile : round_up(static_cast<size_t>(flash_forward_rows(hs)) * s.ld_tile * 2));
   s.k = take(tile);
   s.v = take(tile);
   if (backward) {

@@ -55,6 +55,11 @@ TEST(FlashAttentionPlan, GridCoversEveryTileOnce) {
     EXPECT_GE(static_cast<int>(g.y) * kFlashTile, Tn);
     EXPECT_LT((static_cast<int>(g.y) - 1) * kFlashTile, Tn);
   }
+  EXPECT_EQ(flash_forward_rows(64), 128);  // GPT-2's heads: two row fragments a warp
+  EXPECT_EQ(flash_forward_rows(128), 64);
+  EXPECT_EQ(flash_grid(3, 200, 5, kFlashForwardRows).y, 2u);  // the forward's 128-row blocks
+  EXPECT_EQ(flash_grid(3, 256, 5, kFlashForwardRows).y, 2u);
+  EXPECT_EQ(flash_grid(3, 257, 5, kFlashForwardRows).y, 3u);
   EXPECT_THROW(flash_grid(1, kFlashTile * kFlashGridYLimit + 1, 1), std::invalid_argument);
   EXPECT_THROW(flash_grid(1 << 20, 64, 1 << 12), std::invalid_argument);
   EXPECT_EQ(flash_rowsum_blocks(1), 1u);
@@ -76,7 +81,8 @@ TEST(FlashAttentionPlan, SharedMemoryIsAlignedAndFits) {
       EXPECT_EQ(s.ld_tile * 2 % 16, 0);
       EXPECT_GE(s.ld_tile, hs);
       // Regions in order, each after the previous one's end.
-      std::vector<std::pair<size_t, size_t>> regions = {{s.q, size_t{kFlashTile} * s.ld_tile * 2},
+      const size_t q_rows = backward ? kFlashTile : flash_forward_rows(hs);
+      std::vector<std::pair<size_t, size_t>> regions = {{s.q, q_rows * s.ld_tile * 2},
                                                         {s.k, size_t{kFlashTile} * s.ld_tile * 2},
                                                         {s.v, size_t{kFlashTile} * s.ld_tile * 2}};
       if (backward) {

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/bf16.h"
+#include "kernels/cuda/bias_gradient.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/kernel_util.cuh"
@@ -82,6 +83,11 @@ void weight_gradients(const Blas& blas, LtGemm* lt, float* dweight, float* dbias
                       const T* inp, int N, int C, int OC, float* scratch, cudaStream_t stream) {
   const bool with_bias = dbias != nullptr && N > 0 && OC > 0;
   if constexpr (std::is_same_v<T, bf16>) {
+    if (with_bias && bias_gradient_vectorizable(OC, dout)) {
+      gemm(blas, linear_dweight_gemm(N, C, OC), dout, inp, dweight);
+      bias_gradient(dbias, dout, N, OC, scratch, stream);
+      return;
+    }
     if (lt != nullptr && with_bias &&
         lt->run(lt_linear_dweight(N, C, OC, true), GemmType::kF32, inp, dout, dweight, scratch,
                 nullptr)) {
