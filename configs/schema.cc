@@ -196,8 +196,8 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(checkpoint.keep_every, at_least(0),
              "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
       RM_KEY(checkpoint.memory_every, at_least(0),
-             "Steps between in-memory checkpoints: each rank copies its state into shared "
-             "memory on its host (/dev/shm), verified, so that a restart after a process crash "
+             "Steps between in-memory checkpoints: each rank copies its slice of the state "
+             "(what its disk shard holds) into shared memory on its host (/dev/shm), verified, so that a restart after a process crash "
              "resumes from there when it is newer than the newest disk checkpoint (same ranks "
              "and shard mode); 0 = off."),
       RM_KEY(checkpoint.async, any(),

@@ -7,13 +7,13 @@
 #  2. recovery: rank 1 SIGKILLed at the start of step KILL_AT (disk checkpoints every 100 steps:
 #     none by then), `run` restarting it: from the kill (the last metrics line before it) to the
 #     next step completed, and the steps recomputed (memory: 1; disk: all of them).
-#   scripts/bench-memory-checkpoint.sh     REPEATS=3 STEPS=12 KILL_AT=8 by default
+#   scripts/bench-memory-checkpoint.sh     REPEATS=3 STEPS=12 KILL_AT=8 by default; RINGMASTER=BIN
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${REPEATS:-3}
 steps=${STEPS:-12}
 kill_at=${KILL_AT:-8}
-bin=$PWD/build/ringmaster
+bin=${RINGMASTER:-$PWD/build/ringmaster}  # RINGMASTER=another build: its figures, same script
 [[ -x $bin ]] || { echo "bench-memory-checkpoint: $bin is missing: run 'make build' first" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -41,7 +41,7 @@ done
 w0=$(median < "$out/wall-0"); w1=$(median < "$out/wall-1"); s0=$(median < "$out/step-0")
 params=$(grep -o '[0-9.]*M parameters' "$out/log-0-1" | head -1)
 awk -v w0="$w0" -v w1="$w1" -v s0="$s0" -v p="$params" 'BEGIN {
-  printf "state per rank (shard none: parameters + 2 moments, fp32): %s x 12 bytes\n", p
+  printf "state (shard none: parameters + 2 moments, fp32): %s x 12 bytes, each rank saving half\n", p
   printf "median wall time per step: memory_every 0: %.1f ms, memory_every 1: %.1f ms\n", w0, w1
   printf "memory checkpoint every step: +%.1f ms a step = %.1f%% of the median step (%.1f ms)\n",
          w1 - w0, 100 * (w1 - w0) / s0, s0 }'

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint/memory_snapshot.h"
@@ -45,19 +46,22 @@ std::string segment_path(const std::string& run_dir, int rank) {
 
 std::string np(int ranks) { return " --nproc " + std::to_string(ranks); }
 
-class MemoryCheckpoint : public ::testing::TestWithParam<int> {};  // ranks
+// Ranks and shard mode. Each rank keeps only its slice of the state; the restore gathers the
+// rest, so every mode's gathers are exercised with two ranks.
+class MemoryCheckpoint : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(MemoryCheckpoint, AKilledRankResumesFromMemoryAndLosesAtMostOneStep) {
-  const int ranks = GetParam();
+  const int ranks = std::get<0>(GetParam());
   TempDir dir;
   const std::string job = job_file(dir);
-  ASSERT_EQ(run_cli("run " + job + np(ranks), dir.path()).exit_code, 0);
+  const std::string setup = np(ranks) + " --set parallel.shard=" + std::get<1>(GetParam());
+  ASSERT_EQ(run_cli("run " + job + setup, dir.path()).exit_code, 0);
   for (int r = 0; r < ranks; ++r) {
     EXPECT_FALSE(fs::exists(segment_path(dir.file("straight"), r))) << "a finished run's segment";
   }
   const std::string run = dir.file("restarted");
   const std::string victim = std::to_string(ranks - 1);
-  const auto r = run_cli("run " + job + np(ranks) + " --set run_dir=" + run +
+  const auto r = run_cli("run " + job + setup + " --set run_dir=" + run +
                              " --set resilience.max_restarts=1 --set cluster.env.RM_TEST_FAULT=kill:" +
                              victim + ":7",
                          dir.path());
@@ -74,7 +78,10 @@ TEST_P(MemoryCheckpoint, AKilledRankResumesFromMemoryAndLosesAtMostOneStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, MemoryCheckpoint, ::testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(RanksAndModes, MemoryCheckpoint,
+                         ::testing::Values(std::make_tuple(1, "none"), std::make_tuple(2, "none"),
+                                           std::make_tuple(2, "optimizer"),
+                                           std::make_tuple(2, "full")));
 
 // Before the first disk checkpoint the restart does not start over (`run` restarted with --fresh
 // when no checkpoint verified, which would discard the segments).

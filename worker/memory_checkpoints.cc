@@ -33,7 +33,7 @@ MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, 
   const std::string dir =
       std::filesystem::absolute(job.run_dir).lexically_normal().string();
   name_ = memory_snapshot_name(hash_text(dir), comm_.rank());
-  for (const ShardedState::LocalPart& p : state_.local_state_parts()) floats_ += p.floats;
+  for (const ShardedState::LocalPart& p : state_.own_slices()) floats_ += p.floats;
   owner_ = hash_text(dir + "|rank " + std::to_string(comm_.rank()) + " of " +
                      std::to_string(comm_.size()) + "|shard " + choice_name(job.parallel.shard) + "|floats " +
                      std::to_string(floats_));
@@ -46,7 +46,7 @@ size_t MemoryCheckpoints::capacity() const {
 std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
   std::vector<SnapshotPart> parts = {{meta_.data(), meta_.size() * sizeof(int64_t)}};
   if (compute_.host_accessible()) {
-    for (const ShardedState::LocalPart& p : state_.local_state_parts()) {
+    for (const ShardedState::LocalPart& p : state_.own_slices()) {
       parts.push_back({p.data, p.floats * sizeof(float)});
     }
     return parts;
@@ -66,7 +66,7 @@ void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& ski
   const std::vector<SnapshotPart> parts = host_parts();
   if (!compute_.host_accessible()) {
     float* dst = staging_.data();
-    for (const ShardedState::LocalPart& p : state_.local_state_parts()) {
+    for (const ShardedState::LocalPart& p : state_.own_slices()) {
       compute_.download(dst, p.data, p.floats * sizeof(float));
       dst += p.floats;
     }
@@ -137,12 +137,12 @@ std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
   }
   if (!compute_.host_accessible()) {
     const float* src = staging_.data();
-    for (const ShardedState::LocalPart& p : state_.local_state_parts()) {
+    for (const ShardedState::LocalPart& p : state_.own_slices()) {
       compute_.upload(p.data, src, p.floats * sizeof(float));
       src += p.floats;
     }
   }
-  state_.finish_local_restore(meta_[1]);
+  state_.finish_slice_restore(meta_[1]);
   return std::vector<int64_t>(meta_.begin() + 3, meta_.begin() + 3 + meta_[2]);
 }
 

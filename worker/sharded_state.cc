@@ -518,12 +518,20 @@ void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {
   refresh_compute_params();
 }
 
-std::vector<ShardedState::LocalPart> ShardedState::local_state_parts() {
-  const size_t no = optimizer_->end() - optimizer_->begin();
-  return {{params_.data(), params_.size()}, {optimizer_->m(), no}, {optimizer_->v(), no}};
+std::vector<ShardedState::LocalPart> ShardedState::own_slices() {
+  const size_t shard = shard_end_ - shard_begin_;
+  const size_t o = shard_begin_ - optimizer_->begin();
+  return {{params_.data() + (full_params_ ? shard_begin_ : 0), shard},
+          {optimizer_->m() + o, shard},
+          {optimizer_->v() + o, shard}};
 }
 
-void ShardedState::finish_local_restore(int64_t optimizer_steps) {
+void ShardedState::finish_slice_restore(int64_t optimizer_steps) {
+  if (full_params_) comm_.all_gather(params_.data(), shard_counts_, DType::kFloat32)->wait();
+  if (mode_ == ShardMode::kNone) {  // the optimizer updates every element on every rank
+    comm_.all_gather(optimizer_->m(), shard_counts_, DType::kFloat32)->wait();
+    comm_.all_gather(optimizer_->v(), shard_counts_, DType::kFloat32)->wait();
+  }
   optimizer_->set_steps_taken(optimizer_steps);
   refresh_compute_params();
 }

@@ -123,16 +123,20 @@ class ShardedState final : public ParamAccess {
   CheckpointView checkpoint_view();
   size_t checkpoint_floats() const { return 3 * (shard_end_ - shard_begin_); }
   void restore(CheckpointReader& reader, int64_t optimizer_steps);
-  // The rank's state as it holds it -- its parameters (all of them, or its ZeRO-3 shard) and
-  // its Adam moments -- for in-memory checkpoints, which restore onto the same ranks and shard
-  // mode only: three ranges of the compute's memory (device memory on cuda). After writing
-  // them, finish_local_restore() sets the optimizer's step count and the compute copies.
+  // In-memory checkpoints keep what a disk checkpoint keeps of this rank: its slice
+  // [shard_begin, shard_end) of the parameters and the Adam moments, whatever the mode (under
+  // mode none every rank holds the same state, so each keeps a 1/R of it). own_slices() names
+  // those three ranges in the compute's memory (device memory on cuda), to read after an
+  // optimizer update or to write on a restore; finish_slice_restore() then gathers what the
+  // mode holds beyond the slice -- every rank's parameters where it keeps them all, and the
+  // whole moments under mode none -- sets the optimizer's step count and refreshes the compute
+  // copies. Collective over the state's communicator.
   struct LocalPart {
     float* data;
     size_t floats;
   };
-  std::vector<LocalPart> local_state_parts();
-  void finish_local_restore(int64_t optimizer_steps);
+  std::vector<LocalPart> own_slices();
+  void finish_slice_restore(int64_t optimizer_steps);
 
   ShardMode mode() const { return mode_; }
   MemoryPlan memory_plan() const;
