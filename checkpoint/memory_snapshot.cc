@@ -224,14 +224,11 @@ void MemorySnapshot::remove(const std::string& name) {
   if (shm_unlink(name.c_str()) != 0 && errno != ENOENT) fail(name, "shm_unlink failed", errno);
 }
 
-void MemorySnapshot::save(int64_t step, const std::vector<SnapshotPart>& parts) {
-  size_t total = 0;
-  for (const SnapshotPart& p : parts) total += p.bytes;
-  if (total > capacity_) {
-    throw std::invalid_argument("memory snapshot " + name_ + ": " + std::to_string(total) +
+int MemorySnapshot::begin_write(size_t bytes) {
+  if (bytes > capacity_) {
+    throw std::invalid_argument("memory snapshot " + name_ + ": " + std::to_string(bytes) +
                                 " bytes do not fit a slot of " + std::to_string(capacity_));
   }
-  SegmentHeader* h = header_of(base_);
   // The slot to write: not the one holding the newest verified state. Not simply the older
   // commit: if the newest commit was damaged since, that would overwrite the only good one.
   // Known after this process's own save or restore; otherwise verified once, here.
@@ -245,18 +242,60 @@ void MemorySnapshot::save(int64_t step, const std::vector<SnapshotPart>& parts) 
     }
   }
   const int slot = keep_slot_ == 0 ? 1 : 0;
-  const bool c0 = load_state(h->slots[0]) == kCommitted, c1 = load_state(h->slots[1]) == kCommitted;
-  const uint64_t epoch = std::max(c0 ? h->slots[0].epoch : 0, c1 ? h->slots[1].epoch : 0) + 1;
+  store_state(header_of(base_)->slots[slot], kWriting);
+  return slot;
+}
+
+void MemorySnapshot::commit(int slot, int64_t step, size_t bytes, uint64_t xxh64) {
+  SegmentHeader* h = header_of(base_);
+  const int other = 1 - slot;
+  const uint64_t other_epoch =
+      load_state(h->slots[other]) == kCommitted ? h->slots[other].epoch : 0;
   SlotHeader& s = h->slots[slot];
-  store_state(s, kWriting);
-  XxhState xxh;
-  copy_hashed(parts, slot_data(slot), /*into_segment=*/true, xxh.s);
   s.step = step;
-  s.bytes = total;
-  s.xxh64 = XXH64_digest(xxh.s);
-  s.epoch = epoch;
+  s.bytes = bytes;
+  s.xxh64 = xxh64;
+  s.epoch = other_epoch + 1;  // above the other slot's, which is all a reader compares
   store_state(s, kCommitted);
   keep_slot_ = slot;
+}
+
+void MemorySnapshot::save(int64_t step, const std::vector<SnapshotPart>& parts) {
+  size_t total = 0;
+  for (const SnapshotPart& p : parts) total += p.bytes;
+  const int slot = begin_write(total);
+  XxhState xxh;
+  copy_hashed(parts, slot_data(slot), /*into_segment=*/true, xxh.s);
+  commit(slot, step, total, XXH64_digest(xxh.s));
+}
+
+std::optional<MemorySnapshot::SlotCopy> MemorySnapshot::last_saved() const {
+  if (keep_slot_ < 0) return std::nullopt;
+  const SlotHeader& s = header_of(base_)->slots[keep_slot_];
+  if (load_state(s) != kCommitted) return std::nullopt;
+  return SlotCopy{slot_data(keep_slot_), s.bytes, s.step, s.xxh64};
+}
+
+std::optional<MemorySnapshot::SlotCopy> MemorySnapshot::verified_slot(int64_t step) const {
+  for (const SlotReport& r : verify()) {
+    if (!r.usable || r.step != step) continue;
+    const SlotHeader& s = header_of(base_)->slots[r.slot];
+    return SlotCopy{slot_data(r.slot), s.bytes, s.step, s.xxh64};
+  }
+  return std::nullopt;
+}
+
+char* MemorySnapshot::begin_receive(size_t bytes) {
+  receiving_slot_ = begin_write(bytes);
+  return slot_data(receiving_slot_);
+}
+
+void MemorySnapshot::commit_received(int64_t step, size_t bytes, uint64_t xxh64) {
+  if (receiving_slot_ < 0 || bytes > capacity_) {
+    throw std::logic_error("memory snapshot " + name_ + ": commit_received without begin_receive");
+  }
+  commit(receiving_slot_, step, bytes, xxh64);
+  receiving_slot_ = -1;
 }
 
 std::vector<MemorySnapshot::SlotReport> MemorySnapshot::verify() const {

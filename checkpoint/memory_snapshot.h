@@ -81,9 +81,32 @@ class MemorySnapshot {
   // no slot holds that step verified or the sizes differ (parts may then hold partial bytes).
   bool restore(int64_t step, const std::vector<SnapshotPart>& parts, std::string* why) const;
 
+  // Replicas: a committed slot's bytes sent to another host as they are, with their record, and
+  // kept there in a segment of the same layout.
+  struct SlotCopy {
+    const char* data = nullptr;
+    size_t bytes = 0;
+    int64_t step = -1;
+    uint64_t xxh64 = 0;
+  };
+  // The slot this process's last save committed (nullopt before one). Valid until the next save.
+  std::optional<SlotCopy> last_saved() const;
+  // The slot holding `step`, verified now (reads every byte); nullopt when none does.
+  std::optional<SlotCopy> verified_slot(int64_t step) const;
+  // Receiving a slot: begin_receive() marks the slot a save would write "being written" and
+  // returns where its `bytes` (<= capacity, else std::invalid_argument) go; commit_received()
+  // stores the sender's step, size and checksum and commits it, without hashing: whoever reads
+  // it verifies every byte against the sender's checksum, so damage in transit or since is
+  // caught then, and the slot skipped.
+  char* begin_receive(size_t bytes);
+  void commit_received(int64_t step, size_t bytes, uint64_t xxh64);
+
  private:
   MemorySnapshot(std::string name, void* base, size_t mapped, size_t capacity);
   char* slot_data(int slot) const;
+  // A write's two ends: the slot to write, marked "being written"; its record, committed.
+  int begin_write(size_t bytes);
+  void commit(int slot, int64_t step, size_t bytes, uint64_t xxh64);
 
   std::string name_;
   void* base_ = nullptr;
@@ -92,6 +115,7 @@ class MemorySnapshot {
   // The slot a save must not overwrite: the newest state known good (this process's last save,
   // restore or verify); -1: not known yet, so the next save verifies first.
   mutable int keep_slot_ = -1;
+  int receiving_slot_ = -1;  // between begin_receive and commit_received
 };
 
 // The segment name of a run's rank: "/ringmaster-<16 hex digits of run_key>-r<rank>".

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -187,6 +188,50 @@ TEST(MemorySnapshot, AFlippedByteIsCaughtAndTheOtherSlotIsUsed) {
   // The next save goes into the damaged slot, not over the only good one.
   save_step(snap, 3, bytes);
   EXPECT_EQ(snap.verified_steps(), (std::vector<int64_t>{3, 1}));
+}
+
+// A replica: each save's slot copied as it is into another segment (as a partner host receives
+// it) restores exactly; a byte damaged on the way is caught by the sender's checksum and the
+// replica's older slot is used; a receive never overwrites the newest received slot.
+TEST(MemorySnapshot, AReceivedSlotRestoresAndDamageOnTheWayIsCaught) {
+  const std::string mine = memory_snapshot_name(test_key(7), 0);
+  const std::string theirs = memory_snapshot_name(test_key(7), 1) + "-replica";
+  SegmentGuard guard_mine(mine), guard_theirs(theirs);
+  const size_t bytes = 2 * 1024 * 1024 + 5;
+  MemorySnapshot snap = MemorySnapshot::create(mine, 5, bytes);
+  MemorySnapshot replica = MemorySnapshot::create(theirs, 6, bytes);
+  EXPECT_FALSE(snap.last_saved());
+  const auto send = [&](bool damage) {
+    const std::optional<MemorySnapshot::SlotCopy> c = snap.last_saved();
+    ASSERT_TRUE(c);
+    char* dst = replica.begin_receive(c->bytes);
+    std::memcpy(dst, c->data, c->bytes);
+    if (damage) dst[c->bytes / 2] ^= 0x01;
+    replica.commit_received(c->step, c->bytes, c->xxh64);
+  };
+  save_step(snap, 1, bytes);
+  ASSERT_TRUE(snap.last_saved());
+  EXPECT_EQ(snap.last_saved()->step, 1);
+  send(false);
+  save_step(snap, 2, bytes);
+  send(false);
+  EXPECT_EQ(replica.verified_steps(), (std::vector<int64_t>{2, 1}));
+  std::string why;
+  EXPECT_TRUE(restores_step(replica, 1, bytes, &why)) << why;
+  EXPECT_TRUE(restores_step(replica, 2, bytes, &why)) << why;
+  save_step(snap, 3, bytes);
+  send(true);  // over step 1, never over step 2 (the newest received)
+  const std::vector<MemorySnapshot::SlotReport> slots = replica.verify();
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0].step, 3);
+  EXPECT_FALSE(slots[0].usable);
+  EXPECT_NE(slots[0].why.find("checksum mismatch"), std::string::npos) << slots[0].why;
+  EXPECT_EQ(replica.verified_steps(), (std::vector<int64_t>{2}));
+  EXPECT_FALSE(replica.verified_slot(3));
+  ASSERT_TRUE(replica.verified_slot(2));
+  EXPECT_EQ(replica.verified_slot(2)->xxh64, snap.verified_slot(2)->xxh64);
+  EXPECT_FALSE(restores_step(replica, 3, bytes, &why));
+  EXPECT_THROW(replica.begin_receive(bytes + 1), std::invalid_argument);
 }
 
 // A child saves steps 1, 2, 3, ... of a 24 MiB state and reports each completed save on a pipe;

@@ -15,6 +15,26 @@ uint64_t Communicator::share_liveness(uint64_t) {
   return 0;
 }
 
+namespace {
+class NoPeerWork final : public Work {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+}  // namespace
+
+std::unique_ptr<Work> Communicator::send(const void*, size_t, int to) {
+  if (to < 0) return std::make_unique<NoPeerWork>();
+  throw CollectiveError("backend " + backend() + " has no point-to-point send (to rank " +
+                        std::to_string(to) + ")");
+}
+
+std::unique_ptr<Work> Communicator::recv(void*, size_t, int from) {
+  if (from < 0) return std::make_unique<NoPeerWork>();
+  throw CollectiveError("backend " + backend() + " has no point-to-point receive (from rank " +
+                        std::to_string(from) + ")");
+}
+
 // A seqlock (one writer): the version is odd while the fields change. The reader's acquire fence
 // orders its field loads before the second version load; the writer's release fence orders the
 // odd version before its field stores.

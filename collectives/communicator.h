@@ -194,6 +194,15 @@ class Communicator {
   // Blocks until every rank has called barrier (and has completed every earlier operation on
   // this communicator); times out like any operation.
   virtual void barrier() = 0;
+  // Point-to-point, for data only some pairs exchange (in-memory checkpoint replicas): send
+  // buf[0, bytes) to rank `to`, or receive bytes from rank `from` into buf. A peer of -1 means
+  // none: the operation completes at once, so that every rank can issue the same operations
+  // (the sequence numbers stay aligned across ranks). A send matches the receive its peer
+  // issued in the same order; bytes <= INT_MAX per call. Not collective; times out like any
+  // operation. This default (backends without it: nccl, a single rank's self) throws
+  // CollectiveError unless the peer is -1.
+  virtual std::unique_ptr<Work> send(const void* buf, size_t bytes, int to);
+  virtual std::unique_ptr<Work> recv(void* buf, size_t bytes, int from);
   // Advances outstanding operations as far as possible without waiting for peers, and checks
   // their deadlines. Call it between layers of backward to overlap communication with compute.
   virtual void progress() = 0;

@@ -431,6 +431,37 @@ TEST_P(CommTest, SequenceCountsEveryOperation) {
   EXPECT_EQ(comm_->sequence(), start + 4);
 }
 
+// In-memory checkpoint replicas: each rank sends a buffer to the next rank of a ring and
+// receives the previous one's, while an all-reduce is outstanding, in two messages matched in
+// order; a peer of -1 completes at once. Each p2p call counts as an operation.
+TEST_P(CommTest, RingSendAndReceiveBesideACollective) {
+  const size_t n = 100003;
+  const int to = (rank_ + 1) % size_, from = (rank_ + size_ - 1) % size_;
+  std::vector<float> out(2 * n), in(2 * n, -1.0f);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(input_value(rank_, i));
+  Buf<float> grads = make<float>(4099);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(input_value(rank_, i));
+  const uint64_t start = comm_->sequence();
+  auto reduce = comm_->all_reduce(grads.data(), grads.size(), DType::kFloat32, ReduceOp::kSum);
+  std::vector<std::unique_ptr<Work>> works;
+  for (int piece = 0; piece < 2; ++piece) {
+    works.push_back(comm_->recv(in.data() + piece * n, n * sizeof(float), from));
+    works.push_back(comm_->send(out.data() + piece * n, n * sizeof(float), to));
+  }
+  works.push_back(comm_->send(out.data(), 16, -1));
+  works.push_back(comm_->recv(in.data(), 0, -1));
+  EXPECT_TRUE(works.back()->test());
+  while (!works[0]->test() || !works[1]->test() || !works[2]->test() || !works[3]->test()) {
+    comm_->progress();
+  }
+  reduce->wait();
+  EXPECT_EQ(comm_->sequence(), start + 7);
+  EXPECT_TRUE(all_equal(in, 0, in.size(),
+                        [&](size_t i) { return static_cast<float>(input_value(from, i)); }));
+  EXPECT_TRUE(all_equal(grads, 0, grads.size(),
+                        [&](size_t i) { return reference<float>(i, size_, ReduceOp::kSum); }));
+}
+
 // Backward issues gradient buckets last-first; they are waited for later, in any order.
 TEST_P(CommTest, OutstandingBucketsIssuedInReverse) {
   const std::vector<size_t> bucket_sizes = {70001, 1, 300007};

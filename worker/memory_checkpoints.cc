@@ -28,19 +28,89 @@ std::string held_text(const double* steps) {
 }  // namespace
 
 MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, Compute& compute,
-                                     Communicator& host_comm)
+                                     Communicator& host_comm, const std::vector<int>& host_of_rank)
     : job_(job), state_(state), compute_(compute), comm_(host_comm), meta_(kMetaWords, 0) {
   const std::string dir =
       std::filesystem::absolute(job.run_dir).lexically_normal().string();
-  name_ = memory_snapshot_name(hash_text(dir), comm_.rank());
+  const uint64_t run_key = hash_text(dir);
+  name_ = memory_snapshot_name(run_key, comm_.rank());
   for (const ShardedState::LocalPart& p : state_.own_slices()) floats_ += p.floats;
-  owner_ = hash_text(dir + "|rank " + std::to_string(comm_.rank()) + " of " +
-                     std::to_string(comm_.size()) + "|shard " + choice_name(job.parallel.shard) + "|floats " +
-                     std::to_string(floats_));
+  const auto owner_of = [&](int rank, const char* what) {
+    return hash_text(dir + "|" + what + std::to_string(rank) + " of " +
+                     std::to_string(comm_.size()) + "|shard " + choice_name(job.parallel.shard) +
+                     "|floats " + std::to_string(capacity_of(rank)));
+  };
+  owner_ = owner_of(comm_.rank(), "rank ");
+  if (host_of_rank.size() == static_cast<size_t>(comm_.size())) {
+    ring_ = replica_ring(host_of_rank);
+  } else {
+    ring_.why_none = "one host: no other host to keep a replica";
+  }
+  if (ring_.on()) {
+    keeper_ = ring_.keeper[static_cast<size_t>(comm_.rank())];
+    kept_ = ring_.kept_by(comm_.rank());
+    replica_name_ = memory_snapshot_name(run_key, kept_) + "-replica";
+    replica_owner_ = owner_of(kept_, "replica of rank ");
+  }
 }
 
-size_t MemoryCheckpoints::capacity() const {
-  return kMetaWords * sizeof(int64_t) + floats_ * sizeof(float);
+MemoryCheckpoints::~MemoryCheckpoints() {
+  try {
+    finish_exchange();
+  } catch (const std::exception&) {
+    // A peer is gone: the job is failing anyway, and what was in flight is lost.
+  }
+}
+
+size_t MemoryCheckpoints::capacity_of(int rank) const {
+  const size_t floats = 3 * state_.slice_counts()[static_cast<size_t>(rank)];
+  return kMetaWords * sizeof(int64_t) + floats * sizeof(float);
+}
+
+void MemoryCheckpoints::open_replica() {
+  if (!replica_) replica_ = MemorySnapshot::create(replica_name_, replica_owner_, capacity_of(kept_));
+}
+
+// Messages of at most this many bytes (MPI counts are ints).
+constexpr size_t kPiece = size_t{1} << 30;
+
+void MemoryCheckpoints::post_pieces(std::vector<std::unique_ptr<Work>>& works, bool send,
+                                    char* data, size_t bytes, int peer) {
+  for (size_t done = 0; done < bytes; done += kPiece) {
+    const size_t n = std::min(kPiece, bytes - done);
+    works.push_back(send ? comm_.send(data + done, n, peer) : comm_.recv(data + done, n, peer));
+  }
+}
+
+void MemoryCheckpoints::start_exchange(const MemorySnapshot::SlotCopy* slot, int to,
+                                       MemorySnapshot* into, size_t into_bytes, int from) {
+  record_out_[0] = slot != nullptr ? slot->step : -1;
+  record_out_[1] = slot != nullptr ? static_cast<int64_t>(slot->bytes) : 0;
+  record_out_[2] = slot != nullptr ? static_cast<int64_t>(slot->xxh64) : 0;
+  record_in_[0] = -1;
+  pending_.push_back(comm_.recv(record_in_, sizeof record_in_, into != nullptr ? from : -1));
+  pending_.push_back(comm_.send(record_out_, sizeof record_out_, slot != nullptr ? to : -1));
+  if (into != nullptr) {
+    receiving_ = into;
+    receiving_bytes_ = into_bytes;
+    post_pieces(pending_, /*send=*/false, into->begin_receive(into_bytes), into_bytes, from);
+  }
+  if (slot != nullptr) {
+    post_pieces(pending_, /*send=*/true, const_cast<char*>(slot->data), slot->bytes, to);
+  }
+}
+
+bool MemoryCheckpoints::finish_exchange() {
+  for (std::unique_ptr<Work>& w : pending_) w->wait();
+  pending_.clear();
+  if (receiving_ == nullptr) return false;
+  MemorySnapshot* into = receiving_;
+  receiving_ = nullptr;
+  // A record that does not describe what was received leaves the slot "being written": never
+  // read.
+  if (record_in_[0] < 0 || static_cast<size_t>(record_in_[1]) != receiving_bytes_) return false;
+  into->commit_received(record_in_[0], receiving_bytes_, static_cast<uint64_t>(record_in_[2]));
+  return true;
 }
 
 std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
@@ -57,6 +127,7 @@ std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
 }
 
 void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& skipped_batches) {
+  finish_exchange();  // the slot the last exchange sent is the one this save must not touch...
   if (skipped_batches.size() > kMaxSkipped) return;  // thousands of rollbacks: disk only
   std::fill(meta_.begin(), meta_.end(), 0);
   meta_[0] = steps_done;
@@ -72,59 +143,124 @@ void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& ski
     }
   }
   if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity());
-  snapshot_->save(steps_done, parts);
+  snapshot_->save(steps_done, parts);  // ...and does not: it writes the other one
+  if (!ring_.on()) return;
+  open_replica();
+  const std::optional<MemorySnapshot::SlotCopy> slot = snapshot_->last_saved();
+  start_exchange(&*slot, keeper_, &*replica_, capacity_of(kept_), kept_);
 }
 
 MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
+  finish_exchange();
   std::string why = "no segment";
   if (!snapshot_) {
     if (std::optional<MemorySnapshot> s = MemorySnapshot::open(name_, owner_, capacity(), &why)) {
       snapshot_ = std::move(*s);
     }
   }
+  // Per rank: the two steps it holds verified, then the two of the replica it keeps (-1: none).
   std::string skipped;  // this rank's slots passed over, and why
   const size_t R = static_cast<size_t>(comm_.size()), me = static_cast<size_t>(comm_.rank());
-  std::vector<double> held(2 * R, -1.0);
-  if (snapshot_) {
+  held_.assign(4 * R, -1.0);
+  const auto report = [&](const MemorySnapshot& snap, double* out, const std::string& what) {
     int n = 0;
-    for (const MemorySnapshot::SlotReport& r : snapshot_->verify()) {
+    for (const MemorySnapshot::SlotReport& r : snap.verify()) {
       if (r.usable && n < 2) {
-        held[2 * me + n++] = static_cast<double>(r.step);
+        out[n++] = static_cast<double>(r.step);
       } else if (!r.usable && r.why != "never written") {
-        skipped += "; slot " + std::to_string(r.slot) + " skipped: " + r.why;
+        skipped += "; " + what + "slot " + std::to_string(r.slot) + " skipped: " + r.why;
       }
     }
+  };
+  if (snapshot_) {
+    report(*snapshot_, &held_[4 * me], "");
   } else {
     skipped = "; " + why;
   }
-  comm_.all_gather(held.data(), std::vector<size_t>(R, 2), DType::kFloat64)->wait();
+  if (ring_.on() && !replica_) {
+    std::string replica_why;
+    if (std::optional<MemorySnapshot> s =
+            MemorySnapshot::open(replica_name_, replica_owner_, capacity_of(kept_), &replica_why)) {
+      replica_ = std::move(*s);
+    }
+  }
+  if (replica_) {
+    report(*replica_, &held_[4 * me + 2], "replica of rank " + std::to_string(kept_) + " ");
+  }
+  comm_.all_gather(held_.data(), std::vector<size_t>(R, 4), DType::kFloat64)->wait();
 
+  // Rank r can restore step c from its own slots, or from the replica its keeper holds.
+  const auto own = [&](size_t r, double c) { return held_[4 * r] == c || held_[4 * r + 1] == c; };
+  const auto restorable = [&](size_t r, double c) {
+    if (own(r, c)) return true;
+    if (!ring_.on()) return false;
+    const size_t k = static_cast<size_t>(ring_.keeper[r]);
+    return held_[4 * k + 2] == c || held_[4 * k + 3] == c;
+  };
   Agreed a;
-  for (int i = 0; i < 2; ++i) {  // rank 0's steps, newest first: the first every rank holds
-    const double c = held[i];
-    if (c < 0) continue;
+  for (double c : held_) {
+    if (c < 0 || (a.step && static_cast<int64_t>(c) <= *a.step)) continue;
     bool everywhere = true;
-    for (size_t r = 0; r < R && everywhere; ++r) {
-      everywhere = held[2 * r] == c || held[2 * r + 1] == c;
-    }
-    if (everywhere && (!a.step || static_cast<int64_t>(c) > *a.step)) {
-      a.step = static_cast<int64_t>(c);
-    }
+    for (size_t r = 0; r < R && everywhere; ++r) everywhere = restorable(r, c);
+    if (everywhere) a.step = static_cast<int64_t>(c);
   }
   a.account = "in memory: ";
   for (size_t r = 0; r < R; ++r) {
     a.account += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " holds " +
-                 held_text(&held[2 * r]);
+                 held_text(&held_[4 * r]);
+    if (a.step && !own(r, static_cast<double>(*a.step))) {
+      a.account += " (step " + std::to_string(*a.step) + " from its replica on rank " +
+                   std::to_string(ring_.keeper[r]) + ")";
+    }
   }
   a.account += skipped.empty() ? "" : " (rank 0" + skipped + ")";
   return a;
 }
 
 std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
+  finish_exchange();
+  const double c = static_cast<double>(step);
+  const auto own = [&](int r) {
+    return r >= 0 && r < comm_.size() &&
+           (held_[4 * static_cast<size_t>(r)] == c || held_[4 * static_cast<size_t>(r) + 1] == c);
+  };
   std::string why = "no segment";
+  bool fetched = true;  // false: this rank needed its replica and did not get it
+  if (ring_.on() && held_.size() == 4 * static_cast<size_t>(comm_.size())) {
+    // Replicas go back to the ranks whose own segments lack the step: this rank sends the one
+    // it keeps if its owner needs it, and receives its own from its keeper if it needs it.
+    // The records first, so that both ends know whether bytes follow: a keeper whose replica
+    // no longer verifies sends a record of none, and its owner fails below, named.
+    const bool send_back = !own(kept_);
+    const bool fetch = !own(comm_.rank());
+    std::optional<MemorySnapshot::SlotCopy> slot;
+    if (send_back && replica_) slot = replica_->verified_slot(step);
+    if (slot && slot->bytes != capacity_of(kept_)) slot.reset();
+    int64_t out[3] = {slot ? step : -1, slot ? static_cast<int64_t>(slot->bytes) : 0,
+                      slot ? static_cast<int64_t>(slot->xxh64) : 0};
+    int64_t in[3] = {-1, 0, 0};
+    std::vector<std::unique_ptr<Work>> works;
+    works.push_back(comm_.recv(in, sizeof in, fetch ? keeper_ : -1));
+    works.push_back(comm_.send(out, sizeof out, send_back ? kept_ : -1));
+    for (std::unique_ptr<Work>& w : works) w->wait();
+    works.clear();
+    const bool coming = fetch && in[0] == step && static_cast<size_t>(in[1]) == capacity();
+    if (coming) {
+      if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity());
+      post_pieces(works, /*send=*/false, snapshot_->begin_receive(capacity()), capacity(), keeper_);
+    }
+    if (slot) post_pieces(works, /*send=*/true, const_cast<char*>(slot->data), slot->bytes, kept_);
+    for (std::unique_ptr<Work>& w : works) w->wait();
+    if (coming) snapshot_->commit_received(step, capacity(), static_cast<uint64_t>(in[2]));
+    if (fetch && !coming) {
+      fetched = false;
+      why = "not in its own segment, and its keeper, rank " + std::to_string(keeper_) +
+            ", holds no verified replica of it";
+    }
+  }
   bool ok = false;
   const std::vector<SnapshotPart> parts = host_parts();
-  if (snapshot_ && snapshot_->restore(step, parts, &why)) {
+  if (fetched && snapshot_ && snapshot_->restore(step, parts, &why)) {
     ok = meta_[0] == step && meta_[2] >= 0 && static_cast<size_t>(meta_[2]) <= kMaxSkipped;
     if (!ok) why = "its record of the step does not match";
   }
@@ -147,8 +283,17 @@ std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
 }
 
 void MemoryCheckpoints::discard() {
+  try {
+    finish_exchange();
+  } catch (const std::exception&) {
+    // The segments go anyway.
+  }
   snapshot_.reset();
   MemorySnapshot::remove(name_);
+  if (ring_.on()) {
+    replica_.reset();
+    MemorySnapshot::remove(replica_name_);
+  }
 }
 
 }  // namespace rm

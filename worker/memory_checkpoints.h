@@ -15,10 +15,23 @@
 // state in a directory that was removed and made again is never restored; a finished run
 // removes it.
 //
+// Replicas (several hosts with the same number of ranks each): after each save, a rank sends the
+// slot it just committed, as it is, to its keeper on the next host (worker/replica_ring.h),
+// which receives it into a segment of the same layout, "<its own name>-replica", and commits it
+// with the sender's step, size and checksum. The transfer runs in the background over
+// host_comm's point-to-point messages while the next steps train, and is completed -- and the
+// received slot committed -- at the next save, before it writes (it writes the other slot; the
+// one after would write over the slot that was sent). So a lost host costs at most 2N steps
+// (memory_every N): the ones since the last save, and those whose replica was in flight. A restore takes a rank's
+// slot from its keeper when its own segment lacks the agreed step (the host was lost, or the
+// slot is damaged); every replica byte is verified against the sender's checksum before it is
+// counted, and again when restored, so a damaged replica is never used.
+//
 // Collective over host_comm: every rank makes the same calls in the same order.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,14 +40,23 @@
 #include "collectives/communicator.h"
 #include "configs/job_config.h"
 #include "kernels/compute.h"
+#include "worker/replica_ring.h"
 #include "worker/sharded_state.h"
 
 namespace rm {
 
 class MemoryCheckpoints {
  public:
+  // host_of_rank: each rank's host (TrainerOptions::host_of_rank); empty: one host.
   MemoryCheckpoints(const JobConfig& job, ShardedState& state, Compute& compute,
-                    Communicator& host_comm);
+                    Communicator& host_comm, const std::vector<int>& host_of_rank);
+  ~MemoryCheckpoints();
+  MemoryCheckpoints(const MemoryCheckpoints&) = delete;
+  MemoryCheckpoints& operator=(const MemoryCheckpoints&) = delete;
+
+  // Whether replicas are kept on other hosts; if not, why (for the start-up line).
+  bool replicated() const { return ring_.on(); }
+  const std::string& why_not_replicated() const { return ring_.why_none; }
 
   bool enabled() const { return job_.checkpoint.memory_every > 0; }
   // Whether the state after `steps_done` steps is one to keep (a multiple of memory_every).
@@ -44,26 +66,42 @@ class MemoryCheckpoints {
   // Saves the state after `steps_done` steps (call after its optimizer update). Synchronous,
   // so that a crash in the next step loses that step only: a copy on a helper thread would
   // overlap the next step, and a crash in it would lose both. On a device, the slices are
-  // downloaded first. Not collective.
+  // downloaded first. With replicas, first completes the previous save's exchange, then starts
+  // this one's: every rank calls it at the same steps.
   void save(int64_t steps_done, const std::vector<int64_t>& skipped_batches);
-  // What the ranks hold, agreed: the newest step every rank holds verified (nullopt: none),
-  // and, for rank 0 to print, a line that says which steps each rank holds and which slots it
-  // skipped and why. Collective. Reads every byte of every slot.
+  // What the ranks hold, agreed: the newest step every rank holds verified, itself or through
+  // its keeper's replica (nullopt: none), and, for rank 0 to print, a line that says which
+  // steps each rank holds, which come from replicas, and which slots rank 0 skipped and why.
+  // Collective. Reads every byte of every slot and replica.
   struct Agreed {
     std::optional<int64_t> step;
     std::string account;
   };
   Agreed agree_on_step();
-  // Restores the state after `step` (agreed), verifying every byte; returns the batches
-  // skipped by rollbacks up to it. Collective: throws std::runtime_error on every rank,
-  // naming the ranks that failed, if any rank could not restore it.
+  // Restores the state after `step` (agreed by agree_on_step, just before), first fetching
+  // the slot from its keeper where a rank's own segment lacks it, verifying every byte;
+  // returns the batches skipped by rollbacks up to it. Collective: throws std::runtime_error
+  // on every rank, naming the ranks that failed, if any rank could not restore it.
   std::vector<int64_t> restore(int64_t step);
-  // Removes this rank's segment (a new run, a finished run). Not collective.
+  // Removes this rank's segment and the replica it keeps (a new run, a finished run), after
+  // the exchange in flight. Every rank calls it at the same point.
   void discard();
 
  private:
-  size_t capacity() const;
+  size_t capacity_of(int rank) const;  // the bytes of a rank's slot: meta and slices
+  size_t capacity() const { return capacity_of(comm_.rank()); }
   std::vector<SnapshotPart> host_parts();  // the state's pieces in host memory
+  void open_replica();
+  // Sends or receives `bytes` at `data` to or from `peer` in messages MPI can count.
+  void post_pieces(std::vector<std::unique_ptr<Work>>& works, bool send, char* data, size_t bytes,
+                   int peer);
+  // Sends `slot` (its record, then its bytes) to `to` and receives one from `from` into
+  // `into` (begin_receive'd there), a peer of -1 meaning none; the works go to pending_.
+  void start_exchange(const MemorySnapshot::SlotCopy* slot, int to, MemorySnapshot* into,
+                      size_t into_bytes, int from);
+  // Waits for the exchange in flight and commits what it received. Returns whether a slot was
+  // received and committed.
+  bool finish_exchange();
 
   const JobConfig& job_;
   ShardedState& state_;
@@ -75,6 +113,20 @@ class MemoryCheckpoints {
   std::optional<MemorySnapshot> snapshot_;  // opened at the first save or agreement
   std::vector<float> staging_;             // device backends: the state on its way
   std::vector<int64_t> meta_;              // steps, optimizer steps, skipped batches
+
+  ReplicaRing ring_;
+  int keeper_ = -1, kept_ = -1;  // who keeps this rank's replica; whose replica it keeps
+  std::string replica_name_;
+  uint64_t replica_owner_ = 0;
+  std::optional<MemorySnapshot> replica_;  // the replica this rank keeps
+  // The exchange in flight: the works, the records sent and received (step, bytes, xxh64) and
+  // the segment receiving.
+  std::vector<std::unique_ptr<Work>> pending_;
+  int64_t record_out_[3] = {0, 0, 0};
+  int64_t record_in_[3] = {-1, 0, 0};
+  MemorySnapshot* receiving_ = nullptr;
+  size_t receiving_bytes_ = 0;
+  std::vector<double> held_;  // the last agreement: per rank, 2 own steps and 2 replica steps
 };
 
 }  // namespace rm

@@ -55,6 +55,7 @@ MpiSession::MpiSession() {
   const HostPlace place = place_on_host("ranks per host");
   local_rank_ = place.local_rank;
   local_size_ = place.local_size;
+  host_of_rank_ = place.host_of_rank;
 }
 
 std::string MpiSession::library_version() {

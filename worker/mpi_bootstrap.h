@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 
@@ -28,6 +29,8 @@ class MpiSession {
   int world() const { return world_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  // Each rank's host, numbered in the order of each host's first rank.
+  const std::vector<int>& host_of_rank() const { return host_of_rank_; }
   // The MPI library's first line of MPI_Get_library_version ("Open MPI v4.1.4, ..."), for the
   // run's "started" event; "" if it cannot say.
   static std::string library_version();
@@ -38,6 +41,7 @@ class MpiSession {
 
  private:
   int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::vector<int> host_of_rank_ = {0};
 };
 
 // Threads for this rank's kernels and BLAS: parallel.threads_per_rank; or (0) the CPUs Slurm

@@ -142,6 +142,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   options.verbose = rank0;
   options.compute = devices.compute.get();
   options.host_comm = devices.host_comm.get();
+  if (mpi != nullptr) options.host_of_rank = mpi->host_of_rank();
   Trainer trainer(job, data, comm, options);
   trainer.enable_checkpoints(to_yaml(job));
   if (start == kStartNew) trainer.discard_memory_checkpoints();

@@ -122,6 +122,8 @@ class ShardedState final : public ParamAccess {
   };
   CheckpointView checkpoint_view();
   size_t checkpoint_floats() const { return 3 * (shard_end_ - shard_begin_); }
+  // Every rank's slice size (elements of each of the three tensors), in rank order.
+  const std::vector<size_t>& slice_counts() const { return shard_counts_; }
   void restore(CheckpointReader& reader, int64_t optimizer_steps);
   // In-memory checkpoints keep what a disk checkpoint keeps of this rank: its slice
   // [shard_begin, shard_end) of the parameters and the Adam moments, whatever the mode (under

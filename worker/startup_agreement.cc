@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -97,9 +98,14 @@ HostPlace place_on_host(const char* what) {
                                 MPI_COMM_WORLD, &request);
   if (rc != MPI_SUCCESS) fail(what, "MPI_Iallgather failed: " + mpi_error_text(rc));
   finish(&request, what);
-  HostPlace place{0, 0};
+  HostPlace place{0, 0, {}};
+  std::vector<std::string> hosts;  // in the order of their first rank
   for (int r = 0; r < size; ++r) {
     const char* name = names.data() + static_cast<size_t>(kName) * static_cast<size_t>(r);
+    const std::string host(name, strnlen(name, kName));
+    const auto it = std::find(hosts.begin(), hosts.end(), host);
+    place.host_of_rank.push_back(static_cast<int>(it - hosts.begin()));
+    if (it == hosts.end()) hosts.push_back(host);
     if (std::strncmp(name, mine, kName) != 0) continue;
     ++place.local_size;
     if (r < rank) ++place.local_rank;

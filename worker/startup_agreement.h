@@ -10,6 +10,8 @@
 // Every rank must make the same calls in the same order; main thread only.
 #pragma once
 
+#include <vector>
+
 namespace rm {
 
 // RM_STARTUP_TIMEOUT_S (seconds) overrides it: for tests, and for filesystems slower still.
@@ -25,8 +27,10 @@ int broadcast_int(int value, int root, const char* what);
 // This rank's place among the ranks on its host (same hostname): what MPI_Comm_split_type
 // (MPI_COMM_TYPE_SHARED) would give, from a non-blocking all-gather of host names instead, so
 // that a rank that never arrives ends the job rather than hanging it.
+// host_of_rank[r]: rank r's host, numbered in the order of each host's first rank.
 struct HostPlace {
   int local_rank = 0, local_size = 1;
+  std::vector<int> host_of_rank = {0};
 };
 HostPlace place_on_host(const char* what);
 

@@ -171,7 +171,16 @@ void Trainer::enable_checkpoints(const std::string& resolved_job) {
   checkpoints_ = std::make_unique<Checkpointing>(job_, resolved_job, *model_, *state_, host_comm_);
   checkpoints_->set_trace(trace_.get());
   if (job_.checkpoint.memory_every > 0) {
-    memory_ = std::make_unique<MemoryCheckpoints>(job_, *state_, model_->compute(), host_comm_);
+    memory_ = std::make_unique<MemoryCheckpoints>(job_, *state_, model_->compute(), host_comm_,
+                                                  options_.host_of_rank);
+    if (comm_.rank() == 0 && options_.verbose) {
+      std::printf("ringmaster: in-memory checkpoints every %lld step(s); %s\n",
+                  static_cast<long long>(job_.checkpoint.memory_every),
+                  memory_->replicated()
+                      ? "each rank's slice also kept by a rank on the next host"
+                      : ("no replicas (" + memory_->why_not_replicated() + ")").c_str());
+      std::fflush(stdout);
+    }
   }
 }
 

@@ -44,6 +44,9 @@ struct TrainerOptions {
   // Reduces host scalars (loss, stop flag, gradient norm); null: comm. Needed when comm works
   // on device memory only (nccl).
   Communicator* host_comm = nullptr;
+  // Each rank's host (MpiSession::host_of_rank); empty: one host. In-memory checkpoints keep a
+  // replica of each rank's slice on another host when there are several.
+  std::vector<int> host_of_rank = {};
 };
 
 // Time one step spent waiting for gradient communication after backward, for the benchmark.

@@ -97,6 +97,8 @@ class MpiCommunicator final : public Communicator {
                                    DType dtype) override;
   std::unique_ptr<Work> broadcast(void* buf, size_t count, DType dtype, int root) override;
   void barrier() override;
+  std::unique_ptr<Work> send(const void* buf, size_t bytes, int to) override;
+  std::unique_ptr<Work> recv(void* buf, size_t bytes, int from) override;
   void progress() override { poll(); }
   [[noreturn]] void abort(const std::string& why) override;
   uint64_t share_liveness(uint64_t beats) override {
@@ -479,6 +481,31 @@ void MpiCommunicator::finish_mpi(Op& op) {
     }
   }
   op.done = true;
+}
+
+// Point-to-point messages have a tag of their own: collectives never match them.
+constexpr int kPointToPointTag = 7301;
+
+std::unique_ptr<Work> MpiCommunicator::send(const void* buf, size_t bytes, int to) {
+  check_usable();
+  auto op = new_op("send", bytes);
+  if (to < 0) return done_op(std::move(op));
+  check_counts(*op, bytes);
+  RM_MPI_CHECK(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, to, kPointToPointTag, comm_,
+                         &op->request),
+               (OpError{this, op.get()}));
+  return issue_mpi(std::move(op));
+}
+
+std::unique_ptr<Work> MpiCommunicator::recv(void* buf, size_t bytes, int from) {
+  check_usable();
+  auto op = new_op("recv", bytes);
+  if (from < 0) return done_op(std::move(op));
+  check_counts(*op, bytes);
+  RM_MPI_CHECK(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, from, kPointToPointTag, comm_,
+                         &op->request),
+               (OpError{this, op.get()}));
+  return issue_mpi(std::move(op));
 }
 
 bool MpiCommunicator::advance() {

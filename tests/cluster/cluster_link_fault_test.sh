@@ -26,11 +26,6 @@ checkpoint: {every: 50}
 resilience: {max_restarts: 3}
 EOT
 }
-run_on_h0() {  # run_on_h0 NAME: trains job NAME across both hosts, output in NAME.out
-  job "$dir/$1" >"$dir/$1.yaml"
-  (cd "$dir" && timeout 400 "$here/cluster.sh" on h0 "$bin" run "$1.yaml" --hosts "$hostfile" \
-     >"$1.out" 2>&1) || { cat "$dir/$1.out"; fail "$1: the run failed"; }
-}
 when_step() {  # when_step RUN_DIR N: waits until the run has logged step N
   for _ in $(seq 600); do
     [[ -f $1/metrics.jsonl && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] && return 0

@@ -19,3 +19,12 @@ cluster_test_begin() {
   dir=$(mktemp -d)
   trap '"$here/cluster.sh" down; rm -rf "$dir"' EXIT
 }
+
+# run_on_h0 NAME: writes the test's `job RUN_DIR` file for $dir/NAME to $dir/NAME.yaml, trains it
+# with `$bin run --hosts $hostfile` from host h0 (400 s at most), output in $dir/NAME.out; a
+# failed run fails the test, showing its output.
+run_on_h0() {
+  job "$dir/$1" >"$dir/$1.yaml"
+  (cd "$dir" && timeout 400 "$here/cluster.sh" on h0 "$bin" run "$1.yaml" --hosts "$hostfile" \
+     >"$1.out" 2>&1) || { cat "$dir/$1.out"; echo "FAIL: $1: the run failed"; exit 1; }
+}

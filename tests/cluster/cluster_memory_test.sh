@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# In-memory checkpoint replicas on two test hosts (cluster.sh), 2 ranks each, memory_every 1,
+# disk checkpoints every 50 steps, resilience.max_restarts 1 (worker/memory_checkpoints.h):
+#  1. Every process of h1 killed mid-run and h1's /dev/shm wiped (the host and its memory lost):
+#     the restart resumes from memory, ranks 2 and 3 from the replicas kept on h0, at most two
+#     steps before the last step logged at the kill, and ends on the uninterrupted run's weights,
+#     each step's metrics line once.
+#  2. The same, with a byte flipped in both slots of the replica of rank 2 on h0: the replica is
+#     refused (checksum mismatch, named), nothing in memory serves every rank, and the restart
+#     takes the newest disk checkpoint instead -- again ending on the same weights.
+# No segment is left on either host after a run ends. Skips (77) saying why when this machine
+# cannot create network namespaces.
+#   cluster_memory_test.sh RINGMASTER_BIN REPO_ROOT
+set -euo pipefail
+bin=$1 repo=$2
+source "$(dirname "$0")/test_lib.sh"
+cluster_test_begin rmmem 10.233.15
+"$here/cluster.sh" up 2 2
+hostfile=/run/ringmaster-cluster/$RM_CLUSTER_NAME/hostfile
+fail() { echo "FAIL: $*"; exit 1; }
+job() {  # job RUN_DIR
+  cat <<EOT
+name: memory-replicas
+run_dir: $1
+model: {type: gpt, seq_len: 64, layers: 2, heads: 4, width: 128}
+data: {train: $repo/data/tinyshakespeare.txt}
+train: {steps: 300, global_batch: 16, micro_batch: 4, eval_every: 0, log_every: 100}
+parallel: {timeout_s: 5}
+checkpoint: {every: 50, memory_every: 1}
+resilience: {max_restarts: 1}
+EOT
+}
+logged() { [[ -f $1/metrics.jsonl ]] && wc -l <"$1/metrics.jsonl" || echo 0; }
+segments() {  # segments HOST: this cluster's ringmaster segments in HOST's /dev/shm
+  "$here/cluster.sh" on "$1" sh -c 'ls /dev/shm | grep "^ringmaster-" || true'
+}
+# lose_h1 RUN_DIR AT: once the run has logged step AT (not a multiple of 50), kills every process
+# of h1 and wipes its segments, writing the steps logged at that moment to RUN_DIR.killed-at.
+lose_h1() {
+  for _ in $(seq 900); do
+    [[ $(logged "$1") -ge $2 ]] && break
+    sleep 0.1
+  done
+  "$here/cluster.sh" kill h1
+  logged "$1" >"$1.killed-at"
+  "$here/cluster.sh" on h1 sh -c 'rm -f /dev/shm/ringmaster-*'
+}
+once_each() {
+  python3 - "$1/metrics.jsonl" <<'PY'
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+sys.exit(0 if steps == list(range(1, 301)) else 1)
+PY
+}
+
+run_on_h0 reference
+ref=$(sha256sum <"$dir/reference/weights.bin")
+grep -q "in-memory checkpoints every 1 step(s); each rank's slice also kept by a rank on the next host" \
+  "$dir/reference.out" || { cat "$dir/reference.out"; fail "replicas not on"; }
+for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h after a finished run: $(segments $h)"; done
+
+# 1. h1 and its memory lost.
+lose_h1 "$dir/lost" 120 &
+run_on_h0 lost
+wait
+out=$(cat "$dir/lost.out")
+at=$(cat "$dir/lost.killed-at")
+line=$(grep -o "resuming from memory (step [0-9]*; disk: step [0-9]*); in memory: .*" <<<"$out") ||
+  { echo "$out"; fail "the restart did not resume from memory"; }
+echo "$line"
+step=$(sed -E 's/resuming from memory \(step ([0-9]+);.*/\1/' <<<"$line")
+(( step >= at - 2 )) || fail "resumed at step $step, more than two steps before the $at logged at the kill"
+grep -q "rank 2 holds nothing (step $step from its replica on rank 0); rank 3 holds nothing (step $step from its replica on rank 1)" <<<"$line" ||
+  fail "ranks 2 and 3 were not restored from their replicas on h0"
+[[ $(sha256sum <"$dir/lost/weights.bin") == "$ref" ]] || fail "lost host: the weights differ from the uninterrupted run's"
+once_each "$dir/lost" || fail "lost host: metrics.jsonl does not hold steps 1..300 once each"
+for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
+echo "lost host: resumed from memory at step $step (killed at $at), replicas for ranks 2 and 3, same weights"
+
+# 2. The same, with rank 2's replica damaged on h0: both its slots get one flipped byte.
+(lose_h1 "$dir/damaged" 170
+ "$here/cluster.sh" on h0 python3 - <<'PY'
+import glob, os
+for path in glob.glob("/dev/shm/ringmaster-*-r2-replica"):
+    size = os.path.getsize(path)
+    stride = (size - 4096) // 2
+    with open(path, "r+b") as f:
+        for offset in (4096 + 4321, 4096 + stride + 4321):
+            f.seek(offset); b = f.read(1); f.seek(offset); f.write(bytes([b[0] ^ 0x20]))
+    print("flipped a byte in both slots of", path)
+PY
+) &
+run_on_h0 damaged
+wait
+out=$(cat "$dir/damaged.out")
+grep -q "resuming from memory" <<<"$out" && { echo "$out"; fail "a damaged replica was used"; }
+grep -q "replica of rank 2 slot [01] skipped: checksum mismatch" <<<"$out" ||
+  { echo "$out"; fail "the damaged replica was not named"; }
+grep -q "no step that every rank holds, so not from memory" <<<"$out" || { echo "$out"; fail "no fallback named"; }
+grep -q "restart 1 of 1 from memory if newer, else $dir/damaged/checkpoints/step_00000150" <<<"$out" ||
+  { echo "$out"; fail "the restart did not fall back to the disk checkpoint of step 150"; }
+[[ $(sha256sum <"$dir/damaged/weights.bin") == "$ref" ]] || fail "damaged replica: the weights differ"
+once_each "$dir/damaged" || fail "damaged replica: metrics.jsonl does not hold steps 1..300 once each"
+echo "damaged replica: refused and named, resumed from disk, same weights"
+echo PASS
