@@ -8,9 +8,14 @@ comment), the tests that may skip: in CI, the GPU tests, which need a CUDA devic
 a skip (SKIP_RETURN_CODE, gtest's [  SKIPPED ]) and a test whose executable was not built as
 "not run" and still prints "100% tests passed"; this makes every one of them, outside the list,
 fail CI by name with the reason its output gave.
+
+It also prints, last, the end of each failed test's output: CI's report keeps only the end of
+the log, and ctest's own --output-on-failure text of a failure is far above it.
 """
 import sys
 import xml.etree.ElementTree as ET
+
+FAILURE_TAIL_LINES = 25
 
 
 def allowed_names(path):
@@ -40,9 +45,11 @@ def main():
     junit, allowed_path = sys.argv[1:]
     allowed = allowed_names(allowed_path)
     cases = ET.parse(junit).getroot().iter("testcase")
-    ran, allowed_skips, unexpected = 0, [], []
+    ran, allowed_skips, unexpected, failed = 0, [], [], []
     for case in cases:
         name, status = case.get("name"), case.get("status")
+        if status == "fail":
+            failed.append((name, case.findtext("system-out") or ""))
         if status in ("run", "fail"):
             ran += 1
             continue
@@ -54,6 +61,10 @@ def main():
         unexpected.append(f"  {name} ({why}){reason(case.findtext('system-out') or '')}")
     print(f"check_ctest_skips: {ran} tests ran, {len(allowed_skips)} allowed skips "
           f"({allowed_path}), {len(unexpected)} other tests did not run")
+    for name, output in failed:
+        tail = output.rstrip().splitlines()[-FAILURE_TAIL_LINES:]
+        print(f"check_ctest_skips: {name} FAILED; the last {len(tail)} lines of its output:")
+        print("\n".join("  | " + line for line in tail))
     if unexpected:
         print("check_ctest_skips: these tests did not run (only the tests in "
               f"{allowed_path} may skip here):")
