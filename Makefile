@@ -25,9 +25,12 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The binary alone, not the tests: a fresh machine's first run is the build plus the training.
+# Without a GPU (nvidia-smi lists none) a build it configures leaves CUDA out: its kernels could
+# not run here, and compiling them is most of a fresh build wherever nvcc is installed.
+demo_cuda = $(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU'),,-DRM_WITH_CUDA=OFF)
 demo:
 	@scripts/install-deps.sh demo
-	@$(configure)
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(demo_cuda) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) --target ringmaster -j $(JOBS)
 	$(BUILD)/ringmaster run configs/shakespeare.yaml --fresh --nproc $(NPROC)
 	$(BUILD)/ringmaster sample runs/shakespeare --prompt "ROMEO:" --tokens 300 --temperature 0.8
