@@ -113,6 +113,14 @@ bool MemoryCheckpoints::finish_exchange() {
   return true;
 }
 
+void MemoryCheckpoints::poll() {
+  if (pending_.empty()) return;
+  for (std::unique_ptr<Work>& w : pending_) {
+    if (!w->test()) return;
+  }
+  finish_exchange();
+}
+
 std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
   std::vector<SnapshotPart> parts = {{meta_.data(), meta_.size() * sizeof(int64_t)}};
   if (compute_.host_accessible()) {

@@ -20,9 +20,10 @@
 // which receives it into a segment of the same layout, "<its own name>-replica", and commits it
 // with the sender's step, size and checksum. The transfer runs in the background over
 // host_comm's point-to-point messages while the next steps train, and is completed -- and the
-// received slot committed -- at the next save, before it writes (it writes the other slot; the
-// one after would write over the slot that was sent). So a lost host costs at most 2N steps
-// (memory_every N): the ones since the last save, and those whose replica was in flight. A restore takes a rank's
+// received slot committed -- as soon as poll() sees it complete, and at the latest at the next
+// save, before it writes (it writes the other slot; the one after would write over the slot that
+// was sent). So a lost host costs at most N + 1 steps (memory_every N): the ones since the last
+// save, and the one in which that save's replica was in flight. A restore takes a rank's
 // slot from its keeper when its own segment lacks the agreed step (the host was lost, or the
 // slot is damaged); every replica byte is verified against the sender's checksum before it is
 // counted, and again when restored, so a damaged replica is never used.
@@ -69,6 +70,10 @@ class MemoryCheckpoints {
   // downloaded first. With replicas, first completes the previous save's exchange, then starts
   // this one's: every rank calls it at the same steps.
   void save(int64_t steps_done, const std::vector<int64_t>& skipped_batches);
+  // Commits the replica received in the background once its transfer has completed, instead of
+  // at the next save: a host lost in between then costs N + 1 steps, not 2N. Call it after the
+  // steps that do not save. Not collective; cheap (it tests the messages in flight).
+  void poll();
   // What the ranks hold, agreed: the newest step every rank holds verified, itself or through
   // its keeper's replica (nullopt: none), and, for rank 0 to print, a line that says which
   // steps each rank holds, which come from replicas, and which slots rank 0 skipped and why.

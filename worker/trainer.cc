@@ -396,6 +396,8 @@ Trainer::Outcome Trainer::run_steps() {
     if (memory_ && memory_->due(m.step)) {
       progress_.enter(Phase::kCheckpointSave);
       memory_->save(m.step, skipped_batches_);
+    } else if (memory_) {
+      memory_->poll();  // a replica received since the last save is committed now
     }
     if (stop) return Outcome::kStopped;
   }

@@ -8,6 +8,8 @@
 #  2. The same, with a byte flipped in both slots of the replica of rank 2 on h0: the replica is
 #     refused (checksum mismatch, named), nothing in memory serves every rank, and the restart
 #     takes the newest disk checkpoint instead -- again ending on the same weights.
+#  3. memory_every 3, h1's ranks stopped two steps after a save, then h1 lost: resumed from that
+#     save (its replica was committed once it had arrived, not at the next save).
 # No segment is left on either host after a run ends. Skips (77) saying why when this machine
 # cannot create network namespaces.
 #   cluster_memory_test.sh RINGMASTER_BIN REPO_ROOT
@@ -26,7 +28,7 @@ model: {type: gpt, seq_len: 64, layers: 2, heads: 4, width: 128}
 data: {train: $repo/data/tinyshakespeare.txt}
 train: {steps: 300, global_batch: 16, micro_batch: 4, eval_every: 0, log_every: 100}
 parallel: {timeout_s: 5}
-checkpoint: {every: 50, memory_every: 1}
+checkpoint: {every: 50, memory_every: ${every:-1}}
 resilience: {max_restarts: 1}
 EOT
 }
@@ -34,13 +36,15 @@ logged() { [[ -f $1/metrics.jsonl ]] && wc -l <"$1/metrics.jsonl" || echo 0; }
 segments() {  # segments HOST: this cluster's ringmaster segments in HOST's /dev/shm
   "$here/cluster.sh" on "$1" sh -c 'ls /dev/shm | grep "^ringmaster-" || true'
 }
-# lose_h1 RUN_DIR AT: once the run has logged step AT (not a multiple of 50), kills every process
-# of h1 and wipes its segments, writing the steps logged at that moment to RUN_DIR.killed-at.
+# lose_h1 RUN_DIR AT [PAUSE]: once the run has logged step AT (not a multiple of 50), and PAUSE
+# seconds later, kills every process of h1 and wipes its segments, writing the steps logged at
+# that moment to RUN_DIR.killed-at.
 lose_h1() {
   for _ in $(seq 900); do
     [[ $(logged "$1") -ge $2 ]] && break
     sleep 0.1
   done
+  sleep "${3:-0}"
   "$here/cluster.sh" kill h1
   logged "$1" >"$1.killed-at"
   "$here/cluster.sh" on h1 sh -c 'rm -f /dev/shm/ringmaster-*'
@@ -102,4 +106,25 @@ grep -q "restart 1 of 1 from memory if newer, else $dir/damaged/checkpoints/step
 [[ $(sha256sum <"$dir/damaged/weights.bin") == "$ref" ]] || fail "damaged replica: the weights differ"
 once_each "$dir/damaged" || fail "damaged replica: metrics.jsonl does not hold steps 1..300 once each"
 echo "damaged replica: refused and named, resumed from disk, same weights"
+# 3. memory_every 3, h1's ranks stopped (SIGSTOP, RM_TEST_FAULT) at the start of step 123, two
+# steps after the save at 120 sent its replicas, then h1 lost: with the replica committed as soon
+# as it has arrived (poll), the restart resumes from step 120; committed only at the next save
+# (which never comes), it could resume from 117 at best. The stop makes the moment exact: step
+# 123 never completes, so the kill cannot land later or earlier.
+every=3
+stop_at=123
+lose_h1 "$dir/every3" $((stop_at - 1)) 1 &
+RM_TEST_FAULT=stop:2:$stop_at,stop:3:$stop_at run_on_h0 every3
+wait
+out=$(cat "$dir/every3.out")
+line=$(grep -o "resuming from memory (step [0-9]*; disk: step [0-9]*); in memory: .*" <<<"$out") ||
+  { echo "$out"; fail "every 3: the restart did not resume from memory"; }
+echo "$line"
+step=$(sed -E 's/resuming from memory \(step ([0-9]+);.*/\1/' <<<"$line")
+(( step == stop_at - 3 )) ||
+  fail "every 3: resumed at step $step, not $((stop_at - 3)) (the replica of that save was not committed)"
+[[ $(sha256sum <"$dir/every3/weights.bin") == "$ref" ]] || fail "every 3: the weights differ"
+once_each "$dir/every3" || fail "every 3: metrics.jsonl does not hold steps 1..300 once each"
+for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
+echo "every 3: h1 stopped at step $stop_at and lost, resumed from memory at step $step, same weights"
 echo PASS
