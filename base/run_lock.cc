@@ -24,7 +24,7 @@ namespace rm {
 namespace {
 
 std::mutex g_mu;
-std::set<std::string> g_held;  // canonical run directories this process has locked
+std::set<std::string> g_locked_dirs;  // canonical run directories this process has locked
 
 std::string host_name() {
   char host[256] = {};
@@ -95,7 +95,7 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
   if (ec) throw IoError(run_dir + ": cannot resolve the run directory: " + ec.message());
   if (held_by_ancestor(dir)) return;  // our supervisor holds it for us
   std::lock_guard<std::mutex> guard(g_mu);
-  if (g_held.count(dir) != 0) return;
+  if (g_locked_dirs.count(dir) != 0) return;
 
   const std::string path = dir + "/.lock";
   // Not O_CLOEXEC: children (mpirun) share the open file, so the lock outlives a killed
@@ -151,7 +151,7 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
     }
   }
   hold_lease(fd, whoami(), host_name(), lease_s / 6);
-  g_held.insert(dir);  // the descriptor stays open for the life of the process
+  g_locked_dirs.insert(dir);  // the descriptor stays open for the life of the process
   ::setenv(kRunLockEnv, (std::to_string(::getpid()) + " " + dir).c_str(), 1);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/elapsed.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "io/atomic_file.h"
@@ -22,10 +23,6 @@ using Clock = std::chrono::steady_clock;
 // The baselines' write(2)/pread(2) size: large, the plain I/O at its best.
 constexpr size_t kChunkBytes = size_t{8} << 20;
 constexpr const char* kNames[3] = {"params", "adam_m", "adam_v"};
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Element i of buffer b: a float in +-[1, 2) with 23 pseudo-random mantissa bits (splitmix64).
 float pattern(int b, uint64_t i) {
@@ -115,7 +112,7 @@ double bench_write_fsync(const std::string& path, const BenchState& state) {
   io::fsync_fd(fd.get(), path);
   fd.close_checked(path);
   io::fsync_directory(io::parent_dir(path));
-  const double seconds = since(t0);
+  const double seconds = seconds_since(t0);
   io::unlink_file(path);
   return seconds;
 }
@@ -128,7 +125,7 @@ double bench_checkpoint_save(const std::string& run_dir, const BenchState& state
   for (int r = 0; r < ranks; ++r)
     m.files.push_back(write_shard(tmp, step, r, state.slices(r, ranks)));
   *ckpt_dir = commit_checkpoint(run_dir, step, m);
-  return since(t0);
+  return seconds_since(t0);
 }
 
 std::vector<std::unique_ptr<AsyncCheckpointWriter>> make_bench_writers(
@@ -160,11 +157,11 @@ WriterSaveTimes bench_writer_save(std::vector<std::unique_ptr<AsyncCheckpointWri
   WriterSaveTimes t;
   const auto t0 = Clock::now();
   for (int r = ranks - 1; r >= 0; --r) writers[r]->save(requests[r]);
-  t.blocked = since(t0);
+  t.blocked = seconds_since(t0);
   for (int r = ranks - 1; r >= 0; --r) writers[r]->wait_staged();
-  t.staged = since(t0);
+  t.staged = seconds_since(t0);
   for (int r = ranks - 1; r >= 0; --r) writers[r]->wait();
-  t.done = since(t0);
+  t.done = seconds_since(t0);
   return t;
 }
 
@@ -198,7 +195,7 @@ double bench_read_plain(const std::string& ckpt_dir, const Manifest& manifest, B
       pread_chunks(fd.get(), dst, p.bytes, p.offset, path);
     }
   }
-  return since(t0);
+  return seconds_since(t0);
 }
 
 double bench_restore(const std::string& ckpt_dir, BenchState& into) {
@@ -207,7 +204,7 @@ double bench_restore(const std::string& ckpt_dir, BenchState& into) {
   for (const BufferInfo& b : reader.manifest().buffers) {
     reader.read_range(b.name, 0, b.count, into.buffer(b.name));
   }
-  return since(t0);
+  return seconds_since(t0);
 }
 
 }  // namespace rm

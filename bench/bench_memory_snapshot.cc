@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/elapsed.h"
 #include "checkpoint/memory_snapshot.h"
 #include "io/io_error.h"
 
@@ -18,10 +19,6 @@ namespace rm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // A plain shared-memory mapping, unlinked at once (the mapping keeps it), pages touched.
 class PlainShm {
@@ -98,10 +95,10 @@ MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks) {
       dst += p.bytes;
     }
   }
-  t.memcpy_in = since(t0);
+  t.memcpy_in = seconds_since(t0);
   t0 = Clock::now();
   for (int r = 0; r < ranks; ++r) snaps[r].save(3, parts[r]);
-  t.save = since(t0);
+  t.save = seconds_since(t0);
   std::vector<char> sink(largest, 1);  // touched: the copy-out's destination
   t0 = Clock::now();
   for (int r = 0; r < ranks; ++r) {
@@ -109,7 +106,7 @@ MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks) {
     for (const SnapshotPart& p : parts[r]) bytes += p.bytes;
     std::memcpy(sink.data(), plain.data(), bytes);
   }
-  t.memcpy_out = since(t0);
+  t.memcpy_out = seconds_since(t0);
   std::memset(state.buffer("params"), 0, state.count() * sizeof(float));  // restore must refill
   t0 = Clock::now();
   for (int r = 0; r < ranks; ++r) {
@@ -118,7 +115,7 @@ MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks) {
       throw IoError(snaps[r].name() + ": restore of the benchmark's state failed: " + why);
     }
   }
-  t.restore = since(t0);
+  t.restore = seconds_since(t0);
   state.check("memory snapshot restore");
   return t;
 }

@@ -11,22 +11,22 @@
 namespace rm {
 namespace {
 
-struct Entry {
+struct ListedDir {
   std::string path;
   StepDirName name;
 };
 
 // The checkpoint directories under RUN_DIR/checkpoints/, sorted by (step, committed).
-std::vector<Entry> scan(const std::string& run_dir) {
-  std::vector<Entry> out;
+std::vector<ListedDir> scan(const std::string& run_dir) {
+  std::vector<ListedDir> out;
   const std::string root = checkpoints_root(run_dir);
   if (!io::exists(root)) return out;
   for (const std::string& name : io::list_dir(root)) {
     const auto parsed = parse_step_dir_name(name);
     const std::string path = io::join(root, name);
-    if (parsed && io::is_directory(path)) out.push_back(Entry{path, *parsed});
+    if (parsed && io::is_directory(path)) out.push_back(ListedDir{path, *parsed});
   }
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
+  std::sort(out.begin(), out.end(), [](const ListedDir& a, const ListedDir& b) {
     return std::tie(a.name.step, a.name.committed) < std::tie(b.name.step, b.name.committed);
   });
   return out;
@@ -49,7 +49,7 @@ uint64_t dir_bytes(const std::string& dir) {
   return total;
 }
 
-CheckpointInfo describe(const Entry& e, VerifyResult verify) {
+CheckpointInfo describe(const ListedDir& e, VerifyResult verify) {
   CheckpointInfo info;
   info.path = e.path;
   info.step = e.name.step;
@@ -99,7 +99,7 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
 
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyLevel level) {
   std::vector<CheckpointInfo> out;
-  for (const Entry& e : scan(run_dir)) {
+  for (const ListedDir& e : scan(run_dir)) {
     out.push_back(
         describe(e, e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e.path)));
   }
@@ -108,7 +108,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyL
 
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
                                                      std::vector<std::string>* report) {
-  const std::vector<Entry> entries = scan(run_dir);
+  const std::vector<ListedDir> entries = scan(run_dir);
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (!it->name.committed) {
       if (report) report->push_back("ignored " + incomplete(it->path).error);

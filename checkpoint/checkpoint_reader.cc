@@ -21,12 +21,6 @@ namespace {
 // As the writer's chunks (checkpoint_writer.cc): each chunk read is hashed while in L2 cache.
 constexpr size_t kBounceBytes = size_t{256} << 10;
 
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 }  // namespace
 
 Manifest load_manifest(const std::string& ckpt_dir) {

@@ -2,18 +2,14 @@
 // a manifest is also read by people deciding which checkpoint to keep.
 #include "checkpoint/manifest.h"
 
+#include "checkpoint/xxh_state.h"
+
 #include <cstdio>
 
 namespace rm {
 namespace {
 
 using OJson = nlohmann::ordered_json;
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 OJson file_json(const ShardFileInfo& f) {
   OJson pieces = OJson::array();

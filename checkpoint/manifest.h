@@ -48,7 +48,7 @@ inline constexpr size_t kMaxPiecesPerFile = size_t{1} << 16;
 inline constexpr size_t kMaxBuffers = 256;
 inline constexpr size_t kMaxTensors = size_t{1} << 20;
 inline constexpr size_t kMaxTensorRank = 16;
-inline constexpr size_t kMaxJobBytes = size_t{16} << 20;
+inline constexpr size_t kMaxManifestJobBytes = size_t{16} << 20;
 // Checked with fstat before a byte is read. A 30000-rank ZeRO checkpoint's manifest is ~20 MB;
 // past that, json_guard.h's value count bounds the tree built from the text.
 inline constexpr size_t kMaxManifestBytes = size_t{64} << 20;

@@ -136,7 +136,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   m.world_size =
       static_cast<int>(r.uint(r.member(root, "world_size", ""), "world_size", kMaxWorldSize));
   m.shard_mode = r.string(r.member(root, "shard_mode", ""), "shard_mode", 64);
-  m.job = r.string(r.member(root, "job", ""), "job", kMaxJobBytes);
+  m.job = r.string(r.member(root, "job", ""), "job", kMaxManifestJobBytes);
 
   const Json& buffers = r.array(r.member(root, "buffers", ""), "buffers", kMaxBuffers);
   for (size_t i = 0; i < buffers.size(); ++i) {

@@ -214,7 +214,7 @@ void validate_manifest(const Manifest& m, const std::string& path) {
   if (!is_identifier(m.shard_mode, 64)) {
     manifest_fail(path, "shard_mode", "'" + m.shard_mode + "' is not a name of [A-Za-z0-9_.-]");
   }
-  if (m.job.size() > kMaxJobBytes) manifest_fail(path, "job", "larger than 16 MiB");
+  if (m.job.size() > kMaxManifestJobBytes) manifest_fail(path, "job", "larger than 16 MiB");
   if (!m.state.is_object()) manifest_fail(path, "state", "must be a JSON object");
   validate_buffers(m, path);
   validate_tensors(m, path);

@@ -21,7 +21,7 @@
 namespace rm {
 namespace {
 
-constexpr char kMagic[8] = {'R', 'M', 'M', 'E', 'M', 'C', 'K', '1'};
+constexpr char kSnapshotMagic[8] = {'R', 'M', 'M', 'E', 'M', 'C', 'K', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kPage = 4096;
 constexpr size_t kChunk = size_t{1} << 20;  // copied, then hashed while still in cache
@@ -171,7 +171,7 @@ MemorySnapshot MemorySnapshot::create(const std::string& name, uint64_t owner, s
   h->header_bytes = static_cast<uint32_t>(kPage);
   h->owner = owner;
   h->capacity = capacity;
-  std::memcpy(h->magic, kMagic, sizeof kMagic);  // last: a half-made header is not ours
+  std::memcpy(h->magic, kSnapshotMagic, sizeof kSnapshotMagic);  // last: a half-made header is not ours
   return MemorySnapshot(name, base, bytes, capacity);
 }
 
@@ -202,7 +202,7 @@ std::optional<MemorySnapshot> MemorySnapshot::open(const std::string& name, uint
   void* base = map_fd(fd, bytes, name);
   MemorySnapshot snap(name, base, bytes, capacity);
   const SegmentHeader* h = header_of(base);
-  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0 || h->version != kVersion ||
+  if (std::memcmp(h->magic, kSnapshotMagic, sizeof kSnapshotMagic) != 0 || h->version != kVersion ||
       h->header_bytes != kPage) {
     return refuse("not a segment of this version of ringmaster");
   }

@@ -13,21 +13,21 @@
 namespace rm {
 namespace {
 
-struct Entry {
+struct ScannedDir {
   std::string name;
   int64_t step;
   bool committed;
 };
 
-std::vector<Entry> scan_newest_first(const std::string& root) {
-  std::vector<Entry> out;
+std::vector<ScannedDir> scan_newest_first(const std::string& root) {
+  std::vector<ScannedDir> out;
   for (const std::string& name : io::list_dir(root)) {
     const auto parsed = parse_step_dir_name(name);
     if (parsed && io::is_directory(io::join(root, name))) {
-      out.push_back(Entry{name, parsed->step, parsed->committed});
+      out.push_back(ScannedDir{name, parsed->step, parsed->committed});
     }
   }
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
+  std::sort(out.begin(), out.end(), [](const ScannedDir& a, const ScannedDir& b) {
     return a.step != b.step ? a.step > b.step : a.committed > b.committed;
   });
   return out;
@@ -43,7 +43,7 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   std::vector<std::string> removed;
   const std::string root = checkpoints_root(run_dir);
   if (!io::is_directory(root)) return removed;
-  const std::vector<Entry> entries = scan_newest_first(root);
+  const std::vector<ScannedDir> entries = scan_newest_first(root);
 
   size_t anchor = entries.size();
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -58,7 +58,7 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   int kept = 1;  // the anchor
   std::vector<std::string> doomed;
   for (size_t i = anchor + 1; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
+    const ScannedDir& e = entries[i];
     const std::string path = io::join(root, e.name);
     if (!e.committed) {
       // Scratch of a step at or before the anchor's (sorted after the anchor): stale, as every

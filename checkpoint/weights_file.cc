@@ -11,7 +11,7 @@
 namespace rm {
 namespace {
 
-constexpr char kMagic[8] = {'R', 'M', 'W', 'G', 'H', 'T', '0', '1'};
+constexpr char kWeightsMagic[8] = {'R', 'M', 'W', 'G', 'H', 'T', '0', '1'};
 constexpr size_t kHeader = 24;
 
 }  // namespace
@@ -28,7 +28,7 @@ WeightsFileWriter::WeightsFileWriter(const std::string& path, size_t count)
   // The header with the checksum still zero; commit() writes the real one over it.
   char header[kHeader] = {};
   const uint64_t n = count;
-  std::memcpy(header, kMagic, 8);
+  std::memcpy(header, kWeightsMagic, 8);
   std::memcpy(header + 8, &n, 8);
   out_.append(header, kHeader);
 }
@@ -68,7 +68,7 @@ std::vector<float> load_weights(const std::string& path, size_t expected_count) 
   char header[kHeader];
   if (size < kHeader) throw IoError(path + ": not a Ringmaster weights file (too short)");
   io::pread_exact(fd.get(), header, kHeader, 0, path);
-  if (std::memcmp(header, kMagic, 8) != 0) {
+  if (std::memcmp(header, kWeightsMagic, 8) != 0) {
     throw IoError(path + ": not a Ringmaster weights file (bad magic)");
   }
   uint64_t n = 0, hash = 0;

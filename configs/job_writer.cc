@@ -9,17 +9,6 @@
 namespace rm {
 namespace {
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t start = 0, dot;
-  while ((dot = path.find('.', start)) != std::string_view::npos) {
-    parts.emplace_back(path.substr(start, dot - start));
-    start = dot + 1;
-  }
-  parts.emplace_back(path.substr(start));
-  return parts;
-}
-
 // A markdown table cell: '|' would end the cell.
 std::string cell(std::string_view s) {
   std::string out;

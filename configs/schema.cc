@@ -289,6 +289,18 @@ const KeySpec* find_key(std::string_view path) {
   return nullptr;
 }
 
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    parts.emplace_back(path.substr(start, dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
 bool is_section(std::string_view path) {
   if (path.empty()) return true;
   for (const KeySpec& k : job_schema()) {

@@ -94,6 +94,9 @@ const std::vector<KeySpec>& job_schema();
 // The spec of the key at `path`, or nullptr.
 const KeySpec* find_key(std::string_view path);
 
+// The names of a dotted key path: "model.width" -> {"model", "width"}; "" -> {""}.
+std::vector<std::string> split_path(std::string_view path);
+
 // True if `path` is a section ("model", "cluster"): a proper prefix of some key path.
 // The root "" is a section too.
 bool is_section(std::string_view path);

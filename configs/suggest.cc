@@ -15,18 +15,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = path.find('.', start);
-    parts.emplace_back(path.substr(start, dot - start));
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
-  return parts;
-}
-
 bool is_known(const std::string& path) {
   return find_key(path) || is_section(path);
 }

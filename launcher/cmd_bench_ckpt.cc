@@ -8,9 +8,10 @@
 //
 // Each of the K repeats runs every pair baseline-then-subject (A B, A B ...), in this order:
 //   1. save throughput: plain write+fsync of the same bytes to one file with 8 MiB write(2)
-//      calls (write_shard hashes and writes 256 KiB at a time), then fsync of the directory (bench_write_fsync) -- against a whole
-//      checkpoint save: write_shard for each of the R shards one after another, then
-//      commit_checkpoint (bench_checkpoint_save). Goal: at least 0.8x the plain write's GiB/s.
+//      calls (write_shard hashes and writes 256 KiB at a time), then fsync of the directory
+//      (bench_write_fsync) -- against a whole checkpoint save: write_shard for each of the R shards
+//      one after another, then commit_checkpoint (bench_checkpoint_save). Goal: at least 0.8x the
+//      plain write's GiB/s.
 //   2. restore, of the checkpoint just saved: plain pread(2) of every shard file into the same
 //      memory (no checks) against CheckpointReader::read_range of every whole buffer (manifest
 //      validated, every piece's XXH64 checked). Cold: every file was dropped from the page cache
@@ -62,7 +63,7 @@
 namespace rm {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kSaveGoal = 0.8;    // checkpoint save GiB/s >= 0.8x plain write+fsync
 constexpr double kStallGoal = 0.10;  // async save() stall <= 0.1x sync save() stall
 
@@ -105,8 +106,8 @@ class BenchDir {
     const double avail = static_cast<double>(st.f_bavail) * static_cast<double>(st.f_frsize);
     if (avail < static_cast<double>(bytes)) {
       char msg[160];
-      std::snprintf(msg, sizeof msg, ": %.2f GiB free, the benchmark needs %.2f GiB", avail / kGiB,
-                    static_cast<double>(bytes) / kGiB);
+      std::snprintf(msg, sizeof msg, ": %.2f GiB free, the benchmark needs %.2f GiB",
+                    avail / kBytesPerGiB, static_cast<double>(bytes) / kBytesPerGiB);
       throw IoError(dir_ + msg);
     }
   }
@@ -143,7 +144,7 @@ class BenchDir {
   bool finished_ = false;
 };
 
-struct Series {
+struct CkptSeries {
   std::vector<double> s;
   double median() const {
     std::vector<double> v = s;
@@ -182,12 +183,12 @@ int run(const BenchCkptArgs& args) {
   install_stop_signal_handlers();
   const int ranks = args.ranks, repeats = args.repeats;
   const uint64_t count =
-      std::max<uint64_t>(1, static_cast<uint64_t>(args.gib * kGiB / (3 * sizeof(float))));
+      std::max<uint64_t>(1, static_cast<uint64_t>(args.gib * kBytesPerGiB / (3 * sizeof(float))));
   BenchDir dir(args.dir);
   dir.check_space(3 * count * sizeof(float) + (uint64_t{64} << 20));
 
   BenchState state(count);  // source of every save and destination of every read
-  const double bytes = static_cast<double>(state.bytes()), gib = bytes / kGiB;
+  const double bytes = static_cast<double>(state.bytes()), gib = bytes / kBytesPerGiB;
   auto sync_writers = make_bench_writers(AsyncCheckpointWriter::Mode::kSync, state, ranks);
   auto async_writers = make_bench_writers(AsyncCheckpointWriter::Mode::kAsync, state, ranks);
 
@@ -198,7 +199,7 @@ int run(const BenchCkptArgs& args) {
       repeats, repeats == 1 ? "" : "s");
   std::fflush(stdout);
 
-  Series write_plain, save, read_cold, restore_cold, read_warm, restore_warm, stall_sync,
+  CkptSeries write_plain, save, read_cold, restore_cold, read_warm, restore_warm, stall_sync,
       stall_async, async_staged, async_done, mem_in, mem_save, mem_out, mem_restore;
   double resident = 0;
   const std::string plain_file = io::join(dir.work(), "plain.bin");
@@ -247,7 +248,7 @@ int run(const BenchCkptArgs& args) {
   dir.finish();
 
   // One row: median seconds, min, max, GiB/s, and the comparison with the baseline.
-  auto row = [&](const char* name, const Series& x, const std::string& vs) {
+  auto row = [&](const char* name, const CkptSeries& x, const std::string& vs) {
     // Under a millisecond nothing was moved (async save() only hands pointers over): no rate.
     char rate[16] = "       -";
     if (x.median() >= 1e-3) std::snprintf(rate, sizeof rate, "%8.2f", gib / x.median());

@@ -5,14 +5,14 @@
 namespace rm {
 namespace {
 
-struct Entry {
+struct GpuPeakEntry {
   const char* needle;  // matched against the device name; the first match wins
   double bf16_tflops, tf32_tflops;
   const char* source;
 };
 
 // Order matters: the more specific names first (PCIe before the H100 SXM default).
-constexpr Entry kTable[] = {
+constexpr GpuPeakEntry kTable[] = {
     {"H100 PCIe", 756, 378, "H100 PCIe (NVIDIA datasheet)"},
     {"H100 NVL", 835, 418, "H100 NVL (NVIDIA datasheet)"},
     {"H200", 989, 495, "H200 SXM (NVIDIA datasheet)"},
@@ -36,7 +36,7 @@ GpuPeak gpu_peak(const std::string& device_name) {
       return p;
     }
   }
-  for (const Entry& e : kTable) {
+  for (const GpuPeakEntry& e : kTable) {
     if (device_name.find(e.needle) != std::string::npos) {
       p.bf16_flops = e.bf16_tflops * 1e12;
       p.tf32_flops = e.tf32_tflops * 1e12;

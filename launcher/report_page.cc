@@ -42,12 +42,6 @@ word-break:break-all;max-width:640px}
 .note{color:#666;font-size:12px}
 )";
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // A field of a `started` event as text ("" when absent).
 std::string field(const json& j, const char* key) {
   if (!j.is_object()) return "";

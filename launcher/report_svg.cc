@@ -7,18 +7,18 @@
 
 namespace rm::report {
 
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
 namespace {
 
 // The frame: room for tick labels and the rotated y label on the left, the title on top, tick
 // labels and the x label below. The legend goes under the frame, never over the data.
 constexpr double kLeft = 66, kRight = 14, kTop = 30, kBottom = 42;
 constexpr double kLegendRow = 17, kCharWidth = 6.4;  // 11px sans-serif, roughly
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string px(double v) {
   return fmt("%.1f", v);

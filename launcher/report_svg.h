@@ -21,6 +21,9 @@
 
 namespace rm::report {
 
+// One double through a printf format (e.g. "%.3g"), as the page and its charts write numbers.
+std::string fmt(const char* format, double v);
+
 // `text` with & < > " ' replaced by entities: safe as element content and as a quoted
 // attribute value.
 std::string html_escape(std::string_view text);

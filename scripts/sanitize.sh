@@ -165,7 +165,7 @@ configure_and_build() {
   local dir=$1 san=$2
   shift 2
   # shellcheck disable=SC2086
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE="$san" -DRM_WITH_CUDA=OFF \
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE="$san" -DRM_WITH_CUDA=OFF -DRM_UNITY_LIBS=ON \
     $CMAKE_FLAGS >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; return 1; }
   cmake --build "$dir" -j "$JOBS" --target "$@"
 }

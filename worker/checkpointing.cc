@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/elapsed.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
@@ -13,14 +14,6 @@
 #include "observe/trace_recorder.h"
 
 namespace rm {
-
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 void check_checkpoint_matches_model(const Manifest& manifest, const Model& model,
                                     const std::string& ckpt_dir) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/elapsed.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "model/lr_schedule.h"
@@ -20,10 +21,6 @@ namespace rm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 }  // namespace
 
