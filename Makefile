@@ -18,9 +18,14 @@ deps:
 	@scripts/install-deps.sh
 
 # Configures $(BUILD) once; later runs keep its cache (and CMAKE_FLAGS given then). Each library
-# is compiled as one unit (RM_UNITY_LIBS, CMakeLists.txt): a fresh build is a third faster; a
-# build directory of your own, configured without it, recompiles only the file you edit.
-configure = test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DRM_UNITY_LIBS=ON $(CMAKE_FLAGS)
+# is compiled as one unit (RM_UNITY_LIBS, CMakeLists.txt), and with Ninja (installed by deps),
+# which unlike CMake's Makefiles compiles a library's sources before the libraries it links are
+# built: from scratch the binary alone took 2m26 as before, 1m33 with one unit per library, 1m10
+# with Ninja too (2 cores). A build directory of your own, configured without these, recompiles
+# only the file you edit. The generator is chosen when the recipe runs, after deps installed it.
+cmake_fresh = cmake -S . -B $(BUILD) $$(command -v ninja >/dev/null && echo -GNinja) \
+  -DCMAKE_BUILD_TYPE=Release -DRM_UNITY_LIBS=ON
+configure = test -f $(BUILD)/CMakeCache.txt || $(cmake_fresh) $(CMAKE_FLAGS)
 
 build: deps
 	@$(configure)
@@ -32,7 +37,7 @@ build: deps
 demo_cuda = $(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU'),,-DRM_WITH_CUDA=OFF)
 demo:
 	@scripts/install-deps.sh demo
-	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DRM_UNITY_LIBS=ON $(demo_cuda) $(CMAKE_FLAGS)
+	@test -f $(BUILD)/CMakeCache.txt || $(cmake_fresh) $(demo_cuda) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) --target ringmaster -j $(JOBS)
 	$(BUILD)/ringmaster run configs/shakespeare.yaml --fresh --nproc $(NPROC)
 	$(BUILD)/ringmaster sample runs/shakespeare --prompt "ROMEO:" --tokens 300 --temperature 0.8

@@ -9,7 +9,7 @@ set -euo pipefail
 profile=${1:-test}
 
 packages=(
-  cmake g++ make pkg-config
+  cmake g++ make pkg-config ninja-build
   openmpi-bin libopenmpi-dev          # MPI launcher and library (CPU collectives)
   libyaml-cpp-dev                     # job files
   libopenblas-openmp-dev              # sgemm for the CPU kernels (OpenMP build)

@@ -162,11 +162,15 @@ check_programs() {
 # configure_and_build DIR SANITIZERS TARGET...: a Debug build with RM_SANITIZE, of the targets
 # that the subset runs (the tests of executables not built are listed by ctest as *_NOT_BUILT).
 configure_and_build() {
-  local dir=$1 san=$2
+  local dir=$1 san=$2 generator=()
   shift 2
+  # As the Makefile's fresh builds: one unit per library, and Ninja for a directory not yet
+  # configured (a configured one keeps its generator; cmake refuses to change it).
+  if [[ ! -f $dir/CMakeCache.txt ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
   # shellcheck disable=SC2086
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE="$san" -DRM_WITH_CUDA=OFF -DRM_UNITY_LIBS=ON \
-    $CMAKE_FLAGS >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; return 1; }
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE="$san" \
+    -DRM_WITH_CUDA=OFF -DRM_UNITY_LIBS=ON $CMAKE_FLAGS >"$dir/configure.log" 2>&1 ||
+    { cat "$dir/configure.log"; return 1; }
   cmake --build "$dir" -j "$JOBS" --target "$@"
 }
 
