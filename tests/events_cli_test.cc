@@ -79,6 +79,10 @@ TEST(Events, ARunSaysWhatRanWhereAndEachCheckpoint) {
   EXPECT_FALSE(started["hosts"].get<std::string>().empty());
   EXPECT_NE(started["versions"]["ringmaster"].get<std::string>(), "");
   EXPECT_EQ(started["versions"]["mpi"].get<std::string>().rfind("Open MPI", 0), 0u) << started;
+  // A fresh start restores nothing; its start-up took some time, and less than the whole run.
+  EXPECT_EQ(started["restore_s"], 0) << started;
+  EXPECT_GT(started["startup_s"].get<double>(), 0) << started;
+  EXPECT_LT(started["startup_s"].get<double>(), 60) << started;
   const std::vector<json> saved = of_kind(all, "checkpoint_saved");
   ASSERT_EQ(saved.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(saved[i]["step"], 10 * (i + 1));
@@ -107,6 +111,10 @@ TEST(Events, AResumeSaysFromWhereAndWhichDamagedCheckpointItSkipped) {
   const std::vector<json> started = of_kind(all, "started");
   ASSERT_EQ(started.size(), 2u);
   EXPECT_EQ(started[1]["from_step"], 10);
+  // The restart's restore (verifying and reading a checkpoint) is part of its start-up.
+  EXPECT_GT(started[1]["restore_s"].get<double>(), 0) << started[1];
+  EXPECT_GE(started[1]["startup_s"].get<double>(), started[1]["restore_s"].get<double>())
+      << started[1];
   const std::vector<json> resumed = of_kind(all, "resumed");
   ASSERT_EQ(resumed.size(), 1u);
   EXPECT_EQ(resumed[0]["step"], 10);

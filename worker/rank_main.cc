@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "base/elapsed.h"
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "base/run_dir.h"
@@ -148,7 +150,9 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   if (start == kStartNew) trainer.discard_memory_checkpoints();
   const bool resuming = start == kStartResume ||
                         (start == kStartUnfinished && job.checkpoint.memory_every > 0);
+  const auto restore_began = std::chrono::steady_clock::now();
   const int64_t steps_done = resuming ? trainer.resume(from) : 0;
+  const double restore_s = resuming ? seconds_since(restore_began) : 0;
   std::unique_ptr<MetricsLog> metrics;
   // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
   const double peak_flops =
@@ -158,8 +162,15 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   if (rank0) {
     metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
     trainer.set_metrics(metrics.get());
-    append_run_event(job.run_dir, "started",
-                     started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops));
+    nlohmann::json started =
+        started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops);
+    // How long this start took, for the recovery figures (scripts/bench-recovery.sh): since rank
+    // 0's process began (MPI start, set-up and restore), and of that the restore.
+    if (const double age = process_age_s(); age >= 0) {
+      started["startup_s"] = std::round(age * 100) / 100;
+    }
+    started["restore_s"] = std::round(restore_s * 1000) / 1000;
+    append_run_event(job.run_dir, "started", started);
     std::printf(
         "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
         "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
