@@ -143,7 +143,7 @@ case $case in
   timelimit)
     # Slurm checks time limits about every 30 s here: USR1 comes 10-35 s into the 1-minute
     # limit; the training needs longer than that, so at least one requeue happens.
-    # max_restarts 2: of ~16 starts, one may die at start-up outside Ringmaster -- seen twice in
+    # max_restarts 2: of ~16 starts, one may die at start-up, cause not found -- seen twice in
     # ~460 srun launches under CI's load (slurmd: "task 0 died by signal: 11" 0.6 s after launch,
     # Open MPI's handler printing it before any rank log line; never in 300 srun and 150 mpirun
     # launches on an idle machine). That is a failure to requeue, not a time limit to test.
