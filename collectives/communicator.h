@@ -18,7 +18,9 @@
 //  - Work handles must not outlive their communicator. Dropping a Work without waiting is
 //    allowed; the operation still completes during later calls.
 //  - Timeouts: an operation must complete within CommOptions::timeout_s of being issued
-//    (barrier: of being called). Past it, or on any error from the transport, the communicator
+//    (barrier: of being called); on several hosts, a rank waiting in-host for a peer busy with
+//    the inter-host step waits up to half of timeout_s longer (1-30 s), so that the peer names
+//    the lost host first. Past it, or on any error from the transport, the communicator
 //    prints "[rank r/n] op(seq=S, bytes=B, timeout=Ts) timed out after X s ..." (naming the
 //    ranks it waits for when it knows them) to stderr, then aborts the whole job (MPI_Abort) so
 //    that peers fail too instead of waiting. With abort_on_error=false (tests) it instead

@@ -183,7 +183,9 @@ std::vector<KeySpec> build_schema() {
              "CPU threads per rank; 0 = cores / ranks on the node."),
       RM_KEY(parallel.timeout_s, above(0),
              "Timeout of each collective, seconds; a stalled peer fails the job instead of "
-             "hanging it."),
+             "hanging it. On several hosts a rank waiting for a rank of its own host gets half "
+             "as long again (1-30 s more), so that the rank waiting on the network names the "
+             "lost host first."),
       RM_KEY(parallel.precision, one_of_its_choices(),
              "Compute precision of matmuls and activations (master weights stay fp32)."),
       RM_KEY(parallel.grad_reduce, one_of_its_choices(),

@@ -111,6 +111,12 @@ class HierPath {
   bool waits_for_peer_on(int cpu) const;
   // For a timeout message about `op`: which stage it is in and whom it waits for.
   std::string waiting_for(const HierOp& op) const;
+  // Whether `op` waits on a rank of this host (its in-host reduction or gather) rather than on
+  // the network: that rank is most likely held by the network itself, and should be the one to
+  // time out and name the host it lost.
+  bool waits_on_local_peer(const HierOp& op) const {
+    return op.in_next < op.in_tasks.size() || op.rail == HierOp::Rail::kNone || op.rail_done;
+  }
   int failed_peer() const;  // a local peer that poisoned an engine (global rank), or -1
   void poison();
   uint64_t share_liveness(uint64_t beats) { return in_->share_liveness(beats); }

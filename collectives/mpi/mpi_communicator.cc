@@ -566,8 +566,14 @@ bool MpiCommunicator::advance() {
     if (failed >= 0) {
       fail(*hier_pending_.front(), "failed: rank " + std::to_string(failed) + " reported a failure");
     }
+    // A rank waiting in-host for a peer gives it a grace past the deadline: with the link to
+    // another host cut, the peer (busy with the inter-host step) times out at about the same
+    // moment, and only its message names the lost host; ours would name only the peer. Seen in
+    // cluster_link_faults: a non-leader's in-host gather timed out first, 5.0 s against 5.0 s.
+    const auto grace = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::clamp(options_.timeout_s / 2, 1.0, 30.0)));
     for (const auto& op : hier_pending_) {
-      if (now > op->deadline) {
+      if (now > op->deadline + (hier_->waits_on_local_peer(*op->hier) ? grace : Clock::duration{})) {
         char text[64];
         std::snprintf(text, sizeof(text), "timed out after %.1f s; ",
                       std::chrono::duration<double>(now - op->issued).count());
