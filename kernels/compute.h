@@ -111,13 +111,18 @@ class Compute {
   // where one launch per tensor (148 for GPT-2, most of a few thousand elements) was bound by
   // launch latency. By default adamw_update per range, in order (the same bits); cuda's single
   // kernel computes the same element update, to an ulp (see AdamWRangesMatchOneCallPerRange).
+  // `rounded` (may be null): also rounded[r.offset + i] = the bf16 rounding of the updated
+  // params[r.offset + i], bit for bit what cast() writes, so that mixed precision's compute copy
+  // is refreshed without a second pass over the masters (cuda: in the same kernel; by default
+  // a cast per range after its update). Elements outside the ranges are left as they are.
   virtual void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                                    const std::vector<AdamWRange>& ranges, float lr, float beta1,
                                    float beta2, float eps, float weight_decay, int64_t t,
-                                   float grad_scale) {
+                                   float grad_scale, bf16* rounded = nullptr) {
     for (const AdamWRange& r : ranges) {
       adamw_update(params + r.offset, grads + r.offset, m + r.offset, v + r.offset, r.n, lr,
                    beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t, grad_scale);
+      if (rounded != nullptr) cast(rounded + r.offset, params + r.offset, r.n);
     }
   }
   // sum_i x[i]^2 in double, returned to the host.

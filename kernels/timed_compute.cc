@@ -209,10 +209,10 @@ void TimedCompute::adamw_update(float* params, const float* grads, float* m, flo
 void TimedCompute::adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                                        const std::vector<AdamWRange>& ranges, float lr,
                                        float beta1, float beta2, float eps, float weight_decay,
-                                       int64_t t, float grad_scale) {
+                                       int64_t t, float grad_scale, bf16* rounded) {
   timed("adamw_update_ranges", false, [&] {
     inner_.adamw_update_ranges(params, grads, m, v, ranges, lr, beta1, beta2, eps, weight_decay,
-                               t, grad_scale);
+                               t, grad_scale, rounded);
   });
 }
 double TimedCompute::sum_squares(const float* x, size_t n) {

@@ -81,7 +81,7 @@ class TimedCompute final : public Compute {
   void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                            const std::vector<AdamWRange>& ranges, float lr, float beta1,
                            float beta2, float eps, float weight_decay, int64_t t,
-                           float grad_scale) override;
+                           float grad_scale, bf16* rounded = nullptr) override;
   double sum_squares(const float* x, size_t n) override;
   void add_inplace(float* acc, const float* x, size_t n) override;
   void add_inplace(float* acc, const bf16* x, size_t n) override;

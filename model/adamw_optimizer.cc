@@ -16,7 +16,8 @@ AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout&
   }
 }
 
-void AdamWOptimizer::step(float* params, const float* grads, double lr, double norm) {
+void AdamWOptimizer::step(float* params, const float* grads, double lr, double norm,
+                          bf16* rounded) {
   ++t_;
   float scale = 1.0f;
   if (config_.grad_clip > 0 && norm > config_.grad_clip) {
@@ -25,7 +26,7 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, double n
   compute_.adamw_update_ranges(params, grads, m_.data(), v_.data(), ranges_,
                                static_cast<float>(lr), static_cast<float>(config_.beta1),
                                static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
-                               static_cast<float>(config_.weight_decay), t_, scale);
+                               static_cast<float>(config_.weight_decay), t_, scale, rounded);
 }
 
 }  // namespace rm

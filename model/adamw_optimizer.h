@@ -25,8 +25,11 @@ class AdamWOptimizer {
 
   // One update with learning rate lr, given the global gradient norm (computed over all ranks
   // in sharded modes). params and grads (memory of the Compute) address element `begin` of the
-  // range. Clips to optimizer.grad_clip when that is > 0.
-  void step(float* params, const float* grads, double lr, double grad_norm);
+  // range. Clips to optimizer.grad_clip when that is > 0. `rounded` (may be null): the bf16
+  // compute copy of params, same indexing, refreshed for the range in the same pass
+  // (Compute::adamw_update_ranges).
+  void step(float* params, const float* grads, double lr, double grad_norm,
+            bf16* rounded = nullptr);
 
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }

@@ -10,6 +10,10 @@
 #      each with a profiled step (--profile 1: every kernel and GEMM timed alone)
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
+# A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
+# by peers.sh as ringmaster-base: the packed base build (pack BUILD BASE_BUILD), or, with
+# BASE_ENV="VAR=value ..." (a change switched off by environment variables), the same binary
+# with those variables set.
 set -u
 STEPS=${1:-20}
 RESULT=${OUT:-/tmp/gpu-speed-out}
@@ -70,7 +74,32 @@ for B in 16 4; do
     verdict "bench train 124M B=$B" FAIL "$(tail -3 "$OUT/bench-train-b$B.log" | tr '\n' ' ')"
   fi
   cp "$OUT/bench-train-b$B.log" "$RESULT/"
+  if [[ -n ${BASE_ENV:-} ]] || command -v ringmaster-base >/dev/null; then
+    for i in 1 2; do
+      for side in base change; do
+        cmd=(ringmaster)
+        if [[ $side == base && -n ${BASE_ENV:-} ]]; then
+          read -ra cmd <<<"$BASE_ENV"; cmd+=(ringmaster)
+        elif [[ $side == base ]]; then
+          cmd=(ringmaster-base)
+        fi
+        log="$OUT/ab-b$B-$side-$i.log"
+        rc=0
+        timeout 240 env "${cmd[@]}" bench train configs/shakespeare.yaml "${gpt2[@]}" \
+          --set train.global_batch=$B --set train.micro_batch=$B --steps 20 --warmup 3 > "$log" 2>&1 ||
+          rc=$?
+        verdict "A/B B=$B $side ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
+          "$(grep '^train step' "$log" | cut -c1-90)"
+      done
+    done
+  fi
 done
+if [[ -n ${BASE_ENV:-} ]] && ! command -v ringmaster-base >/dev/null; then
+  mkdir -p /tmp/gpu-speed-base
+  printf '#!/bin/sh\nexec env %s ringmaster "$@"\n' "$BASE_ENV" > /tmp/gpu-speed-base/ringmaster-base
+  chmod +x /tmp/gpu-speed-base/ringmaster-base
+  export PATH=/tmp/gpu-speed-base:$PATH
+fi
 
 # 4. The peers, same sitting.
 if [[ $STEPS != 0 ]]; then

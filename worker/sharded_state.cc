@@ -401,12 +401,17 @@ double ShardedState::grad_norm() {
 }
 
 void ShardedState::optimizer_step(double lr, double norm) {
+  // Where the optimizer updates every master this rank computes with (replicated: all of them;
+  // ZeRO-3: its shard, which is all its bf16 copy holds), it writes the bf16 copy in the same
+  // pass; the rest is left as it was, and so still the rounding of an unchanged master.
+  const bool same_shape = mode_ == ShardMode::kNone || !full_params_;
+  bf16* rounded = bf16_ && same_shape ? bf16_params_.data() : nullptr;
   if (mode_ == ShardMode::kNone) {
-    optimizer_->step(params_.data(), grads_.data(), lr, norm);
+    optimizer_->step(params_.data(), grads_.data(), lr, norm, rounded);
   } else {
     float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
     const float* g = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
-    optimizer_->step(p, g, lr, norm);
+    optimizer_->step(p, g, lr, norm, rounded);
     // The fp32 masters are gathered, so every rank keeps the whole master (its checkpoint
     // slice and the final weights read it), then rounded to the compute copy.
     if (full_params_) {
@@ -416,7 +421,7 @@ void ShardedState::optimizer_step(double lr, double norm) {
       if (trace_) trace_->comm_end(traced);
     }
   }
-  refresh_compute_params();
+  if (rounded == nullptr) refresh_compute_params();
 }
 
 void ShardedState::stream_params(const ParamSink& sink) {

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/cpu_compute.h"
 #include "kernels/cpu/test_util.h"
 
 namespace rm::cpu {
@@ -62,6 +64,31 @@ TEST(AdamW, MatchesDoubleReferenceOverSteps) {
       EXPECT_TRUE(all_close(v, rv, 1e-5, 1e-9)) << "n " << n << " wd " << wd;
     }
   }
+}
+
+// Compute::adamw_update_ranges with a bf16 copy asked for (mixed precision's compute weights):
+// the masters and moments as without it, the copy the rounding of each updated master, and
+// elements in no range (20..29) left as they were.
+TEST(AdamW, RangesWriteTheBf16CopyOfTheUpdatedMasters) {
+  const std::unique_ptr<Compute> compute = make_cpu_compute(1);
+  const size_t n = 100;
+  const std::vector<AdamWRange> ranges = {{0, 20, true}, {30, 70, false}};
+  const std::vector<float> g = random_floats(n, 3);
+  std::vector<float> p = random_floats(n, 1), m(n, 0.0f), v(n, 0.0f);
+  std::vector<float> p1 = p, m1 = m, v1 = v;
+  std::vector<bf16> copy(n, bf16{0x1234});
+  compute->adamw_update_ranges(p.data(), g.data(), m.data(), v.data(), ranges, 0.1f, 0.9f, 0.95f,
+                               1e-8f, 0.1f, 1, 1.0f, copy.data());
+  compute->adamw_update_ranges(p1.data(), g.data(), m1.data(), v1.data(), ranges, 0.1f, 0.9f,
+                               0.95f, 1e-8f, 0.1f, 1, 1.0f);
+  EXPECT_EQ(p, p1);
+  EXPECT_EQ(m, m1);
+  EXPECT_EQ(v, v1);
+  for (size_t i = 0; i < n; ++i) {
+    const bool in_range = i < 20 || i >= 30;
+    EXPECT_EQ(copy[i].bits, in_range ? to_bf16(p[i]).bits : 0x1234) << "element " << i;
+  }
+  EXPECT_NE(p[0], random_floats(n, 1)[0]) << "nothing was updated";
 }
 
 TEST(AdamW, RejectsStepZero) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/bf16.h"
 #include "kernels/cuda/launch_util.h"
 
 namespace rm::cuda {
@@ -18,8 +19,9 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 
 // The same update over the chunks of adamw_chunks() (launch_util.h), a device copy of them at
 // `chunks` (`count` of them), one block a chunk, in one launch; `weight_decay` where a chunk's
-// decay is set, 0 elsewhere.
-void adamw_update_chunks(float* params, const float* grads, float* m, float* v,
+// decay is set, 0 elsewhere. `rounded` (may be null): also rounded[i] = to_bf16(params[i]) after
+// the update, for each element of the chunks, bit for bit what cast() writes.
+void adamw_update_chunks(float* params, const float* grads, float* m, float* v, bf16* rounded,
                          const AdamWChunk* chunks, size_t count, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
                          cudaStream_t stream);

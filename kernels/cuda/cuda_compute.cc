@@ -144,7 +144,7 @@ class CudaCompute final : public Compute {
   void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                            const std::vector<AdamWRange>& ranges, float lr, float beta1,
                            float beta2, float eps, float weight_decay, int64_t t,
-                           float grad_scale) override {
+                           float grad_scale, bf16* rounded = nullptr) override {
     // The chunk table lives on the device and is built and uploaded only when the ranges change
     // (the optimizer's are the same every step): the first step waits for the stream once, so
     // that no queued launch still reads a table being replaced; later steps only launch.
@@ -157,7 +157,7 @@ class CudaCompute final : public Compute {
       table_chunks_ = chunks.size();
       table_ranges_ = ranges;
     }
-    cuda::adamw_update_chunks(params, grads, m, v, static_cast<const AdamWChunk*>(table_),
+    cuda::adamw_update_chunks(params, grads, m, v, rounded, static_cast<const AdamWChunk*>(table_),
                               table_chunks_, lr, beta1, beta2, eps, weight_decay, t, grad_scale,
                               ctx_.stream());
   }

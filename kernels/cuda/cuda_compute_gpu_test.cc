@@ -692,6 +692,62 @@ TEST_F(CudaTest, GemmEpiloguesRunFusedAtGpt2Shapes) {
   EXPECT_EQ(down_f(db), f_db);
 }
 
+// The bias gradient on the context's side stream, beside the two GEMMs (gemm.h's SideStream),
+// gives the bits of the same calls all on the compute stream, at GPT-2's MLP shapes, for both
+// backwards; and a call right after it on the compute stream sees dbias complete.
+TEST_F(CudaTest, BiasGradientBesideTheGemmsGivesTheSameBits) {
+  const int N = 1024, C = 768, F = 4 * C;
+  CudaContext ctx(0, /*allow_tf32=*/false);
+  ASSERT_NE(ctx.bias_side(), nullptr) << "RM_CUDA_BIAS_STREAM=0 is set: nothing to test";
+  const auto up = [&](size_t n, unsigned seed) {
+    auto a = std::make_unique<DeviceArray<bf16>>(gpu(), n);
+    const std::vector<bf16> h = random_t<bf16>(n, seed);
+    gpu().upload(a->data(), h.data(), n * sizeof(bf16));
+    return a;
+  };
+  auto x = up(static_cast<size_t>(N) * F, 70), w = up(static_cast<size_t>(C) * F, 71);
+  auto dout = up(static_cast<size_t>(N) * C, 72), pre = up(static_cast<size_t>(N) * F, 73);
+  DeviceArray<bf16> dinp(gpu(), static_cast<size_t>(N) * F);
+  DeviceArray<float> dw(gpu(), static_cast<size_t>(C) * F), db(gpu(), C), copy(gpu(), C);
+  gpu().synchronize();
+  float* scratch = ctx.column_scratch(linear_scratch_floats(N, C));
+  // One backward (into GELU or not) with or without the side stream; then dbias is copied on
+  // the compute stream, which must come after the side stream's last write to it.
+  const auto run = [&](bool gelu, const SideStream* side) {
+    ctx_zero(dw.data(), dw.size() * sizeof(float), ctx.stream());
+    ctx_zero(db.data(), db.size() * sizeof(float), ctx.stream());
+    if (gelu) {
+      linear_backward_into_gelu(ctx.blas(), &ctx.lt(), dinp.data(), dw.data(), db.data(),
+                                dout->data(), x->data(), w->data(), pre->data(), N, F, C, scratch,
+                                ctx.stream(), side);
+    } else {
+      linear_backward(ctx.blas(), &ctx.lt(), dinp.data(), dw.data(), db.data(), dout->data(),
+                      x->data(), w->data(), N, F, C, scratch, ctx.stream(), side);
+    }
+    EXPECT_EQ(cudaMemcpyAsync(copy.data(), db.data(), C * sizeof(float), cudaMemcpyDeviceToDevice,
+                              ctx.stream()),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
+    std::vector<float> h_dw(dw.size()), h_db(C), h_copy(C);
+    std::vector<bf16> h_dinp(dinp.size());
+    gpu().download(h_dw.data(), dw.data(), h_dw.size() * sizeof(float));
+    gpu().download(h_db.data(), db.data(), h_db.size() * sizeof(float));
+    gpu().download(h_copy.data(), copy.data(), h_copy.size() * sizeof(float));
+    gpu().download(h_dinp.data(), dinp.data(), h_dinp.size() * sizeof(bf16));
+    return std::make_tuple(widen(h_dinp), h_dw, h_db, h_copy);
+  };
+  for (bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "into gelu" : "plain");
+    const auto [dinp_a, dw_a, db_a, copy_a] = run(gelu, nullptr);
+    const auto [dinp_b, dw_b, db_b, copy_b] = run(gelu, ctx.bias_side());
+    EXPECT_EQ(dinp_b, dinp_a);
+    EXPECT_EQ(dw_b, dw_a);
+    EXPECT_EQ(db_b, db_a);
+    EXPECT_EQ(copy_b, db_a) << "the compute stream read dbias before the side stream wrote it";
+    EXPECT_NE(db_a, std::vector<float>(C, 0.0f));
+  }
+}
+
 TEST_F(CudaTest, DescribeAndStream) {
   EXPECT_EQ(gpu().kind(), ComputeKind::kCuda);
   EXPECT_TRUE(
@@ -818,12 +874,49 @@ TEST_F(CudaTest, AdamWRangesMatchOneCallPerRange) {
                std::invalid_argument);
 }
 
+// The bf16 copy written in AdamW's pass (mixed precision's compute weights) is bit for bit the
+// cast of the updated masters, on the vector path (chunks starting at a multiple of 4) and the
+// scalar one (70100, 70103: not), and elements in no range keep what they held; the masters and
+// moments do not depend on whether the copy was asked for.
+TEST_F(CudaTest, AdamWRangesWriteTheBf16CopyAsCastWould) {
+  const size_t n = 200000;
+  const std::vector<AdamWRange> ranges = {
+      {0, 768, false}, {768, 69232, true}, {70100, 3, false}, {70103, 129897, true}};
+  auto p = both(random_floats(n, 90)), m = both(random_floats(n, 91, 0.0f, 0.1f)),
+       v = both(random_floats(n, 92, 0.0f, 0.1f)), g = both(random_floats(n, 93, -2.0f, 2.0f));
+  auto p1 = both(p.gpu_host()), m1 = both(m.gpu_host()), v1 = both(v.gpu_host());
+  const std::vector<bf16> sentinel(n, bf16{0x1234});
+  auto fused = both(sentinel), cast_copy = both(sentinel);
+  gpu().adamw_update_ranges(p.gpu(), g.gpu(), m.gpu(), v.gpu(), ranges, 1e-2f, 0.9f, 0.95f,
+                            1e-8f, 0.1f, 3, 0.5f, fused.gpu());
+  gpu().adamw_update_ranges(p1.gpu(), g.gpu(), m1.gpu(), v1.gpu(), ranges, 1e-2f, 0.9f, 0.95f,
+                            1e-8f, 0.1f, 3, 0.5f);
+  EXPECT_EQ(p.gpu_host(), p1.gpu_host());
+  EXPECT_EQ(m.gpu_host(), m1.gpu_host());
+  EXPECT_EQ(v.gpu_host(), v1.gpu_host());
+  gpu().cast(cast_copy.gpu(), p.gpu(), n);
+  const std::vector<bf16> want = cast_copy.gpu_host(), got = fused.gpu_host();
+  size_t checked = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool in_range = i < 70000 || i >= 70100;
+    const uint16_t expect = in_range ? want[i].bits : sentinel[i].bits;
+    ASSERT_EQ(got[i].bits, expect) << "element " << i << (in_range ? "" : " (in no range)");
+    checked += in_range;
+  }
+  EXPECT_EQ(checked, n - 100);
+}
+
 TEST_F(CudaTest, ReductionsAndScaling) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3000001}}) {
     auto x = both(random_floats(std::max<size_t>(n, 1), 100));
     const double g = gpu().sum_squares(x.gpu(), n), c = cpu().sum_squares(x.cpu(), n);
     EXPECT_NEAR(g, c, 1e-12 * std::max(1.0, c)) << n;
     EXPECT_EQ(g, gpu().sum_squares(x.gpu(), n)) << "deterministic";
+    if (n > 1) {  // from the second element: not 16-byte aligned, one float a load
+      const double g1 = gpu().sum_squares(x.gpu() + 1, n - 1);
+      const double c1 = cpu().sum_squares(x.cpu() + 1, n - 1);
+      EXPECT_NEAR(g1, c1, 1e-12 * std::max(1.0, c1)) << n - 1 << " elements, misaligned";
+    }
   }
   const size_t n = 12345;
   auto acc = both(random_floats(n, 101)), x = both(random_floats(n, 102));

@@ -1,6 +1,7 @@
 #include "kernels/cuda/cuda_context.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,12 @@ CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
     RM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), on_error);
     RM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking), on_error);
     RM_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), on_error);
+    const char* bias_stream = std::getenv("RM_CUDA_BIAS_STREAM");
+    if (bias_stream == nullptr || std::string(bias_stream) != "0") {
+      RM_CUDA_CHECK(cudaEventCreateWithFlags(&bias_side_.fork, cudaEventDisableTiming), on_error);
+      RM_CUDA_CHECK(cudaEventCreateWithFlags(&bias_side_.join, cudaEventDisableTiming), on_error);
+      RM_CUDA_CHECK(cudaStreamCreateWithFlags(&bias_side_.stream, cudaStreamNonBlocking), on_error);
+    }
     RM_CUBLAS_CHECK(cublasCreate(&blas_.handle), on_error);
     RM_CUBLAS_CHECK(cublasSetStream(blas_.handle, stream_), on_error);
     blas_.allow_tf32 = allow_tf32;
@@ -57,6 +64,9 @@ CudaContext::~CudaContext() {
 void CudaContext::release() noexcept {
   if (stream_ != nullptr) report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   if (side_stream_ != nullptr) report(cudaStreamSynchronize(side_stream_), "cudaStreamSynchronize");
+  if (bias_side_.stream != nullptr) {
+    report(cudaStreamSynchronize(bias_side_.stream), "cudaStreamSynchronize");
+  }
   lt_.reset();  // waits for the compute stream before it frees its workspace
   if (staging_ != nullptr) report(cudaFreeHost(staging_), "cudaFreeHost");
   if (results_ != nullptr) report(cudaFree(results_), "cudaFree");
@@ -67,12 +77,17 @@ void CudaContext::release() noexcept {
     }
   }
   if (queued_ != nullptr) report(cudaEventDestroy(queued_), "cudaEventDestroy");
+  if (bias_side_.stream != nullptr) report(cudaStreamDestroy(bias_side_.stream), "cudaStreamDestroy");
+  for (cudaEvent_t e : {bias_side_.fork, bias_side_.join}) {
+    if (e != nullptr) report(cudaEventDestroy(e), "cudaEventDestroy");
+  }
   if (side_stream_ != nullptr) report(cudaStreamDestroy(side_stream_), "cudaStreamDestroy");
   if (stream_ != nullptr) report(cudaStreamDestroy(stream_), "cudaStreamDestroy");
   staging_ = nullptr;
   results_ = nullptr;
   blas_.handle = nullptr;
   queued_ = nullptr;
+  bias_side_ = SideStream{};
   side_stream_ = nullptr;
   stream_ = nullptr;
 }

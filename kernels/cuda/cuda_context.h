@@ -1,6 +1,7 @@
 // The device state one CudaCompute owns: the device, its compute stream (kernels and cuBLAS), the
-// side stream of checkpoint downloads, the cuBLAS and cuBLASLt handles, scratch, and a small
-// device block that reductions write their results into, with a pinned mirror to download them.
+// side stream of checkpoint downloads, a second compute stream for the bias gradients (gemm.h's
+// SideStream), the cuBLAS and cuBLASLt handles, scratch, and a small device block that
+// reductions write their results into, with a pinned mirror to download them.
 //
 // Created on the calling thread's device (cudaSetDevice(device) first); that thread makes every
 // later call (compute.h's threading rule). Construction failures throw std::runtime_error with
@@ -16,6 +17,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/device_scratch.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/launch_util.h"
 #include "kernels/cuda/lt_gemm.h"
 
@@ -40,6 +42,9 @@ class CudaContext {
   cudaStream_t stream() const { return stream_; }
   cudaStream_t side_stream() const { return side_stream_; }
   cudaEvent_t queued_event() const { return queued_; }
+  // Where the Linear backwards run their bias gradients beside their GEMMs (gemm.h); null when
+  // RM_CUDA_BIAS_STREAM=0 was set at creation (all on the compute stream: to time the two).
+  const SideStream* bias_side() const { return bias_side_.stream != nullptr ? &bias_side_ : nullptr; }
   const Blas& blas() const { return blas_; }
   LtGemm& lt() { return *lt_; }  // cuBLASLt on the compute stream, its workspace and plans
   DeviceResults* results() const { return results_; }
@@ -63,6 +68,7 @@ class CudaContext {
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t queued_ = nullptr;
+  SideStream bias_side_;
   Blas blas_;
   std::unique_ptr<LtGemm> lt_;
   DeviceResults* results_ = nullptr;

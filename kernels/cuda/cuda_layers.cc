@@ -103,7 +103,7 @@ template <typename T>
 void CudaLayers<T>::linear_backward(T* dinp, float* dweight, float* dbias, const T* dout,
                                     const T* inp, const T* weight, int N, int C, int OC) {
   cuda::linear_backward(ctx_.blas(), lt(), dinp, dweight, dbias, dout, inp, weight, N, C, OC,
-                        linear_scratch(dbias, N, OC), ctx_.stream());
+                        linear_scratch(dbias, N, OC), ctx_.stream(), ctx_.bias_side());
 }
 
 template <typename T>
@@ -118,7 +118,8 @@ void CudaLayers<T>::linear_backward_into_gelu(T* dpre, float* dweight, float* db
                                               const T* dout, const T* inp, const T* weight,
                                               const T* pre, int N, int C, int OC) {
   cuda::linear_backward_into_gelu(ctx_.blas(), lt(), dpre, dweight, dbias, dout, inp, weight, pre,
-                                  N, C, OC, linear_scratch(dbias, N, OC), ctx_.stream());
+                                  N, C, OC, linear_scratch(dbias, N, OC), ctx_.stream(),
+                                  ctx_.bias_side());
 }
 
 template <typename T>

@@ -6,6 +6,7 @@
 #include "kernels/bf16.h"
 #include "kernels/cuda/bias_gradient.h"
 #include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
@@ -115,15 +116,46 @@ void linear_forward(const Blas& blas, LtGemm* lt, T* out, const T* inp, const T*
   plain_linear_forward(blas, out, inp, weight, bias, N, C, OC, stream);
 }
 
+namespace {
+
+// Queues the bias gradient on side->stream after what `stream` holds so far, when it takes the
+// 16-byte kernel (gemm.h); returns whether it did, the caller then joining it (join_side).
+template <typename T>
+bool fork_bias_gradient(const SideStream* side, float* dbias, const T* dout, int N, int OC,
+                        float* scratch, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (side == nullptr || side->stream == nullptr || dbias == nullptr || N <= 0 || OC <= 0 ||
+        !bias_gradient_vectorizable(OC, dout)) {
+      return false;
+    }
+    RM_CUDA_CHECK(cudaEventRecord(side->fork, stream), kThrow);
+    RM_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0), kThrow);
+    bias_gradient(dbias, dout, N, OC, scratch, side->stream);
+    RM_CUDA_CHECK(cudaEventRecord(side->join, side->stream), kThrow);
+    return true;
+  } else {
+    return false;
+  }
+}
+
+void join_side(const SideStream& side, cudaStream_t stream) {
+  RM_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0), kThrow);
+}
+
+}  // namespace
+
 template <typename T>
 void linear_backward(const Blas& blas, LtGemm* lt, T* dinp, float* dweight, float* dbias,
                      const T* dout, const T* inp, const T* weight, int N, int C, int OC,
-                     float* scratch, cudaStream_t stream) {
+                     float* scratch, cudaStream_t stream, const SideStream* side) {
   const RowMajorGemm gi = linear_dinp_gemm(N, C, OC), gw = linear_dweight_gemm(N, C, OC);
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
+  const bool beside = fork_bias_gradient(side, dbias, dout, N, OC, scratch, stream);
   if (dinp != nullptr) gemm(blas, gi, dout, weight, dinp);
-  weight_gradients(blas, lt, dweight, dbias, dout, inp, N, C, OC, scratch, stream);
+  weight_gradients(blas, lt, dweight, beside ? nullptr : dbias, dout, inp, N, C, OC, scratch,
+                   stream);
+  if (beside) join_side(*side, stream);
 }
 
 template <typename T>
@@ -144,10 +176,12 @@ void linear_gelu_forward(const Blas& blas, LtGemm* lt, T* out, T* pre, const T* 
 template <typename T>
 void linear_backward_into_gelu(const Blas& blas, LtGemm* lt, T* dpre, float* dweight, float* dbias,
                                const T* dout, const T* inp, const T* weight, const T* pre, int N,
-                               int C, int OC, float* scratch, cudaStream_t stream) {
+                               int C, int OC, float* scratch, cudaStream_t stream,
+                               const SideStream* side) {
   const RowMajorGemm gi = linear_dinp_gemm(N, C, OC), gw = linear_dweight_gemm(N, C, OC);
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
+  const bool beside = fork_bias_gradient(side, dbias, dout, N, OC, scratch, stream);
   bool fused = false;
   if constexpr (std::is_same_v<T, bf16>) {
     fused = lt != nullptr && N > 0 && C > 0 &&
@@ -158,19 +192,22 @@ void linear_backward_into_gelu(const Blas& blas, LtGemm* lt, T* dpre, float* dwe
     gemm(blas, gi, dout, weight, dpre);
     gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C, stream);
   }
-  weight_gradients(blas, lt, dweight, dbias, dout, inp, N, C, OC, scratch, stream);
+  weight_gradients(blas, lt, dweight, beside ? nullptr : dbias, dout, inp, N, C, OC, scratch,
+                   stream);
+  if (beside) join_side(*side, stream);
 }
 
 #define RM_LINEAR_INSTANCES(T)                                                                     \
   template void linear_forward<T>(const Blas&, LtGemm*, T*, const T*, const T*, const T*, int,     \
                                   int, int, cudaStream_t);                                         \
   template void linear_backward<T>(const Blas&, LtGemm*, T*, float*, float*, const T*, const T*,   \
-                                   const T*, int, int, int, float*, cudaStream_t);                 \
+                                   const T*, int, int, int, float*, cudaStream_t,                  \
+                                   const SideStream*);                                             \
   template void linear_gelu_forward<T>(const Blas&, LtGemm*, T*, T*, const T*, const T*, const T*, \
                                        int, int, int, cudaStream_t);                               \
   template void linear_backward_into_gelu<T>(const Blas&, LtGemm*, T*, float*, float*, const T*,   \
                                              const T*, const T*, const T*, int, int, int, float*,  \
-                                             cudaStream_t);
+                                             cudaStream_t, const SideStream*);
 RM_LINEAR_INSTANCES(float)
 RM_LINEAR_INSTANCES(bf16)
 #undef RM_LINEAR_INSTANCES

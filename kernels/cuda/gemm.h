@@ -11,6 +11,12 @@
 // their own kernels, and dbias a per-column sum over rows in a fixed order (column_sums.cuh).
 // Both paths are deterministic. `scratch` is device memory of linear_scratch_floats(N, OC)
 // floats, unused without dbias. Asynchronous on the handle's stream, which must be `stream`.
+//
+// The backwards take an optional SideStream: bf16's 16-byte bias gradient (bias_gradient.h),
+// memory-bound, then runs on it beside the compute-bound input- and weight-gradient GEMMs (it
+// only reads dout; they write dinp and dweight), forked from `stream` once dout is ready and
+// joined back into `stream` before the call returns -- so to every later call on `stream` it is
+// as if all ran there, with the same bits. Null, or another path: all on `stream`.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,6 +30,11 @@ namespace rm::cuda {
 
 size_t linear_scratch_floats(int N, int OC);
 
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;  // cudaEventDisableTiming; reused call after call
+};
+
 template <typename T>
 void linear_forward(const Blas& blas, LtGemm* lt, T* out, const T* inp, const T* weight,
                     const T* bias, int N, int C, int OC, cudaStream_t stream);
@@ -31,7 +42,7 @@ void linear_forward(const Blas& blas, LtGemm* lt, T* out, const T* inp, const T*
 template <typename T>
 void linear_backward(const Blas& blas, LtGemm* lt, T* dinp, float* dweight, float* dbias,
                      const T* dout, const T* inp, const T* weight, int N, int C, int OC,
-                     float* scratch, cudaStream_t stream);
+                     float* scratch, cudaStream_t stream, const SideStream* side = nullptr);
 
 // pre = inp W^T + bias, out = gelu(pre).
 template <typename T>
@@ -42,6 +53,7 @@ void linear_gelu_forward(const Blas& blas, LtGemm* lt, T* out, T* pre, const T* 
 template <typename T>
 void linear_backward_into_gelu(const Blas& blas, LtGemm* lt, T* dpre, float* dweight, float* dbias,
                                const T* dout, const T* inp, const T* weight, const T* pre, int N,
-                               int C, int OC, float* scratch, cudaStream_t stream);
+                               int C, int OC, float* scratch, cudaStream_t stream,
+                               const SideStream* side = nullptr);
 
 }  // namespace rm::cuda
