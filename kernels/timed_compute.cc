@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/elapsed.h"
+
 namespace rm {
 namespace {
 
@@ -142,7 +144,7 @@ void TimedCompute::finish(const std::string& name, std::chrono::steady_clock::ti
   Op& op = ops_[name];
   op.name = name;
   ++op.calls;
-  op.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  op.seconds += seconds_since(t0);
 }
 
 std::vector<TimedCompute::Op> TimedCompute::ops() const {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/elapsed.h"
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "base/small_stats.h"
@@ -35,7 +36,7 @@ double sgemm_gflops(int n, int threads, int reps) {
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
-    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    s.push_back(seconds_since(t0));
   }
   return 2.0 * n * n * n / median(s) / 1e9;
 }

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/elapsed.h"
+
 namespace rm {
 namespace {
 
@@ -43,8 +45,7 @@ ConsoleProgress::ConsoleProgress(int64_t total_steps, bool terminal, double flop
       start_(std::chrono::steady_clock::now()) {}
 
 std::string ConsoleProgress::progress_line(const StepMetrics& m) const {
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = seconds_since(start_);
   std::vector<double> sorted = recent_ms_;
   std::sort(sorted.begin(), sorted.end());
   const double step_ms = sorted.empty() ? m.step_ms : sorted[sorted.size() / 2];

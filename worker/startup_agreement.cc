@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/elapsed.h"
+
 namespace rm {
 namespace {
 
@@ -41,8 +43,7 @@ void finish(MPI_Request* request, const char* what) {
     const int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) fail(what, "MPI_Test failed: " + mpi_error_text(rc));
     if (done) return;
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double waited = seconds_since(t0);
     if (waited > timeout_s) {
       char text[160];
       std::snprintf(text, sizeof text,
