@@ -66,18 +66,37 @@ rm_forward() {  # the signal this script received
 trap 'rm_forward USR1' USR1
 trap 'rm_forward TERM' TERM
 
+# Rank 0 appends a "started" event once every rank is up (MPI, model, data, restore).
+rm_started() { grep -c '"event":"started"' "$rm_run_dir/events.jsonl" 2>/dev/null; }
 rm_say "starting $SLURM_NTASKS rank(s) on $SLURM_JOB_NODELIST"
 rm_event slurm_start
-srun --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
-rm_step=$!
-# `wait` returns early when a trapped signal arrives; wait again until the step has ended. The
-# last `wait` gives the step's own exit code even if the step ended during the trap.
+# A step whose ranks die before they are all up, with no signal and no refusal, is started again
+# at once, at most twice, without counting as a restart: a rank can die inside MPI_Init (seen:
+# Open MPI 4.1's TCP transport, a NULL call in its progress loop, about 1 launch in 200 under
+# load), which is no failure of the training to requeue for. RM_START_RETRY tells the ranks
+# (test faults strike the first attempt only).
+rm_start_retry=0
 while :; do
+  rm_started_before=$(rm_started)
+  RM_START_RETRY=$rm_start_retry srun --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
+  rm_step=$!
+  # `wait` returns early when a trapped signal arrives; wait again until the step has ended.
+  # The last `wait` gives the step's own exit code even if the step ended during the trap.
+  while :; do
+    wait "$rm_step"
+    kill -0 "$rm_step" 2>/dev/null || break
+  done
   wait "$rm_step"
-  kill -0 "$rm_step" 2>/dev/null || break
+  rm_code=$?
+  if [[ $rm_code != 0 && $rm_code != 2 && $rm_code != 75 && $rm_signalled == 0 &&
+        $(rm_started) == "$rm_started_before" && $rm_start_retry -lt 2 ]]; then
+    rm_start_retry=$((rm_start_retry + 1))
+    rm_say "the ranks died while starting (exit code $rm_code), before training; starting them again ($rm_start_retry of 2, not counted in resilience.max_restarts)"
+    rm_event start_retry "start_failed" "$rm_code"
+    continue
+  fi
+  break
 done
-wait "$rm_step"
-rm_code=$?
 rm_step_ended=1
 
 rm_requeue() {  # REASON

@@ -64,6 +64,7 @@ cat >stubs/srun <<'STUB'
 # Records its arguments and the hostile variables, NUL-separated, and succeeds.
 printf '%s\0' "$@" >"$STUB_OUT/srun.args"
 for i in 0 1 2 3 4; do v="H$i"; printf '%s\0' "${!v}"; done >"$STUB_OUT/srun.env"
+echo "${RM_START_RETRY:-unset}" >>"$STUB_OUT/srun.attempts"
 exit "${STUB_SRUN_EXIT:-0}"
 STUB
 printf '#!/bin/bash\necho "$@" >>"$STUB_OUT/scontrol.calls"; exit 1\n' >stubs/scontrol
@@ -95,4 +96,13 @@ run_script 75 || code=$?
 [[ $(cat scontrol.calls) == "requeue 42" ]] || fail "scontrol got: $(cat scontrol.calls)"
 grep -q "could not requeue" script.out || fail "no message about the failed requeue"
 [[ ! -e $mark ]] || fail "running the script executed an injected command"
-echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert"
+# Ranks that die before any "started" event (here: always) are started again twice at once,
+# RM_START_RETRY 1 and 2, not counted as restarts; then the failure counts (max_restarts 0).
+rm -f srun.attempts
+code=0
+run_script 137 || code=$?
+[[ $code == 137 ]] || fail "the script exited $code after ranks that never started"
+[[ $(tr '\n' ' ' <srun.attempts) == "0 1 2 " ]] || fail "srun attempts: $(tr '\n' ' ' <srun.attempts)"
+[[ $(grep -c '"event": "start_retry"' "$weird_run/events.jsonl") == 2 ]] || fail "not 2 start_retry events"
+grep -q "giving up after 0 restart(s)" script.out || { cat script.out; fail "the failure was not counted"; }
+echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert, start-up deaths retried twice"

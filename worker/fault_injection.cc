@@ -77,8 +77,9 @@ std::vector<Fault> parse() {
   if (!g_installed) return faults;
   const char* env = g_spec.c_str();
   // Faults strike the first attempt only: a run restarted by `ringmaster run`'s supervisor
-  // (launcher/supervisor.h) or requeued by Slurm must be able to get past them.
-  for (const char* count : {"RM_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
+  // (launcher/supervisor.h), requeued by Slurm, or started again by the batch script after its
+  // ranks died starting (launcher/slurm_script.cc) must be able to get past them.
+  for (const char* count : {"RM_RESTART_COUNT", "SLURM_RESTART_COUNT", "RM_START_RETRY"}) {
     const char* restart = std::getenv(count);
     if (restart != nullptr && std::strcmp(restart, "0") != 0) return faults;
   }
