@@ -573,7 +573,8 @@ bool MpiCommunicator::advance() {
     const auto grace = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(std::clamp(options_.timeout_s / 2, 1.0, 30.0)));
     for (const auto& op : hier_pending_) {
-      if (now > op->deadline + (hier_->waits_on_local_peer(*op->hier) ? grace : Clock::duration{})) {
+      const auto extra = hier_->waits_on_local_peer(*op->hier) ? grace : Clock::duration{};
+      if (now > op->deadline + extra) {
         char text[64];
         std::snprintf(text, sizeof(text), "timed out after %.1f s; ",
                       std::chrono::duration<double>(now - op->issued).count());

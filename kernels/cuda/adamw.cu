@@ -40,7 +40,8 @@ __device__ inline void adamw_vector(float* params, const float* grads, float* m,
                                     bf16* rounded, size_t i, const AdamWCoeffs& c) {
   float4 p = *reinterpret_cast<const float4*>(params + i);
   const float4 g = *reinterpret_cast<const float4*>(grads + i);
-  float4 mm = *reinterpret_cast<const float4*>(m + i), vv = *reinterpret_cast<const float4*>(v + i);
+  float4 mm = *reinterpret_cast<const float4*>(m + i);
+  float4 vv = *reinterpret_cast<const float4*>(v + i);
   p.x = adamw_element(p.x, g.x, mm.x, vv.x, c);
   p.y = adamw_element(p.y, g.y, mm.y, vv.y, c);
   p.z = adamw_element(p.z, g.z, mm.z, vv.z, c);

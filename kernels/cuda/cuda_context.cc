@@ -77,7 +77,9 @@ void CudaContext::release() noexcept {
     }
   }
   if (queued_ != nullptr) report(cudaEventDestroy(queued_), "cudaEventDestroy");
-  if (bias_side_.stream != nullptr) report(cudaStreamDestroy(bias_side_.stream), "cudaStreamDestroy");
+  if (bias_side_.stream != nullptr) {
+    report(cudaStreamDestroy(bias_side_.stream), "cudaStreamDestroy");
+  }
   for (cudaEvent_t e : {bias_side_.fork, bias_side_.join}) {
     if (e != nullptr) report(cudaEventDestroy(e), "cudaEventDestroy");
   }

@@ -44,7 +44,9 @@ class CudaContext {
   cudaEvent_t queued_event() const { return queued_; }
   // Where the Linear backwards run their bias gradients beside their GEMMs (gemm.h); null when
   // RM_CUDA_BIAS_STREAM=0 was set at creation (all on the compute stream: to time the two).
-  const SideStream* bias_side() const { return bias_side_.stream != nullptr ? &bias_side_ : nullptr; }
+  const SideStream* bias_side() const {
+    return bias_side_.stream != nullptr ? &bias_side_ : nullptr;
+  }
   const Blas& blas() const { return blas_; }
   LtGemm& lt() { return *lt_; }  // cuBLASLt on the compute stream, its workspace and plans
   DeviceResults* results() const { return results_; }
