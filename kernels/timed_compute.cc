@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "base/elapsed.h"
-
 namespace rm {
 namespace {
 
@@ -144,7 +142,7 @@ void TimedCompute::finish(const std::string& name, std::chrono::steady_clock::ti
   Op& op = ops_[name];
   op.name = name;
   ++op.calls;
-  op.seconds += seconds_since(t0);
+  op.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::vector<TimedCompute::Op> TimedCompute::ops() const {
