@@ -79,6 +79,7 @@ struct CheckpointConfig {
 
 struct ResilienceConfig {
   int max_restarts = 0;  // `ringmaster run` restarts a failed job this many times
+  bool shrink = false;   // a restart may go on with fewer ranks when hosts are lost
   double step_timeout_s = 0;     // 0 = off
   OnNan on_nan = OnNan::kAbort;
 };

@@ -216,6 +216,12 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(resilience.max_restarts, at_least(0),
              "Times `ringmaster run` restarts a failed job from its newest verified checkpoint "
              "(as torchrun --max-restarts); 0 = never."),
+      RM_KEY(resilience.shrink, any(),
+             "When a restart of `ringmaster run --hosts` finds hosts unreachable and the hosts "
+             "left lack the slots for every rank: go on with the ranks they hold (the batch "
+             "arithmetic must still hold; else it says why and waits for the hosts), restoring "
+             "from the in-memory checkpoints they keep when newer than the disk's. false: wait "
+             "for the hosts. Spare slots are used either way."),
       RM_KEY(
           resilience.step_timeout_s, at_least(0),
           "Seconds a rank may go without progress (a phase of a step, a checkpoint chunk read or "

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "base/error_report.h"
@@ -16,7 +17,10 @@
 #include "launcher/host_check.h"
 #include "launcher/hostfile.h"
 #include "launcher/mpi_launch.h"
+#include "launcher/restart_placement.h"
+#include "io/atomic_file.h"
 #include "observe/run_events.h"
+#include "worker/memory_salvage.h"
 
 namespace rm {
 
@@ -54,11 +58,61 @@ double host_wait_s() {
   return v != nullptr && *v != '\0' ? std::atof(v) : kHostWaitS;
 }
 
+// `args` with `option` (given as "--x V" or "--x=V") set to `value`.
+std::vector<std::string> with_option(const std::vector<std::string>& args,
+                                     const std::string& option, const std::string& value) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind(option + "=", 0) == 0) continue;
+    if (args[i] == option) {
+      ++i;  // and its value
+      continue;
+    }
+    out.push_back(args[i]);
+  }
+  out.push_back(option);
+  out.push_back(value);
+  return out;
+}
+
+// A restart without the hosts in `down` (restart_placement.h), if the hosts left can take the
+// job: their hostfile goes to RUN_DIR/hosts.restart, `launch` starts the job there, and when it
+// shrinks, the ranks learn the rank count their in-memory checkpoints were kept by
+// (worker/memory_salvage.h). Returns whether it did.
+bool restart_without(const JobConfig& job, const std::vector<std::string>& down,
+                     MpiLaunch& launch) {
+  const RestartPlacement p =
+      place_without(job, read_hostfile(launch.hostfile), launch.nproc, down);
+  if (p.nproc == 0) {
+    std::printf("ringmaster: cannot go on without %s: %s\n", join_hosts(down).c_str(),
+                p.why.c_str());
+    std::fflush(stdout);
+    return false;
+  }
+  const std::string path =
+      (std::filesystem::absolute(job.run_dir) / "hosts.restart").lexically_normal().string();
+  const std::string text = hostfile_text(p.hosts);
+  write_file_atomic(path, text.data(), text.size());
+  if (p.nproc != launch.nproc) {
+    ::setenv(kShrunkFromRanksEnv, std::to_string(launch.nproc).c_str(), 1);
+  }
+  std::printf("ringmaster: going on without %s: %s (hostfile %s)\n", join_hosts(down).c_str(),
+              p.why.c_str(), path.c_str());
+  std::fflush(stdout);
+  append_run_event(job.run_dir, "hosts_dropped",
+                   {{"hosts", down}, {"from_ranks", launch.nproc}, {"ranks", p.nproc},
+                    {"hostfile", path}});
+  launch.nproc = p.nproc;
+  launch.hostfile = path;
+  return true;
+}
+
 // With a hostfile: every host must take a process before mpirun starts the job (mpirun would
 // wait forever for one that cannot). The first launch fails at once, naming the hosts; a
-// restart waits for them to come back, up to host_wait_s(). Returns 0 when all answered,
-// else the exit code to leave with.
-int wait_for_hosts(const JobConfig& job, const MpiLaunch& launch, bool restart) {
+// restart goes on without them where the hosts left can take the job (restart_without), else
+// waits for them to come back, up to host_wait_s(). Returns 0 when the job can start, else the
+// exit code to leave with.
+int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   if (launch.hostfile.empty()) return 0;
   const std::vector<HostSlots> hosts = read_hostfile(launch.hostfile);
   std::vector<std::string> down = unreachable_hosts(hosts, kHostProbeTimeoutS);
@@ -71,6 +125,7 @@ int wait_for_hosts(const JobConfig& job, const MpiLaunch& launch, bool restart) 
     print_error("host" + std::string(down.size() == 1 ? " " : "s ") + names + " unreachable: " + why);
     return kExitFailure;
   }
+  if (restart_without(job, down, launch)) return 0;
   const double limit = host_wait_s();
   std::printf("ringmaster: waiting up to %.0f s for %s to come back (%s)\n", limit, names.c_str(),
               why.c_str());
@@ -96,14 +151,24 @@ int wait_for_hosts(const JobConfig& job, const MpiLaunch& launch, bool restart) 
 
 }  // namespace
 
-int supervise(const JobConfig& job, const MpiLaunch& launch, const std::vector<std::string>& argv) {
+int supervise(const JobConfig& job, const MpiLaunch& first_launch,
+              const std::vector<std::string>& argv) {
   const SignalForwarding forwarding =
       job.checkpoint.on_signal ? SignalForwarding::kAsUsr1 : SignalForwarding::kSame;
   const int max_restarts = job.resilience.max_restarts;
+  MpiLaunch launch = first_launch;  // a restart may go on without lost hosts
+  std::vector<std::string> base_args = argv;
   std::vector<std::string> args = argv;
   for (int attempt = 0;; ++attempt) {
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
+    const MpiLaunch before = launch;
     if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) return code;
+    if (launch.hostfile != before.hostfile || launch.nproc != before.nproc) {
+      for (std::vector<std::string>* a : {&base_args, &args}) {
+        *a = with_option(with_option(*a, "--hosts", launch.hostfile), "--nproc",
+                         std::to_string(launch.nproc));
+      }
+    }
     // One rank on this host needs no mpirun; one rank elsewhere does.
     const bool alone = launch.nproc <= 1 && launch.hostfile.empty();
     std::vector<std::string> command =
@@ -121,7 +186,7 @@ int supervise(const JobConfig& job, const MpiLaunch& launch, const std::vector<s
       }
       return code;
     }
-    args = restart_arguments(argv);
+    args = restart_arguments(base_args);
     const auto newest = find_resume_checkpoint(job.run_dir);
     const bool memory = job.checkpoint.memory_every > 0;
     // Without a checkpoint to resume, the run starts over -- unless its ranks may hold newer

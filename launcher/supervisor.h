@@ -9,8 +9,11 @@
 //     checkpoint that verifies; with none, it starts over (--fresh: there is nothing to keep).
 //   - Every attempt runs with RM_RESTART_COUNT=k in its environment (0 first); ranks log it.
 //   - With a hostfile, every host must first take a process (launcher/host_check.h): the first
-//     launch fails naming the hosts that do not; a restart waits for them to come back, up to
-//     kHostWaitS (RM_HOST_WAIT_S overrides it), then fails naming them.
+//     launch fails naming the hosts that do not; a restart goes on without them where the hosts
+//     left can take the job (restart_placement.h: their spare slots, or resilience.shrink),
+//     writing their hostfile to RUN_DIR/hosts.restart and, when it shrinks, telling the ranks
+//     the rank count before (RM_SHRUNK_FROM_RANKS, worker/memory_salvage.h); else it waits for
+//     them to come back, up to kHostWaitS (RM_HOST_WAIT_S overrides it), then fails naming them.
 //   - Signals: SIGTERM, SIGINT and SIGUSR1 are passed on (child_process.h) as SIGUSR1, the
 //     ranks' "checkpoint and stop", when checkpoint.on_signal, else as they came.
 #pragma once
@@ -32,7 +35,8 @@ inline constexpr double kHostWaitS = 300;
 
 // Runs the job's training (argv: the command line after the program name) until it succeeds,
 // stops, or fails more than job.resilience.max_restarts times; returns the last exit code.
-int supervise(const JobConfig& job, const MpiLaunch& launch, const std::vector<std::string>& argv);
+int supervise(const JobConfig& job, const MpiLaunch& first_launch,
+              const std::vector<std::string>& argv);
 
 // argv without --fresh, --from PATH and --from=PATH (what a restart must not repeat).
 std::vector<std::string> restart_arguments(const std::vector<std::string>& argv);

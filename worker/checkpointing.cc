@@ -66,21 +66,7 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   r.keep = job_.checkpoint.keep;
   r.keep_every = job_.checkpoint.keep_every;
   if (r.commit) {
-    Manifest& m = r.manifest;
-    m.step = steps_done;
-    m.world_size = comm_.size();
-    m.shard_mode = choice_name(job_.parallel.shard);
-    m.job = resolved_job_;
-    const uint64_t total = model_.layout().size();
-    m.buffers = {{"params", "f32", total}, {"adam_m", "f32", total}, {"adam_v", "f32", total}};
-    for (const TensorSpec& t : model_.layout().tensors()) {
-      m.tensors.push_back({t.name, "f32", t.shape, t.offset});
-    }
-    m.state = {{"steps_done", steps_done},
-               {"optimizer_steps", state_.optimizer_steps()},
-               {"global_sample_cursor", steps_done * job_.train.global_batch},
-               {"seed", job_.seed}};
-    m.state.update(extra_state);
+    r.manifest = manifest_of(steps_done, state_.optimizer_steps(), comm_.size(), extra_state);
   }
   r.on_saved = [run_dir = job_.run_dir, commit = r.commit, trace = trace_](const SaveResult& s) {
     if (commit) {
@@ -102,6 +88,41 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   });
   staging_ = true;
   blocked_ms_ += ms_since(t0);
+}
+
+Manifest Checkpointing::manifest_of(int64_t steps_done, int64_t optimizer_steps, int world_size,
+                                    const nlohmann::json& extra_state) const {
+  Manifest m;
+  m.step = steps_done;
+  m.world_size = world_size;
+  m.shard_mode = choice_name(job_.parallel.shard);
+  m.job = resolved_job_;
+  const uint64_t total = model_.layout().size();
+  m.buffers = {{"params", "f32", total}, {"adam_m", "f32", total}, {"adam_v", "f32", total}};
+  for (const TensorSpec& t : model_.layout().tensors()) {
+    m.tensors.push_back({t.name, "f32", t.shape, t.offset});
+  }
+  m.state = {{"steps_done", steps_done},
+             {"optimizer_steps", optimizer_steps},
+             {"global_sample_cursor", steps_done * job_.train.global_batch},
+             {"seed", job_.seed}};
+  m.state.update(extra_state);
+  return m;
+}
+
+void Checkpointing::commit_written(int64_t steps_done, int64_t optimizer_steps, int world_size,
+                                   const nlohmann::json& extra_state,
+                                   const std::vector<ShardFileInfo>& files) {
+  writer_.wait();  // no save of this run in flight beside it
+  Manifest m = manifest_of(steps_done, optimizer_steps, world_size, extra_state);
+  m.files = files;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = commit_checkpoint(job_.run_dir, steps_done, m);
+  uint64_t bytes = 0;
+  for (const ShardFileInfo& f : files) bytes += f.size;
+  append_run_event(job_.run_dir, "checkpoint_saved",
+                   {{"step", steps_done}, {"path", path}, {"bytes", bytes},
+                    {"seconds", seconds_since(t0)}, {"removed", nlohmann::json::array()}});
 }
 
 void Checkpointing::wait() {

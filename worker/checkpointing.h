@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -55,12 +56,21 @@ class Checkpointing {
   // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
   // what it skipped.
   int64_t resume(const std::string& path);
+  // Rank 0: commits step_N whose shard files -- written by `world_size` ranks of another
+  // layout, with write_shard() -- are `files`, with the manifest save() would write; records
+  // checkpoint_saved. Throws CheckpointError (IoError) when the commit fails. (The in-memory
+  // checkpoints of an earlier rank count, worker/memory_salvage.h.)
+  void commit_written(int64_t steps_done, int64_t optimizer_steps, int world_size,
+                      const nlohmann::json& extra_state, const std::vector<ShardFileInfo>& files);
   // The manifest state of the checkpoint the last resume() read (empty object if none).
   const nlohmann::json& resumed_state() const { return resumed_state_; }
   // Saves from now on tell `trace` when they are done (the end of their last stage); null: none.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  private:
+  // The manifest of a save of `steps_done` by `world_size` ranks, without its files.
+  Manifest manifest_of(int64_t steps_done, int64_t optimizer_steps, int world_size,
+                       const nlohmann::json& extra_state) const;
   // Runs body; with several ranks, a failure (a full disk on this rank) ends the whole job at
   // once with the error (Communicator::abort): the other ranks may already wait for this one
   // in a collective, and unwinding -- whose destructors meet the peers -- would end in a timeout

@@ -10,8 +10,7 @@
 namespace rm {
 namespace {
 
-// The meta part: steps done, optimizer steps, the number of skipped batches, then those.
-constexpr size_t kMetaWords = 8192;
+constexpr size_t kMetaWords = kMemoryMetaWords;
 constexpr size_t kMaxSkipped = kMetaWords - 3;
 
 uint64_t hash_text(const std::string& s) { return XXH64(s.data(), s.size(), 0); }
@@ -27,20 +26,27 @@ std::string held_text(const double* steps) {
 
 }  // namespace
 
+MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
+                                  const std::vector<size_t>& slice_counts, int rank, bool replica) {
+  const std::string dir = std::filesystem::absolute(run_dir).lexically_normal().string();
+  MemorySegmentId id;
+  const size_t floats = 3 * slice_counts.at(static_cast<size_t>(rank));
+  id.capacity = kMetaWords * sizeof(int64_t) + floats * sizeof(float);
+  id.name = memory_snapshot_name(hash_text(dir), rank) + (replica ? "-replica" : "");
+  id.owner = hash_text(dir + "|" + (replica ? "replica of rank " : "rank ") +
+                       std::to_string(rank) + " of " + std::to_string(slice_counts.size()) +
+                       "|shard " + choice_name(shard) + "|floats " + std::to_string(id.capacity));
+  return id;
+}
+
 MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, Compute& compute,
                                      Communicator& host_comm, const std::vector<int>& host_of_rank)
     : job_(job), state_(state), compute_(compute), comm_(host_comm), meta_(kMetaWords, 0) {
-  const std::string dir =
-      std::filesystem::absolute(job.run_dir).lexically_normal().string();
-  const uint64_t run_key = hash_text(dir);
-  name_ = memory_snapshot_name(run_key, comm_.rank());
+  const MemorySegmentId own = memory_segment_id(job.run_dir, job.parallel.shard,
+                                                state_.slice_counts(), comm_.rank(), false);
+  name_ = own.name;
+  owner_ = own.owner;
   for (const ShardedState::LocalPart& p : state_.own_slices()) floats_ += p.floats;
-  const auto owner_of = [&](int rank, const char* what) {
-    return hash_text(dir + "|" + what + std::to_string(rank) + " of " +
-                     std::to_string(comm_.size()) + "|shard " + choice_name(job.parallel.shard) +
-                     "|floats " + std::to_string(capacity_of(rank)));
-  };
-  owner_ = owner_of(comm_.rank(), "rank ");
   if (host_of_rank.size() == static_cast<size_t>(comm_.size())) {
     ring_ = replica_ring(host_of_rank);
   } else {
@@ -49,8 +55,10 @@ MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, 
   if (ring_.on()) {
     keeper_ = ring_.keeper[static_cast<size_t>(comm_.rank())];
     kept_ = ring_.kept_by(comm_.rank());
-    replica_name_ = memory_snapshot_name(run_key, kept_) + "-replica";
-    replica_owner_ = owner_of(kept_, "replica of rank ");
+    const MemorySegmentId kept = memory_segment_id(job.run_dir, job.parallel.shard,
+                                                   state_.slice_counts(), kept_, true);
+    replica_name_ = kept.name;
+    replica_owner_ = kept.owner;
   }
 }
 
@@ -60,11 +68,6 @@ MemoryCheckpoints::~MemoryCheckpoints() {
   } catch (const std::exception&) {
     // A peer is gone: the job is failing anyway, and what was in flight is lost.
   }
-}
-
-size_t MemoryCheckpoints::capacity_of(int rank) const {
-  const size_t floats = 3 * state_.slice_counts()[static_cast<size_t>(rank)];
-  return kMetaWords * sizeof(int64_t) + floats * sizeof(float);
 }
 
 void MemoryCheckpoints::open_replica() {

@@ -46,6 +46,21 @@
 
 namespace rm {
 
+// The words of a slot's meta part, before the slices: steps done, optimizer steps, the number
+// of skipped batches, then those.
+inline constexpr size_t kMemoryMetaWords = 8192;
+
+// Rank `rank`'s segment in a layout of slice_counts.size() ranks under `shard` (see above), or
+// the replica of it that its keeper holds: its name, its owner key and its capacity in bytes
+// (the meta part, then the rank's three slices).
+struct MemorySegmentId {
+  std::string name;
+  uint64_t owner = 0;
+  size_t capacity = 0;
+};
+MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
+                                  const std::vector<size_t>& slice_counts, int rank, bool replica);
+
 class MemoryCheckpoints {
  public:
   // host_of_rank: each rank's host (TrainerOptions::host_of_rank); empty: one host.
@@ -93,7 +108,10 @@ class MemoryCheckpoints {
   void discard();
 
  private:
-  size_t capacity_of(int rank) const;  // the bytes of a rank's slot: meta and slices
+  size_t capacity_of(int rank) const {  // the bytes of a rank's slot: meta and slices
+    return memory_segment_id(job_.run_dir, job_.parallel.shard, state_.slice_counts(), rank,
+                             false).capacity;
+  }
   size_t capacity() const { return capacity_of(comm_.rank()); }
   std::vector<SnapshotPart> host_parts();  // the state's pieces in host memory
   void open_replica();

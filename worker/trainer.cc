@@ -14,6 +14,7 @@
 #include "model/lr_schedule.h"
 #include "observe/run_events.h"
 #include "worker/fault_injection.h"
+#include "worker/memory_salvage.h"
 #include "worker/step_agreement.h"
 #include "worker/watchdog.h"
 
@@ -221,9 +222,33 @@ int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
   return next_step_;
 }
 
+void Trainer::salvage_shrunk_layout() {
+  const int old_ranks = shrunk_from_ranks();
+  if (old_ranks <= 0 || old_ranks == host_comm_.size()) return;
+  const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
+  const SalvagedStep salvaged = salvage_memory_layout(
+      job_, model_->layout().size(), old_ranks, host_comm_, disk,
+      [&](int64_t step, int64_t optimizer_steps, const std::vector<int64_t>& skipped,
+          const std::vector<ShardFileInfo>& files) {
+        skipped_batches_ = skipped;
+        checkpoints_->commit_written(step, optimizer_steps, old_ranks, data_state(step), files);
+      });
+  if (comm_.rank() == 0 && !salvaged.account.empty()) {
+    std::printf("ringmaster: %s%s%s%s\n", salvaged.account.c_str(),
+                salvaged.step ? "; written to disk, to reshard from" : "",
+                salvaged.skipped.empty() ? "" : "; ", salvaged.skipped.c_str());
+    std::fflush(stdout);
+    append_run_event(job_.run_dir, "memory_salvaged",
+                     {{"from_ranks", old_ranks},
+                      {"step", salvaged.step ? nlohmann::json(*salvaged.step) : nlohmann::json()},
+                      {"account", salvaged.account}, {"skipped", salvaged.skipped}});
+  }
+}
+
 int64_t Trainer::resume(const std::string& path) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
   if (memory_ && path.empty()) {
+    salvage_shrunk_layout();
     const MemoryCheckpoints::Agreed held = memory_->agree_on_step();
     const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
     if (held.step && *held.step >= disk) return resume_from_memory(*held.step, held.account, disk);

@@ -134,6 +134,10 @@ class Trainer {
   void roll_back(const StepMetrics& bad);
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
   int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
+  // After a shrunk restart (RM_SHRUNK_FROM_RANKS): the earlier layout's in-memory checkpoints,
+  // if newer than the disk's, written to disk as that layout's checkpoint
+  // (worker/memory_salvage.h), which resume() then reshards from.
+  void salvage_shrunk_layout();
   Outcome run_steps();  // run()'s loop
   int stop_signal_ = 0;          // the stop signal this rank received (0: none)
   bool stop_requested_ = false;  // some rank received one (agreed in the loss all-reduce)

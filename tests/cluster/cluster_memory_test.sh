@@ -32,29 +32,15 @@ checkpoint: {every: 50, memory_every: ${every:-1}}
 resilience: {max_restarts: 1}
 EOT
 }
-logged() { [[ -f $1/metrics.jsonl ]] && wc -l <"$1/metrics.jsonl" || echo 0; }
-segments() {  # segments HOST: this cluster's ringmaster segments in HOST's /dev/shm
-  "$here/cluster.sh" on "$1" sh -c 'ls /dev/shm | grep "^ringmaster-" || true'
-}
 # lose_h1 RUN_DIR AT [PAUSE]: once the run has logged step AT (not a multiple of 50), and PAUSE
 # seconds later, kills every process of h1 and wipes its segments, writing the steps logged at
 # that moment to RUN_DIR.killed-at.
 lose_h1() {
-  for _ in $(seq 900); do
-    [[ $(logged "$1") -ge $2 ]] && break
-    sleep 0.1
-  done
+  wait_logged "$1" "$2"
   sleep "${3:-0}"
   "$here/cluster.sh" kill h1
   logged "$1" >"$1.killed-at"
   "$here/cluster.sh" on h1 sh -c 'rm -f /dev/shm/ringmaster-*'
-}
-once_each() {
-  python3 - "$1/metrics.jsonl" <<'PY'
-import json, sys
-steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
-sys.exit(0 if steps == list(range(1, 301)) else 1)
-PY
 }
 
 run_on_h0 reference
@@ -77,7 +63,7 @@ step=$(sed -E 's/resuming from memory \(step ([0-9]+);.*/\1/' <<<"$line")
 grep -q "rank 2 holds nothing (step $step from its replica on rank 0); rank 3 holds nothing (step $step from its replica on rank 1)" <<<"$line" ||
   fail "ranks 2 and 3 were not restored from their replicas on h0"
 [[ $(sha256sum <"$dir/lost/weights.bin") == "$ref" ]] || fail "lost host: the weights differ from the uninterrupted run's"
-once_each "$dir/lost" || fail "lost host: metrics.jsonl does not hold steps 1..300 once each"
+once_each "$dir/lost" 300 || fail "lost host: metrics.jsonl does not hold steps 1..300 once each"
 for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
 echo "lost host: resumed from memory at step $step (killed at $at), replicas for ranks 2 and 3, same weights"
 
@@ -104,7 +90,7 @@ grep -q "no step that every rank holds, so not from memory" <<<"$out" || { echo 
 grep -q "restart 1 of 1 from memory if newer, else $dir/damaged/checkpoints/step_00000150" <<<"$out" ||
   { echo "$out"; fail "the restart did not fall back to the disk checkpoint of step 150"; }
 [[ $(sha256sum <"$dir/damaged/weights.bin") == "$ref" ]] || fail "damaged replica: the weights differ"
-once_each "$dir/damaged" || fail "damaged replica: metrics.jsonl does not hold steps 1..300 once each"
+once_each "$dir/damaged" 300 || fail "damaged replica: metrics.jsonl does not hold steps 1..300 once each"
 echo "damaged replica: refused and named, resumed from disk, same weights"
 # 3. memory_every 3, h1's ranks stopped (SIGSTOP, RM_TEST_FAULT) at the start of step 123, two
 # steps after the save at 120 sent its replicas, then h1 lost: with the replica committed as soon
@@ -124,7 +110,7 @@ step=$(sed -E 's/resuming from memory \(step ([0-9]+);.*/\1/' <<<"$line")
 (( step == stop_at - 3 )) ||
   fail "every 3: resumed at step $step, not $((stop_at - 3)) (the replica of that save was not committed)"
 [[ $(sha256sum <"$dir/every3/weights.bin") == "$ref" ]] || fail "every 3: the weights differ"
-once_each "$dir/every3" || fail "every 3: metrics.jsonl does not hold steps 1..300 once each"
+once_each "$dir/every3" 300 || fail "every 3: metrics.jsonl does not hold steps 1..300 once each"
 for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
 echo "every 3: h1 stopped at step $stop_at and lost, resumed from memory at step $step, same weights"
 echo PASS

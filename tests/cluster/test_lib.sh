@@ -28,3 +28,22 @@ run_on_h0() {
   (cd "$dir" && timeout 400 "$here/cluster.sh" on h0 "$bin" run "$1.yaml" --hosts "$hostfile" \
      >"$1.out" 2>&1) || { cat "$dir/$1.out"; echo "FAIL: $1: the run failed"; exit 1; }
 }
+
+# The in-memory checkpoint tests' helpers. logged RUN_DIR: the steps RUN_DIR/metrics.jsonl holds
+# (0 before it exists), and wait_logged; segments HOST: this cluster's Ringmaster segments in HOST's /dev/shm;
+# once_each RUN_DIR STEPS: whether metrics.jsonl holds steps 1..STEPS, each once, in order.
+logged() { [[ -f $1/metrics.jsonl ]] && wc -l <"$1/metrics.jsonl" || echo 0; }
+wait_logged() {  # wait_logged RUN_DIR N: until the run has logged step N (90 s at most)
+  for _ in $(seq 900); do
+    [[ $(logged "$1") -ge $2 ]] && return 0
+    sleep 0.1
+  done
+}
+segments() { "$here/cluster.sh" on "$1" sh -c 'ls /dev/shm | grep "^ringmaster-" || true'; }
+once_each() {
+  python3 - "$1/metrics.jsonl" "$2" <<'PY'
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+sys.exit(0 if steps == list(range(1, int(sys.argv[2]) + 1)) else 1)
+PY
+}
