@@ -68,11 +68,19 @@ BlasCoreChoice choose_blas_core(const CpuFeatures& cpu, const std::string& libra
                                 const char* user_coretype) {
   BlasCoreChoice c;
   c.core = library_core;
+  const SimdLevel cpu_level = cpu.level();
   if (user_coretype != nullptr && *user_coretype != '\0') {
     c.why = std::string("OPENBLAS_CORETYPE=") + user_coretype + " set by the user";
+    // Kept, but not silently when it holds the CPU back: an environment that sets it for an
+    // older machine (seen on a Zen 5 VM: Haswell, sgemm at 56% of Cooperlake's speed).
+    const std::optional<SimdLevel> user_level = blas_core_level(user_coretype);
+    const std::string best = best_blas_core(cpu);
+    if (user_level && sgemm_level(*user_level) < sgemm_level(cpu_level) && !best.empty()) {
+      c.why += "; slower than this CPU allows: it has " + std::string(simd_level_name(cpu_level)) +
+               ", for which ringmaster would choose " + best + " (unset the variable to let it)";
+    }
     return c;
   }
-  const SimdLevel cpu_level = cpu.level();
   const std::optional<SimdLevel> lib_level = blas_core_level(library_core);
   if (!lib_level) {
     c.why = "the library's own choice (a core ringmaster does not know; kept)";

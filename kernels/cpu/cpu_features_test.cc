@@ -111,7 +111,16 @@ TEST(BlasKernels, TheUsersCoretypeAlwaysWins) {
   const BlasCoreChoice c = choose_blas_core(decode_cpuid(emerald_rapids()), "Prescott", "Haswell");
   EXPECT_FALSE(c.replace);
   EXPECT_EQ(c.core, "Prescott");  // what the library runs: it read the user's variable itself
-  EXPECT_EQ(c.why, "OPENBLAS_CORETYPE=Haswell set by the user");
+  // Kept, and said to be below the CPU: AVX2 kernels on AVX-512.
+  EXPECT_EQ(c.why,
+            "OPENBLAS_CORETYPE=Haswell set by the user; slower than this CPU allows: it has "
+            "AVX-512 with BF16, for which ringmaster would choose Cooperlake (unset the variable "
+            "to let it)");
+  // At the CPU's level, or a name the table does not know: no remark.
+  EXPECT_EQ(choose_blas_core(decode_cpuid(emerald_rapids()), "Prescott", "SkylakeX").why,
+            "OPENBLAS_CORETYPE=SkylakeX set by the user");
+  EXPECT_EQ(choose_blas_core(decode_cpuid(emerald_rapids()), "Prescott", "Future9").why,
+            "OPENBLAS_CORETYPE=Future9 set by the user");
 }
 
 TEST(BlasKernels, ACoreNameWeDoNotKnowIsKept) {
