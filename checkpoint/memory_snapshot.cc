@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <xxh_x86dispatch.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -12,19 +13,33 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <utility>
 
-#include "checkpoint/xxh_state.h"
 #include "io/io_error.h"
 
 namespace rm {
 namespace {
 
 constexpr char kSnapshotMagic[8] = {'R', 'M', 'M', 'E', 'M', 'C', 'K', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: XXH3 checksums (1: XXH64)
 constexpr size_t kPage = 4096;
 constexpr size_t kChunk = size_t{1} << 20;  // copied, then hashed while still in cache
+
+// A streaming XXH3-64 state. XXH3 rather than the disk format's XXH64: the library's x86
+// dispatch runs it with the widest vectors the CPU has, and a save hashes every byte it copies
+// (a 87 MB slice on a Zen 5 core: copy alone 6 ms, with XXH64 10.4 ms, with XXH3 7.2 ms).
+struct Xxh3State {
+  XXH3_state_t* s = XXH3_createState();
+  Xxh3State() {
+    if (s == nullptr) throw std::bad_alloc();
+    XXH3_64bits_reset(s);
+  }
+  ~Xxh3State() { XXH3_freeState(s); }
+  Xxh3State(const Xxh3State&) = delete;
+  Xxh3State& operator=(const Xxh3State&) = delete;
+};
 
 enum SlotState : uint64_t { kEmpty = 0, kWriting = 1, kCommitted = 2 };
 
@@ -33,7 +48,7 @@ struct SlotHeader {
   uint64_t epoch;  // commits so far, this one included: the newer slot has the larger
   int64_t step;
   uint64_t bytes;
-  uint64_t xxh64;
+  uint64_t checksum;  // XXH3-64 of the slot's bytes
 };
 
 struct SegmentHeader {
@@ -84,16 +99,16 @@ void check_name(const std::string& name) {
 // hashing each chunk on the segment's side while it is in cache: after it lands, or before it
 // leaves, so the checksum is always of the segment's bytes.
 void copy_hashed(const std::vector<SnapshotPart>& parts, char* segment, bool into_segment,
-                 XXH64_state_t* xxh) {
+                 XXH3_state_t* xxh) {
   for (const SnapshotPart& p : parts) {
     char* const mine = static_cast<char*>(p.data);
     for (size_t done = 0; done < p.bytes;) {
       const size_t n = std::min(kChunk, p.bytes - done);
       if (into_segment) {
         std::memcpy(segment, mine + done, n);
-        XXH64_update(xxh, segment, n);
+        XXH3_64bits_update_dispatch(xxh, segment, n);
       } else {
-        XXH64_update(xxh, segment, n);
+        XXH3_64bits_update_dispatch(xxh, segment, n);
         std::memcpy(mine + done, segment, n);
       }
       segment += n;
@@ -246,7 +261,7 @@ int MemorySnapshot::begin_write(size_t bytes) {
   return slot;
 }
 
-void MemorySnapshot::commit(int slot, int64_t step, size_t bytes, uint64_t xxh64) {
+void MemorySnapshot::commit(int slot, int64_t step, size_t bytes, uint64_t checksum) {
   SegmentHeader* h = header_of(base_);
   const int other = 1 - slot;
   const uint64_t other_epoch =
@@ -254,7 +269,7 @@ void MemorySnapshot::commit(int slot, int64_t step, size_t bytes, uint64_t xxh64
   SlotHeader& s = h->slots[slot];
   s.step = step;
   s.bytes = bytes;
-  s.xxh64 = xxh64;
+  s.checksum = checksum;
   s.epoch = other_epoch + 1;  // above the other slot's, which is all a reader compares
   store_state(s, kCommitted);
   keep_slot_ = slot;
@@ -264,23 +279,23 @@ void MemorySnapshot::save(int64_t step, const std::vector<SnapshotPart>& parts) 
   size_t total = 0;
   for (const SnapshotPart& p : parts) total += p.bytes;
   const int slot = begin_write(total);
-  XxhState xxh;
+  Xxh3State xxh;
   copy_hashed(parts, slot_data(slot), /*into_segment=*/true, xxh.s);
-  commit(slot, step, total, XXH64_digest(xxh.s));
+  commit(slot, step, total, XXH3_64bits_digest(xxh.s));
 }
 
 std::optional<MemorySnapshot::SlotCopy> MemorySnapshot::last_saved() const {
   if (keep_slot_ < 0) return std::nullopt;
   const SlotHeader& s = header_of(base_)->slots[keep_slot_];
   if (load_state(s) != kCommitted) return std::nullopt;
-  return SlotCopy{slot_data(keep_slot_), s.bytes, s.step, s.xxh64};
+  return SlotCopy{slot_data(keep_slot_), s.bytes, s.step, s.checksum};
 }
 
 std::optional<MemorySnapshot::SlotCopy> MemorySnapshot::verified_slot(int64_t step) const {
   for (const SlotReport& r : verify()) {
     if (!r.usable || r.step != step) continue;
     const SlotHeader& s = header_of(base_)->slots[r.slot];
-    return SlotCopy{slot_data(r.slot), s.bytes, s.step, s.xxh64};
+    return SlotCopy{slot_data(r.slot), s.bytes, s.step, s.checksum};
   }
   return std::nullopt;
 }
@@ -290,11 +305,11 @@ char* MemorySnapshot::begin_receive(size_t bytes) {
   return slot_data(receiving_slot_);
 }
 
-void MemorySnapshot::commit_received(int64_t step, size_t bytes, uint64_t xxh64) {
+void MemorySnapshot::commit_received(int64_t step, size_t bytes, uint64_t checksum) {
   if (receiving_slot_ < 0 || bytes > capacity_) {
     throw std::logic_error("memory snapshot " + name_ + ": commit_received without begin_receive");
   }
-  commit(receiving_slot_, step, bytes, xxh64);
+  commit(receiving_slot_, step, bytes, checksum);
   receiving_slot_ = -1;
 }
 
@@ -316,7 +331,7 @@ std::vector<MemorySnapshot::SlotReport> MemorySnapshot::verify() const {
     } else {
       r.step = s.step;
       epochs[i] = s.epoch;
-      if (XXH64(slot_data(i), s.bytes, 0) == s.xxh64) {
+      if (XXH3_64bits_dispatch(slot_data(i), s.bytes) == s.checksum) {
         r.usable = true;
       } else {
         r.why = "checksum mismatch (its bytes changed after the save)";
@@ -355,9 +370,9 @@ bool MemorySnapshot::restore(int64_t step, const std::vector<SnapshotPart>& part
                  " bytes, not " + std::to_string(total) + "; ";
       continue;
     }
-    XxhState xxh;
+    Xxh3State xxh;
     copy_hashed(parts, slot_data(i), /*into_segment=*/false, xxh.s);
-    if (XXH64_digest(xxh.s) == s.xxh64) {
+    if (XXH3_64bits_digest(xxh.s) == s.checksum) {
       keep_slot_ = i;  // the state training goes on from: never the next one overwritten
       return true;
     }

@@ -6,7 +6,7 @@
 // One segment per (run, rank), named by the caller. It holds a header page and two slots of a
 // fixed capacity. A save writes the slot that does not hold the newest good state, in this order:
 //   1. the slot's state is set to "being written" (so a reader never takes it from here on),
-//   2. the bytes are copied in, hashed (XXH64) chunk by chunk from the segment as they land,
+//   2. the bytes are copied in, hashed (XXH3-64) chunk by chunk from the segment as they land,
 //   3. step, size, checksum and an epoch one above the other slot's are stored,
 //   4. the state is set to "committed" with a release store.
 // A process killed at any point leaves the other slot as it was, committed and verifiable, so
@@ -87,7 +87,7 @@ class MemorySnapshot {
     const char* data = nullptr;
     size_t bytes = 0;
     int64_t step = -1;
-    uint64_t xxh64 = 0;
+    uint64_t checksum = 0;  // XXH3-64
   };
   // The slot this process's last save committed (nullopt before one). Valid until the next save.
   std::optional<SlotCopy> last_saved() const;
@@ -99,14 +99,14 @@ class MemorySnapshot {
   // it verifies every byte against the sender's checksum, so damage in transit or since is
   // caught then, and the slot skipped.
   char* begin_receive(size_t bytes);
-  void commit_received(int64_t step, size_t bytes, uint64_t xxh64);
+  void commit_received(int64_t step, size_t bytes, uint64_t checksum);
 
  private:
   MemorySnapshot(std::string name, void* base, size_t mapped, size_t capacity);
   char* slot_data(int slot) const;
   // A write's two ends: the slot to write, marked "being written"; its record, committed.
   int begin_write(size_t bytes);
-  void commit(int slot, int64_t step, size_t bytes, uint64_t xxh64);
+  void commit(int slot, int64_t step, size_t bytes, uint64_t checksum);
 
   std::string name_;
   void* base_ = nullptr;

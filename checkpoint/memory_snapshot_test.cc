@@ -207,7 +207,7 @@ TEST(MemorySnapshot, AReceivedSlotRestoresAndDamageOnTheWayIsCaught) {
     char* dst = replica.begin_receive(c->bytes);
     std::memcpy(dst, c->data, c->bytes);
     if (damage) dst[c->bytes / 2] ^= 0x01;
-    replica.commit_received(c->step, c->bytes, c->xxh64);
+    replica.commit_received(c->step, c->bytes, c->checksum);
   };
   save_step(snap, 1, bytes);
   ASSERT_TRUE(snap.last_saved());
@@ -229,7 +229,7 @@ TEST(MemorySnapshot, AReceivedSlotRestoresAndDamageOnTheWayIsCaught) {
   EXPECT_EQ(replica.verified_steps(), (std::vector<int64_t>{2}));
   EXPECT_FALSE(replica.verified_slot(3));
   ASSERT_TRUE(replica.verified_slot(2));
-  EXPECT_EQ(replica.verified_slot(2)->xxh64, snap.verified_slot(2)->xxh64);
+  EXPECT_EQ(replica.verified_slot(2)->checksum, snap.verified_slot(2)->checksum);
   EXPECT_FALSE(restores_step(replica, 3, bytes, &why));
   EXPECT_THROW(replica.begin_receive(bytes + 1), std::invalid_argument);
 }

@@ -2,8 +2,9 @@
 # What in-memory checkpoint replicas cost across hosts: the width-768 job (GPT L2 H12 C768 T256,
 # 4 sequences a rank) on HOSTS test hosts (tests/cluster/cluster.sh: network namespaces on this
 # machine) with RANKS ranks each, links shaped to RATE, memory_every 0 and 1 alternated REPEATS
-# times: the wall time of `ringmaster run` per step beyond the run without (medians), beside the
-# median step time and the bytes each rank sends a step. Needs root (network namespaces).
+# times: the steady-state cost from the traces of steps 4.. (scripts/trace_steps.py: the interval
+# from one step's start to the next, medians), the wall time of `ringmaster run` per step beyond
+# the run without, and the bytes each rank sends a step. Needs root (network namespaces).
 #   scripts/bench-memory-replicas.sh     HOSTS=2 RANKS=1 RATE=10gbit REPEATS=3 STEPS=12 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,20 +34,29 @@ for r in $(seq "$repeats"); do
        --set train.steps="$steps" --set train.eval_every=0 --set checkpoint.every=100 \
        --set parallel.threads_per_rank=1 --set train.log_every=1000 --set run_dir="$dir" \
        --set data.train="$repo/data/tinyshakespeare.txt" \
-       --set checkpoint.memory_every=$every) > "$out/log-$every-$r" 2>&1 ||
+       --set checkpoint.memory_every=$every --set observability.trace=true \
+       --set observability.trace_start=4 --set observability.trace_steps=$((steps - 5))) \
+       > "$out/log-$every-$r" 2>&1 ||
       { cat "$out/log-$every-$r"; exit 1; }
     t1=$(now)
     echo "$t0 $t1" | awk -v s="$steps" '{print ($2-$1)*1000/s}' >> "$out/wall-$every"
     python3 -c "import json, sys; print(*(json.loads(l)['step_ms'] for l in open(sys.argv[1])), sep='\n')" \
       "$dir/metrics.jsonl" >> "$out/step-$every"
+    python3 scripts/trace_steps.py "$dir" >> "$out/trace-$every"  # steady-state interval, save
   done
 done
 grep -q "each rank's slice also kept by a rank on the next host" "$out/log-1-1" ||
   { cat "$out/log-1-1"; echo "bench-memory-replicas: replicas were not on" >&2; exit 1; }
 w0=$(median < "$out/wall-0"); w1=$(median < "$out/wall-1"); s0=$(median < "$out/step-0")
 params=$(grep -o '[0-9.]*M parameters' "$out/log-0-1" | head -1)
-awk -v w0="$w0" -v w1="$w1" -v s0="$s0" -v p="$params" -v n=$((hosts * ranks)) 'BEGIN {
+i0=$(cut -d' ' -f1 "$out/trace-0" | median); i1=$(cut -d' ' -f1 "$out/trace-1" | median)
+save=$(cut -d' ' -f2 "$out/trace-1" | median)
+awk -v w0="$w0" -v w1="$w1" -v s0="$s0" -v p="$params" -v n=$((hosts * ranks)) -v i0="$i0" \
+    -v i1="$i1" -v save="$save" -v steps="$steps" 'BEGIN {
   printf "each rank saves and sends 1/%d of %s x 12 bytes a step\n", n, p
-  printf "median wall time per step: memory_every 0: %.1f ms, memory_every 1: %.1f ms\n", w0, w1
-  printf "memory checkpoint + replica every step: +%.1f ms a step = %.1f%% of the median step (%.1f ms)\n",
-         w1 - w0, 100 * (w1 - w0) / s0, s0 }'
+  printf "memory checkpoint + replica every step, steady state (traced steps 4..): a step every " \
+         "%.1f ms without, %.1f ms with: %+.1f ms = %+.1f%%; the save itself %.1f ms (the slowest " \
+         "rank, the wait for the last replica included)\n", i0, i1, i1 - i0, 100 * (i1 - i0) / i0,
+         save
+  printf "whole run, wall time per step: %.1f ms without, %.1f ms with: %+.1f ms over %d steps " \
+         "(median step %.1f ms)\n", w0, w1, w1 - w0, steps, s0 }'

@@ -89,7 +89,7 @@ void MemoryCheckpoints::start_exchange(const MemorySnapshot::SlotCopy* slot, int
                                        MemorySnapshot* into, size_t into_bytes, int from) {
   record_out_[0] = slot != nullptr ? slot->step : -1;
   record_out_[1] = slot != nullptr ? static_cast<int64_t>(slot->bytes) : 0;
-  record_out_[2] = slot != nullptr ? static_cast<int64_t>(slot->xxh64) : 0;
+  record_out_[2] = slot != nullptr ? static_cast<int64_t>(slot->checksum) : 0;
   record_in_[0] = -1;
   pending_.push_back(comm_.recv(record_in_, sizeof record_in_, into != nullptr ? from : -1));
   pending_.push_back(comm_.send(record_out_, sizeof record_out_, slot != nullptr ? to : -1));
@@ -248,7 +248,7 @@ std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
     if (send_back && replica_) slot = replica_->verified_slot(step);
     if (slot && slot->bytes != capacity_of(kept_)) slot.reset();
     int64_t out[3] = {slot ? step : -1, slot ? static_cast<int64_t>(slot->bytes) : 0,
-                      slot ? static_cast<int64_t>(slot->xxh64) : 0};
+                      slot ? static_cast<int64_t>(slot->checksum) : 0};
     int64_t in[3] = {-1, 0, 0};
     std::vector<std::unique_ptr<Work>> works;
     works.push_back(comm_.recv(in, sizeof in, fetch ? keeper_ : -1));

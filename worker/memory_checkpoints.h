@@ -2,7 +2,7 @@
 // optimizer update, each rank copies what a disk checkpoint keeps of it -- its slice of the
 // parameters and Adam moments (ShardedState::own_slices: 1/R of the state under every mode),
 // the optimizer's step count and the batches skipped by NaN rollbacks -- into its shared-memory
-// segment (checkpoint/memory_snapshot.h: two slots, XXH64, committed atomically). A restart of
+// segment (checkpoint/memory_snapshot.h: two slots, XXH3 checksums, committed atomically). A restart of
 // the same run on the same ranks and shard mode resumes from the newest step that every rank
 // holds verified, when it is newer than the newest disk checkpoint: each rank restores its
 // slice and the ranks gather the rest; the data position and random draws follow from the
@@ -142,7 +142,7 @@ class MemoryCheckpoints {
   std::string replica_name_;
   uint64_t replica_owner_ = 0;
   std::optional<MemorySnapshot> replica_;  // the replica this rank keeps
-  // The exchange in flight: the works, the records sent and received (step, bytes, xxh64) and
+  // The exchange in flight: the works, the records sent and received (step, bytes, checksum) and
   // the segment receiving.
   std::vector<std::unique_ptr<Work>> pending_;
   int64_t record_out_[3] = {0, 0, 0};
