@@ -31,7 +31,7 @@ class DiskFull : public ::testing::Test {
   void SetUp() override {
     mount_point_ = dir_.file("fs");
     fs::create_directories(mount_point_);
-    if (::mount("tmpfs", mount_point_.c_str(), "tmpfs", 0, kFsSize) != 0) {
+    if (::mount("tmpfs", mount_point_.c_str(), "tmpfs", 0, fs_size()) != 0) {
       GTEST_SKIP() << "cannot mount a tmpfs (" << std::strerror(errno)
                    << "): needs root with CAP_SYS_ADMIN";
     }
@@ -40,6 +40,8 @@ class DiskFull : public ::testing::Test {
   void TearDown() override {
     if (mounted_) ::umount2(mount_point_.c_str(), MNT_DETACH);
   }
+
+  virtual const char* fs_size() const { return kFsSize; }
 
   std::string job() {
     return dir_.write("job.yaml", R"(name: full
@@ -102,6 +104,32 @@ TEST_F(DiskFull, TwoRanksFailWithExitOneAndTheRerunResumes) {
   const auto again = run_cli("run " + j + " --nproc 2", dir_.path());
   EXPECT_EQ(again.exit_code, 1) << again.err;
   EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.out << again.err;
+}
+
+// A disk so small that rank 0's metrics.jsonl fills it mid-run (no checkpoint is due): that rank
+// ends the job at once naming the cause, as a failed save does. Unwinding instead left rank 1
+// in its next all-reduce until parallel.timeout_s (20 s here), and rank 0's message was lost.
+class DiskFullOfMetrics : public DiskFull {
+ protected:
+  const char* fs_size() const override { return "size=24k"; }
+};
+
+TEST_F(DiskFullOfMetrics, TwoRanksEndAtOnceNamingTheFullDisk) {
+  const std::string j = dir_.write("job.yaml", R"(name: full
+run_dir: )" + mount_point_ + R"(/run
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 3000, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1000}
+checkpoint: {every: 100000}
+parallel: {threads_per_rank: 1, timeout_s: 20}
+)");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_cli("run " + j + " --nproc 2", dir_.path());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("metrics.jsonl: write of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
 }
 
 }  // namespace

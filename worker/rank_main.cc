@@ -19,6 +19,7 @@
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
+#include "io/io_error.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fma_peak.h"
@@ -190,7 +191,16 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   std::unique_ptr<ConsoleProgress> console;
   if (rank0) console = make_console(job, trainer.model(), choice, comm.size(), peak_flops);
   trainer.set_console(console.get());
-  const Trainer::Outcome outcome = trainer.run();
+  Trainer::Outcome outcome;
+  try {
+    outcome = trainer.run();
+  } catch (const IoError& e) {
+    // One rank's I/O failure mid-run -- rank 0's metrics.jsonl on a full disk -- ends the job at
+    // once with its cause, as a failed save does (Checkpointing::or_abort): unwinding here would
+    // meet the other ranks in destructors and end in their collective timeout, the cause lost.
+    if (comm.size() > 1) comm.abort(std::string("I/O error during training: ") + e.what());
+    throw;
+  }
   if (console) console->clear();
   trainer.wait_for_checkpoints();
   // The disk now holds this step (stopped) or the weights (finished): the segments would only
