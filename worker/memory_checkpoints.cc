@@ -26,6 +26,18 @@ std::string held_text(const double* steps) {
 
 }  // namespace
 
+void held_steps(const MemorySnapshot& snap, double* out, const std::string& what,
+                std::string* skipped) {
+  int n = 0;
+  for (const MemorySnapshot::SlotReport& r : snap.verify()) {
+    if (r.usable && n < 2) {
+      out[n++] = static_cast<double>(r.step);
+    } else if (!r.usable && r.why != "never written") {
+      *skipped += "; " + what + "slot " + std::to_string(r.slot) + " skipped: " + r.why;
+    }
+  }
+}
+
 MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
                                   const std::vector<size_t>& slice_counts, int rank, bool replica) {
   const std::string dir = std::filesystem::absolute(run_dir).lexically_normal().string();
@@ -173,18 +185,8 @@ MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
   std::string skipped;  // this rank's slots passed over, and why
   const size_t R = static_cast<size_t>(comm_.size()), me = static_cast<size_t>(comm_.rank());
   held_.assign(4 * R, -1.0);
-  const auto report = [&](const MemorySnapshot& snap, double* out, const std::string& what) {
-    int n = 0;
-    for (const MemorySnapshot::SlotReport& r : snap.verify()) {
-      if (r.usable && n < 2) {
-        out[n++] = static_cast<double>(r.step);
-      } else if (!r.usable && r.why != "never written") {
-        skipped += "; " + what + "slot " + std::to_string(r.slot) + " skipped: " + r.why;
-      }
-    }
-  };
   if (snapshot_) {
-    report(*snapshot_, &held_[4 * me], "");
+    held_steps(*snapshot_, &held_[4 * me], "", &skipped);
   } else {
     skipped = "; " + why;
   }
@@ -196,7 +198,8 @@ MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
     }
   }
   if (replica_) {
-    report(*replica_, &held_[4 * me + 2], "replica of rank " + std::to_string(kept_) + " ");
+    held_steps(*replica_, &held_[4 * me + 2], "replica of rank " + std::to_string(kept_) + " ",
+               &skipped);
   }
   comm_.all_gather(held_.data(), std::vector<size_t>(R, 4), DType::kFloat64)->wait();
 

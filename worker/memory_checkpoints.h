@@ -61,6 +61,12 @@ struct MemorySegmentId {
 MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
                                   const std::vector<size_t>& slice_counts, int rank, bool replica);
 
+// The steps `snap` holds verified, newest commit first, into out[0] and out[1] (-1: none); each
+// slot passed over for a reason other than "never written" is added to *skipped as
+// "; <what>slot N skipped: <why>". Reads every byte of both slots.
+void held_steps(const MemorySnapshot& snap, double* out, const std::string& what,
+                std::string* skipped);
+
 class MemoryCheckpoints {
  public:
   // host_of_rank: each rank's host (TrainerOptions::host_of_rank); empty: one host.

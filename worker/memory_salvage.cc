@@ -47,17 +47,9 @@ SalvagedStep salvage_memory_layout(const JobConfig& job, size_t total_params, in
       std::optional<MemorySnapshot> s =
           MemorySnapshot::open(ids.back().name, ids.back().owner, ids.back().capacity, &why);
       if (!s) continue;
-      double* out = &held[me * 4 * N + 4 * r + 2 * static_cast<size_t>(replica)];
-      int n = 0;
-      for (const MemorySnapshot::SlotReport& report : s->verify()) {
-        if (report.usable && n < 2) {
-          out[n++] = static_cast<double>(report.step);
-        } else if (!report.usable && report.why != "never written") {
-          skipped += "; " + std::string(replica ? "replica of " : "") + "old rank " +
-                     std::to_string(r) + " slot " + std::to_string(report.slot) +
-                     " skipped: " + report.why;
-        }
-      }
+      held_steps(*s, &held[me * 4 * N + 4 * r + 2 * static_cast<size_t>(replica)],
+                 std::string(replica ? "replica of " : "") + "old rank " + std::to_string(r) + " ",
+                 &skipped);
       segments[2 * r + static_cast<size_t>(replica)] = std::move(s);
     }
   }
