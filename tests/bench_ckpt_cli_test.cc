@@ -71,7 +71,7 @@ TEST(BenchCkptCli, ExistingDirIsLeftAsItWas) {
   TempDir tmp;
   tmp.write("keep.txt", "not ours");
   const auto r = run_cli("bench ckpt --gib 0.01 --repeats 1 --dir " + tmp.path(), tmp.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   expect_table(r.out);
   // Only the files that were there before (and the runner's captured streams).
   for (const std::string& name : entries(tmp.path())) {
@@ -83,7 +83,7 @@ TEST(BenchCkptCli, CreatedDirIsRemovedWithOddShardsAndRepeats) {
   TempDir tmp;
   const std::string dir = tmp.file("a/b");
   const auto r = run_cli("bench ckpt --gib 0.002 --ranks 3 --repeats 2 --dir " + dir, tmp.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   expect_table(r.out);
   EXPECT_NE(r.out.find("in 3 shards under " + dir + ", 2 repeats"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp.file("a"))) << "the directories it created must be removed";

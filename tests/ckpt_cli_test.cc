@@ -87,7 +87,7 @@ TEST_F(CkptCli, ListShowsEveryCheckpointVerified) {
 TEST_F(CkptCli, VerifyPassesGoodCheckpointsAndRunDirectories) {
   for (const std::string& path : {ckpt(run_dir(), 4), ckpt(run_dir(), 12), run_dir()}) {
     const auto r = run_cli("ckpt verify " + path, scratch_.path());
-    EXPECT_EQ(r.exit_code, 0) << path << "\n" << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 0) << path << "\n" << r.err << r.out;
   }
   const auto r = run_cli("ckpt verify " + ckpt(run_dir(), 12), scratch_.path());
   EXPECT_NE(r.out.find("ok (step 12"), std::string::npos) << r.out;
@@ -141,12 +141,12 @@ TEST_P(CkptDamage, VerifyNamesItAndResumeSkipsIt) {
   d.apply(bad_file);
 
   auto r = run_cli("ckpt verify " + newest, scratch_.path());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.err.find(bad_file), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(d.why), std::string::npos) << r.err;
 
   r = run_cli("ckpt verify " + run, scratch_.path());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.out.find(d.why), std::string::npos) << r.out;
 
   r = run_cli("ckpt list " + run, scratch_.path());
@@ -163,7 +163,7 @@ TEST_P(CkptDamage, VerifyNamesItAndResumeSkipsIt) {
   // The run finished, so resuming it re-trains steps 9-12 from step 8 and saves step 12 again.
   fs::remove(run + "/weights.bin");
   r = run_cli("run " + job() + " --set run_dir=" + run, scratch_.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("skipped " + newest), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(d.why), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("resuming from " + ckpt(run, 8)), std::string::npos) << r.out;

@@ -50,7 +50,7 @@ TEST(Cli, ValidateReportsEveryErrorWithFileLineAndKey) {
 TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
   TempDir dir;
   const auto r = run_cli("run " + tiny_job(dir), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step     30/30"), std::string::npos) << r.out;
   const std::string run = dir.file("run");
   ASSERT_TRUE(fs::exists(run + "/weights.bin"));

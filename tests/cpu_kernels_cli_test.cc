@@ -38,7 +38,7 @@ TEST(CpuKernelsCli, TheBannerNamesAKernelSetForThisCpuAndSgemmReachesItsPeak) {
   if (!avx2_or_better()) GTEST_SKIP() << "this CPU has no AVX2: the generic kernels are right";
   TempDir dir;
   const test::CliResult r = run_cli("bench cpu --threads 1", dir.path(), "env -u OPENBLAS_CORETYPE");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const std::string core = kernels_named(r.out);
   const std::optional<cpu::SimdLevel> level = cpu::blas_core_level(core);
   ASSERT_TRUE(level.has_value()) << r.out;
@@ -55,7 +55,7 @@ TEST(CpuKernelsCli, AGenericLibraryChoiceIsReplacedByReexecution) {
   TempDir dir;
   const test::CliResult r = run_cli("bench cpu --threads 1", dir.path(),
                                     "env -u OPENBLAS_CORETYPE RM_BLAS_ASSUME_CORE=Prescott");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("chosen by ringmaster: the library picked Prescott"), std::string::npos)
       << r.out;
   // What the library reports after the re-execution: the set chosen for this CPU (the library
@@ -69,7 +69,7 @@ TEST(CpuKernelsCli, TheUsersCoretypeWins) {
   TempDir dir;
   const test::CliResult r =
       run_cli("bench cpu --threads 1", dir.path(), "env OPENBLAS_CORETYPE=Prescott");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_EQ(kernels_named(r.out), "Prescott") << r.out;
   EXPECT_NE(r.out.find("OPENBLAS_CORETYPE=Prescott set by the user"), std::string::npos) << r.out;
 }
@@ -86,7 +86,7 @@ checkpoint: {every: 0}
 )");
   const test::CliResult r = run_cli("run " + job + " --nproc 2", dir.path(),
                                     "env -u OPENBLAS_CORETYPE RM_BLAS_ASSUME_CORE=Prescott");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   // Rank 0's banner on the console, rank 1's in its log: each re-executed itself.
   EXPECT_NE(r.out.find("chosen by ringmaster: the library picked Prescott"), std::string::npos)
       << r.out;

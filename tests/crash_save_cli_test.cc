@@ -189,7 +189,7 @@ class CrashTrials {
     const auto r = run_cli(base_ + " --set run_dir=" + run_dir +
                                " --set checkpoint.async=" + (async ? "true" : "false"),
                            dir_.path(), io_fault(run_dir, journal, 0) + " " + kGuard);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     const std::string weights = test::slurp(run_dir + "/weights.bin");
     const std::map<int, double> losses = test::losses_by_step(run_dir + "/metrics.jsonl");
     ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
@@ -297,8 +297,8 @@ class CrashTrials {
                             " --set checkpoint.async=" + (async ? "true" : "false");
     make_checkpoints_dir(run_dir);
     const auto killed = run_cli(cmd, dir_.path(), k.env + " " + kGuard);
-    EXPECT_NE(killed.exit_code, 0) << "the job was not killed\n" << killed.out << killed.err;
-    EXPECT_NE(killed.exit_code, 124) << "hang: killed after 120 s\n" << killed.out << killed.err;
+    EXPECT_NE(killed.exit_code, 0) << "the job was not killed\n" << killed.err << killed.out;
+    EXPECT_NE(killed.exit_code, 124) << "hang: killed after 120 s\n" << killed.err << killed.out;
     if (!k.hit.empty()) {
       EXPECT_NE(killed.err.find(k.hit), std::string::npos)
           << "expected '" << k.hit << "': is the schedule of phase events out of date?\n"
@@ -340,7 +340,7 @@ class CrashTrials {
     }
 
     const auto again = run_cli(cmd, dir_.path(), kGuard);
-    EXPECT_EQ(again.exit_code, 0) << "the rerun failed\n" << again.out << again.err;
+    EXPECT_EQ(again.exit_code, 0) << "the rerun failed\n" << again.err << again.out;
     std::smatch m;
     const bool said_resuming =
         std::regex_search(again.out, m, std::regex(R"(resuming from \S+ \(step (\d+)\))"));

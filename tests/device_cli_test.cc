@@ -39,7 +39,7 @@ TEST_P(DeviceCli, CudaWithoutAGpuFailsAtStartUpAndWritesNothing) {
   const auto r = run_cli("run " + tiny_job(dir) + " --set parallel.backend=cuda --nproc " +
                              std::to_string(nproc),
                          dir.path());
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
   EXPECT_NE(r.err.find("parallel.backend is cuda, but no GPU is usable here"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("use parallel.backend: cpu"), std::string::npos) << r.err;
@@ -50,7 +50,7 @@ TEST_P(DeviceCli, AutoSaysItChoseTheCpuAndWhy) {
   TempDir dir;
   const int nproc = GetParam();
   const auto r = run_cli("run " + tiny_job(dir) + " --nproc " + std::to_string(nproc), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("compute cpu, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(auto: no GPU visible ("), std::string::npos) << r.out;
 }

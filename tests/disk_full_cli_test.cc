@@ -72,7 +72,7 @@ parallel: {threads_per_rank: 1, timeout_s: 20}
 TEST_F(DiskFull, SaveFailsWithExitOneAndRemovesItsPartialCheckpoint) {
   const std::string j = job();
   const auto r = run_cli("run " + j, dir_.path());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("needs "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" bytes are free on the filesystem of " + mount_point_ + "/run"),
@@ -84,7 +84,7 @@ TEST_F(DiskFull, SaveFailsWithExitOneAndRemovesItsPartialCheckpoint) {
   // The space came back: the rerun starts, resumes from step 10, and fails the same way.
   const auto again = run_cli("run " + j, dir_.path());
   EXPECT_EQ(again.exit_code, 1) << again.err;
-  EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.out << again.err;
+  EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.err << again.out;
   EXPECT_NE(again.out.find("step 10"), std::string::npos) << again.out;
 }
 
@@ -95,7 +95,7 @@ TEST_F(DiskFull, TwoRanksFailWithExitOneAndTheRerunResumes) {
   // Whichever rank runs out of space ends the job at once with the cause, not the other rank
   // timing out in its next collective (parallel.timeout_s is 20 s here) with the cause lost.
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(checkpoints() + "/step_00000010/manifest.json"));
@@ -103,7 +103,7 @@ TEST_F(DiskFull, TwoRanksFailWithExitOneAndTheRerunResumes) {
   // removes it (no live run writes it: the run lock) and resumes.
   const auto again = run_cli("run " + j + " --nproc 2", dir_.path());
   EXPECT_EQ(again.exit_code, 1) << again.err;
-  EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.out << again.err;
+  EXPECT_NE(again.out.find("resuming from"), std::string::npos) << again.err << again.out;
 }
 
 // A disk so small that rank 0's metrics.jsonl fills it mid-run (no checkpoint is due): that rank
@@ -126,7 +126,7 @@ parallel: {threads_per_rank: 1, timeout_s: 20}
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_cli("run " + j + " --nproc 2", dir_.path());
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.err.find("metrics.jsonl: write of"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;

@@ -65,7 +65,7 @@ TEST_P(MemoryCheckpoint, AKilledRankResumesFromMemoryAndLosesAtMostOneStep) {
                              " --set resilience.max_restarts=1 --set cluster.env.RM_TEST_FAULT=kill:" +
                              victim + ":7",
                          dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("resuming from memory (step 6; disk: step 4)"), std::string::npos) << r.out;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
@@ -94,7 +94,7 @@ TEST(MemoryCheckpointEarly, BeforeAnyDiskCheckpointTheRestartResumesFromMemory) 
                              " --set resilience.max_restarts=1 --set "
                              "cluster.env.RM_TEST_FAULT=kill:0:3",
                          dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("restart 1 of 1 from memory if newer, else the beginning"),
             std::string::npos)
       << r.out;
@@ -131,7 +131,7 @@ TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
     f.write(&c, 1);
   }
   const auto r = run_cli("run " + job + " --set run_dir=" + run, dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("resuming from memory (step 5; disk: step 4)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("slot 1 skipped: checksum mismatch"), std::string::npos) << r.out;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
@@ -151,7 +151,7 @@ TEST(MemoryCheckpointStale, AFreshRunNeverReadsAnEarlierRunsSegment) {
   ASSERT_NE(crashed.exit_code, 0) << crashed.out;
   ASSERT_TRUE(fs::exists(segment_path(run, 0)));
   const auto r = run_cli("run " + job + " --fresh --set run_dir=" + run, dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_EQ(r.out.find("resuming"), std::string::npos) << r.out;
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
   EXPECT_FALSE(fs::exists(segment_path(run, 0)));
@@ -162,7 +162,7 @@ TEST(MemoryCheckpointStale, AFreshRunNeverReadsAnEarlierRunsSegment) {
   ASSERT_NE(crashed2.exit_code, 0);
   fs::remove_all(run + "2");
   const auto r2 = run_cli("run " + job + " --set run_dir=" + run + "2", dir.path());
-  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  ASSERT_EQ(r2.exit_code, 0) << r2.err << r2.out;
   EXPECT_EQ(r2.out.find("resuming"), std::string::npos) << r2.out;
   EXPECT_FALSE(fs::exists(segment_path(run + "2", 0)));
 }

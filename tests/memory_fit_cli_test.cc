@@ -115,7 +115,7 @@ TEST(MemoryFitCli, TheIssuesJobIsRefusedByValidateAndRunAndNothingIsWritten) {
   const double host = fits_here ? 0.9 * m.total() : host_memory();
   for (const char* cmd : {"validate ", "run "}) {
     const auto r = run_cli(cmd + args, dir.path(), fits_here ? pin_host(host) : "");
-    EXPECT_EQ(r.exit_code, 2) << cmd << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 2) << cmd << r.err << r.out;
     EXPECT_NE(r.err.find(std::string(kJob) + ": needs " + describe_estimate(m)), std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("; this host has " + format_bytes(host) + "."), std::string::npos)
@@ -153,7 +153,7 @@ TEST(MemoryFitCli, WorkersStartedWithoutRunCheckTheirHost) {
   const auto r = run_cli("worker " + std::string(kJob) + set_flags(kHuge) + " --set run_dir=" +
                              run_dir,
                          dir.path(), env, "mpirun -np 2 --oversubscribe --allow-run-as-root");
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
   EXPECT_NE(r.err.find(std::string(kJob) + ": needs " + describe_estimate(m) +
                        " x 2 ranks on this host = "),
             std::string::npos)
@@ -176,7 +176,7 @@ TEST(MemoryFitCli, EverySuggestionForThisHostValidatesWhenApplied) {
   const std::string env = pin_host(host);
   const auto r =
       run_cli("validate " + std::string(kJob) + set_flags(sets) + " --nproc 2", dir.path(), env);
-  ASSERT_EQ(r.exit_code, 2) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 2) << r.err << r.out;
   const std::vector<std::string> ways = suggestions(r.err);
   ASSERT_FALSE(ways.empty()) << r.err;
   int applied = 0;
@@ -201,7 +201,7 @@ TEST(MemoryFitCli, OnTheCudaBackendTheGpuIsChecked) {
   std::snprintf(small, sizeof small, "RM_TEST_GPU_MEMORY=%.0f", m.device / 2);
   std::snprintf(large, sizeof large, "RM_TEST_GPU_MEMORY=%.0f", m.device * 2);
   const auto refused = run_cli("validate " + job, dir.path(), small);
-  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_EQ(refused.exit_code, 2) << refused.err << refused.out;
   EXPECT_NE(refused.err.find(" on its GPU; a GPU here has " + format_bytes(m.device / 2)),
             std::string::npos)
       << refused.err;
@@ -282,7 +282,7 @@ TEST(MemoryFitCli, TheEstimateMatchesThePeakResidentMemoryOfRealRuns) {
         const auto r = run_cli("run " + std::string(kJob) + set_flags(sets) + " --fresh --nproc " +
                                    std::to_string(ranks),
                                dir.path());
-        ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+        ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
         const double measured = peak_rss_mib(dir.file("run"));
         const double estimated = m.rss() / kMiB;
         std::printf("%-10s %-9s %5d %12.1f %12.1f %7.2f\n", shape.name, mode.c_str(), ranks,
@@ -312,7 +312,7 @@ TEST(MemoryFitCli, TheFinalWeightsAreWrittenWithoutACopyOfTheModel) {
     const auto r = run_cli("run " + std::string(kJob) + set_flags(sets) + " --fresh --nproc " +
                                std::to_string(ranks),
                            dir.path());
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     double finished = -1;
     for (const auto& e : read_json_lines(dir.file("run") + "/events.jsonl")) {
       if (e.value("event", "") == "finished") finished = e.value("peak_rss_mib", -1.0);

@@ -42,7 +42,7 @@ TEST(MultiRankCli, TwoRanksTrainLikeOne) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const auto two = run_cli("run " + job + " --nproc 2 --set parallel.shard=optimizer",
                            dir.path());
-  ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+  ASSERT_EQ(two.exit_code, 0) << two.err << two.out;
   EXPECT_NE(two.out.find("2 ranks"), std::string::npos) << two.out;
   const auto a = losses(dir.file("one/metrics.jsonl")), b = losses(dir.file("run/metrics.jsonl"));
   ASSERT_EQ(a.size(), 12u);

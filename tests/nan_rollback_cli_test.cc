@@ -55,7 +55,7 @@ class NanRollback : public ::testing::Test {
 
 TEST_F(NanRollback, BadStepRetriesOnTheNextBatch) {
   const auto r = run_cli(run_args("rolled"), dir_.path(), "RM_TEST_FAULT=nan:0:7");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step 7: non-finite loss; rolling back"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("resuming from " + dir_.file("rolled/checkpoints/step_00000004")),
             std::string::npos) << r.out;
@@ -79,7 +79,7 @@ TEST_F(NanRollback, SkipSurvivesACrashAndResume) {
                               "RM_TEST_FAULT=nan:0:7,kill:0:11");
   EXPECT_NE(killed.exit_code, 0);
   const auto resumed = run_cli(run_args("killed"), dir_.path());
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
   EXPECT_NE(resumed.out.find("step_00000008"), std::string::npos) << resumed.out;
   EXPECT_EQ(test::slurp(dir_.file("killed/weights.bin")), test::slurp(dir_.file("rolled/weights.bin")));
   EXPECT_EQ(losses(dir_.file("killed/metrics.jsonl"), 12),
@@ -90,7 +90,7 @@ TEST_F(NanRollback, SkipSurvivesACrashAndResume) {
 TEST_F(NanRollback, OneRankOfTwo) {
   ASSERT_EQ(run_cli(run_args("rolled"), dir_.path(), "RM_TEST_FAULT=nan:0:7").exit_code, 0);
   const auto r = run_cli(run_args("two", 2), dir_.path(), "RM_TEST_FAULT=nan:1:7");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("rolling back"), std::string::npos) << r.out;
   const auto one = losses(dir_.file("rolled/metrics.jsonl"), 12);
   const auto two = losses(dir_.file("two/metrics.jsonl"), 12);
@@ -104,7 +104,7 @@ TEST_F(NanRollback, PersistentDivergenceGivesUp) {
                              " --set optimizer.lr=1e30 --set optimizer.warmup_steps=0"
                              " --set checkpoint.every=1 --set optimizer.grad_clip=0",
                          dir_.path());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.err.find("again after 3 rollbacks at this step"), std::string::npos) << r.err;
 }
 

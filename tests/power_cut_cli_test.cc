@@ -126,7 +126,7 @@ TEST_P(PowerCutCli, EveryCallOfASaveSurvivesAPowerCutAndResumesExactly) {
   const std::string base = "run " + job + " --nproc " + std::to_string(c.ranks) +
                            " --set checkpoint.async=" + (c.async ? "true" : "false");
   const auto straight = run_cli(base + " --set run_dir=" + dir.file("straight"), dir.path(), kGuard);
-  ASSERT_EQ(straight.exit_code, 0) << straight.out << straight.err;
+  ASSERT_EQ(straight.exit_code, 0) << straight.err << straight.out;
   const Want want{test::slurp(dir.file("straight/weights.bin")),
                   test::losses_by_step(dir.file("straight/metrics.jsonl"))};
   ASSERT_EQ(want.losses.size(), static_cast<size_t>(kSteps));
@@ -142,15 +142,15 @@ TEST_P(PowerCutCli, EveryCallOfASaveSurvivesAPowerCutAndResumesExactly) {
         fault_env(run_dir, journal, "count_under=" + run_dir + "/checkpoints start_at=step_00000004 at=" +
                                         std::to_string(at) + " rank=" + std::to_string(c.cut_rank));
     const auto cut = run_cli(cmd, dir.path(), fault + " " + kGuard);
-    ASSERT_NE(cut.exit_code, 124) << "hang\n" << cut.out << cut.err;
+    ASSERT_NE(cut.exit_code, 124) << "hang\n" << cut.err << cut.out;
     const std::vector<test::JournalCall> calls =
         test::read_fault_journal(journal).rank(c.cut_rank).calls;
     if (static_cast<int>(calls.size()) < at) {
       // No call number `at`: the save has fewer calls, and this run must have finished.
-      ASSERT_EQ(cut.exit_code, 0) << cut.out << cut.err;
+      ASSERT_EQ(cut.exit_code, 0) << cut.err << cut.out;
       break;
     }
-    ASSERT_NE(cut.exit_code, 0) << cut.out << cut.err;
+    ASSERT_NE(cut.exit_code, 0) << cut.err << cut.out;
     const std::string kind = calls[at - 1].kind, path = calls[at - 1].path;
     ++hit_kinds[kind];
     int64_t newest = -1;
@@ -194,7 +194,7 @@ TEST(PowerCutCli, RemovingAnyFsyncOfTheCommitPathIsCaught) {
   const std::string ref_dir = dir.file("reference"), ref_journal = dir.file("reference.log");
   const auto ref = run_cli(base + " --set run_dir=" + ref_dir, dir.path(),
                            fault_env(ref_dir, ref_journal, "") + " " + kGuard);
-  ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
+  ASSERT_EQ(ref.exit_code, 0) << ref.err << ref.out;
   const Want want{test::slurp(ref_dir + "/weights.bin"),
                   test::losses_by_step(ref_dir + "/metrics.jsonl")};
   const std::vector<test::JournalCall> all = test::read_fault_journal(ref_journal).rank(0).calls;

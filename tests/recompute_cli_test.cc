@@ -45,7 +45,7 @@ checkpoint: {every: 0}
                                " --set run_dir=" + dir.file(std::string("run-") + recompute) +
                                " --nproc 2",
                            dir.path());
-    ASSERT_EQ(r.exit_code, 0) << recompute << "\n" << r.out << r.err;
+    ASSERT_EQ(r.exit_code, 0) << recompute << "\n" << r.err << r.out;
   }
   const std::string kept = dir.file("run-false"), again = dir.file("run-true");
   EXPECT_EQ(test::losses_by_step(kept + "/metrics.jsonl"),
@@ -99,7 +99,7 @@ parallel: {threads_per_rank: 1}
     const auto r = run_cli("run " + job + " --set model.recompute=" +
                                (recompute ? "true" : "false") + " --set run_dir=" + run_dir,
                            dir.path());
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     EXPECT_TRUE(test::each_step_once(run_dir + "/metrics.jsonl", 2));
     const JobConfig recorded = load_job(run_dir + "/config.yaml", {}, 1);
     EXPECT_EQ(recorded.model.recompute, recompute) << "config.yaml of " << run_dir;

@@ -77,7 +77,7 @@ TEST_P(ReshardCli, KilledRunResumesOnOtherRanksInAnotherShardMode) {
   const std::string from = "run " + job + " --nproc " + std::to_string(mv.from_ranks) +
                            " --set parallel.shard=" + mv.from_shard;
   const auto straight = run_cli(from, dir.path(), kEnv);
-  ASSERT_EQ(straight.exit_code, 0) << straight.out << straight.err;
+  ASSERT_EQ(straight.exit_code, 0) << straight.err << straight.out;
 
   // Synchronous saves in the run that is killed, so that step 4's checkpoint is surely
   // committed before the kill at step 7 (as in resume_cli_test); the resumed run saves
@@ -85,7 +85,7 @@ TEST_P(ReshardCli, KilledRunResumesOnOtherRanksInAnotherShardMode) {
   const std::string run_dir = dir.file("moved");
   const auto killed = run_cli(from + " --set run_dir=" + run_dir + " --set checkpoint.async=false",
                               dir.path(), "RM_TEST_FAULT=kill:0:7 " + kEnv);
-  ASSERT_NE(killed.exit_code, 0) << killed.out << killed.err;
+  ASSERT_NE(killed.exit_code, 0) << killed.err << killed.out;
   const Manifest written = load_manifest(checkpoint_path(run_dir, 4));
   EXPECT_EQ(written.world_size, mv.from_ranks);
   EXPECT_EQ(written.shard_mode, mv.from_shard);
@@ -94,7 +94,7 @@ TEST_P(ReshardCli, KilledRunResumesOnOtherRanksInAnotherShardMode) {
       run_cli("run " + job + " --set run_dir=" + run_dir + " --nproc " +
                   std::to_string(mv.to_ranks) + " --set parallel.shard=" + mv.to_shard,
               dir.path(), kEnv);
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
   EXPECT_NE(resumed.out.find("resuming from " + checkpoint_path(run_dir, 4) + " (step 4)"),
             std::string::npos)
       << resumed.out;

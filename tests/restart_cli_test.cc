@@ -44,7 +44,7 @@ TEST_P(Restart, KilledRankIsRestartedFromTheCheckpoint) {
       "run " + job + np + " --fresh --set run_dir=" + run +
           " --set resilience.max_restarts=2 --set cluster.env.RM_TEST_FAULT=kill:" + victim + ":7",
       dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("restart 1 of 2 from " + run + "/checkpoints/step_00000004"),
             std::string::npos)
       << r.out;
@@ -79,7 +79,7 @@ TEST(RestartLimit, RepeatedFailureGivesUp) {
                              " --set optimizer.lr=1e30 --set optimizer.warmup_steps=0"
                              " --set optimizer.grad_clip=0 --set resilience.max_restarts=2",
                          dir.path());
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   EXPECT_NE(r.out.find("restart 2 of 2 from the beginning"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("after 2 restarts (resilience.max_restarts); giving up"), std::string::npos)
       << r.err;

@@ -72,7 +72,7 @@ TEST_P(SaveErrorCli, ContinueTrainsOnAndStopExits1) {
   const std::string base = "run " + job_file(dir) + " --nproc " + std::to_string(c.ranks) +
                            " --set checkpoint.async=" + (c.async ? "true" : "false");
   const auto straight = run_cli(base + " --set run_dir=" + dir.file("straight"), dir.path(), kGuard);
-  ASSERT_EQ(straight.exit_code, 0) << straight.out << straight.err;
+  ASSERT_EQ(straight.exit_code, 0) << straight.err << straight.out;
   const std::string want_weights = test::slurp(dir.file("straight/weights.bin"));
 
   {
@@ -81,7 +81,7 @@ TEST_P(SaveErrorCli, ContinueTrainsOnAndStopExits1) {
                            dir.path(),
                            fail_first_fsync_of_step_2(run_dir, dir.file("j1.log"), c.fault_rank) +
                                " " + kGuard);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     EXPECT_NE(r.err.find("warning: a checkpoint save failed"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
     const Left l = scan(run_dir);
@@ -97,7 +97,7 @@ TEST_P(SaveErrorCli, ContinueTrainsOnAndStopExits1) {
     const auto r = run_cli(base + " --set run_dir=" + run_dir, dir.path(),  // stop: the default
                            fail_first_fsync_of_step_2(run_dir, dir.file("j2.log"), c.fault_rank) +
                                " " + kGuard);
-    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
     EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
     const Left l = scan(run_dir);
     EXPECT_TRUE(l.committed.empty());

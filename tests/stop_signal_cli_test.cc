@@ -117,7 +117,7 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   char name[32];
   std::snprintf(name, sizeof name, "/checkpoints/step_%08d", stopped_at);
   const auto verify = run_cli("ckpt verify " + run + name, dir.path());
-  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  EXPECT_EQ(verify.exit_code, 0) << verify.err << verify.out;
   // events.jsonl says which signal stopped it, and after which step. The launcher passes
   // SIGTERM and SIGINT on as SIGUSR1; a rank that was not signalled itself says so.
   const std::string events = test::slurp(run + "/events.jsonl");
@@ -129,7 +129,7 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
       << events;
 
   const auto resumed = run_cli(args, dir.path());
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
   EXPECT_NE(resumed.out.find(std::string("resuming from ") + run + name), std::string::npos)
       << resumed.out;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")))
