@@ -1,6 +1,7 @@
 // resilience.on_nan: rollback through the real binary: a step with a non-finite loss rolls the
-// run back to its newest verified checkpoint, the bad step trains on the next batch instead,
-// the skip survives a crash and resume, and a run that keeps diverging gives up loudly.
+// run back to its newest verified checkpoint (in memory when checkpoint.memory_every has one),
+// the bad step trains on the next batch instead, the skip survives a crash and resume, and a run
+// that keeps diverging gives up loudly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -83,6 +84,31 @@ TEST_F(NanRollback, SkipSurvivesACrashAndResume) {
   EXPECT_NE(resumed.out.find("step_00000008"), std::string::npos) << resumed.out;
   EXPECT_EQ(test::slurp(dir_.file("killed/weights.bin")), test::slurp(dir_.file("rolled/weights.bin")));
   EXPECT_EQ(losses(dir_.file("killed/metrics.jsonl"), 12),
+            losses(dir_.file("rolled/metrics.jsonl"), 12));
+}
+
+// With checkpoint.memory_every: 1 the rollback takes the step before the bad one from memory,
+// not step 4 from disk: only the bad step is recomputed, and the run trains on as the disk
+// rollback's did. Killed later, the rerun resumes from memory holding the skip.
+TEST_F(NanRollback, FromMemoryOnlyTheBadStepIsLostAndTheSkipIsKept) {
+  ASSERT_EQ(run_cli(run_args("rolled"), dir_.path(), "RM_TEST_FAULT=nan:0:7").exit_code, 0);
+  const std::string memory = " --set checkpoint.memory_every=1 --set checkpoint.async=false";
+  const auto killed =
+      run_cli(run_args("memory") + memory, dir_.path(), "RM_TEST_FAULT=nan:0:7,kill:0:11");
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_NE(killed.out.find("step 7: non-finite loss; rolling back"), std::string::npos)
+      << killed.out;
+  EXPECT_NE(killed.out.find("resuming from memory (step 6; disk: step 4)"), std::string::npos)
+      << killed.out;
+  EXPECT_EQ(killed.out.find("step_00000004 (step 4)"), std::string::npos) << killed.out;
+
+  const auto resumed = run_cli(run_args("memory") + memory, dir_.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
+  EXPECT_NE(resumed.out.find("resuming from memory (step 10; disk: step 8)"), std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(test::slurp(dir_.file("memory/weights.bin")),
+            test::slurp(dir_.file("rolled/weights.bin")));
+  EXPECT_EQ(losses(dir_.file("memory/metrics.jsonl"), 12),
             losses(dir_.file("rolled/metrics.jsonl"), 12));
 }
 

@@ -316,7 +316,8 @@ void Trainer::roll_back(const StepMetrics& bad) {
   if (rank0) {
     if (options_.console != nullptr) options_.console->clear();
     std::printf("ringmaster: step %lld: non-finite %s; rolling back to the newest verified "
-                "checkpoint, and step %lld will train on the next batch instead\n",
+                "checkpoint (in memory or on disk), and step %lld will train on the next batch "
+                "instead\n",
                 static_cast<long long>(bad.step),
                 std::isfinite(bad.loss) ? "gradient norm" : "loss",
                 static_cast<long long>(bad.step));
@@ -324,12 +325,27 @@ void Trainer::roll_back(const StepMetrics& bad) {
     append_run_event(job_.run_dir, "nan_rollback",
                      {{"step", bad.step}, {"what", std::isfinite(bad.loss) ? "grad_norm" : "loss"}});
   }
-  // In-memory checkpoints newer than the disk one hold the batches as they were before this
-  // skip: a restart must not bring them back.
-  if (memory_) memory_->discard();
   progress_.enter(Phase::kCheckpointWait);
   checkpoints_->wait();  // the newest save must be on disk before choosing
   progress_.enter(Phase::kCheckpointLoad);
+  // From memory when every rank holds a step at least as new as the disk's: the rollback then
+  // costs the bad step alone, not the steps since the last disk checkpoint. Every step held is
+  // before the bad one (its update never ran), so it trained on the batches the skip keeps; only
+  // its record of skipped batches lacks this skip, as a disk checkpoint's would, until the next
+  // save writes the new list.
+  if (memory_) {
+    const MemoryCheckpoints::Agreed held = memory_->agree_on_step();
+    const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
+    if (held.step && *held.step >= disk && *held.step < bad.step) {
+      resume_from_memory(*held.step, held.account, disk);
+      skipped_batches_.push_back(bad.step - 1);
+      if (rank0 && options_.metrics) options_.metrics->rewind(next_step_);
+      return;
+    }
+    // Rolling back to disk: the segments go, as before memory was consulted, so that a restart
+    // never prefers a slot some rank held past the disk's step, whose record lacks this skip.
+    memory_->discard();
+  }
   const int64_t steps_done = checkpoints_->resume("");
   if (steps_done == 0) {
     throw std::runtime_error("step " + std::to_string(bad.step) + ": non-finite loss or "
