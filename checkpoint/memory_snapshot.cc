@@ -1,5 +1,6 @@
 #include "checkpoint/memory_snapshot.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,7 +24,7 @@ namespace rm {
 namespace {
 
 constexpr char kSnapshotMagic[8] = {'R', 'M', 'M', 'E', 'M', 'C', 'K', '1'};
-constexpr uint32_t kVersion = 2;  // 2: XXH3 checksums (1: XXH64)
+constexpr uint32_t kVersion = 3;  // 3: the home recorded; 2: XXH3 checksums (1: XXH64)
 constexpr size_t kPage = 4096;
 constexpr size_t kChunk = size_t{1} << 20;  // copied, then hashed while still in cache
 
@@ -58,6 +59,8 @@ struct SegmentHeader {
   uint64_t owner;
   uint64_t capacity;
   SlotHeader slots[2];
+  uint64_t home_bytes;  // 0: no home
+  char home[MemorySnapshot::kMaxHomeBytes];
 };
 static_assert(sizeof(SegmentHeader) <= kPage, "the header fits its page");
 
@@ -150,7 +153,8 @@ char* MemorySnapshot::slot_data(int slot) const {
   return static_cast<char*>(base_) + kPage + static_cast<size_t>(slot) * slot_stride(capacity_);
 }
 
-MemorySnapshot MemorySnapshot::create(const std::string& name, uint64_t owner, size_t capacity) {
+MemorySnapshot MemorySnapshot::create(const std::string& name, uint64_t owner, size_t capacity,
+                                      const std::string& home) {
   check_name(name);
   std::string why;
   if (std::optional<MemorySnapshot> same = open(name, owner, capacity, &why)) {
@@ -186,6 +190,10 @@ MemorySnapshot MemorySnapshot::create(const std::string& name, uint64_t owner, s
   h->header_bytes = static_cast<uint32_t>(kPage);
   h->owner = owner;
   h->capacity = capacity;
+  if (!home.empty() && home.size() <= kMaxHomeBytes && home[0] == '/') {
+    std::memcpy(h->home, home.data(), home.size());
+    h->home_bytes = home.size();
+  }
   std::memcpy(h->magic, kSnapshotMagic, sizeof kSnapshotMagic);  // last: a half-made header is not ours
   return MemorySnapshot(name, base, bytes, capacity);
 }
@@ -237,6 +245,54 @@ std::optional<MemorySnapshot> MemorySnapshot::open(const std::string& name, uint
 void MemorySnapshot::remove(const std::string& name) {
   check_name(name);
   if (shm_unlink(name.c_str()) != 0 && errno != ENOENT) fail(name, "shm_unlink failed", errno);
+}
+
+namespace {
+
+// The home recorded in the segment `name` when it is one of this version's; "" otherwise.
+std::string home_of(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return "";
+  SegmentHeader h{};
+  const ssize_t n = pread(fd, &h, sizeof h, 0);
+  close(fd);
+  if (n != static_cast<ssize_t>(sizeof h) ||
+      std::memcmp(h.magic, kSnapshotMagic, sizeof kSnapshotMagic) != 0 || h.version != kVersion ||
+      h.header_bytes != kPage || h.home_bytes == 0 || h.home_bytes > sizeof h.home ||
+      h.home[0] != '/') {
+    return "";
+  }
+  return std::string(h.home, h.home_bytes);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+std::vector<std::string> MemorySnapshot::remove_orphans(const std::string& prefix) {
+  std::vector<std::string> removed;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return removed;
+  std::vector<std::string> names;
+  while (const dirent* e = readdir(dir)) {
+    const std::string name = std::string("/") + e->d_name;
+    if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
+  }
+  closedir(dir);
+  for (const std::string& name : names) {
+    std::string home = home_of(name);
+    while (home.size() > 1 && home.back() == '/') home.pop_back();
+    if (home.size() < 2) continue;
+    const std::string parent = home.substr(0, std::max<size_t>(home.rfind('/'), 1));
+    struct stat st{};
+    if (stat(home.c_str(), &st) == 0 || errno != ENOENT || !is_directory(parent)) continue;
+    if (shm_unlink(name.c_str()) == 0) removed.push_back(name + " (" + home + ")");
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 int MemorySnapshot::begin_write(size_t bytes) {

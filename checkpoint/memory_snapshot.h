@@ -18,6 +18,10 @@
 // (another job, or another rank count or layout: the caller's identity) is never read; a slot
 // that fails its checksum is never used, and restore() says which slot it skipped and why.
 //
+// A segment records its home: the directory of the run it belongs to. A run that crashed and is
+// never run again would leave its segments until the host reboots; once its home is gone they
+// are orphans, which remove_orphans() removes (every rank start sweeps its host).
+//
 // Not thread-safe: one thread saves into a segment at a time; readers run after the writer has
 // gone (another process, or a restart).
 #pragma once
@@ -42,13 +46,22 @@ class MemorySnapshot {
   // recreating it when the one there belongs to another owner or has another capacity (whose
   // content is then never read). Throws IoError naming the segment when it cannot be made, or
   // when /dev/shm has too little room (named in the message, with the bytes needed).
-  static MemorySnapshot create(const std::string& name, uint64_t owner, size_t capacity);
+  // home: an absolute directory whose removal makes the segment an orphan; "" (or a path over
+  // kMaxHomeBytes): none, the segment is never removed as an orphan.
+  static MemorySnapshot create(const std::string& name, uint64_t owner, size_t capacity,
+                               const std::string& home = "");
   // Opens an existing segment to read; nullopt when there is none or it cannot be used, with
   // the reason in *why ("no segment", "another job's segment (owner ...)", ...).
   static std::optional<MemorySnapshot> open(const std::string& name, uint64_t owner,
                                             size_t capacity, std::string* why);
   // Removes the segment (no error if there is none).
   static void remove(const std::string& name);
+  // Removes the segments in /dev/shm whose names start with `prefix` (a shm_open name's start,
+  // "/ringmaster-"), made by this version, whose home is gone: the home's parent directory is
+  // there and the home is not (so a file system not mounted yet orphans nothing). Returns
+  // "<name> (<home>)" for each one removed. Segments it cannot read are left alone.
+  static std::vector<std::string> remove_orphans(const std::string& prefix);
+  static constexpr size_t kMaxHomeBytes = 3072;
 
   MemorySnapshot(MemorySnapshot&& other) noexcept;
   MemorySnapshot& operator=(MemorySnapshot&& other) noexcept;

@@ -13,10 +13,13 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "testing/temp_dir.h"
 
 namespace rm {
 namespace {
@@ -154,6 +157,36 @@ TEST(MemorySnapshot, AnotherOwnersOrAnotherSizesSegmentIsNeverRead) {
   EXPECT_EQ(same.verified_steps(), (std::vector<int64_t>{6}));
   EXPECT_FALSE(MemorySnapshot::open(memory_snapshot_name(test_key(4), 0), 2222, 8192, &why));
   EXPECT_EQ(why, "no segment");
+}
+
+// A segment whose run directory is gone is an orphan, removed by remove_orphans(); one whose
+// directory is there, whose directory's parent is gone too (a file system not mounted), or that
+// has no home, stays.
+TEST(MemorySnapshot, OrphansAreSegmentsWhoseHomeIsGone) {
+  TempDir dir;
+  const std::string kept_home = dir.file("live"), gone_home = dir.file("crashed");
+  std::filesystem::create_directories(kept_home);
+  std::filesystem::create_directories(gone_home);
+  const std::string kept = memory_snapshot_name(test_key(20), 0);
+  const std::string gone = memory_snapshot_name(test_key(21), 0);
+  const std::string unmounted = memory_snapshot_name(test_key(22), 0);
+  const std::string homeless = memory_snapshot_name(test_key(23), 0);
+  SegmentGuard g1(kept), g2(gone), g3(unmounted), g4(homeless);
+  MemorySnapshot::create(kept, 1, 4096, kept_home);
+  MemorySnapshot::create(gone, 1, 4096, gone_home + "/");
+  MemorySnapshot::create(unmounted, 1, 4096, dir.file("not-mounted/run"));
+  MemorySnapshot::create(homeless, 1, 4096);
+  // "/ringmaster-" and the key's digits of this process's pid: only this test's segments.
+  const std::string prefix = memory_snapshot_name(test_key(2), 0).substr(0, 24);
+
+  EXPECT_TRUE(MemorySnapshot::remove_orphans(prefix).empty());  // every home is still there
+  std::filesystem::remove(gone_home);
+  const std::vector<std::string> removed = MemorySnapshot::remove_orphans(prefix);
+  EXPECT_EQ(removed, (std::vector<std::string>{gone + " (" + gone_home + ")"}));
+  EXPECT_TRUE(segments_in_dev_shm(gone).empty());
+  for (const std::string& name : {kept, unmounted, homeless}) {
+    EXPECT_EQ(segments_in_dev_shm(name).size(), 1u) << name;
+  }
 }
 
 TEST(MemorySnapshot, AFlippedByteIsCaughtAndTheOtherSlotIsUsed) {

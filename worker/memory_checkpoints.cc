@@ -38,6 +38,20 @@ void held_steps(const MemorySnapshot& snap, double* out, const std::string& what
   }
 }
 
+std::string remove_orphaned_memory_checkpoints() {
+  const std::vector<std::string> removed = MemorySnapshot::remove_orphans("/ringmaster-");
+  if (removed.empty()) return "";
+  std::string line = "removed " + std::to_string(removed.size()) + " in-memory checkpoint segment" +
+                     (removed.size() == 1 ? "" : "s") +
+                     " of runs whose directory is gone, from /dev/shm: ";
+  constexpr size_t kNamed = 3;
+  for (size_t i = 0; i < removed.size() && i < kNamed; ++i) {
+    line += (i == 0 ? "" : ", ") + removed[i];
+  }
+  if (removed.size() > kNamed) line += " and " + std::to_string(removed.size() - kNamed) + " more";
+  return line;
+}
+
 MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
                                   const std::vector<size_t>& slice_counts, int rank, bool replica) {
   const std::string dir = std::filesystem::absolute(run_dir).lexically_normal().string();
@@ -45,6 +59,7 @@ MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
   const size_t floats = 3 * slice_counts.at(static_cast<size_t>(rank));
   id.capacity = kMetaWords * sizeof(int64_t) + floats * sizeof(float);
   id.name = memory_snapshot_name(hash_text(dir), rank) + (replica ? "-replica" : "");
+  id.home = dir;
   id.owner = hash_text(dir + "|" + (replica ? "replica of rank " : "rank ") +
                        std::to_string(rank) + " of " + std::to_string(slice_counts.size()) +
                        "|shard " + choice_name(shard) + "|floats " + std::to_string(id.capacity));
@@ -58,6 +73,7 @@ MemoryCheckpoints::MemoryCheckpoints(const JobConfig& job, ShardedState& state, 
                                                 state_.slice_counts(), comm_.rank(), false);
   name_ = own.name;
   owner_ = own.owner;
+  home_ = own.home;
   for (const ShardedState::LocalPart& p : state_.own_slices()) floats_ += p.floats;
   if (host_of_rank.size() == static_cast<size_t>(comm_.size())) {
     ring_ = replica_ring(host_of_rank);
@@ -83,7 +99,9 @@ MemoryCheckpoints::~MemoryCheckpoints() {
 }
 
 void MemoryCheckpoints::open_replica() {
-  if (!replica_) replica_ = MemorySnapshot::create(replica_name_, replica_owner_, capacity_of(kept_));
+  if (!replica_) {
+    replica_ = MemorySnapshot::create(replica_name_, replica_owner_, capacity_of(kept_), home_);
+  }
 }
 
 // Messages of at most this many bytes (MPI counts are ints).
@@ -165,7 +183,7 @@ void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& ski
       dst += p.floats;
     }
   }
-  if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity());
+  if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity(), home_);
   snapshot_->save(steps_done, parts);  // ...and does not: it writes the other one
   if (!ring_.on()) return;
   open_replica();
@@ -260,7 +278,7 @@ std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
     works.clear();
     const bool coming = fetch && in[0] == step && static_cast<size_t>(in[1]) == capacity();
     if (coming) {
-      if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity());
+      if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity(), home_);
       post_pieces(works, /*send=*/false, snapshot_->begin_receive(capacity()), capacity(), keeper_);
     }
     if (slot) post_pieces(works, /*send=*/true, const_cast<char*>(slot->data), slot->bytes, kept_);

@@ -57,6 +57,7 @@ struct MemorySegmentId {
   std::string name;
   uint64_t owner = 0;
   size_t capacity = 0;
+  std::string home;  // the run directory, absolute: once it is gone, the segment is an orphan
 };
 MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
                                   const std::vector<size_t>& slice_counts, int rank, bool replica);
@@ -66,6 +67,11 @@ MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
 // "; <what>slot N skipped: <why>". Reads every byte of both slots.
 void held_steps(const MemorySnapshot& snap, double* out, const std::string& what,
                 std::string* skipped);
+
+// Removes this host's segments of runs whose directory is gone (a run that crashed and was never
+// run again; MemorySnapshot::remove_orphans) and returns a line saying which, "" when none. One
+// rank a host calls it at start, whether or not its job keeps checkpoints in memory.
+std::string remove_orphaned_memory_checkpoints();
 
 class MemoryCheckpoints {
  public:
@@ -138,6 +144,7 @@ class MemoryCheckpoints {
   Communicator& comm_;
   std::string name_;
   uint64_t owner_ = 0;
+  std::string home_;  // the run directory, absolute (MemorySegmentId::home)
   size_t floats_ = 0;  // own_slices() added up, fixed for the run
   std::optional<MemorySnapshot> snapshot_;  // opened at the first save or agreement
   std::vector<float> staging_;             // device backends: the state on its way

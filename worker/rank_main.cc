@@ -29,6 +29,7 @@
 #include "planning/gemm_rate.h"
 #include "worker/fault_injection.h"
 #include "worker/job_preparation.h"
+#include "worker/memory_checkpoints.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/rank_devices.h"
 #include "worker/startup_agreement.h"
@@ -146,6 +147,16 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   options.compute = devices.compute.get();
   options.host_comm = devices.host_comm.get();
   if (mpi != nullptr) options.host_of_rank = mpi->host_of_rank();
+  // One rank a host clears what crashed runs left in its /dev/shm once their directory is gone,
+  // whether or not this job keeps checkpoints in memory: nothing else would before a reboot.
+  if (mpi == nullptr || mpi->local_rank() == 0) {
+    const std::string swept = remove_orphaned_memory_checkpoints();
+    if (!swept.empty()) {
+      const std::string who = rank0 ? "" : "rank " + std::to_string(rank) + ": ";
+      std::printf("ringmaster: %s%s\n", who.c_str(), swept.c_str());
+      std::fflush(stdout);
+    }
+  }
   Trainer trainer(job, data, comm, options);
   trainer.enable_checkpoints(to_yaml(job));
   if (start == kStartNew) trainer.discard_memory_checkpoints();
