@@ -2,8 +2,9 @@
 // (worker/memory_checkpoints.h): a rank killed mid-run is restarted by `run` from the step
 // before the kill, held in memory, not from the older disk checkpoint, and the run ends bit for
 // bit on the uninterrupted run's weights; a flipped byte in the newest slot is caught and the
-// older slot used, named; --fresh never reads an earlier run's segments; a run that finishes
-// leaves none.
+// older slot used, named; two failures in a row each cost one step; --fresh never reads an
+// earlier run's segments; a run that finishes leaves none, and a crashed run's go once its
+// directory is removed.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -82,6 +83,29 @@ INSTANTIATE_TEST_SUITE_P(RanksAndModes, MemoryCheckpoint,
                          ::testing::Values(std::make_tuple(1, "none"), std::make_tuple(2, "none"),
                                            std::make_tuple(2, "optimizer"),
                                            std::make_tuple(2, "full")));
+
+// Two failures in a row: rank 0 killed at step 6, then, in the restart from memory, rank 1
+// killed at step 8 (RM_TEST_FAULT's @1: the first restart). Each restart resumes from memory at
+// the step before its kill, and the run ends on the uninterrupted run's weights, bit for bit.
+TEST(MemoryCheckpointTwice, TwoFailuresInARowEachCostOneStep) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + np(2), dir.path()).exit_code, 0);
+  const std::string run = dir.file("twice");
+  const auto r = run_cli("run " + job + np(2) + " --set run_dir=" + run +
+                             " --set resilience.max_restarts=2"
+                             " --set cluster.env.RM_TEST_FAULT=kill:0:6,kill:1:8@1",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const size_t first = r.out.find("resuming from memory (step 5; disk: step 4)");
+  const size_t second = r.out.find("resuming from memory (step 7; disk: step 4)");
+  EXPECT_NE(first, std::string::npos) << r.out;
+  EXPECT_NE(second, std::string::npos) << r.out;
+  EXPECT_LT(first, second) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+  for (int k = 0; k < 2; ++k) EXPECT_FALSE(fs::exists(segment_path(run, k))) << "rank " << k;
+}
 
 // Before the first disk checkpoint the restart does not start over (`run` restarted with --fresh
 // when no checkpoint verified, which would discard the segments).
@@ -165,6 +189,43 @@ TEST(MemoryCheckpointStale, AFreshRunNeverReadsAnEarlierRunsSegment) {
   ASSERT_EQ(r2.exit_code, 0) << r2.err << r2.out;
   EXPECT_EQ(r2.out.find("resuming"), std::string::npos) << r2.out;
   EXPECT_FALSE(fs::exists(segment_path(run + "2", 0)));
+}
+
+// A run that crashed and is never run again leaves its segments; once its directory is gone, the
+// next run on the host -- any job, memory checkpoints or not -- removes them, and only them.
+TEST(MemoryCheckpointOrphans, ACrashedRunsSegmentsGoOnceItsDirectoryIsGone) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string orphan = dir.file("orphan"), kept = dir.file("kept");
+  for (const std::string& run : {orphan, kept}) {
+    const auto crashed = run_cli("run " + job + np(2) + " --set run_dir=" + run +
+                                     " --set cluster.env.RM_TEST_FAULT=kill:0:5",
+                                 dir.path());
+    ASSERT_NE(crashed.exit_code, 0) << crashed.out;
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(fs::exists(segment_path(run, r))) << run << " " << r;
+  }
+  fs::remove_all(orphan);
+  const auto other = run_cli("run " + job + " --set run_dir=" + dir.file("other") +
+                                 " --set checkpoint.memory_every=0 --set train.steps=2",
+                             dir.path());
+  ASSERT_EQ(other.exit_code, 0) << other.err << other.out;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(fs::exists(segment_path(orphan, r))) << "an orphan left: rank " << r;
+    EXPECT_TRUE(fs::exists(segment_path(kept, r))) << "a live directory's segment removed";
+  }
+  // The line names what went -- unless a test running beside this one swept it first.
+  if (other.out.find("of runs whose directory is gone") != std::string::npos) {
+    EXPECT_NE(other.out.find("removed 2 in-memory checkpoint segments of runs whose directory is "
+                             "gone, from /dev/shm: "),
+              std::string::npos)
+        << other.out;
+    EXPECT_NE(other.out.find(" (" + orphan + ")"), std::string::npos) << other.out;
+  }
+  const auto resumed = run_cli("run " + job + np(2) + " --set run_dir=" + kept, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
+  EXPECT_NE(resumed.out.find("resuming from memory (step 4; disk: step 4)"), std::string::npos)
+      << resumed.out;
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(fs::exists(segment_path(kept, r)));
 }
 
 }  // namespace

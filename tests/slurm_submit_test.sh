@@ -7,6 +7,8 @@
 #   timelimit  cluster.time runs out: --signal=B:USR1 makes it save, requeue and finish
 #   kill       a rank SIGKILLed, max_restarts 1: requeued once, finishes with the same weights
 #   kill0      a rank SIGKILLed, max_restarts 0: the job ends FAILED with the reason in its log
+#   memkill    kill with checkpoint.memory_every 1: the requeued job resumes from memory, the step
+#              before the kill, not the older disk checkpoint, with the same weights
 #   watchdog   a rank SIGSTOPped: the other's watchdog ends the job within step_timeout_s + a few s
 #   cancel     plain scancel: the ranks save and stop, and the job stays CANCELLED (no requeue);
 #              submitting the same job again resumes it
@@ -27,7 +29,8 @@ passed=0
 trap 'scancel -n "$name" -n "$name-urgent" >/dev/null 2>&1 || true
       if [[ $passed == 1 ]]; then rm -rf "$dir"; else echo "kept $dir"; fi' EXIT
 
-# job STEPS EVERY [YAML LINES...]: the job file, a GPT small enough for the 2-core machine.
+# job STEPS EVERY [YAML LINES...]: the job file, a GPT small enough for the 2-core machine;
+# checkpoint.memory_every is $MEMORY_EVERY when set.
 job() {
   local steps=$1 every=$2
   shift 2
@@ -39,7 +42,7 @@ model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
 data: {train: $repo/data/tinyshakespeare.txt}
 train: {steps: $steps, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 500}
 optimizer: {lr: 1.0e-3, warmup_steps: 10}
-checkpoint: {every: $every, keep: 2}
+checkpoint: {every: $every, keep: 2${MEMORY_EVERY:+, memory_every: $MEMORY_EVERY}}
 parallel: {timeout_s: 60, threads_per_rank: 1}
 EOT
     printf '%s\n' "$@"
@@ -170,6 +173,22 @@ case $case in
     [[ $(job_restarts "$jobid") == 1 ]] || { show_logs; fail "Restarts=$(job_restarts "$jobid"), expected 1"; }
     grep -q '"event": "requeue", "reason": "failed"' "$dir/run/events.jsonl" || fail "no requeue event"
     grep -q "RM_TEST_FAULT: " "$dir/run/logs/rank-1.log" || fail "rank-1.log lacks the fault line"
+    ;;
+  memkill)
+    MEMORY_EVERY=1 job 300 100 "resilience: {max_restarts: 1}" \
+      "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:150'}}"
+    submit
+    reference
+    expect_state COMPLETED 240
+    same_weights_as_reference 300
+    [[ $(job_restarts "$jobid") == 1 ]] || { show_logs; fail "Restarts=$(job_restarts "$jobid"), expected 1"; }
+    grep -q "resuming from memory (step 149; disk: step 100)" "$dir"/run/logs/slurm-"$jobid".out ||
+      { show_logs; fail "the requeued job did not resume from memory at step 149"; }
+    grep -q '"from": *"memory"' "$dir/run/events.jsonl" || { show_logs; fail "no resumed-from-memory event"; }
+    # A segment records its run directory in its header (checkpoint/memory_snapshot.h).
+    if grep -qlF -- "$dir/run" /dev/shm/ringmaster-* 2>/dev/null; then
+      fail "the finished job left its segments in /dev/shm"
+    fi
     ;;
   kill0)
     job 300 100 "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:150'}}"

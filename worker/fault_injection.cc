@@ -76,22 +76,35 @@ std::vector<Fault> parse() {
   std::vector<Fault> faults;
   if (!g_installed) return faults;
   const char* env = g_spec.c_str();
-  // Faults strike the first attempt only: a run restarted by `ringmaster run`'s supervisor
-  // (launcher/supervisor.h), requeued by Slurm, or started again by the batch script after its
-  // ranks died starting (launcher/slurm_script.cc) must be able to get past them.
-  for (const char* count : {"RM_RESTART_COUNT", "SLURM_RESTART_COUNT", "RM_START_RETRY"}) {
-    const char* restart = std::getenv(count);
-    if (restart != nullptr && std::strcmp(restart, "0") != 0) return faults;
+  // Faults strike the attempt they name, the first by default: a run restarted by `ringmaster
+  // run`'s supervisor (launcher/supervisor.h) or requeued by Slurm must be able to get past
+  // them, and one started again by the batch script after its ranks died starting
+  // (launcher/slurm_script.cc) gets none.
+  long attempt = 0;
+  for (const char* count : {"RM_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
+    if (const char* restart = std::getenv(count)) attempt = std::max(attempt, std::atol(restart));
   }
+  const char* retry = std::getenv("RM_START_RETRY");
+  if (retry != nullptr && std::strcmp(retry, "0") != 0) return faults;
   const std::string spec(env);
   for (size_t begin = 0; begin <= spec.size();) {
     const size_t comma = std::min(spec.find(',', begin), spec.size());
-    const Fault f = parse_one(spec.substr(begin, comma - begin));
+    std::string one = spec.substr(begin, comma - begin);
+    long strikes_in = 0;
+    const size_t at = one.find('@');
+    char extra = '\0';
+    if (at != std::string::npos &&
+        (std::sscanf(one.c_str() + at + 1, "%ld%c", &strikes_in, &extra) != 1 || strikes_in < 0)) {
+      one.clear();  // malformed: refused below
+    } else if (at != std::string::npos) {
+      one.resize(at);
+    }
+    const Fault f = parse_one(one);
     if (f.kind == Kind::kNone) {
       std::fprintf(stderr, "ringmaster: ignoring malformed RM_TEST_FAULT='%s'\n", env);
       return {};
     }
-    faults.push_back(f);
+    if (strikes_in == attempt) faults.push_back(f);
     begin = comma + 1;
   }
   return faults;

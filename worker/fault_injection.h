@@ -29,9 +29,11 @@
 //                                         metrics' per-rank spread (step_agreement.h)
 // Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill and
 // one slowio).
-// Faults strike only the first attempt of a run: none when RM_RESTART_COUNT (set by the
-// supervisor of `ringmaster run`), SLURM_RESTART_COUNT (a requeued Slurm job) or RM_START_RETRY
-// (the batch script starting ranks again that died starting) is other than 0.
+// Faults strike only the first attempt of a run, unless a fault ends in @ATTEMPT: the attempt
+// is RM_RESTART_COUNT (set by the supervisor of `ringmaster run`) or SLURM_RESTART_COUNT (a
+// requeued Slurm job), 0 when neither is set; kill:1:9@1 kills rank 1 at step 9 of the first
+// restart. None strikes when RM_START_RETRY (the batch script starting ranks again that died
+// starting) is other than 0.
 // e.g. RM_TEST_FAULT=stop:1:3 stops rank 1 at the start of step 3; RM_TEST_FAULT=savekill:0:5
 // kills rank 0 as its 5th phase event begins. Each fault prints one line to stderr, starting
 // "ringmaster: [rank R] RM_TEST_FAULT: ", as it strikes.
