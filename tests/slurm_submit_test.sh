@@ -163,8 +163,10 @@ case $case in
       fail "metrics.jsonl does not hold steps 1..20000 once each"
     requeued_after_signal SIGUSR1
     ;;
-  kill)
-    job 300 100 "resilience: {max_restarts: 1}" \
+  kill | memkill)
+    memory=""
+    [[ $case == memkill ]] && memory=1
+    MEMORY_EVERY=$memory job 300 100 "resilience: {max_restarts: 1}" \
       "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:150'}}"
     submit
     reference
@@ -173,21 +175,14 @@ case $case in
     [[ $(job_restarts "$jobid") == 1 ]] || { show_logs; fail "Restarts=$(job_restarts "$jobid"), expected 1"; }
     grep -q '"event": "requeue", "reason": "failed"' "$dir/run/events.jsonl" || fail "no requeue event"
     grep -q "RM_TEST_FAULT: " "$dir/run/logs/rank-1.log" || fail "rank-1.log lacks the fault line"
-    ;;
-  memkill)
-    MEMORY_EVERY=1 job 300 100 "resilience: {max_restarts: 1}" \
-      "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:150'}}"
-    submit
-    reference
-    expect_state COMPLETED 240
-    same_weights_as_reference 300
-    [[ $(job_restarts "$jobid") == 1 ]] || { show_logs; fail "Restarts=$(job_restarts "$jobid"), expected 1"; }
-    grep -q "resuming from memory (step 149; disk: step 100)" "$dir"/run/logs/slurm-"$jobid".out ||
-      { show_logs; fail "the requeued job did not resume from memory at step 149"; }
-    grep -q '"from": *"memory"' "$dir/run/events.jsonl" || { show_logs; fail "no resumed-from-memory event"; }
-    # A segment records its run directory in its header (checkpoint/memory_snapshot.h).
-    if grep -qlF -- "$dir/run" /dev/shm/ringmaster-* 2>/dev/null; then
-      fail "the finished job left its segments in /dev/shm"
+    if [[ $case == memkill ]]; then
+      grep -q "resuming from memory (step 149; disk: step 100)" "$dir"/run/logs/slurm-"$jobid".out ||
+        { show_logs; fail "the requeued job did not resume from memory at step 149"; }
+      grep -q '"from": *"memory"' "$dir/run/events.jsonl" || { show_logs; fail "no resumed-from-memory event"; }
+      # A segment records its run directory in its header (checkpoint/memory_snapshot.h).
+      if grep -qlF -- "$dir/run" /dev/shm/ringmaster-* 2>/dev/null; then
+        fail "the finished job left its segments in /dev/shm"
+      fi
     fi
     ;;
   kill0)
