@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "checkpoint/io_progress.h"
 #include "io/io_error.h"
 
 namespace rm {
@@ -42,7 +43,8 @@ struct Xxh3State {
   Xxh3State& operator=(const Xxh3State&) = delete;
 };
 
-enum SlotState : uint64_t { kEmpty = 0, kWriting = 1, kCommitted = 2 };
+// kReceiving: a replica's slot while its bytes arrive from the sender (begin_receive).
+enum SlotState : uint64_t { kEmpty = 0, kWriting = 1, kCommitted = 2, kReceiving = 3 };
 
 struct SlotHeader {
   uint64_t state;  // SlotState; read with acquire, written with release
@@ -116,6 +118,7 @@ void copy_hashed(const std::vector<SnapshotPart>& parts, char* segment, bool int
       }
       segment += n;
       done += n;
+      note_io_progress();  // a watchdog sees a long copy move
     }
   }
 }
@@ -358,6 +361,7 @@ std::optional<MemorySnapshot::SlotCopy> MemorySnapshot::verified_slot(int64_t st
 
 char* MemorySnapshot::begin_receive(size_t bytes) {
   receiving_slot_ = begin_write(bytes);
+  store_state(header_of(base_)->slots[receiving_slot_], kReceiving);
   return slot_data(receiving_slot_);
 }
 
@@ -381,7 +385,9 @@ std::vector<MemorySnapshot::SlotReport> MemorySnapshot::verify() const {
     if (state == kEmpty) {
       r.why = "never written";
     } else if (state != kCommitted) {
-      r.why = state == kWriting ? "being written (its save did not finish)" : "damaged header";
+      r.why = state == kWriting     ? "being written (its save did not finish)"
+              : state == kReceiving ? "being received (its transfer did not finish)"
+                                    : "damaged header";
     } else if (s.bytes > capacity_) {
       r.why = "damaged header (size " + std::to_string(s.bytes) + ")";
     } else {

@@ -83,7 +83,8 @@ class MemorySnapshot {
     int slot = 0;
     int64_t step = -1;
     bool usable = false;
-    std::string why;  // when not usable: "never written", "being written", "checksum mismatch"
+    std::string why;  // when not usable: "never written", "being written", "being received",
+                      // "checksum mismatch"
   };
   // Both slots, newest commit first, each verified against its checksum (reads every byte).
   std::vector<SlotReport> verify() const;
@@ -106,7 +107,7 @@ class MemorySnapshot {
   std::optional<SlotCopy> last_saved() const;
   // The slot holding `step`, verified now (reads every byte); nullopt when none does.
   std::optional<SlotCopy> verified_slot(int64_t step) const;
-  // Receiving a slot: begin_receive() marks the slot a save would write "being written" and
+  // Receiving a slot: begin_receive() marks the slot a save would write "being received" and
   // returns where its `bytes` (<= capacity, else std::invalid_argument) go; commit_received()
   // stores the sender's step, size and checksum and commits it, without hashing: whoever reads
   // it verifies every byte against the sender's checksum, so damage in transit or since is

@@ -265,6 +265,15 @@ TEST(MemorySnapshot, AReceivedSlotRestoresAndDamageOnTheWayIsCaught) {
   EXPECT_EQ(replica.verified_slot(2)->checksum, snap.verified_slot(2)->checksum);
   EXPECT_FALSE(restores_step(replica, 3, bytes, &why));
   EXPECT_THROW(replica.begin_receive(bytes + 1), std::invalid_argument);
+  // A transfer that never finished (its sender lost): the slot is named as such, never used,
+  // and the newest received one is kept.
+  replica.begin_receive(bytes);
+  bool named = false;
+  for (const MemorySnapshot::SlotReport& r : replica.verify()) {
+    named |= !r.usable && r.why == "being received (its transfer did not finish)";
+  }
+  EXPECT_TRUE(named);
+  EXPECT_EQ(replica.verified_steps(), (std::vector<int64_t>{2}));
 }
 
 // A child saves steps 1, 2, 3, ... of a 24 MiB state and reports each completed save on a pipe;

@@ -2,9 +2,9 @@
 // (worker/memory_checkpoints.h): a rank killed mid-run is restarted by `run` from the step
 // before the kill, held in memory, not from the older disk checkpoint, and the run ends bit for
 // bit on the uninterrupted run's weights; a flipped byte in the newest slot is caught and the
-// older slot used, named; two failures in a row each cost one step; --fresh never reads an
-// earlier run's segments; a run that finishes leaves none, and a crashed run's go once its
-// directory is removed.
+// older slot used, named; a rank killed mid-copy resumes from its slot before; two failures in a
+// row each cost one step; --fresh never reads an earlier run's segments; a run that finishes
+// leaves none, and a crashed run's go once its directory is removed.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -105,6 +105,28 @@ TEST(MemoryCheckpointTwice, TwoFailuresInARowEachCostOneStep) {
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
   for (int k = 0; k < 2; ++k) EXPECT_FALSE(fs::exists(segment_path(run, k))) << "rank " << k;
+}
+
+// Rank 1 SIGKILLed in the middle of its in-memory save of step 6 (RM_TEST_FAULT=memkill: its
+// first chunk copied, the slot not committed): its segment holds step 5 only, so every rank
+// resumes from step 5 -- the half-written slot never counted -- and ends on the same weights.
+TEST(MemoryCheckpointMidCopy, ARankKilledInItsSaveResumesFromTheSlotBefore) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + np(2), dir.path()).exit_code, 0);
+  const std::string run = dir.file("midcopy");
+  const auto r = run_cli("run " + job + np(2) + " --set run_dir=" + run +
+                             " --set resilience.max_restarts=1"
+                             " --set cluster.env.RM_TEST_FAULT=memkill:1:6",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("RM_TEST_FAULT: memkill at step 6"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("resuming from memory (step 5; disk: step 4); in memory: rank 0 holds "
+                       "steps 6, 5; rank 1 holds step 5"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
 }
 
 // Before the first disk checkpoint the restart does not start over (`run` restarted with --fresh

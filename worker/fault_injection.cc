@@ -20,7 +20,9 @@
 namespace rm {
 namespace {
 
-enum class Kind { kNone, kStop, kKill, kSleep, kSaveKill, kNan, kSlowIo, kSlowStep };
+enum class Kind {
+  kNone, kStop, kKill, kSleep, kSaveKill, kNan, kSlowIo, kSlowStep, kMemKill, kReplStop, kReplKill
+};
 
 struct Fault {
   Kind kind = Kind::kNone;
@@ -49,7 +51,10 @@ Fault parse_one(const std::string& spec) {
                {"savekill", Kind::kSaveKill},
                {"nan", Kind::kNan},
                {"slowio", Kind::kSlowIo},
-               {"slowstep", Kind::kSlowStep}};
+               {"slowstep", Kind::kSlowStep},
+               {"memkill", Kind::kMemKill},
+               {"replstop", Kind::kReplStop},
+               {"replkill", Kind::kReplKill}};
   for (const auto& k : kinds) {
     if (std::strcmp(kind, k.name) == 0) {
       f.kind = k.kind;
@@ -207,6 +212,19 @@ void maybe_inject_fault(int rank, int64_t step) {
     if (f.kind == Kind::kStop) announce(rank, f), raise(SIGSTOP);
     if (f.kind == Kind::kKill) announce(rank, f), raise(SIGKILL);
     if (f.kind == Kind::kSleep) announce(rank, f), sleep(3600);
+  }
+}
+
+void maybe_fault_in_memory_save(int rank, int64_t step, bool replica_posted) {
+  for (const Fault& f : faults(rank)) {
+    if (f.at != step || f.rank != rank) continue;
+    if (!replica_posted && f.kind == Kind::kMemKill) {
+      announce(rank, f);
+      // The save's first chunk beats once it is copied and hashed, before the slot is committed.
+      set_io_progress_hook(kill_self);
+    }
+    if (replica_posted && f.kind == Kind::kReplStop) announce(rank, f), raise(SIGSTOP);
+    if (replica_posted && f.kind == Kind::kReplKill) announce(rank, f), raise(SIGKILL);
   }
 }
 

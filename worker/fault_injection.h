@@ -27,6 +27,15 @@
 //   RM_TEST_FAULT=slowstep:RANK:MS        rank RANK sleeps MS milliseconds at the start of every
 //                                         step, inside the step's timing: a straggler, for the
 //                                         metrics' per-rank spread (step_agreement.h)
+//   RM_TEST_FAULT=memkill:RANK:STEP       SIGKILL in the middle of rank RANK's in-memory save
+//                                         (checkpoint.memory_every) of the state after step
+//                                         STEP: at its first chunk, copied and hashed, before the
+//                                         slot is committed
+//   RM_TEST_FAULT=replstop:RANK:STEP      SIGSTOP (replkill: SIGKILL) itself once that save has
+//   RM_TEST_FAULT=replkill:RANK:STEP      posted its replica exchange with the other hosts
+//                                         (worker/memory_checkpoints.h), before any of it is
+//                                         waited for: a rank, or with the host lost after it, a
+//                                         host lost mid-replication
 // Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill and
 // one slowio).
 // Faults strike only the first attempt of a run, unless a fault ends in @ATTEMPT: the attempt
@@ -54,6 +63,11 @@ void install_fault_injection(const char* spec);
 // The first call installs the savekill phase hook and the slowio I/O hook, when a fault asks for
 // one on this rank.
 void maybe_inject_fault(int rank, int64_t step);
+
+// Called by an in-memory save of the state after `step` steps: before it copies
+// (replica_posted false: a memkill arms the kill at its first chunk) and once it has posted its
+// replica exchange (true: replstop, replkill).
+void maybe_fault_in_memory_save(int rank, int64_t step, bool replica_posted);
 
 // True once, when a nan fault names this rank and step (1-based): the trainer then makes its
 // loss NaN.

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "worker/fault_injection.h"
+
 namespace rm {
 namespace {
 
@@ -184,11 +186,13 @@ void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& ski
     }
   }
   if (!snapshot_) snapshot_ = MemorySnapshot::create(name_, owner_, capacity(), home_);
+  maybe_fault_in_memory_save(comm_.rank(), steps_done, /*replica_posted=*/false);
   snapshot_->save(steps_done, parts);  // ...and does not: it writes the other one
   if (!ring_.on()) return;
   open_replica();
   const std::optional<MemorySnapshot::SlotCopy> slot = snapshot_->last_saved();
   start_exchange(&*slot, keeper_, &*replica_, capacity_of(kept_), kept_);
+  maybe_fault_in_memory_save(comm_.rank(), steps_done, /*replica_posted=*/true);
 }
 
 MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {

@@ -10,6 +10,8 @@
 #     takes the newest disk checkpoint instead -- again ending on the same weights.
 #  3. memory_every 3, h1's ranks stopped two steps after a save, then h1 lost: resumed from that
 #     save (its replica was committed once it had arrived, not at the next save).
+#  4. h1's ranks stopped mid-replication (their replicas of a step posted, not sent), then h1
+#     lost: resumed from the step before, whose replicas had arrived; one step recomputed.
 # No segment is left on either host after a run ends. Skips (77) saying why when this machine
 # cannot create network namespaces.
 #   cluster_memory_test.sh RINGMASTER_BIN REPO_ROOT
@@ -113,4 +115,28 @@ step=$(sed -E 's/resuming from memory \(step ([0-9]+);.*/\1/' <<<"$line")
 once_each "$dir/every3" 300 || fail "every 3: metrics.jsonl does not hold steps 1..300 once each"
 for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
 echo "every 3: h1 stopped at step $stop_at and lost, resumed from memory at step $step, same weights"
+
+# 4. h1 lost mid-replication: ranks 2 and 3 stop themselves (RM_TEST_FAULT=replstop) once their
+# in-memory save of step 140 has posted its replicas, before any of it is waited for, then h1 is
+# lost. Their replicas of step 140 never arrived whole, so h0 holds them at step 139: the restart
+# resumes there (ranks 2 and 3 from their replicas), recomputing step 140 alone.
+every=1
+repl_at=140
+lose_h1 "$dir/midrepl" $repl_at 1 &
+RM_TEST_FAULT=replstop:2:$repl_at,replstop:3:$repl_at run_on_h0 midrepl
+wait
+out=$(cat "$dir/midrepl.out")
+line=$(grep -o "resuming from memory (step [0-9]*; disk: step [0-9]*); in memory: .*" <<<"$out") ||
+  { echo "$out"; fail "mid-replication: the restart did not resume from memory"; }
+echo "$line"
+grep -q "resuming from memory (step $((repl_at - 1)); disk: step 100)" <<<"$line" ||
+  fail "mid-replication: not resumed at step $((repl_at - 1)), the newest step whose replicas arrived"
+grep -q "rank 2 holds nothing (step $((repl_at - 1)) from its replica on rank 0)" <<<"$line" ||
+  fail "mid-replication: rank 2 was not restored from its replica"
+grep -q "replica of rank 2 slot [01] skipped: being received (its transfer did not finish)" <<<"$line" ||
+  fail "mid-replication: the replica slot in transfer was not named"
+[[ $(sha256sum <"$dir/midrepl/weights.bin") == "$ref" ]] || fail "mid-replication: the weights differ"
+once_each "$dir/midrepl" 300 || fail "mid-replication: metrics.jsonl does not hold steps 1..300 once each"
+for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
+echo "mid-replication: h1 stopped after posting step $repl_at's replicas and lost, resumed at step $((repl_at - 1)), same weights"
 echo PASS
