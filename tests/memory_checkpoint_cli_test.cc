@@ -84,18 +84,27 @@ INSTANTIATE_TEST_SUITE_P(RanksAndModes, MemoryCheckpoint,
                                            std::make_tuple(2, "optimizer"),
                                            std::make_tuple(2, "full")));
 
+// The job on 2 ranks uninterrupted (into "straight"), then into `run` with RM_TEST_FAULT=`faults`
+// and `restarts` restarts allowed: what the second run printed.
+test::CliResult straight_then_faulted(const TempDir& dir, const std::string& job,
+                                      const std::string& run, int restarts,
+                                      const std::string& faults) {
+  const test::CliResult straight = run_cli("run " + job + np(2), dir.path());
+  EXPECT_EQ(straight.exit_code, 0) << straight.err << straight.out;
+  return run_cli("run " + job + np(2) + " --set run_dir=" + run +
+                     " --set resilience.max_restarts=" + std::to_string(restarts) +
+                     " --set cluster.env.RM_TEST_FAULT=" + faults,
+                 dir.path());
+}
+
 // Two failures in a row: rank 0 killed at step 6, then, in the restart from memory, rank 1
 // killed at step 8 (RM_TEST_FAULT's @1: the first restart). Each restart resumes from memory at
 // the step before its kill, and the run ends on the uninterrupted run's weights, bit for bit.
 TEST(MemoryCheckpointTwice, TwoFailuresInARowEachCostOneStep) {
   TempDir dir;
   const std::string job = job_file(dir);
-  ASSERT_EQ(run_cli("run " + job + np(2), dir.path()).exit_code, 0);
   const std::string run = dir.file("twice");
-  const auto r = run_cli("run " + job + np(2) + " --set run_dir=" + run +
-                             " --set resilience.max_restarts=2"
-                             " --set cluster.env.RM_TEST_FAULT=kill:0:6,kill:1:8@1",
-                         dir.path());
+  const test::CliResult r = straight_then_faulted(dir, job, run, 2, "kill:0:6,kill:1:8@1");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const size_t first = r.out.find("resuming from memory (step 5; disk: step 4)");
   const size_t second = r.out.find("resuming from memory (step 7; disk: step 4)");
@@ -113,12 +122,8 @@ TEST(MemoryCheckpointTwice, TwoFailuresInARowEachCostOneStep) {
 TEST(MemoryCheckpointMidCopy, ARankKilledInItsSaveResumesFromTheSlotBefore) {
   TempDir dir;
   const std::string job = job_file(dir);
-  ASSERT_EQ(run_cli("run " + job + np(2), dir.path()).exit_code, 0);
   const std::string run = dir.file("midcopy");
-  const auto r = run_cli("run " + job + np(2) + " --set run_dir=" + run +
-                             " --set resilience.max_restarts=1"
-                             " --set cluster.env.RM_TEST_FAULT=memkill:1:6",
-                         dir.path());
+  const test::CliResult r = straight_then_faulted(dir, job, run, 1, "memkill:1:6");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.err.find("RM_TEST_FAULT: memkill at step 6"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("resuming from memory (step 5; disk: step 4); in memory: rank 0 holds "
