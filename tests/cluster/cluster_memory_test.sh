@@ -12,6 +12,8 @@
 #     save (its replica was committed once it had arrived, not at the next save).
 #  4. h1's ranks stopped mid-replication (their replicas of a step posted, not sent), then h1
 #     lost: resumed from the step before, whose replicas had arrived; one step recomputed.
+#  5. One rank SIGKILLed mid-replication, its host kept: resumed from that step, from the ranks'
+#     own segments; nothing recomputed.
 # No segment is left on either host after a run ends. Skips (77) saying why when this machine
 # cannot create network namespaces.
 #   cluster_memory_test.sh RINGMASTER_BIN REPO_ROOT
@@ -139,4 +141,20 @@ grep -q "replica of rank 2 slot [01] skipped: being received (its transfer did n
 once_each "$dir/midrepl" 300 || fail "mid-replication: metrics.jsonl does not hold steps 1..300 once each"
 for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
 echo "mid-replication: h1 stopped after posting step $repl_at's replicas and lost, resumed at step $((repl_at - 1)), same weights"
+
+# 5. Rank 2 alone SIGKILLed mid-replication (RM_TEST_FAULT=replkill), its host kept: its own slot
+# of step 140 was committed before the replicas were posted, so the restart resumes at step 140
+# from every rank's own segment, recomputing nothing; the replica it was receiving, never
+# finished, is skipped and named.
+RM_TEST_FAULT=replkill:2:$repl_at run_on_h0 replkill
+out=$(cat "$dir/replkill.out")
+line=$(grep -o "resuming from memory (step [0-9]*; disk: step [0-9]*); in memory: .*" <<<"$out") ||
+  { echo "$out"; fail "replkill: the restart did not resume from memory"; }
+echo "$line"
+grep -q "resuming from memory (step $repl_at; disk: step 100)" <<<"$line" ||
+  fail "replkill: not resumed at step $repl_at, the step every rank's own segment holds"
+[[ $(sha256sum <"$dir/replkill/weights.bin") == "$ref" ]] || fail "replkill: the weights differ"
+once_each "$dir/replkill" 300 || fail "replkill: metrics.jsonl does not hold steps 1..300 once each"
+for h in h0 h1; do [[ -z $(segments $h) ]] || fail "segments left on $h: $(segments $h)"; done
+echo "replkill: rank 2 killed after posting step $repl_at's replicas, resumed at step $repl_at, same weights"
 echo PASS
