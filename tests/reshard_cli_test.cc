@@ -26,8 +26,13 @@ namespace {
 using test::run_cli;
 
 // One thread per rank, so that 4 ranks on a 2-core machine do not oversubscribe it further; a
-// hang is a failure, not a stuck ctest (a run takes a few seconds).
-const std::string kEnv = "OMP_NUM_THREADS=1 timeout -k 5 180";
+// hang is a failure, not a stuck ctest (a run takes a few seconds). Under ASan (CI's sanitize
+// stage), no leak check at the ranks' exit: with 4 ranks on 2 loaded cores LeakSanitizer's own
+// tracer died of SIGSEGV ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal
+// error") in two CI runs, failing the run without a leak; ASan's checks of memory errors stay,
+// and the same code's leaks are checked by the resume tests' 1- and 2-rank runs.
+const std::string kEnv =
+    "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:detect_leaks=0\" OMP_NUM_THREADS=1 timeout -k 5 180";
 
 std::string job_file(const TempDir& dir) {
   return dir.write("job.yaml", R"(name: reshard
