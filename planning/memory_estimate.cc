@@ -37,13 +37,11 @@ int unit_of(double bytes) {
 // measured peak to 1% with nothing added for them (tests/memory_fit_cli_test.cc).
 constexpr double kRuntimeAlone = 12 * kMiB;
 constexpr double kRuntimeMpi = 22 * kMiB;
-// A build with CUDA loads the CUDA runtime and cuBLAS at start-up, GPU or not: the same 1- and
-// 2-rank jobs peak 152 MiB higher than in a build without it (measured here, no GPU present).
-#ifdef RM_BUILT_WITH_CUDA
+// A rank of the cuda backend maps cuBLAS and cuBLASLt (opened when its context is made,
+// kernels/cuda/cublas_library.h): 152 MiB more at its peak than a CPU rank (measured here, no
+// GPU present, when builds with CUDA still linked them into every process). A CPU rank of any
+// build loads neither.
 constexpr double kCudaLibraries = 152 * kMiB;
-#else
-constexpr double kCudaLibraries = 0;
-#endif
 // The cuda backend: the CUDA context, cuBLAS's workspace and cuBLASLt's (32 MiB, lt_gemm.h) on
 // the GPU. An assumption: a few hundred MiB is what current drivers take per process. (An H200
 // showed 9.14 GiB in use at GPT-2 124M's shape with 16 sequences, context included.)
@@ -372,9 +370,9 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
     if (!full_grads) m.shared_views += others * (m.buffers - wire);  // the unit scratch pool
   }
 
-  m.runtime = (ranks > 1 ? kRuntimeMpi : kRuntimeAlone) + kCudaLibraries;
+  m.runtime = ranks > 1 ? kRuntimeMpi : kRuntimeAlone;
   if (cuda) {
-    m.runtime += kCudaContext;
+    m.runtime += kCudaLibraries + kCudaContext;
     m.device = m.parameters + m.gradients + m.optimizer + f.arena_bytes + device_scratch +
                m.buffers + kCudaContext;
   }

@@ -32,13 +32,13 @@ void gemm(const Blas& blas, const RowMajorGemm& g, GemmType ab, const void* A, c
   const void* first = B;
   const void* second = A;
   if (a.batch == 1) {
-    RM_CUBLAS_CHECK(
-        cublasGemmEx(blas.handle, cublas_operation(a.op_a), cublas_operation(a.op_b), a.m, a.n, a.k,
-                     &a.alpha, first, cuda_data_type(ab), a.lda, second, cuda_data_type(ab), a.ldb,
-                     &a.beta, C, cuda_data_type(c), a.ldc, compute, CUBLAS_GEMM_DEFAULT),
-        kThrow);
+    RM_CUBLAS_CHECK(cublas().gemm_ex(
+                        blas.handle, cublas_operation(a.op_a), cublas_operation(a.op_b), a.m, a.n,
+                        a.k, &a.alpha, first, cuda_data_type(ab), a.lda, second, cuda_data_type(ab),
+                        a.ldb, &a.beta, C, cuda_data_type(c), a.ldc, compute, CUBLAS_GEMM_DEFAULT),
+                    kThrow);
   } else {
-    RM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    RM_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(
                         blas.handle, cublas_operation(a.op_a), cublas_operation(a.op_b), a.m, a.n,
                         a.k, &a.alpha, first, cuda_data_type(ab), a.lda, a.stride_a, second,
                         cuda_data_type(ab), a.ldb, a.stride_b, &a.beta, C, cuda_data_type(c), a.ldc,

@@ -42,8 +42,8 @@ CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
       RM_CUDA_CHECK(cudaEventCreateWithFlags(&bias_side_.join, cudaEventDisableTiming), on_error);
       RM_CUDA_CHECK(cudaStreamCreateWithFlags(&bias_side_.stream, cudaStreamNonBlocking), on_error);
     }
-    RM_CUBLAS_CHECK(cublasCreate(&blas_.handle), on_error);
-    RM_CUBLAS_CHECK(cublasSetStream(blas_.handle, stream_), on_error);
+    RM_CUBLAS_CHECK(cublas().create(&blas_.handle), on_error);
+    RM_CUBLAS_CHECK(cublas().set_stream(blas_.handle, stream_), on_error);
     blas_.allow_tf32 = allow_tf32;
     lt_ = std::make_unique<LtGemm>(stream_);
     void* results = nullptr;
@@ -71,9 +71,9 @@ void CudaContext::release() noexcept {
   if (staging_ != nullptr) report(cudaFreeHost(staging_), "cudaFreeHost");
   if (results_ != nullptr) report(cudaFree(results_), "cudaFree");
   if (blas_.handle != nullptr) {
-    const cublasStatus_t rc = cublasDestroy(blas_.handle);
+    const cublasStatus_t rc = cublas().destroy(blas_.handle);
     if (rc != CUBLAS_STATUS_SUCCESS) {
-      std::fprintf(stderr, "rm::cuda: cublasDestroy: %s\n", cublasGetStatusString(rc));
+      std::fprintf(stderr, "rm::cuda: cublasDestroy: %s\n", cublas().status_string(rc));
     }
   }
   if (queued_ != nullptr) report(cudaEventDestroy(queued_), "cudaEventDestroy");

@@ -34,12 +34,13 @@ bool has_aux(LtEpilogue e) {
 
 template <typename V>
 void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attribute, const V& value) {
-  RM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attribute, &value, sizeof(value)), kThrow);
+  RM_CUBLAS_CHECK(cublas().lt_matmul_desc_set_attribute(d, attribute, &value, sizeof(value)),
+                  kThrow);
 }
 template <typename V>
 void set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attribute,
          const V& value) {
-  RM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &value, sizeof(value)),
+  RM_CUBLAS_CHECK(cublas().lt_matmul_preference_set_attribute(p, attribute, &value, sizeof(value)),
                   kThrow);
 }
 
@@ -54,18 +55,18 @@ struct LtGemm::Plan {
 
   ~Plan() {
     // Destruction failures cannot be acted on; the handle outlives its plans.
-    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+    if (d != nullptr) cublas().lt_matrix_layout_destroy(d);
+    if (b != nullptr) cublas().lt_matrix_layout_destroy(b);
+    if (a != nullptr) cublas().lt_matrix_layout_destroy(a);
+    if (desc != nullptr) cublas().lt_matmul_desc_destroy(desc);
   }
 };
 
 LtGemm::LtGemm(cudaStream_t stream) : stream_(stream) {
-  RM_CUBLAS_CHECK(cublasLtCreate(&handle_), kThrow);
+  RM_CUBLAS_CHECK(cublas().lt_create(&handle_), kThrow);
   const cudaError_t rc = cudaMalloc(&workspace_, kWorkspaceBytes);
   if (rc != cudaSuccess) {
-    cublasLtDestroy(handle_);
+    cublas().lt_destroy(handle_);
     throw std::runtime_error(std::string("rm::cuda: the cuBLASLt workspace (cudaMalloc of ") +
                              std::to_string(kWorkspaceBytes >> 20) +
                              " MiB) failed: " + cudaGetErrorString(rc));
@@ -79,7 +80,7 @@ LtGemm::~LtGemm() {
     cudaStreamSynchronize(stream_);
     cudaFree(workspace_);
   }
-  if (handle_ != nullptr) cublasLtDestroy(handle_);
+  if (handle_ != nullptr) cublas().lt_destroy(handle_);
 }
 
 void LtGemm::make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* vec, const void* aux,
@@ -91,7 +92,7 @@ void LtGemm::make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* v
       (has_aux(a.epilogue) && alignment_of(aux) < 16)) {
     return;
   }
-  RM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), kThrow);
+  RM_CUBLAS_CHECK(cublas().lt_matmul_desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), kThrow);
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(cublas_operation(g.op_a)));
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(cublas_operation(g.op_b)));
   set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(lt_epilogue(a.epilogue)));
@@ -103,13 +104,16 @@ void LtGemm::make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* v
   }
   const bool ta = g.op_a == GemmOp::kTrans, tb = g.op_b == GemmOp::kTrans;
   RM_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, ta ? g.k : g.m, ta ? g.m : g.k, g.lda), kThrow);
+      cublas().lt_matrix_layout_create(&p.a, CUDA_R_16BF, ta ? g.k : g.m, ta ? g.m : g.k, g.lda),
+      kThrow);
   RM_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb), kThrow);
-  RM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_data_type(out), g.m, g.n, g.ldc), kThrow);
+      cublas().lt_matrix_layout_create(&p.b, CUDA_R_16BF, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb),
+      kThrow);
+  RM_CUBLAS_CHECK(cublas().lt_matrix_layout_create(&p.d, cuda_data_type(out), g.m, g.n, g.ldc),
+                  kThrow);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  RM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), kThrow);
+  RM_CUBLAS_CHECK(cublas().lt_matmul_preference_create(&pref), kThrow);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t rc = CUBLAS_STATUS_SUCCESS;
@@ -119,13 +123,13 @@ void LtGemm::make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* v
     set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(align.b));
     set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(align.d));
     set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align.d));
-    rc = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result,
-                                        &found);
+    rc = cublas().lt_matmul_algo_get_heuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1,
+                                               &result, &found);
   } catch (...) {
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublas().lt_matmul_preference_destroy(pref);
     throw;
   }
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublas().lt_matmul_preference_destroy(pref);
   if (rc == CUBLAS_STATUS_SUCCESS && found > 0) {
     p.algo = result.algo;
     p.ok = true;
@@ -173,8 +177,8 @@ bool LtGemm::run(const LtGemmArgs& a, GemmType out, const void* first, const voi
   }
   if (has_vector(a.epilogue)) set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vec);
   if (has_aux(a.epilogue)) set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
-  RM_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &g.alpha, first, p.a, second, p.b, &g.beta, D,
-                                 p.d, D, p.d, &p.algo, workspace_, kWorkspaceBytes, stream_),
+  RM_CUBLAS_CHECK(cublas().lt_matmul(handle_, p.desc, &g.alpha, first, p.a, second, p.b, &g.beta, D,
+                                     p.d, D, p.d, &p.algo, workspace_, kWorkspaceBytes, stream_),
                   kThrow);
   return true;
 }
