@@ -6,6 +6,11 @@
 #include <stdexcept>
 #include <type_traits>
 
+// The toolkit's library folder CMake found (kernels/cuda/CMakeLists.txt): dlopen's last resort.
+#ifndef RM_CUDA_LIBRARY_DIR
+#define RM_CUDA_LIBRARY_DIR ""
+#endif
+
 namespace rm::cuda {
 namespace {
 
@@ -16,12 +21,9 @@ static_assert(std::is_same_v<decltype(static_cast<CublasLibrary::GemmStridedBatc
                                  &::cublasGemmStridedBatchedEx)),
                              CublasLibrary::GemmStridedBatchedEx>);
 
-#ifndef RM_CUDA_LIBRARY_DIR
-#define RM_CUDA_LIBRARY_DIR ""
-#endif
+}  // namespace
 
-// dlopen by soname, then from the toolkit found at build time. Throws naming both attempts.
-void* open_library(const std::string& soname) {
+void* open_cuda_library(const std::string& soname) {
   void* handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle != nullptr) return handle;
   const std::string first = ::dlerror();
@@ -30,10 +32,12 @@ void* open_library(const std::string& soname) {
     handle = ::dlopen((dir + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle != nullptr) return handle;
   }
-  throw std::runtime_error("cannot load " + soname + " (cuBLAS, needed by the cuda backend): " +
-                           first + (dir.empty() ? "" : "; nor from " + dir + ": " + ::dlerror()) +
+  throw std::runtime_error("cannot load " + soname + " (needed by the cuda backend): " + first +
+                           (dir.empty() ? "" : "; nor from " + dir + ": " + ::dlerror()) +
                            " -- put the CUDA toolkit's libraries on LD_LIBRARY_PATH");
 }
+
+namespace {
 
 std::string path_of(void* handle, const std::string& soname) {
   link_map* map = nullptr;
@@ -60,7 +64,7 @@ CublasLibrary load() {
   CublasLibrary lib;
   // cuBLASLt first: libcublas needs it and then finds this copy by its soname.
   const std::string lt_name = "libcublasLt.so." + major;
-  void* lt = open_library(lt_name);
+  void* lt = open_cuda_library(lt_name);
   lib.cublas_lt_path = path_of(lt, lt_name);
   const std::string& ltp = lib.cublas_lt_path;
   resolve(lt, ltp, "cublasLtCreate", &lib.lt_create);
@@ -78,7 +82,7 @@ CublasLibrary load() {
   resolve(lt, ltp, "cublasLtMatrixLayoutDestroy", &lib.lt_matrix_layout_destroy);
 
   const std::string blas_name = "libcublas.so." + major;
-  void* blas = open_library(blas_name);
+  void* blas = open_cuda_library(blas_name);
   lib.cublas_path = path_of(blas, blas_name);
   const std::string& bp = lib.cublas_path;
   // The versioned names behind cublas_v2.h's macros (cublasCreate is cublasCreate_v2).

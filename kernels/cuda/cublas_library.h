@@ -64,4 +64,8 @@ struct CublasLibrary {
 // Opens the libraries on the first call; every entry point is non-null on return.
 const CublasLibrary& cublas();
 
+// dlopen(soname) with cublas()'s search (the toolkit's folder last); the handle stays open.
+// Throws std::runtime_error naming the soname and each attempt's dlerror().
+void* open_cuda_library(const std::string& soname);
+
 }  // namespace rm::cuda

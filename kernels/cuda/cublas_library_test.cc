@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace rm::cuda {
@@ -71,6 +72,18 @@ TEST(CublasLibrary, OpensOnFirstUseWithEveryEntryPointAndTheHeadersVersion) {
   cublasLtMatrixLayout_t layout = nullptr;
   ASSERT_EQ(lib.lt_matrix_layout_create(&layout, CUDA_R_16BF, 64, 32, 64), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(lib.lt_matrix_layout_destroy(layout), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST(CublasLibrary, AMissingLibraryIsNamedWithTheLoadersReason) {
+  try {
+    open_cuda_library("libcublasLt.so.999");
+    FAIL() << "opened a library that does not exist";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot load libcublasLt.so.999"), std::string::npos) << what;
+    EXPECT_NE(what.find("No such file"), std::string::npos) << what;
+    EXPECT_NE(what.find("LD_LIBRARY_PATH"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
