@@ -115,12 +115,16 @@ bool restart_without(const JobConfig& job, const std::vector<std::string>& down,
 int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   if (launch.hostfile.empty()) return 0;
   const std::vector<HostSlots> hosts = read_hostfile(launch.hostfile);
-  std::vector<std::string> down = unreachable_hosts(hosts, kHostProbeTimeoutS);
+  std::vector<std::string> reasons;
+  std::vector<std::string> down = unreachable_hosts(hosts, kHostProbeTimeoutS, &reasons);
   if (down.empty()) return 0;
   const std::string names = join_hosts(down);
-  const std::string why = "mpirun could not start a process on " + names + " within " +
-                          std::to_string(static_cast<int>(kHostProbeTimeoutS)) +
-                          " s (is the host up and reachable from this one?)";
+  std::string each;
+  for (size_t i = 0; i < down.size(); ++i) {
+    each += (i == 0 ? "" : "; ") + down[i] + ": " + reasons[i];
+  }
+  const std::string why = "mpirun could not start a process on " + each +
+                          " (is the host up and reachable from this one?)";
   if (!restart) {
     print_error("host" + std::string(down.size() == 1 ? " " : "s ") + names + " unreachable: " + why);
     return kExitFailure;

@@ -59,5 +59,27 @@ TEST(HostsCli, MoreRanksThanSlotsOrAMissingFileIsRefused) {
   EXPECT_FALSE(fs::exists(dir.file("run")));
 }
 
+// A host mpirun cannot start a process on fails the first launch at once, and the message says
+// what mpirun said (here ssh's "Could not resolve hostname"), not only that it failed: a host
+// refused at once is told apart from one that never answered ("no answer within 15 s").
+TEST(HostsCli, AnUnreachableHostIsNamedWithWhatMpirunSaid) {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "no-such-host.invalid slots=2\n");
+  const auto r = run_cli("run " + tiny_job(dir) + " --nproc 2 --hosts " + hosts, dir.path(),
+                         "timeout -k 5 60");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string said =
+      "host no-such-host.invalid unreachable: mpirun could not start a process on "
+      "no-such-host.invalid: mpirun exited ";
+  const size_t at = r.err.find(said);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  // "mpirun exited C: <its first line>", then the hint.
+  const std::string rest = r.err.substr(at + said.size());
+  const size_t colon = rest.find(": "), hint = rest.find(" (is the host up");
+  ASSERT_NE(colon, std::string::npos) << r.err;
+  ASSERT_NE(hint, std::string::npos) << r.err;
+  EXPECT_GT(hint, colon + 2) << "mpirun's own words are missing: " << r.err;
+}
+
 }  // namespace
 }  // namespace rm
