@@ -21,24 +21,6 @@ static_assert(std::is_same_v<decltype(static_cast<CublasLibrary::GemmStridedBatc
                                  &::cublasGemmStridedBatchedEx)),
                              CublasLibrary::GemmStridedBatchedEx>);
 
-}  // namespace
-
-void* open_cuda_library(const std::string& soname) {
-  void* handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle != nullptr) return handle;
-  const std::string first = ::dlerror();
-  const std::string dir = RM_CUDA_LIBRARY_DIR;
-  if (!dir.empty()) {
-    handle = ::dlopen((dir + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) return handle;
-  }
-  throw std::runtime_error("cannot load " + soname + " (needed by the cuda backend): " + first +
-                           (dir.empty() ? "" : "; nor from " + dir + ": " + ::dlerror()) +
-                           " -- put the CUDA toolkit's libraries on LD_LIBRARY_PATH");
-}
-
-namespace {
-
 std::string path_of(void* handle, const std::string& soname) {
   link_map* map = nullptr;
   if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
@@ -111,6 +93,20 @@ CublasLibrary load() {
 }
 
 }  // namespace
+
+void* open_cuda_library(const std::string& soname) {
+  void* handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) return handle;
+  const std::string first = ::dlerror();
+  const std::string dir = RM_CUDA_LIBRARY_DIR;
+  if (!dir.empty()) {
+    handle = ::dlopen((dir + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) return handle;
+  }
+  throw std::runtime_error("cannot load " + soname + " (needed by the cuda backend): " + first +
+                           (dir.empty() ? "" : "; nor from " + dir + ": " + ::dlerror()) +
+                           " -- put the CUDA toolkit's libraries on LD_LIBRARY_PATH");
+}
 
 const CublasLibrary& cublas() {
   // A failed load throws out of the initialiser, so the next call tries again and says why again.
