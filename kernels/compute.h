@@ -10,7 +10,8 @@
 //  - Ordering: calls run in call order on the backend's compute stream (cpu: now, on the
 //    calling thread). Whatever returns a value to the host (download, sum_squares, the losses)
 //    first waits for the work queued before it. Nothing on the step path synchronises
-//    otherwise.
+//    otherwise: a step's loss and gradient norm reach the host after its optimizer update was
+//    queued (kernels/step_scalars.h).
 //  - Storage types: parameters and activations are float or bf16 (LayerKernels<T>, the job's
 //    parallel.precision); gradients of parameters, fp32 master weights and the Adam moments are
 //    float. The element-wise math both backends run lives in RM_HOST_DEVICE functions
@@ -23,12 +24,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/layer_kernels.h"
+#include "kernels/step_scalars.h"
 
 namespace rm {
 
@@ -90,6 +93,27 @@ class Compute {
   // so the CUDA context and library workspaces count); 0 on the cpu (see the process's RSS).
   virtual double device_memory_used() const { return 0; }
 
+  // ---- Step graphs ---------------------------------------------------------------------------
+  // A part of a training step recorded once and replayed (cuda: a CUDA graph, one launch for
+  // the ~200 of a GPT-2 step's forward and backward, with no host between them). Between
+  // begin_capture and end_capture calls are recorded, not run: nothing may wait for the device
+  // or allocate (the step path's contract already), and an upload records a copy from its host
+  // source that is read when the graph runs -- so the source must be allocate_host memory that
+  // stays valid and holds the new bytes before each replay. A replay runs the recorded calls
+  // with their recorded pointers and arguments. has_graph() turns false (the graph is dropped)
+  // when memory the graph uses was reallocated since (cuda: grow-only scratch that grew), so
+  // that the caller records again. cpu: no graphs (can_capture false; the rest throws).
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() { throw std::logic_error("this compute backend records no graphs"); }
+  // Ends the recording; the graph is kept for replay. Also the way out of a failed recording
+  // (`keep` false, as from an exception between the two): the recording is discarded.
+  virtual void end_capture(bool keep) {
+    (void)keep;
+    throw std::logic_error("this compute backend records no graphs");
+  }
+  virtual bool has_graph() { return false; }
+  virtual void replay() { throw std::logic_error("this compute backend records no graphs"); }
+
   // ---- Layers --------------------------------------------------------------------------------
   virtual LayerKernels<float>& layers_f32() = 0;
   virtual LayerKernels<bf16>& layers_bf16() = 0;
@@ -115,10 +139,20 @@ class Compute {
   // params[r.offset + i], bit for bit what cast() writes, so that mixed precision's compute copy
   // is refreshed without a second pass over the masters (cuda: in the same kernel; by default
   // a cast per range after its update). Elements outside the ranges are left as they are.
+  // `guard` (may be null): a training step's scalars in this backend's memory decide, where the
+  // update runs, without the host (kernels/step_scalars.h): nothing is written unless
+  // step_is_finite(*guard.scalars), and grad_scale is multiplied by
+  // clip_factor(step_grad_norm(...), guard.max_norm). The default reads them directly, so it
+  // serves backends whose memory the host addresses (cpu).
   virtual void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                                    const std::vector<AdamWRange>& ranges, float lr, float beta1,
                                    float beta2, float eps, float weight_decay, int64_t t,
-                                   float grad_scale, bf16* rounded = nullptr) {
+                                   float grad_scale, bf16* rounded = nullptr,
+                                   const AdamWGuard* guard = nullptr) {
+    if (guard != nullptr) {
+      if (!step_is_finite(*guard->scalars)) return;
+      grad_scale *= clip_factor(step_grad_norm(*guard->scalars), guard->max_norm);
+    }
     for (const AdamWRange& r : ranges) {
       adamw_update(params + r.offset, grads + r.offset, m + r.offset, v + r.offset, r.n, lr,
                    beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t, grad_scale);
@@ -127,6 +161,12 @@ class Compute {
   }
   // sum_i x[i]^2 in double, returned to the host.
   virtual double sum_squares(const float* x, size_t n) = 0;
+  // The same sum into *dst, memory of this backend, in stream order: no host wait. By default
+  // sum_squares then an upload (which waits: backends override it).
+  virtual void sum_squares_into(double* dst, const float* x, size_t n) {
+    const double total = sum_squares(x, n);
+    upload(dst, &total, sizeof(total));
+  }
   virtual void add_inplace(float* acc, const float* x, size_t n) = 0;  // acc += x
   virtual void add_inplace(float* acc, const bf16* x, size_t n) = 0;   // acc += widen(x)
   virtual void scale(float* x, size_t n, float s) = 0;                 // x *= s

@@ -59,6 +59,16 @@ class LayerKernels {
   virtual void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout,
                                   const T* inp, const T* weight, const float* mean,
                                   const float* rstd, int N, int C) = 0;
+  // The residual add and the layernorm that reads its result, in one pass where the backend
+  // fuses them (cuda: a and b read once, the sum written once, no second launch):
+  // sum = a + b rounded to T (as add()), then out = layernorm(sum) (as layernorm_forward()),
+  // the same bits as the two calls, which are the default. [N, C]; sum may alias a or b.
+  virtual void residual_layernorm_forward(T* sum, T* out, float* mean, float* rstd, const T* a,
+                                          const T* b, const T* weight, const T* bias, int N,
+                                          int C) {
+    add(sum, a, b, static_cast<size_t>(N) * static_cast<size_t>(C));
+    layernorm_forward(out, mean, rstd, sum, weight, bias, N, C);
+  }
 
   // out[N,OC] = inp[N,C] W^T + bias (bias may be null).
   virtual void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C,
@@ -137,6 +147,11 @@ class LayerKernels {
     queued_loss_ = 0;
     return total;
   }
+  // The running total so far into *dst, memory of this backend, in stream order and without a
+  // wait (a training step's StepScalars::loss_sum, which its optimizer update reads on the
+  // device); NaN where a queued call found a target >= V. The total is kept: take_queued_loss()
+  // still returns it. By default (memory the host addresses) a plain store.
+  virtual void queue_loss_copy(double* dst) { *dst = queued_loss_; }
 
   // A training step's classifier (a tied LM head, no bias) and its loss in one call:
   // logits = inp wte^T over [N, V], queue_cross_entropy_forward_backward over them, then

@@ -42,6 +42,12 @@ class TimedLayers final : public LayerKernels<T> {
     t_.timed("layernorm_forward " + shape({N, C}), false,
              [&] { k_.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C); });
   }
+  void residual_layernorm_forward(T* sum, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                  const T* weight, const T* bias, int N, int C) override {
+    t_.timed("residual_layernorm_forward " + shape({N, C}), false, [&] {
+      k_.residual_layernorm_forward(sum, out, mean, rstd, a, b, weight, bias, N, C);
+    });
+  }
   void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
                           const T* weight, const float* mean, const float* rstd, int N,
                           int C) override {
@@ -126,6 +132,9 @@ class TimedLayers final : public LayerKernels<T> {
   double take_queued_loss() override {
     return t_.timed("take_queued_loss", true, [&] { return k_.take_queued_loss(); });
   }
+  void queue_loss_copy(double* dst) override {
+    t_.timed("queue_loss_copy", false, [&] { k_.queue_loss_copy(dst); });
+  }
 
  private:
   TimedCompute& t_;
@@ -207,16 +216,22 @@ void TimedCompute::adamw_update(float* params, const float* grads, float* m, flo
   });
 }
 void TimedCompute::adamw_update_ranges(float* params, const float* grads, float* m, float* v,
-                                       const std::vector<AdamWRange>& ranges, float lr,
-                                       float beta1, float beta2, float eps, float weight_decay,
-                                       int64_t t, float grad_scale, bf16* rounded) {
+                                       const std::vector<AdamWRange>& ranges, float lr, float beta1,
+                                       float beta2, float eps, float weight_decay, int64_t t,
+                                       float grad_scale, bf16* rounded, const AdamWGuard* guard) {
   timed("adamw_update_ranges", false, [&] {
-    inner_.adamw_update_ranges(params, grads, m, v, ranges, lr, beta1, beta2, eps, weight_decay,
-                               t, grad_scale, rounded);
+    inner_.adamw_update_ranges(params, grads, m, v, ranges, lr, beta1, beta2, eps, weight_decay, t,
+                               grad_scale, rounded, guard);
   });
+}
+void TimedCompute::replay() {
+  timed("graph replay", false, [&] { inner_.replay(); });
 }
 double TimedCompute::sum_squares(const float* x, size_t n) {
   return timed("sum_squares", true, [&] { return inner_.sum_squares(x, n); });
+}
+void TimedCompute::sum_squares_into(double* dst, const float* x, size_t n) {
+  timed("sum_squares_into", false, [&] { inner_.sum_squares_into(dst, x, n); });
 }
 void TimedCompute::add_inplace(float* acc, const float* x, size_t n) {
   timed("add_inplace f32", false, [&] { inner_.add_inplace(acc, x, n); });

@@ -70,6 +70,14 @@ class TimedCompute final : public Compute {
   std::function<void()> downloads_fence() override { return inner_.downloads_fence(); }
   void synchronize() override;
 
+  // Step graphs pass through, but not while timing (its synchronize brackets cannot be
+  // recorded); a replay counts as one call.
+  bool can_capture() const override { return !timing_ && inner_.can_capture(); }
+  void begin_capture() override { inner_.begin_capture(); }
+  void end_capture(bool keep) override { inner_.end_capture(keep); }
+  bool has_graph() override { return inner_.has_graph(); }
+  void replay() override;
+
   LayerKernels<float>& layers_f32() override;
   LayerKernels<bf16>& layers_bf16() override;
 
@@ -80,9 +88,10 @@ class TimedCompute final : public Compute {
                     float grad_scale) override;
   void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                            const std::vector<AdamWRange>& ranges, float lr, float beta1,
-                           float beta2, float eps, float weight_decay, int64_t t,
-                           float grad_scale, bf16* rounded = nullptr) override;
+                           float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
+                           bf16* rounded = nullptr, const AdamWGuard* guard = nullptr) override;
   double sum_squares(const float* x, size_t n) override;
+  void sum_squares_into(double* dst, const float* x, size_t n) override;
   void add_inplace(float* acc, const float* x, size_t n) override;
   void add_inplace(float* acc, const bf16* x, size_t n) override;
   void scale(float* x, size_t n, float s) override;

@@ -1,6 +1,7 @@
 #include "model/adamw_optimizer.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace rm {
 
@@ -16,17 +17,24 @@ AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout&
   }
 }
 
-void AdamWOptimizer::step(float* params, const float* grads, double lr, double norm,
-                          bf16* rounded) {
-  ++t_;
-  float scale = 1.0f;
-  if (config_.grad_clip > 0 && norm > config_.grad_clip) {
-    scale = static_cast<float>(config_.grad_clip / (norm + 1e-6));
-  }
-  compute_.adamw_update_ranges(params, grads, m_.data(), v_.data(), ranges_,
-                               static_cast<float>(lr), static_cast<float>(config_.beta1),
-                               static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
-                               static_cast<float>(config_.weight_decay), t_, scale, rounded);
+void AdamWOptimizer::queue_step(float* params, const float* grads, double lr,
+                                const StepScalars* scalars, bf16* rounded) {
+  if (queued_) throw std::logic_error("AdamWOptimizer::queue_step: the last step was not finished");
+  const AdamWGuard guard{scalars, config_.grad_clip};
+  compute_.adamw_update_ranges(params, grads, m_.data(), v_.data(), ranges_, static_cast<float>(lr),
+                               static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
+                               static_cast<float>(config_.eps),
+                               static_cast<float>(config_.weight_decay), t_ + 1, 1.0f, rounded,
+                               &guard);
+  queued_ = true;
+}
+
+bool AdamWOptimizer::finish_step(const StepScalars& scalars) {
+  if (!queued_) throw std::logic_error("AdamWOptimizer::finish_step: no step was queued");
+  queued_ = false;
+  const bool ran = step_is_finite(scalars);
+  if (ran) ++t_;
+  return ran;
 }
 
 }  // namespace rm

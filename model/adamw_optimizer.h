@@ -23,13 +23,19 @@ class AdamWOptimizer {
   AdamWOptimizer(const OptimizerConfig& config, const ParamLayout& layout, Compute& compute)
       : AdamWOptimizer(config, layout, compute, 0, layout.size()) {}
 
-  // One update with learning rate lr, given the global gradient norm (computed over all ranks
-  // in sharded modes). params and grads (memory of the Compute) address element `begin` of the
-  // range. Clips to optimizer.grad_clip when that is > 0. `rounded` (may be null): the bf16
+  // Queues one update with learning rate lr, guarded by a step's scalars in the Compute's memory
+  // (kernels/step_scalars.h: the global loss and gradient sum of squares, over all ranks in
+  // sharded modes): the device skips it when either is not finite and clips the gradient to
+  // optimizer.grad_clip (when > 0) by the norm, with no host wait. params and grads (memory of
+  // the Compute) address element `begin` of the range. `rounded` (may be null): the bf16
   // compute copy of params, same indexing, refreshed for the range in the same pass
-  // (Compute::adamw_update_ranges).
-  void step(float* params, const float* grads, double lr, double grad_norm,
-            bf16* rounded = nullptr);
+  // (Compute::adamw_update_ranges). The update is numbered steps_taken() + 1 (Adam's bias
+  // correction); finish_step says whether it ran, before the next queue_step.
+  void queue_step(float* params, const float* grads, double lr, const StepScalars* scalars,
+                  bf16* rounded = nullptr);
+  // The host's copy of the scalars the queued update was guarded by: counts the step where
+  // step_is_finite(scalars), the device's own test. Returns whether it ran.
+  bool finish_step(const StepScalars& scalars);
 
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
@@ -48,6 +54,7 @@ class AdamWOptimizer {
   DeviceArray<float> m_, v_;
   std::vector<AdamWRange> ranges_;  // the shard's tensors, all updated in one call
   int64_t t_ = 0;
+  bool queued_ = false;  // a queue_step awaits its finish_step
 };
 
 }  // namespace rm

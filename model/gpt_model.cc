@@ -177,32 +177,47 @@ void GptModel<T>::forward_to_head(ParamAccess& access, int B, int Tn) {
   const int C = C_, N = B * Tn;
   p0_ = static_cast<const T*>(access.acquire_params(0));
   k_.embedding_forward(a_.encoded, a_.inputs, p0_ + wte_, p0_ + wpe_, B, Tn, C);
-  const T* residual = a_.encoded;
+  // Each block's output res3 = res2 + branch is made by the layernorm that reads it next (the
+  // next block's ln_1, or ln_f), in one pass with it.
   for (int l = 0; l < L_; ++l) {
-    block_forward(l, static_cast<const T*>(access.acquire_params(1 + l)), residual, B, Tn);
+    const T* p = static_cast<const T*>(access.acquire_params(1 + l));
+    const BlockOffsets& w = blocks_[l];
+    BlockActs& x = a_.blocks[l];
+    if (l == 0) {
+      k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a_.encoded, p + w.ln1_w, p + w.ln1_b, N,
+                           C);
+    } else {
+      const BlockActs& prev = a_.blocks[l - 1];
+      k_.residual_layernorm_forward(prev.res3, x.ln1, x.ln1_mean, x.ln1_rstd, prev.res2, a_.branch,
+                                    p + w.ln1_w, p + w.ln1_b, N, C);
+    }
+    block_forward(l, p, l > 0 ? a_.blocks[l - 1].res3 : a_.encoded, B, Tn);
     access.release_params(1 + l);
-    residual = a_.blocks[l].res3;
   }
   const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
-  k_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, residual, pf + lnf_w_, pf + lnf_b_, N, C);
+  if (L_ == 0) {
+    k_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, a_.encoded, pf + lnf_w_, pf + lnf_b_, N,
+                         C);
+  } else {
+    const BlockActs& last = a_.blocks[L_ - 1];
+    k_.residual_layernorm_forward(last.res3, a_.lnf, a_.lnf_mean, a_.lnf_rstd, last.res2, a_.branch,
+                                  pf + lnf_w_, pf + lnf_b_, N, C);
+  }
   access.release_params(final_unit());
 }
 
 template <typename T>
 void GptModel<T>::block_forward(int l, const T* p, const T* residual, int B, int Tn) {
   const int C = C_, N = B * Tn;
-  const size_t NC = static_cast<size_t>(N) * C;
   const BlockOffsets& w = blocks_[l];
   BlockActs& x = a_.blocks[l];
-  k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
   k_.linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
   k_.attention_forward(x.atty, x.att, x.qkv, B, Tn, C, H_);
   k_.linear_forward(a_.branch, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
-  k_.add(x.res2, residual, a_.branch, NC);
-  k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p + w.ln2_w, p + w.ln2_b, N, C);
+  k_.residual_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, residual, a_.branch,
+                                p + w.ln2_w, p + w.ln2_b, N, C);
   k_.linear_gelu_forward(x.fch_gelu, x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
   k_.linear_forward(a_.branch, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
-  k_.add(x.res3, x.res2, a_.branch, NC);
 }
 
 template <typename T>
@@ -231,8 +246,13 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     float* g = access.acquire_grads(1 + l);
     // Under recompute the shared arrays hold the last block's activations: the others are
-    // made again from their kept input (res3 too, to the same bits it holds).
-    if (recompute_ && l < L_ - 1) block_forward(l, p, residual, B, Tn);
+    // made again from their kept input, ln_1 by layernorm_forward (the bits of the fused pass
+    // that made it in the forward); res3 is kept, and the branch the recomputation leaves in
+    // a_.branch is read by nothing.
+    if (recompute_ && l < L_ - 1) {
+      k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
+      block_forward(l, p, residual, B, Tn);
+    }
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
     k_.linear_backward_into_gelu(a_.dfch, g + w.fcproj_w, g + w.fcproj_b, a_.dresidual,
                                  x.fch_gelu, p + w.fcproj_w, x.fch, N, 4 * C, C);

@@ -55,6 +55,7 @@ class GptModel final : public Model {
   void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
                               float grad_scale) override;
   double take_loss_sum() override { return k_.take_queued_loss(); }
+  void queue_loss_copy(double* dst) override { k_.queue_loss_copy(dst); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets, int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
   std::vector<GemmShape> train_gemms(int B) const override;
@@ -116,6 +117,9 @@ class GptModel final : public Model {
   // forward_to_head, then the logits [B*Tn, V] in a_.logits.
   void forward(ParamAccess& access, int B, int Tn);
   // One block's forward from `residual` into x (its parameters p), B sequences of Tn tokens.
+  // Block l from x.ln1 (already made from `residual`, its input) to a_.branch, the MLP's
+  // output: res2 and ln_2 in one fused pass. The block's output res3 = res2 + a_.branch is left
+  // to the layernorm that follows (forward_to_head).
   void block_forward(int l, const T* p, const T* residual, int B, int Tn);
   // After forward_to_head: the classifier with its queued loss (the targets in a_.targets,
   // LayerKernels::queue_classifier_forward_backward), then the backward; releases unit 0 at

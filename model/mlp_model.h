@@ -44,6 +44,7 @@ class MlpModel final : public Model {
   void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
                               float grad_scale) override;
   double take_loss_sum() override { return k_.take_queued_loss(); }
+  void queue_loss_copy(double* dst) override { k_.queue_loss_copy(dst); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                       int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;

@@ -86,6 +86,10 @@ class Model {
   virtual void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets,
                                       int B, float grad_scale) = 0;
   virtual double take_loss_sum() = 0;
+  // The total so far into *dst, memory of the compute backend, without a wait and without
+  // resetting it (NaN after a bad target): the loss a step's optimizer update is guarded by
+  // (kernels/step_scalars.h), read on the device before the host has it.
+  virtual void queue_loss_copy(double* dst) = 0;
   // queue_forward_backward then take_loss_sum(): one micro-batch's loss sum.
   double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
                           float grad_scale);

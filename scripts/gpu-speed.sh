@@ -5,9 +5,11 @@
 # come back as $OUT/logs.tgz beside $OUT/verdicts.txt (the device tool returns few files):
 #   1. kernels_cuda_gpu_test: every GPU test, none may skip
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
-#      gpu-check.sh's bf16 tolerance)
+#      gpu-check.sh's bf16 tolerance), and again with step graphs (RM_CUDA_GRAPH=1): the same
+#      losses to the bit
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
-#      each with a profiled step (--profile 1: every kernel and GEMM timed alone)
+#      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then step
+#      graphs off and on, alternated twice
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
 # A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
@@ -60,6 +62,18 @@ if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
 else
   verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
 fi
+# 2b. The same job with its steps replayed from a recorded graph (RM_CUDA_GRAPH=1): the eager
+# run's losses, bit for bit.
+timeout 240 env RM_CUDA_GRAPH=1 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-graph \
+  --set parallel.backend=cuda --set parallel.precision=bf16 > "$OUT/curve-graph.log" 2>&1
+if ! grep -q 'replayed as one graph' "$OUT/curve-graph.log"; then
+  verdict "loss curve with step graphs" FAIL "no graph ($OUT/curve-graph.log)"
+elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
+            <(grep -o '"loss":[^,]*' /tmp/gs-graph/metrics.jsonl); then
+  verdict "loss curve with step graphs" PASS "the eager run's losses, bit for bit"
+else
+  verdict "loss curve with step graphs" FAIL "losses differ ($OUT/curve-graph.log)"
+fi
 
 # 3. bench train at GPT-2 124M's shape.
 gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
@@ -93,6 +107,20 @@ for B in 16 4; do
       done
     done
   fi
+done
+# 3b. Step graphs (RM_CUDA_GRAPH=1, opt-in until measured): eager and graph alternated twice.
+for B in 16 4; do
+  for i in 1 2; do
+    for graph in 0 1; do
+      log="$OUT/graph-b$B-$graph-$i.log"
+      rc=0
+      timeout 240 env RM_CUDA_GRAPH=$graph ringmaster bench train configs/shakespeare.yaml \
+        "${gpt2[@]}" --set train.global_batch=$B --set train.micro_batch=$B --steps 20 \
+        --warmup 3 > "$log" 2>&1 || rc=$?
+      verdict "graph A/B B=$B RM_CUDA_GRAPH=$graph ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
+        "$(grep '^train step' "$log" | cut -c1-90)"
+    done
+  done
 done
 if [[ -n ${BASE_ENV:-} ]] && ! command -v ringmaster-base >/dev/null; then
   mkdir -p /tmp/gpu-speed-base

@@ -112,6 +112,23 @@ double OrderCheckingCompute::sum_squares(const float* x, size_t n) {
   return inner_.sum_squares(x, n);
 }
 
+void OrderCheckingCompute::sum_squares_into(double* dst, const float* x, size_t n) {
+  read("sum_squares_into", x, n * sizeof(float));
+  write("sum_squares_into", dst, sizeof(double));
+  inner_.sum_squares_into(dst, x, n);
+}
+
+void OrderCheckingCompute::adamw_update_ranges(float* params, const float* grads, float* m,
+                                               float* v, const std::vector<AdamWRange>& ranges,
+                                               float lr, float beta1, float beta2, float eps,
+                                               float weight_decay, int64_t t, float grad_scale,
+                                               bf16* rounded, const AdamWGuard* guard) {
+  if (guard != nullptr) read("adamw_update_ranges", guard->scalars, sizeof(StepScalars));
+  // The default: adamw_update (checked above) and cast per range.
+  Compute::adamw_update_ranges(params, grads, m, v, ranges, lr, beta1, beta2, eps, weight_decay, t,
+                               grad_scale, rounded, guard);
+}
+
 void OrderCheckingCompute::add_inplace(float* acc, const float* x, size_t n) {
   elementwise("add_inplace", acc, x, n);
   inner_.add_inplace(acc, x, n);

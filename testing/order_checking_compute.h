@@ -58,6 +58,12 @@ class OrderCheckingCompute final : public Compute {
                     float beta1, float beta2, float eps, float weight_decay, int64_t t,
                     float grad_scale) override;
   double sum_squares(const float* x, size_t n) override;
+  void sum_squares_into(double* dst, const float* x, size_t n) override;
+  // Reads the guard's scalars (kernels/step_scalars.h), then the default.
+  void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
+                           const std::vector<AdamWRange>& ranges, float lr, float beta1,
+                           float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
+                           bf16* rounded = nullptr, const AdamWGuard* guard = nullptr) override;
   void add_inplace(float* acc, const float* x, size_t n) override;
   void add_inplace(float* acc, const bf16* x, size_t n) override;
   void scale(float* x, size_t n, float s) override;

@@ -217,8 +217,6 @@ Trace train(const JobConfig& job, Precision precision, Compute& compute, Communi
       pass.forward_backward(state, step, micro);
     }
     state.finish_backward();
-    const double norm = state.grad_norm();
-    trace.norms.push_back(norm);
     if (view.ready) {
       // As Checkpointing::wait_staged: the save had this step's forward and backward to finish,
       // and the writer's thread runs the fence.
@@ -227,7 +225,7 @@ Trace train(const JobConfig& job, Precision precision, Compute& compute, Communi
       trace.staged.push_back(read_staged(view, params_at_view, label));
       view = {};
     }
-    state.optimizer_step(kLr, norm);
+    trace.norms.push_back(state.optimizer_step(kLr).grad_norm);
     if (checkpoint_after(step)) {
       params_at_view = state.full_params();  // collective, and a download: before the view
       view = state.checkpoint_view();
@@ -414,7 +412,7 @@ TEST(StreamOrderChecker, CatchesAnOptimizerStepBeforeTheCheckpointIsStaged) {
     state.begin_micro_batch(true);
     pass.forward_backward(state, s, 0);
     state.finish_backward();
-    state.optimizer_step(kLr, state.grad_norm());
+    state.optimizer_step(kLr);
   };
   step(0);
   const std::vector<float> at_view = state.full_params();

@@ -55,6 +55,8 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
       end = units[u].begin;
     }
   }
+  // Last, so that the buffers above keep their allocation order (the ordering tests name them).
+  scalars_ = static_cast<StepScalars*>(comm_.allocate(sizeof(StepScalars)));
 }
 
 ShardedState::~ShardedState() {
@@ -400,20 +402,39 @@ double ShardedState::grad_norm() {
   return std::sqrt(sq);
 }
 
-void ShardedState::optimizer_step(double lr, double norm) {
+void ShardedState::queue_optimizer_step(double lr) {
+  // The scalars the update is guarded by, summed over the ranks where each holds a part: the
+  // loss always (each rank's micro-batches differ), the gradient's squares only where the
+  // gradient is sharded (under mode none every rank sums the same reduced gradient).
+  double* const sq = &scalars_->grad_sq;
+  int reduced = 1;
+  if (mode_ == ShardMode::kNone) {
+    compute_.sum_squares_into(sq, grads_.data(), grads_.size());
+  } else {
+    const float* mine = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
+    compute_.sum_squares_into(sq, mine, shard_end_ - shard_begin_);
+    reduced = 2;
+  }
+  if (comm_.size() > 1) {
+    // On nccl a wait for the device, as the gradients' reduction already had one; on one rank
+    // (where a GPU step has no other) nothing.
+    comm_.all_reduce(scalars_, reduced, DType::kFloat64, ReduceOp::kSum)->wait();
+  }
+
   // Where the optimizer updates every master this rank computes with (replicated: all of them;
   // ZeRO-3: its shard, which is all its bf16 copy holds), it writes the bf16 copy in the same
   // pass; the rest is left as it was, and so still the rounding of an unchanged master.
   const bool same_shape = mode_ == ShardMode::kNone || !full_params_;
   bf16* rounded = bf16_ && same_shape ? bf16_params_.data() : nullptr;
   if (mode_ == ShardMode::kNone) {
-    optimizer_->step(params_.data(), grads_.data(), lr, norm, rounded);
+    optimizer_->queue_step(params_.data(), grads_.data(), lr, scalars_, rounded);
   } else {
     float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
     const float* g = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
-    optimizer_->step(p, g, lr, norm, rounded);
+    optimizer_->queue_step(p, g, lr, scalars_, rounded);
     // The fp32 masters are gathered, so every rank keeps the whole master (its checkpoint
-    // slice and the final weights read it), then rounded to the compute copy.
+    // slice and the final weights read it), then rounded to the compute copy. After a skipped
+    // update this gathers what every rank already holds.
     if (full_params_) {
       const uint64_t traced =
           trace_ ? trace_->comm_begin("all-gather params", 0, params_.size() * sizeof(float)) : 0;
@@ -422,6 +443,20 @@ void ShardedState::optimizer_step(double lr, double norm) {
     }
   }
   if (rounded == nullptr) refresh_compute_params();
+}
+
+ShardedState::StepOutcome ShardedState::finish_optimizer_step() {
+  StepScalars host;
+  compute_.download(&host, scalars_, sizeof(host));
+  StepOutcome out;
+  out.grad_norm = step_grad_norm(host);
+  out.applied = optimizer_->finish_step(host);
+  return out;
+}
+
+ShardedState::StepOutcome ShardedState::optimizer_step(double lr) {
+  queue_optimizer_step(lr);
+  return finish_optimizer_step();
 }
 
 void ShardedState::stream_params(const ParamSink& sink) {

@@ -37,7 +37,8 @@
 // Memory: parameters, gradients, optimizer state and scratch live in the memory of the model's
 // Compute (kernels/compute.h), and communicated buffers come from comm.allocate(), which must
 // give memory of the same kind (host for mpi with the cpu compute, device for nccl with cuda).
-// Host scalars (the gradient norm) are reduced over host_comm (the same object on the cpu).
+// The step's guard scalars (loss, gradient sum of squares) are reduced over comm in the compute's
+// memory; host scalars (grad_norm(), for tests) over host_comm (the same object on the cpu).
 //
 // Not thread-safe; every rank must make the same calls in the same order (they issue
 // collectives).
@@ -87,12 +88,31 @@ class ShardedState final : public ParamAccess {
   void init_params(uint64_t seed);
 
   // Call order per optimizer step: begin_step, then per micro-batch begin_micro_batch and the
-  // model's forward_backward, then finish_backward, grad_norm, optimizer_step.
+  // model's forward_backward, then finish_backward, the step's loss into
+  // step_scalars()->loss_sum (Model::queue_loss_copy), queue_optimizer_step and, once the host
+  // wants the outcome, finish_optimizer_step.
   void begin_step();
   void begin_micro_batch(bool last_of_step);
   void finish_backward();
-  double grad_norm();  // the true global norm, identical on every rank
-  void optimizer_step(double lr, double grad_norm);
+  // The scalars that guard this step's update (kernels/step_scalars.h), in the compute's memory
+  // (allocated from comm, which reduces them). loss_sum is the caller's to write, each step.
+  StepScalars* step_scalars() { return scalars_; }
+  // Queues the update without waiting for the device on one rank: the gradient's sum of squares
+  // into step_scalars(), the scalars summed over the ranks (ranks > 1: one all-reduce of one or
+  // two doubles over comm, waited for), then AdamW, which leaves everything as it was when the
+  // loss or the norm is not finite and clips by the global norm otherwise, and writes the bf16
+  // copy; ZeRO-3 then gathers the masters. The same decision on every rank, from the same sums.
+  void queue_optimizer_step(double lr);
+  // The host's one read of the step's scalars (a wait for the device): the global gradient norm
+  // and whether the update ran (then optimizer_steps() counts it).
+  struct StepOutcome {
+    double grad_norm = 0;
+    bool applied = false;
+  };
+  StepOutcome finish_optimizer_step();
+  StepOutcome optimizer_step(double lr);  // both, at once (tests)
+  // The global norm read now, on the host: for tests, not the step path.
+  double grad_norm();
   int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
 
   // The whole fp32 parameter buffer in order, piece by piece: `sink(data, count)` gets host
@@ -213,6 +233,7 @@ class ShardedState final : public ParamAccess {
   Buffer grads_;   // full, or this rank's shard (ZeRO-2/3)
   bf16* wire_ = nullptr;  // none/optimizer with bf16 reduction: bf16 gradients, full layout
   std::unique_ptr<AdamWOptimizer> optimizer_;
+  StepScalars* scalars_ = nullptr;  // comm.allocate: the step's update guard
 
   std::vector<Bucket> buckets_;
   size_t next_bucket_ = 0;

@@ -52,6 +52,16 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
   const size_t tokens = static_cast<size_t>(job.train.micro_batch) * job.model.seq_len;
   inputs_.assign(tokens, 0);
   targets_.assign(tokens, 0);
+  std::string why_not;
+  if (StepGraph::wanted(job, model_->compute(), comm.backend(), &why_not)) {
+    graph_ = std::make_unique<StepGraph>(model_->compute(), accum_steps_, tokens);
+  }
+  if (comm.rank() == 0 && options.verbose && (graph_ || !why_not.empty())) {
+    std::printf("ringmaster: RM_CUDA_GRAPH=1: %s\n",
+                graph_ ? "each step's forward and backward replayed as one graph from step 2 on"
+                       : ("no step graph: " + why_not).c_str());
+    std::fflush(stdout);
+  }
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
@@ -69,28 +79,66 @@ StepMetrics Trainer::train_step(int64_t step) {
   // the split into ranks and micro-batches.
   const float grad_scale = static_cast<float>(1.0 / targets_in_batch);
 
-  state_->begin_step();
+  // What decides the update stays on the device until the update is queued: the loss goes into
+  // the step's scalars beside the gradient's sum of squares (ShardedState::queue_optimizer_step),
+  // and the AdamW kernel skips the update itself when either is not finite. The host reads them
+  // once the step's work is all queued: on one GPU the step's only waits for the device.
   double data_ms = 0;
-  for (int j = 0; j < accum_steps_; ++j) {
+  const auto fill = [&](int j, int* inputs, int* targets) {
     const uint64_t first = static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
                            static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
     progress_.enter(Phase::kData);
     const auto t_data = Clock::now();
-    data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs_.data(), targets_.data());
+    data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs, targets);
     data_ms += ms_since(t_data);
-    state_->begin_micro_batch(j == accum_steps_ - 1);
-    progress_.enter(Phase::kForward);  // ShardedState marks backward
-    model_->queue_forward_backward(*state_, inputs_.data(), targets_.data(), tc.micro_batch,
-                                   grad_scale);
+  };
+  StepScalars* const scalars = state_->step_scalars();
+  auto t_backward = Clock::now();
+  if (graph_ && graph_->ready()) {
+    // The micro-batches' device work as recorded (step_graph.h): only the tokens are new.
+    for (int j = 0; j < accum_steps_; ++j) fill(j, graph_->inputs(j), graph_->targets(j));
+    progress_.enter(Phase::kForward);
+    graph_->replay();
+    t_backward = Clock::now();
+    timing_.comm_wait_ms = 0;
+  } else {
+    // Recorded from the process's second step on, when step graphs are on.
+    StepGraph::Recording recording(graph_ && steps_run_ > 0 && graph_->can_record() ? graph_.get()
+                                                                                    : nullptr);
+    state_->begin_step();
+    for (int j = 0; j < accum_steps_; ++j) {
+      int* const inputs = graph_ ? graph_->inputs(j) : inputs_.data();
+      int* const targets = graph_ ? graph_->targets(j) : targets_.data();
+      fill(j, inputs, targets);
+      state_->begin_micro_batch(j == accum_steps_ - 1);
+      progress_.enter(Phase::kForward);  // ShardedState marks backward
+      model_->queue_forward_backward(*state_, inputs, targets, tc.micro_batch, grad_scale);
+    }
+    t_backward = Clock::now();
+    progress_.enter(Phase::kGradientSync);
+    state_->finish_backward();
+    timing_.comm_wait_ms = ms_since(t_backward);
+    model_->queue_loss_copy(&scalars->loss_sum);
+    recording.commit();
   }
-  const auto t_backward = Clock::now();
-  progress_.enter(Phase::kGradientSync);
-  state_->finish_backward();
-  timing_.comm_wait_ms = ms_since(t_backward);
-  // The loss of every micro-batch, read once the gradients are in: on a device the only wait
-  // for it in the step (the backward and the reduction were queued without one).
+  ++steps_run_;
+  const bool poisoned = fault_poisons_loss(rank, step + 1);
+  if (poisoned) {
+    const double nan = std::nan("");
+    model_->compute().upload(&scalars->loss_sum, &nan, sizeof(nan));
+  }
+  if (checkpoints_) {
+    // A save started after the previous step may still be copying the buffers the update is
+    // about to change; it has had this step's forward and backward to finish.
+    progress_.enter(Phase::kCheckpointWait);
+    checkpoints_->wait_staged();
+  }
+  progress_.enter(Phase::kOptimizer);
+  state_->queue_optimizer_step(lr);
+
   double loss_sum = model_->take_loss_sum();
-  if (fault_poisons_loss(rank, step + 1)) loss_sum = std::nan("");
+  if (poisoned) loss_sum = std::nan("");
+  const ShardedState::StepOutcome outcome = state_->finish_optimizer_step();
   // The stop flag and the per-rank figures ride in the collective that sums the loss: every
   // rank learns whether any rank was signalled, at the same step, for free.
   stop_signal_ = stop_signal_received();
@@ -110,9 +158,18 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.busy_ms_min = agreed.busy_ms_min;
   m.slowest_rank = agreed.slowest_rank;
   m.peak_rss_mib = agreed.peak_rss_mib;
-  m.grad_norm = state_->grad_norm();
-  // The loss and the norm are global, so every rank takes the same decision here.
-  if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
+  m.grad_norm = outcome.grad_norm;
+  if (checkpoints_) m.ckpt_stall_ms = checkpoints_->take_blocked_ms();
+  // The loss and the norm are global, so every rank takes the same decision here, and the
+  // device took it already: it skipped the update exactly when one of them is not finite.
+  const bool finite = std::isfinite(m.loss) && std::isfinite(m.grad_norm);
+  if (finite != outcome.applied) {
+    throw std::logic_error("step " + std::to_string(step + 1) + ": the device " +
+                           (outcome.applied ? "applied" : "skipped") +
+                           " the update, but the host sees a " +
+                           (finite ? "finite" : "non-finite") + " loss and gradient norm");
+  }
+  if (!finite) {
     const std::string what = "step " + std::to_string(step + 1) + ": non-finite " +
                              (std::isfinite(m.loss) ? "gradient norm" : "loss");
     if (job_.resilience.on_nan == OnNan::kSkip) {
@@ -125,15 +182,6 @@ StepMetrics Trainer::train_step(int64_t step) {
                                (checkpoints_ ? ")" : ", and no checkpoints to roll back to)"));
     }
   }
-  if (checkpoints_) {
-    // A save started after the previous step may still be copying the buffers the update is
-    // about to change; it has had this step's forward and backward to finish.
-    progress_.enter(Phase::kCheckpointWait);
-    checkpoints_->wait_staged();
-    m.ckpt_stall_ms = checkpoints_->take_blocked_ms();
-  }
-  progress_.enter(Phase::kOptimizer);
-  if (!m.skipped) state_->optimizer_step(lr, m.grad_norm);
   next_step_ = step + 1;
   m.step_ms = ms_since(t0);
   timing_.compute_ms = m.step_ms - timing_.comm_wait_ms;

@@ -29,6 +29,7 @@
 #include "worker/checkpointing.h"
 #include "worker/memory_checkpoints.h"
 #include "worker/sharded_state.h"
+#include "worker/step_graph.h"
 #include "worker/training_data.h"
 
 namespace rm {
@@ -119,6 +120,8 @@ class Trainer {
   std::unique_ptr<Checkpointing> checkpoints_;
   std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0
   std::vector<int> inputs_, targets_;
+  std::unique_ptr<StepGraph> graph_;  // RM_CUDA_GRAPH=1 where it applies (step_graph.h)
+  int64_t steps_run_ = 0;             // by this process
   int64_t next_step_ = 0;
   StepTiming timing_;
   StepProgress progress_;  // marked on every phase: cheap, watched or not

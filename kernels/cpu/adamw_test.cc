@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -89,6 +90,51 @@ TEST(AdamW, RangesWriteTheBf16CopyOfTheUpdatedMasters) {
     EXPECT_EQ(copy[i].bits, in_range ? to_bf16(p[i]).bits : 0x1234) << "element " << i;
   }
   EXPECT_NE(p[0], random_floats(n, 1)[0]) << "nothing was updated";
+}
+
+// The guard of a training step (kernels/step_scalars.h): a non-finite loss or gradient norm
+// leaves params, moments and the bf16 copy as they were; a finite one clips by the norm, the
+// same bits as an unguarded call given clip_factor as its grad_scale.
+TEST(AdamW, AGuardSkipsANonFiniteStepAndClipsByTheNorm) {
+  const std::unique_ptr<Compute> compute = make_cpu_compute(1);
+  const size_t n = 64;
+  const std::vector<AdamWRange> ranges = {{0, 40, true}, {40, 24, false}};
+  const std::vector<float> g = random_floats(n, 5);
+  const std::vector<float> p0 = random_floats(n, 6), m0 = random_floats(n, 7);
+  const std::vector<float> v0(n, 0.25f);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const auto run = [&](const StepScalars* scalars, double max_norm, float grad_scale) {
+    std::vector<float> p = p0, m = m0, v = v0;
+    std::vector<bf16> copy(n, bf16{0x1234});
+    const AdamWGuard guard{scalars, max_norm};
+    compute->adamw_update_ranges(p.data(), g.data(), m.data(), v.data(), ranges, 0.1f, 0.9f, 0.95f,
+                                 1e-8f, 0.1f, 2, grad_scale, copy.data(),
+                                 scalars != nullptr ? &guard : nullptr);
+    std::vector<float> all = p;
+    all.insert(all.end(), m.begin(), m.end());
+    all.insert(all.end(), v.begin(), v.end());
+    for (const bf16& b : copy) all.push_back(b.bits);
+    return all;
+  };
+  // Even a zero gradient moves the weights (decay) and the moments.
+  const std::vector<float> updated = run(nullptr, 0, 0.0f);
+  std::vector<float> unchanged = p0;
+  unchanged.insert(unchanged.end(), m0.begin(), m0.end());
+  unchanged.insert(unchanged.end(), v0.begin(), v0.end());
+  unchanged.insert(unchanged.end(), n, static_cast<float>(0x1234));
+  for (const StepScalars bad : {StepScalars{nan, 4.0}, StepScalars{inf, 4.0}, StepScalars{1.0, nan},
+                                StepScalars{1.0, inf}}) {
+    EXPECT_EQ(run(&bad, 1.0, 1.0f), unchanged) << bad.loss_sum << " " << bad.grad_sq;
+  }
+  EXPECT_NE(updated, unchanged) << "the comparison cannot tell an update from none";
+  const StepScalars big{3.0, 16.0};  // norm 4
+  EXPECT_EQ(run(&big, 1.0, 1.0f), run(nullptr, 0, static_cast<float>(1.0 / (4.0 + 1e-6))));
+  EXPECT_EQ(run(&big, 0.0, 1.0f), run(nullptr, 0, 1.0f)) << "grad_clip 0: no clipping";
+  EXPECT_EQ(run(&big, 8.0, 1.0f), run(nullptr, 0, 1.0f)) << "a norm under the clip";
+  EXPECT_EQ(run(&big, 8.0, 0.5f), run(nullptr, 0, 0.5f)) << "grad_scale still applies";
+  EXPECT_EQ(clip_factor(4.0, 1.0), static_cast<float>(1.0 / (4.0 + 1e-6)));
+  EXPECT_EQ(step_grad_norm(big), 4.0);
+  EXPECT_TRUE(step_is_finite(big));
 }
 
 TEST(AdamW, RejectsStepZero) {

@@ -130,6 +130,9 @@ class CpuCompute final : public Compute {
     cpu::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
   }
   double sum_squares(const float* x, size_t n) override { return cpu::sum_squares(x, n); }
+  void sum_squares_into(double* dst, const float* x, size_t n) override {
+    *dst = cpu::sum_squares(x, n);
+  }
   void add_inplace(float* acc, const float* x, size_t n) override { cpu::add_inplace(acc, x, n); }
   void add_inplace(float* acc, const bf16* x, size_t n) override { cpu::add_inplace(acc, x, n); }
   void scale(float* x, size_t n, float s) override { cpu::scale(x, n, s); }

@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
 #include "kernels/elementwise_math.h"
+#include "kernels/step_scalars.h"
 
 namespace rm::cuda {
 namespace {
@@ -61,9 +62,15 @@ __device__ inline void adamw_vector(float* params, const float* grads, float* m,
 __global__ void __launch_bounds__(kElementwiseThreads)
     adamw_chunks_kernel(float* params, const float* grads, float* m, float* v, bf16* rounded,
                         const AdamWChunk* chunks, AdamWCoeffs with_decay, AdamWCoeffs without,
-                        bool aligned) {
+                        bool aligned, const StepScalars* scalars, double max_norm) {
   const AdamWChunk ch = chunks[blockIdx.x];
-  const AdamWCoeffs c = ch.decay != 0 ? with_decay : without;
+  AdamWCoeffs c = ch.decay != 0 ? with_decay : without;
+  if (scalars != nullptr) {
+    // Every thread reads the same 16 bytes (L2 serves them) and takes the host's decision.
+    const StepScalars s = *scalars;
+    if (!step_is_finite(s)) return;
+    c.grad_scale *= clip_factor(step_grad_norm(s), max_norm);
+  }
   unsigned done = 0;
   if (aligned && ch.offset % 4 == 0) {
     const unsigned groups = ch.n / 4;
@@ -80,9 +87,9 @@ __global__ void __launch_bounds__(kElementwiseThreads)
 }  // namespace
 
 void adamw_update_chunks(float* params, const float* grads, float* m, float* v, bf16* rounded,
-                         const AdamWChunk* chunks, size_t count, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
-                         cudaStream_t stream) {
+                         const AdamWChunk* chunks, size_t count, float lr, float beta1, float beta2,
+                         float eps, float weight_decay, int64_t t, float grad_scale,
+                         const AdamWGuard& guard, cudaStream_t stream) {
   if (t < 1) throw std::invalid_argument("rm::cuda::adamw_update: step t must be >= 1");
   if (count == 0) return;
   const AdamWCoeffs with_decay = adamw_coeffs(lr, beta1, beta2, eps, weight_decay, t, grad_scale);
@@ -92,8 +99,10 @@ void adamw_update_chunks(float* params, const float* grads, float* m, float* v, 
   };
   const bool aligned =
       at(params, 16) && at(grads, 16) && at(m, 16) && at(v, 16) && at(rounded, 8);
-  RM_CUDA_LAUNCH(adamw_chunks_kernel, (LaunchShape{static_cast<unsigned>(count), kElementwiseThreads}),
-                 stream, params, grads, m, v, rounded, chunks, with_decay, without, aligned);
+  RM_CUDA_LAUNCH(adamw_chunks_kernel,
+                 (LaunchShape{static_cast<unsigned>(count), kElementwiseThreads}), stream, params,
+                 grads, m, v, rounded, chunks, with_decay, without, aligned, guard.scalars,
+                 guard.max_norm);
 }
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,

@@ -1,5 +1,7 @@
 #include "kernels/cuda/cross_entropy.h"
 
+#include <math_constants.h>
+
 #include "kernels/bf16.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
@@ -147,11 +149,20 @@ __global__ void __launch_bounds__(1)
   total->loss += status->loss;
 }
 
+__global__ void __launch_bounds__(1)
+    copy_total_kernel(double* dst, const CrossEntropyTotal* total) {
+  *dst = total->bad != 0 ? CUDART_NAN : total->loss;
+}
+
 }  // namespace
 
 void accumulate_cross_entropy(CrossEntropyTotal* total, const CrossEntropyStatus* status,
                               const int* targets, int N, cudaStream_t stream) {
   RM_CUDA_LAUNCH(accumulate_kernel, (LaunchShape{1, 1}), stream, total, status, targets, N);
+}
+
+void copy_cross_entropy_total(double* dst, const CrossEntropyTotal* total, cudaStream_t stream) {
+  RM_CUDA_LAUNCH(copy_total_kernel, (LaunchShape{1, 1}), stream, dst, total);
 }
 
 template <typename T>

@@ -33,6 +33,10 @@ struct CrossEntropyTotal {
 void accumulate_cross_entropy(CrossEntropyTotal* total, const CrossEntropyStatus* status,
                               const int* targets, int N, cudaStream_t stream);
 
+// *dst = total->loss, or NaN once a call found a bad target (one thread; asynchronous): the
+// total as a training step's update guard reads it (kernels/step_scalars.h).
+void copy_cross_entropy_total(double* dst, const CrossEntropyTotal* total, cudaStream_t stream);
+
 // The loss only; logits are not modified.
 template <typename T>
 void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,

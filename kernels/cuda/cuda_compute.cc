@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_layers.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/upload_ring.h"
 
 namespace rm::cuda {
 namespace {
@@ -33,6 +34,19 @@ class CudaCompute final : public Compute {
                    std::to_string(std::llround(gib)) + " GiB)";
   }
 
+  ~CudaCompute() override {
+    // No throwing here: failures only leak the graph.
+    if (capturing_) {
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(ctx_.stream(), &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+    }
+    if (graph_ != nullptr) {
+      cudaStreamSynchronize(ctx_.stream());
+      cudaGraphExecDestroy(graph_);
+    }
+  }
+
   ComputeKind kind() const override { return ComputeKind::kCuda; }
   std::string describe() const override { return description_; }
   void* stream() const override { return ctx_.stream(); }
@@ -40,6 +54,43 @@ class CudaCompute final : public Compute {
     size_t free = 0, total = 0;
     RM_CUDA_CHECK(cudaMemGetInfo(&free, &total), kThrow);
     return static_cast<double>(total - free);
+  }
+
+  // ---- Step graphs -------------------------------------------------------------------------
+  bool can_capture() const override { return true; }
+  void begin_capture() override {
+    if (capturing_) throw std::logic_error("rm::cuda: begin_capture while recording");
+    drop_graph();
+    // Thread-local: a call of this thread that is not allowed while recording (a synchronize,
+    // an allocation) fails at once instead of corrupting the graph; other threads (checkpoint
+    // writers waiting on their download fences) are not affected.
+    RM_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal), kThrow);
+    capturing_ = true;
+  }
+  void end_capture(bool keep) override {
+    if (!capturing_) throw std::logic_error("rm::cuda: end_capture without begin_capture");
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t rc = cudaStreamEndCapture(ctx_.stream(), &graph);
+    if (!keep || rc != cudaSuccess) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      if (keep) RM_CUDA_CHECK(rc, kThrow);
+      (void)cudaGetLastError();  // a failed recording leaves its error behind
+      return;
+    }
+    const cudaError_t made = cudaGraphInstantiate(&graph_, graph, 0);
+    cudaGraphDestroy(graph);  // the executable graph is independent of it
+    if (made != cudaSuccess) graph_ = nullptr;
+    RM_CUDA_CHECK(made, kThrow);
+    graph_moves_ = ctx_.scratch_moves();
+  }
+  bool has_graph() override {
+    if (graph_ != nullptr && graph_moves_ != ctx_.scratch_moves()) drop_graph();
+    return graph_ != nullptr;
+  }
+  void replay() override {
+    if (!has_graph()) throw std::logic_error("rm::cuda: replay without a current step graph");
+    RM_CUDA_CHECK(cudaGraphLaunch(graph_, ctx_.stream()), kThrow);
   }
 
   // ---- Memory ------------------------------------------------------------------------------
@@ -68,6 +119,21 @@ class CudaCompute final : public Compute {
   }
   void upload(void* dst, const void* host_src, size_t bytes) override {
     if (bytes == 0) return;
+    if (capturing_) {
+      // Recorded: the graph reads host_src each time it runs (compute.h), so it must be pinned.
+      cudaPointerAttributes attr;
+      RM_CUDA_CHECK(cudaPointerGetAttributes(&attr, host_src), kThrow);
+      if (attr.type != cudaMemoryTypeHost) {
+        throw std::logic_error("rm::cuda: a recorded upload must read allocate_host memory");
+      }
+      RM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx_.stream()),
+                    kThrow);
+      return;
+    }
+    if (UploadRing::fits(bytes)) {  // token ids: no wait for the device (upload_ring.h)
+      uploads_.upload(dst, host_src, bytes, ctx_.stream());
+      return;
+    }
     RM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx_.stream()),
                   kThrow);
     // From pageable memory the call returns once host_src has been staged; from pinned memory
@@ -143,8 +209,8 @@ class CudaCompute final : public Compute {
   }
   void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
                            const std::vector<AdamWRange>& ranges, float lr, float beta1,
-                           float beta2, float eps, float weight_decay, int64_t t,
-                           float grad_scale, bf16* rounded = nullptr) override {
+                           float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
+                           bf16* rounded = nullptr, const AdamWGuard* guard = nullptr) override {
     // The chunk table lives on the device and is built and uploaded only when the ranges change
     // (the optimizer's are the same every step): the first step waits for the stream once, so
     // that no queued launch still reads a table being replaced; later steps only launch.
@@ -159,7 +225,7 @@ class CudaCompute final : public Compute {
     }
     cuda::adamw_update_chunks(params, grads, m, v, rounded, static_cast<const AdamWChunk*>(table_),
                               table_chunks_, lr, beta1, beta2, eps, weight_decay, t, grad_scale,
-                              ctx_.stream());
+                              guard != nullptr ? *guard : AdamWGuard{}, ctx_.stream());
   }
   double sum_squares(const float* x, size_t n) override {
     DeviceResults* r = ctx_.results();
@@ -167,6 +233,9 @@ class CudaCompute final : public Compute {
     double total = 0.0;
     ctx_.fetch(&total, &r->sum, sizeof(total));
     return total;
+  }
+  void sum_squares_into(double* dst, const float* x, size_t n) override {
+    cuda::sum_squares(dst, ctx_.results()->partials, x, n, ctx_.stream());
   }
   void add_inplace(float* acc, const float* x, size_t n) override {
     cuda::add_inplace(acc, x, n, ctx_.stream());
@@ -187,8 +256,18 @@ class CudaCompute final : public Compute {
     synchronize();
     RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.side_stream()), kThrow);  // the downloads
   }
+  void drop_graph() {
+    if (graph_ == nullptr) return;
+    synchronize();  // a replay may still run
+    RM_CUDA_CHECK(cudaGraphExecDestroy(graph_), kThrow);
+    graph_ = nullptr;
+  }
 
   CudaContext ctx_;
+  UploadRing uploads_;  // after ctx_: destroyed before it
+  bool capturing_ = false;
+  cudaGraphExec_t graph_ = nullptr;       // the recorded step, ready to launch
+  uint64_t graph_moves_ = 0;              // ctx_.scratch_moves() when it was recorded
   void* table_ = nullptr;                 // adamw_update_ranges' chunk table on the device,
   size_t table_chunks_ = 0;               // its length,
   std::vector<AdamWRange> table_ranges_;  // and the ranges it was built from

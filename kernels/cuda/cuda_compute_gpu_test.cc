@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <regex>
@@ -253,6 +254,41 @@ TYPED_TEST(CudaLayersTest, LayerNorm) {
   }
 }
 
+// The residual add fused into the layernorm after it: the sum, the output and the statistics
+// are the bits of add() then layernorm_forward() on the GPU -- through the rows kernel (768,
+// 256) and the fallback (1100, 7) -- also with the sum written over one of its inputs.
+TYPED_TEST(CudaLayersTest, ResidualLayerNormIsTheAddThenTheLayerNorm) {
+  using T = TypeParam;
+  const std::pair<int, int> shapes[] = {{13, 7}, {13, 1100}, {13, 256}, {600, 768}, {3000, 768}};
+  for (const auto& [N, C] : shapes) {
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C) + (in_place ? " in place" : ""));
+      const size_t NC = static_cast<size_t>(N) * C;
+      auto a = this->both(random_t<T>(NC, 20, 2.0f, 5.0f)), b = this->both(random_t<T>(NC, 21));
+      auto a2 = this->both(a.gpu_host());
+      auto w = this->both(random_t<T>(C, 22)), bias = this->both(random_t<T>(C, 23));
+      auto sum = this->both(std::vector<T>(NC)), want_sum = this->both(std::vector<T>(NC));
+      auto out = this->both(std::vector<T>(NC)), want = this->both(std::vector<T>(NC));
+      auto mean = this->both(std::vector<float>(N)), rstd = this->both(std::vector<float>(N));
+      auto want_mean = this->both(std::vector<float>(N)),
+           want_rstd = this->both(std::vector<float>(N));
+      T* const fused_sum = in_place ? a2.gpu() : sum.gpu();
+      this->gl().residual_layernorm_forward(fused_sum, out.gpu(), mean.gpu(), rstd.gpu(), a2.gpu(),
+                                            b.gpu(), w.gpu(), bias.gpu(), N, C);
+      this->gl().add(want_sum.gpu(), a.gpu(), b.gpu(), NC);
+      this->gl().layernorm_forward(want.gpu(), want_mean.gpu(), want_rstd.gpu(), want_sum.gpu(),
+                                   w.gpu(), bias.gpu(), N, C);
+      const std::vector<T> got_sum = in_place ? a2.gpu_host() : sum.gpu_host();
+      const std::vector<T> exp_sum = want_sum.gpu_host(), got = out.gpu_host(),
+                           exp = want.gpu_host();
+      EXPECT_EQ(std::memcmp(got_sum.data(), exp_sum.data(), NC * sizeof(T)), 0) << "sum";
+      EXPECT_EQ(std::memcmp(got.data(), exp.data(), NC * sizeof(T)), 0) << "layernorm";
+      EXPECT_EQ(mean.gpu_host(), want_mean.gpu_host());
+      EXPECT_EQ(rstd.gpu_host(), want_rstd.gpu_host());
+    }
+  }
+}
+
 TYPED_TEST(CudaLayersTest, Linear) {
   using T = TypeParam;
   // 29 outputs: the scalar bias copy; 64: the 16-byte one (gemm.cu); 600 rows: three row
@@ -415,6 +451,7 @@ TYPED_TEST(CudaLayersTest, CrossEntropyRejectsTargetsOutOfRangeBeforeWriting) {
 
 // The queued form: two calls, one read; the total is the two immediate sums added in call order,
 // the dlogits the same bits, and a bad target is thrown by the read, which resets the total.
+// queue_loss_copy leaves the total on the device (NaN after a bad target) and keeps it.
 TYPED_TEST(CudaLayersTest, QueuedCrossEntropyAddsTheCallsAndReadsOnce) {
   using T = TypeParam;
   const int N = 24, V = 40;
@@ -424,7 +461,10 @@ TYPED_TEST(CudaLayersTest, QueuedCrossEntropyAddsTheCallsAndReadsOnce) {
   auto direct = this->both(host);
   this->gl().queue_cross_entropy_forward_backward(queued.gpu(), targets.gpu(), N, V, 0.5f);
   this->gl().queue_cross_entropy_forward_backward(queued.gpu(), targets.gpu(), N, V, 0.5f);
+  auto copied = this->both(std::vector<double>{-1.0});
+  this->gl().queue_loss_copy(copied.gpu());  // the step guard's copy: on the device, kept
   const double total = this->gl().take_queued_loss();
+  EXPECT_EQ(copied.gpu_host()[0], total);
   double want = this->gl().cross_entropy_forward_backward(direct.gpu(), targets.gpu(), N, V, 0.5f);
   want += this->gl().cross_entropy_forward_backward(direct.gpu(), targets.gpu(), N, V, 0.5f);
   EXPECT_EQ(total, want);
@@ -434,6 +474,8 @@ TYPED_TEST(CudaLayersTest, QueuedCrossEntropyAddsTheCallsAndReadsOnce) {
 
   auto bad = this->both(std::vector<int>(N, V));  // every target out of range
   this->gl().queue_cross_entropy_forward_backward(queued.gpu(), bad.gpu(), N, V, 0.5f);
+  this->gl().queue_loss_copy(copied.gpu());
+  EXPECT_TRUE(std::isnan(copied.gpu_host()[0])) << "a bad target must stop the step's update";
   EXPECT_THROW(this->gl().take_queued_loss(), std::out_of_range);
   EXPECT_EQ(this->gl().take_queued_loss(), 0.0);
 }
@@ -904,6 +946,84 @@ TEST_F(CudaTest, AdamWRangesWriteTheBf16CopyAsCastWould) {
     checked += in_range;
   }
   EXPECT_EQ(checked, n - 100);
+}
+
+// A training step's guard read on the device (kernels/step_scalars.h): a non-finite loss or
+// norm writes nothing; a finite one clips as an unguarded call given clip_factor would; and the
+// scalars are written by sum_squares_into without a host read.
+TEST_F(CudaTest, AdamWGuardSkipsNonFiniteStepsAndClipsOnTheDevice) {
+  const size_t n = 50000;
+  const std::vector<AdamWRange> ranges = {{0, 768, false}, {768, n - 768, true}};
+  const std::vector<float> p0 = random_floats(n, 110), m0 = random_floats(n, 111, 0.0f, 0.1f),
+                           v0 = random_floats(n, 112, 0.0f, 0.1f);
+  auto g = both(random_floats(n, 113, -2.0f, 2.0f));
+  const auto run = [&](const std::vector<double>& scalars, double max_norm, float grad_scale) {
+    auto p = both(p0), m = both(m0), v = both(v0);
+    auto s = both(scalars);
+    const AdamWGuard guard{reinterpret_cast<const StepScalars*>(s.gpu()), max_norm};
+    gpu().adamw_update_ranges(p.gpu(), g.gpu(), m.gpu(), v.gpu(), ranges, 1e-2f, 0.9f, 0.95f, 1e-8f,
+                              0.1f, 2, grad_scale, nullptr, scalars.empty() ? nullptr : &guard);
+    std::vector<float> all = p.gpu_host(), mm = m.gpu_host(), vv = v.gpu_host();
+    all.insert(all.end(), mm.begin(), mm.end());
+    all.insert(all.end(), vv.begin(), vv.end());
+    return all;
+  };
+  std::vector<float> unchanged = p0;
+  unchanged.insert(unchanged.end(), m0.begin(), m0.end());
+  unchanged.insert(unchanged.end(), v0.begin(), v0.end());
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (const std::vector<double>& bad :
+       std::vector<std::vector<double>>{{nan, 4.0}, {inf, 4.0}, {1.0, nan}, {1.0, inf}}) {
+    EXPECT_EQ(run(bad, 1.0, 1.0f), unchanged) << bad[0] << " " << bad[1];
+  }
+  EXPECT_EQ(run({3.0, 16.0}, 1.0, 1.0f), run({}, 0, clip_factor(4.0, 1.0)));
+  EXPECT_EQ(run({3.0, 16.0}, 8.0, 0.5f), run({}, 0, 0.5f));
+  // sum_squares_into: the sum the host read gives, left on the device.
+  auto dst = both(std::vector<double>{0.0});
+  gpu().sum_squares_into(dst.gpu(), g.gpu(), n);
+  EXPECT_EQ(dst.gpu_host()[0], gpu().sum_squares(g.gpu(), n));
+}
+
+// A recorded step graph (compute.h, worker/step_graph.h): the recording runs nothing; each
+// replay runs the recorded calls again and its upload reads the pinned source as it is then;
+// an upload from pageable memory cannot be recorded, and a failed recording leaves the backend
+// usable.
+TEST_F(CudaTest, AStepGraphReplaysItsCallsWithTheSourceAsItIsThen) {
+  ASSERT_TRUE(gpu().can_capture());
+  const size_t n = 5000;
+  int* pinned = static_cast<int*>(gpu().allocate_host(n * sizeof(int)));
+  DeviceArray<int> tokens(gpu(), n);
+  auto acc = both(std::vector<float>(n, 1.0f)), x = both(random_floats(n, 120));
+  for (size_t i = 0; i < n; ++i) pinned[i] = 7;
+  gpu().begin_capture();
+  gpu().upload(tokens.data(), pinned, n * sizeof(int));
+  gpu().add_inplace(acc.gpu(), x.gpu(), n);
+  gpu().scale(acc.gpu(), n, 0.5f);
+  gpu().end_capture(/*keep=*/true);
+  EXPECT_EQ(acc.gpu_host(), std::vector<float>(n, 1.0f)) << "the recording ran its calls";
+  ASSERT_TRUE(gpu().has_graph());
+  std::vector<float> want(n, 1.0f);
+  const std::vector<float> xs = x.gpu_host();
+  for (int replay = 1; replay <= 2; ++replay) {
+    for (size_t i = 0; i < n; ++i) pinned[i] = replay * 100 + static_cast<int>(i % 3);
+    gpu().replay();
+    for (size_t i = 0; i < n; ++i) want[i] = (want[i] + xs[i]) * 0.5f;
+    EXPECT_EQ(acc.gpu_host(), want) << "replay " << replay;
+    std::vector<int> got(n);
+    gpu().download(got.data(), tokens.data(), n * sizeof(int));
+    EXPECT_EQ(got[4], replay * 100 + 1) << "the upload read the source of replay " << replay;
+  }
+  std::vector<int> pageable(n, 3);
+  gpu().begin_capture();
+  EXPECT_FALSE(gpu().has_graph()) << "a new recording drops the old graph";
+  EXPECT_THROW(gpu().upload(tokens.data(), pageable.data(), n * sizeof(int)), std::logic_error);
+  gpu().end_capture(/*keep=*/false);
+  EXPECT_FALSE(gpu().has_graph());
+  gpu().upload(tokens.data(), pageable.data(), n * sizeof(int));  // usable again
+  std::vector<int> got(n);
+  gpu().download(got.data(), tokens.data(), n * sizeof(int));
+  EXPECT_EQ(got[0], 3);
+  gpu().release_host(pinned);
 }
 
 TEST_F(CudaTest, ReductionsAndScaling) {

@@ -57,6 +57,11 @@ class CudaContext {
   float* column_scratch(size_t n) { return column_scratch_.get<float>(n, stream_); }
   void* sort_scratch(size_t bytes) { return sort_scratch_.get(bytes, stream_); }
   void* adamw_table(size_t bytes) { return adamw_table_.get(bytes, stream_); }
+  // Changes whenever any scratch above moved: a step graph recorded before uses freed memory.
+  uint64_t scratch_moves() const {
+    return attention_scratch_.moves() + loss_scratch_.moves() + column_scratch_.moves() +
+           sort_scratch_.moves() + adamw_table_.moves();
+  }
 
   // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
   // queued on the compute stream is done; returns when the bytes are there.

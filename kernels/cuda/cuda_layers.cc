@@ -71,6 +71,14 @@ void CudaLayers<T>::layernorm_forward(T* out, float* mean, float* rstd, const T*
 }
 
 template <typename T>
+void CudaLayers<T>::residual_layernorm_forward(T* sum, T* out, float* mean, float* rstd, const T* a,
+                                               const T* b, const T* weight, const T* bias, int N,
+                                               int C) {
+  check_sizes("residual_layernorm_forward", {N, C});
+  cuda::residual_layernorm_forward(sum, out, mean, rstd, a, b, weight, bias, N, C, ctx_.stream());
+}
+
+template <typename T>
 void CudaLayers<T>::layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout,
                                        const T* inp, const T* weight, const float* mean,
                                        const float* rstd, int N, int C) {
@@ -265,6 +273,11 @@ double CudaLayers<T>::take_queued_loss() {
                             " is not below the vocabulary");
   }
   return total.loss;
+}
+
+template <typename T>
+void CudaLayers<T>::queue_loss_copy(double* dst) {
+  cuda::copy_cross_entropy_total(dst, &ctx_.results()->queued_cross_entropy, ctx_.stream());
 }
 
 template <typename T>

@@ -27,6 +27,8 @@ class CudaLayers final : public LayerKernels<T> {
   void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
                           const T* weight, const float* mean, const float* rstd, int N,
                           int C) override;
+  void residual_layernorm_forward(T* sum, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                  const T* weight, const T* bias, int N, int C) override;
   void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C,
                       int OC) override;
   void linear_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
@@ -55,6 +57,7 @@ class CudaLayers final : public LayerKernels<T> {
   void queue_cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N,
                                             int V, float grad_scale) override;
   double take_queued_loss() override;
+  void queue_loss_copy(double* dst) override;
   // The vocabulary padded to a multiple of 128 inside the scratch (gemm_args.h: padded_vocab).
   size_t classifier_scratch_elements(int N, int C, int V) const override;
   void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,

@@ -24,6 +24,7 @@ void* DeviceScratch::get(size_t bytes, cudaStream_t in_use_on) {
   }
   RM_CUDA_CHECK(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), kThrow);
   bytes_ = bytes;
+  ++moves_;
   return ptr_;
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace rm::cuda {
 
@@ -24,10 +25,14 @@ class DeviceScratch {
   T* get(size_t n, cudaStream_t in_use_on) {
     return static_cast<T*>(get(n * sizeof(T), in_use_on));
   }
+  // How many times the buffer moved (was allocated anew): a recorded step graph that uses it is
+  // stale once this changes (Compute::has_graph).
+  uint64_t moves() const { return moves_; }
 
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  uint64_t moves_ = 0;
 };
 
 }  // namespace rm::cuda

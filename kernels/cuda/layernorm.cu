@@ -8,6 +8,7 @@
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
+#include "kernels/cuda/residual.h"
 #include "kernels/row_math.h"
 
 namespace rm::cuda {
@@ -97,16 +98,29 @@ __device__ inline void load_row(Vec16<T> (&r)[kVec], const T* row) {
   for (int v = 0; v < kVec; ++v) r[v] = load_vec16(row + (v * 32 + lane) * Vec16<T>::kElems);
 }
 
-template <typename T, int kVec>
+// kResidual: the row is first made as sum = inp + other, rounded to T as add() rounds it, and
+// written to `sum` (which may alias inp or other: each lane reads its elements before writing
+// them); the layernorm then reads the rounded sum, so the bits are add's then this kernel's.
+template <typename T, int kVec, bool kResidual>
 __global__ void __launch_bounds__(kElementwiseThreads)
-    layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                                  const T* bias, int N, int C) {
+    layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, const T* inp, const T* other,
+                                  T* sum_out, const T* weight, const T* bias, int N, int C) {
   constexpr int E = Vec16<T>::kElems;
   const size_t r = static_cast<size_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= static_cast<size_t>(N)) return;  // the whole warp
   const int lane = static_cast<int>(threadIdx.x % 32);
   Vec16<T> x[kVec];
   load_row(x, inp + r * C);
+  if constexpr (kResidual) {
+    Vec16<T> y[kVec];
+    load_row(y, other + r * C);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) x[v].v[e] = store<T>(load(x[v].v[e]) + load(y[v].v[e]));
+      store_vec16(sum_out + r * C + (v * 32 + lane) * E, x[v]);
+    }
+  }
   // The CPU's two passes over centred data (row_math.h), the shift the row's first element.
   const float shift = __shfl_sync(0xffffffffu, load(x[0].v[0]), 0);
   float sum = 0.0f;
@@ -256,14 +270,33 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
   const int vectors = row_vectors_per_lane(static_cast<size_t>(C), sizeof(T));
   if (vectors > 0 && vec16_ok<T>(static_cast<size_t>(C), {out, inp, weight, bias})) {
     with_row_vectors(vectors, [&](auto kvec) {
-      RM_CUDA_LAUNCH((layernorm_forward_rows_kernel<T, decltype(kvec)::value>),
+      RM_CUDA_LAUNCH((layernorm_forward_rows_kernel<T, decltype(kvec)::value, false>),
                      warp_per_row_launch(static_cast<size_t>(N)), stream, out, mean, rstd, inp,
-                     weight, bias, N, C);
+                     nullptr, nullptr, weight, bias, N, C);
     });
     return;
   }
   RM_CUDA_LAUNCH(layernorm_forward_kernel<T>, row_launch(N, C), stream, out, mean, rstd, inp,
                  weight, bias, C);
+}
+
+template <typename T>
+void residual_layernorm_forward(T* sum, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                const T* weight, const T* bias, int N, int C, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  const int vectors = row_vectors_per_lane(static_cast<size_t>(C), sizeof(T));
+  // The rows kernel where layernorm_forward would take it for the sum (so that a layernorm of
+  // the kept sum, as recomputation does, gives the same bits), else the two calls.
+  if (vectors > 0 && vec16_ok<T>(static_cast<size_t>(C), {sum, out, a, b, weight, bias})) {
+    with_row_vectors(vectors, [&](auto kvec) {
+      RM_CUDA_LAUNCH((layernorm_forward_rows_kernel<T, decltype(kvec)::value, true>),
+                     warp_per_row_launch(static_cast<size_t>(N)), stream, out, mean, rstd, a, b,
+                     sum, weight, bias, N, C);
+    });
+    return;
+  }
+  add(sum, a, b, static_cast<size_t>(N) * static_cast<size_t>(C), stream);
+  layernorm_forward(out, mean, rstd, sum, weight, bias, N, C, stream);
 }
 
 template <typename T>
@@ -292,6 +325,12 @@ template void layernorm_forward<float>(float*, float*, float*, const float*, con
                                        const float*, int, int, cudaStream_t);
 template void layernorm_forward<bf16>(bf16*, float*, float*, const bf16*, const bf16*, const bf16*,
                                       int, int, cudaStream_t);
+template void residual_layernorm_forward<float>(float*, float*, float*, float*, const float*,
+                                                const float*, const float*, const float*, int, int,
+                                                cudaStream_t);
+template void residual_layernorm_forward<bf16>(bf16*, bf16*, float*, float*, const bf16*,
+                                               const bf16*, const bf16*, const bf16*, int, int,
+                                               cudaStream_t);
 template void layernorm_backward<float>(float*, float*, float*, const float*, const float*,
                                         const float*, const float*, const float*, int, int, float*,
                                         cudaStream_t);

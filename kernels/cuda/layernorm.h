@@ -18,6 +18,13 @@ template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                        const T* bias, int N, int C, cudaStream_t stream);
 
+// sum = a + b (rounded to T, as add()), then out = layernorm(sum): one pass a row where the
+// rows kernel applies (a and b read once, no second launch), else add() and layernorm_forward;
+// the same bits either way. sum may alias a or b.
+template <typename T>
+void residual_layernorm_forward(T* sum, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                const T* weight, const T* bias, int N, int C, cudaStream_t stream);
+
 template <typename T>
 void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
                         const T* weight, const float* mean, const float* rstd, int N, int C,

@@ -1,0 +1,61 @@
+#include "worker/step_graph.h"
+
+#include <cstdlib>
+
+namespace rm {
+
+bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
+                       std::string* why) {
+  const char* env = std::getenv("RM_CUDA_GRAPH");
+  std::string no;
+  if (env == nullptr || std::string(env) != "1") {
+    no = "";
+  } else if (!compute.can_capture()) {
+    no = "the " + std::string(compute_kind_name(compute.kind())) +
+         " backend records no graphs here (or the step is being profiled)";
+  } else if (comm_backend != "self") {
+    no = "more than one rank (a step graph holds no collectives)";
+  } else if (job.parallel.shard != ShardMode::kNone) {
+    no = "parallel.shard is not none";
+  } else if (job.observability.trace) {
+    no = "observability.trace is on";
+  } else {
+    if (why != nullptr) why->clear();
+    return true;
+  }
+  if (why != nullptr) *why = no;
+  return false;
+}
+
+StepGraph::StepGraph(Compute& compute, int micro_batches, size_t tokens)
+    : compute_(compute), tokens_(tokens) {
+  slots_ = static_cast<int*>(
+      compute.allocate_host(2 * static_cast<size_t>(micro_batches) * tokens * sizeof(int)));
+}
+
+StepGraph::~StepGraph() {
+  compute_.release_host(slots_);
+}
+
+StepGraph::Recording::Recording(StepGraph* graph) : graph_(graph) {
+  if (graph_ != nullptr) graph_->compute_.begin_capture();
+}
+
+StepGraph::Recording::~Recording() {
+  if (graph_ == nullptr) return;
+  try {
+    graph_->compute_.end_capture(/*keep=*/false);
+  } catch (...) {
+    // Already unwinding from the failure that matters.
+  }
+}
+
+void StepGraph::Recording::commit() {
+  if (graph_ == nullptr) return;
+  StepGraph* const graph = graph_;
+  graph_ = nullptr;
+  graph->compute_.end_capture(/*keep=*/true);
+  graph->compute_.replay();
+}
+
+}  // namespace rm
