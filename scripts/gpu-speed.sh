@@ -117,7 +117,8 @@ for B in 16 4; do
       timeout 240 env RM_CUDA_GRAPH=$graph ringmaster bench train configs/shakespeare.yaml \
         "${gpt2[@]}" --set train.global_batch=$B --set train.micro_batch=$B --steps 20 \
         --warmup 3 > "$log" 2>&1 || rc=$?
-      verdict "graph A/B B=$B RM_CUDA_GRAPH=$graph ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
+      status=$([[ $rc == 0 ]] && echo PASS || echo FAIL)
+      verdict "graph A/B B=$B RM_CUDA_GRAPH=$graph ($i)" "$status" \
         "$(grep '^train step' "$log" | cut -c1-90)"
     done
   done
