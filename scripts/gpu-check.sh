@@ -138,23 +138,28 @@ for precision in fp32 bf16; do
   done
 done
 
-# 3b. Step graphs (RM_CUDA_GRAPH=1, worker/step_graph.h; opt-in until measured): one GPU, the
-# bf16 job replayed from a recorded graph must log the eager run's losses to the bit.
+# 3b. The switches that are off until a sitting measures them, one at a time on one GPU: step
+# graphs (RM_CUDA_GRAPH=1, worker/step_graph.h) and the flash dK/dV kernel with two key fragments
+# a warp (RM_FLASH_DKV_FRAGMENTS=2, kernels/cuda/flash_attention.h). The bf16 job must log the
+# default run's losses to the bit.
 ref="$OUT/cuda-bf16-np1-none/metrics.jsonl"
-if [[ ! -f $ref ]]; then
-  verdict "train cuda-bf16-np1-none-graph" SKIP "no eager run to compare with"
-elif ! RM_CUDA_GRAPH=1 train cuda-bf16-np1-none-graph 1 cuda bf16 none; then
-  verdict "train cuda-bf16-np1-none-graph" FAIL "$OUT/cuda-bf16-np1-none-graph.log"
-elif ! grep -q 'replayed as one graph' "$OUT/cuda-bf16-np1-none-graph.log"; then
-  verdict "train cuda-bf16-np1-none-graph" FAIL "no graph: $OUT/cuda-bf16-np1-none-graph.log"
-else
-  d=$(max_diff "$ref" "$OUT/cuda-bf16-np1-none-graph/metrics.jsonl")
-  if python3 -c "import sys; sys.exit(0 if float('$d') == 0.0 else 1)"; then
-    verdict "train cuda-bf16-np1-none-graph" PASS "the eager run's losses, bit for bit"
+for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2; do
+  name="cuda-bf16-np1-none-${sw%%=*}"
+  if [[ ! -f $ref ]]; then
+    verdict "train $name" SKIP "no default run to compare with"
+  elif ! (export "$sw" && train "$name" 1 cuda bf16 none); then
+    verdict "train $name" FAIL "$OUT/$name.log"
+  elif [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$OUT/$name.log"; then
+    verdict "train $name" FAIL "no graph: $OUT/$name.log"
   else
-    verdict "train cuda-bf16-np1-none-graph" FAIL "max |loss - eager| $d (must be 0)"
+    d=$(max_diff "$ref" "$OUT/$name/metrics.jsonl")
+    if python3 -c "import sys; sys.exit(0 if float('$d') == 0.0 else 1)"; then
+      verdict "train $name" PASS "the default run's losses, bit for bit"
+    else
+      verdict "train $name" FAIL "max |loss - default| $d (must be 0)"
+    fi
   fi
-fi
+done
 
 # 4. Benchmarks: all-reduce busbw over NCCL beside raw NCCL on the same buffers.
 # (bench train has no cuBLAS baseline yet and refuses the cuda backend: the GPU's tokens/s are

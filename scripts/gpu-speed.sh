@@ -5,11 +5,12 @@
 # come back as $OUT/logs.tgz beside $OUT/verdicts.txt (the device tool returns few files):
 #   1. kernels_cuda_gpu_test: every GPU test, none may skip
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
-#      gpu-check.sh's bf16 tolerance), and again with step graphs (RM_CUDA_GRAPH=1): the same
-#      losses to the bit
+#      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
+#      RM_CUDA_GRAPH=1; two key fragments a warp in the flash dK/dV kernel,
+#      RM_FLASH_DKV_FRAGMENTS=2): the same losses to the bit
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
-#      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then step
-#      graphs off and on, alternated twice
+#      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then each
+#      switch off and on, alternated twice, and a profiled step with it on
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
 # A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
@@ -62,18 +63,23 @@ if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
 else
   verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
 fi
-# 2b. The same job with its steps replayed from a recorded graph (RM_CUDA_GRAPH=1): the eager
-# run's losses, bit for bit.
-timeout 240 env RM_CUDA_GRAPH=1 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-graph \
-  --set parallel.backend=cuda --set parallel.precision=bf16 > "$OUT/curve-graph.log" 2>&1
-if ! grep -q 'replayed as one graph' "$OUT/curve-graph.log"; then
-  verdict "loss curve with step graphs" FAIL "no graph ($OUT/curve-graph.log)"
-elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
-            <(grep -o '"loss":[^,]*' /tmp/gs-graph/metrics.jsonl); then
-  verdict "loss curve with step graphs" PASS "the eager run's losses, bit for bit"
-else
-  verdict "loss curve with step graphs" FAIL "losses differ ($OUT/curve-graph.log)"
-fi
+# 2b. The same job with each switch that is off until a sitting measures it: its steps replayed
+# from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV kernel with two key fragments a warp
+# (RM_FLASH_DKV_FRAGMENTS=2). Both must give the default run's losses, bit for bit.
+SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2)
+for sw in "${SWITCHES[@]}"; do
+  log="$OUT/curve-${sw%%=*}.log"
+  timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw%%=*}" \
+    --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1
+  if [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$log"; then
+    verdict "loss curve $sw" FAIL "no graph ($log)"
+  elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
+              <(grep -o '"loss":[^,]*' "/tmp/gs-${sw%%=*}/metrics.jsonl"); then
+    verdict "loss curve $sw" PASS "the default run's losses, bit for bit"
+  else
+    verdict "loss curve $sw" FAIL "losses differ ($log)"
+  fi
+done
 
 # 3. bench train at GPT-2 124M's shape.
 gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
@@ -108,18 +114,24 @@ for B in 16 4; do
     done
   fi
 done
-# 3b. Step graphs (RM_CUDA_GRAPH=1, opt-in until measured): eager and graph alternated twice.
-for B in 16 4; do
-  for i in 1 2; do
-    for graph in 0 1; do
-      log="$OUT/graph-b$B-$graph-$i.log"
-      rc=0
-      timeout 240 env RM_CUDA_GRAPH=$graph ringmaster bench train configs/shakespeare.yaml \
-        "${gpt2[@]}" --set train.global_batch=$B --set train.micro_batch=$B --steps 20 \
-        --warmup 3 > "$log" 2>&1 || rc=$?
-      status=$([[ $rc == 0 ]] && echo PASS || echo FAIL)
-      verdict "graph A/B B=$B RM_CUDA_GRAPH=$graph ($i)" "$status" \
-        "$(grep '^train step' "$log" | cut -c1-90)"
+# 3b. Each switch of 2b off and on, alternated twice, at 16 and 4 sequences; one profiled step
+# with it on (kernel groups beside step 3's).
+for sw in "${SWITCHES[@]}"; do
+  var=${sw%%=*}
+  for B in 16 4; do
+    timeout 240 env "$sw" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
+      --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 --profile 1 \
+      > "$OUT/profile-$var-b$B.log" 2>&1
+    for i in 1 2; do
+      for v in default "$sw"; do
+        log="$OUT/ab-$var-b$B-${v#*=}-$i.log"
+        rc=0
+        timeout 240 env ${v/default/} ringmaster bench train configs/shakespeare.yaml \
+          "${gpt2[@]}" --set train.global_batch=$B --set train.micro_batch=$B --steps 20 \
+          --warmup 3 > "$log" 2>&1 || rc=$?
+        verdict "A/B B=$B $v ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
+          "$(grep '^train step' "$log" | cut -c1-90)"
+      done
     done
   done
 done

@@ -595,6 +595,17 @@ class FlashAttentionTest : public CudaTest {
                           out.data(), B, Tn, C, H);
     EXPECT_EQ(download_f(gpu(), out), f_out);
     EXPECT_EQ(download_f(gpu(), dqkv), f_dqkv);
+    // The dK/dV kernel with one and (where the head size takes it) two key fragments a warp:
+    // the same bits as the layers' call, every element written (dqkv starts as NaNs).
+    for (int fragments = 1; fragments <= flash_dkv_max_fragments(C / H); ++fragments) {
+      SCOPED_TRACE(::testing::Message() << fragments << " key fragments a warp");
+      const std::vector<unsigned char> nans(3 * NC * sizeof(bf16), 0xff);
+      gpu().upload(dqkv.data(), nans.data(), nans.size());
+      flash_attention_backward(dqkv.data(), scratch.data(), dout.gpu(), qkv.gpu(), lse.data(),
+                               out.data(), B, Tn, C, H, static_cast<cudaStream_t>(gpu().stream()),
+                               fragments);
+      EXPECT_EQ(download_f(gpu(), dqkv), f_dqkv);
+    }
 
     // The materialised path on its own context (stream), the same device memory.
     {
@@ -658,6 +669,21 @@ TEST_F(FlashAttentionTest, RejectsMisalignedBuffers) {
   EXPECT_THROW(flash_attention_forward(out.data(), lse.data(), qkv.data(), B, Tn, 48, 4,
                                        static_cast<cudaStream_t>(gpu().stream())),
                std::invalid_argument);  // hs 12
+}
+
+TEST_F(FlashAttentionTest, RejectsKeyFragmentsTheHeadSizeDoesNotTake) {
+  const int B = 1, Tn = 8, H = 1;
+  for (int C : {64, 128}) {  // two fragments a warp up to head size 64 only
+    DeviceArray<bf16> qkv(gpu(), 3 * B * Tn * C), out(gpu(), B * Tn * C), dout(gpu(), B * Tn * C);
+    DeviceArray<bf16> dqkv(gpu(), 3 * B * Tn * C), lse(gpu(), 64), scratch(gpu(), 64);
+    for (int fragments : {-1, 3, C == 128 ? 2 : 3}) {
+      EXPECT_THROW(flash_attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                                            lse.data(), out.data(), B, Tn, C, H,
+                                            static_cast<cudaStream_t>(gpu().stream()), fragments),
+                   std::invalid_argument)
+          << "C " << C << " fragments " << fragments;
+    }
+  }
 }
 
 // ---- Compute: memory, GEMM, optimizer, reductions, casts ---------------------------------------

@@ -2,8 +2,10 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -248,20 +250,19 @@ __device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[k
 }
 
 // rows_times_tile_t for M fragments of rows at once: each B fragment pair loaded serves M
-// products (the forward's warps own 16 M rows).
-template <int HS, int M>
-__device__ void rows_times_tile_t_m(float (&c)[M][kFlashTile / 8][4],
-                                    const uint32_t (&a)[M][HS / 16][4], const bf* Bm, int ld) {
+// products (the forward's warps own 16 M rows, the dK/dV kernel's 16 M keys).
+template <int HS, int M, int kN = kFlashTile>
+__device__ void rows_times_tile_t_m(float (&c)[M][kN / 8][4], const uint32_t (&a)[M][HS / 16][4],
+                                    const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int n = 0; n < kFlashTile / 8; ++n)
-      c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.0f;
+    for (int n = 0; n < kN / 8; ++n) c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.0f;
   }
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; n += 2) {
+  for (int n = 0; n < kN / 8; n += 2) {
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       uint32_t b[4];
@@ -276,13 +277,12 @@ __device__ void rows_times_tile_t_m(float (&c)[M][kFlashTile / 8][4],
 }
 
 // fragments_times_tile for M fragments of rows at once, each B fragment pair serving M products.
-template <int HS, int M>
-__device__ void fragments_times_tile_m(float (&acc)[M][HS / 8][4],
-                                       const float (&x)[M][kFlashTile / 8][4], const bf* Bm,
-                                       int ld) {
+template <int HS, int M, int kK = kFlashTile>
+__device__ void fragments_times_tile_m(float (&acc)[M][HS / 8][4], const float (&x)[M][kK / 8][4],
+                                       const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-  for (int kk = 0; kk < kFlashTile / 16; ++kk) {
+  for (int kk = 0; kk < kK / 16; ++kk) {
     uint32_t a[M][4];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -501,16 +501,17 @@ __device__ void load_queries_async(const Block& x, const FlashSmem& L, const bf1
   }
 }
 
-// P^T and dS^T of the lane's two keys against the kHalf queries of query tile q0 from its
-// column col0 on (the stage c holds the tile's lse and D). kMasked: the diagonal tile, or one
-// with rows past Tn; any other query tile sees every key of the block whole.
-template <bool kMasked>
-__device__ inline void transposed_probabilities(float (&st)[kFlashHalf / 8][4],
-                                                float (&dpt)[kFlashHalf / 8][4], const Block& c,
+// P^T and dS^T of the lane's two keys against the kCols queries of query tile q0 from its
+// column col0 on (the stage c holds the tile's lse and D). kMasked: some key of the warp lies
+// after some query of the tile, or the tile has rows past Tn (flash_dkv_work); otherwise every
+// key of the warp sees every query of the tile.
+template <bool kMasked, int kCols>
+__device__ inline void transposed_probabilities(float (&st)[kCols / 8][4],
+                                                float (&dpt)[kCols / 8][4], const Block& c,
                                                 float scale_log2, int q0, int col0,
                                                 const int (&key)[2], int t, int Tn) {
 #pragma unroll
-  for (int n = 0; n < kFlashHalf / 8; ++n) {
+  for (int n = 0; n < kCols / 8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = col0 + n * 8 + 2 * t + (e & 1), i = q0 + col;  // the query
@@ -522,65 +523,100 @@ __device__ inline void transposed_probabilities(float (&st)[kFlashHalf / 8][4],
   }
 }
 
-// dK, dV of 64 keys: over the query tiles kt..nq-1, in the transposed view (the warp's 16 key
-// rows against the tile's 64 queries): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
-// dV += P^T dO and dK += dS^T Q, all in registers.
-template <int HS>
-__global__ void __launch_bounds__(kFlashThreads, kFlashBackwardMinBlocks<HS>)
+// Blocks an SM the dK/dV kernel is compiled for: kFlashBackwardMinBlocks with one key fragment
+// a warp; 2 with two (their dK and dV accumulators take 128 registers a thread).
+template <int HS, int M>
+constexpr int kFlashDkvMinBlocks = M == 1 ? kFlashBackwardMinBlocks<HS> : 2;
+
+// dK, dV of a block's flash_dkv_keys(M) keys, M key fragments (16 M keys) a warp: over the query
+// tiles from the block's first key tile on, in the transposed view (the warp's key rows against
+// kCols of the tile's queries at a time): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
+// dV += P^T dO and dK += dS^T Q, all in registers. Key tile s of the block sits in stage s's K
+// and V regions (the query tiles walk through the Q, dO, lse and D regions of both stages). Each
+// key's products are those of M = 1, in the same order: M changes no bit of the result.
+template <int HS, int M>
+__global__ void __launch_bounds__(kFlashThreads, kFlashDkvMinBlocks<HS, M>)
     flash_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                               const float* D, int H, int Tn, float scale, float scale_log2,
                               FlashSmem L) {
+  static_assert(M == 1 || M == 2, "the block's keys fill at most the two stages' K, V regions");
+  constexpr int kCols = flash_dkv_columns(M);
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
-  const int kt = static_cast<int>(blockIdx.y);  // kt = 0 walks the most query tiles: first
-  const int row0 = kt * kFlashTile + x.warp * 16;
+  const int kt0 = static_cast<int>(blockIdx.y) * M;  // the block's first key tile: kt0 = 0
+                                                     // walks the most query tiles: first
+  const int local = x.warp * 16 * M;                 // the warp's first key in the block
+  const int key0 = kt0 * kFlashTile + local;
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
   const int ld = L.ld_tile;
-  const int key[2] = {row0 + g, row0 + g + 8};  // the lane's two keys
+  int key[M][2];  // the lane's two keys in each of the warp's fragments
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    key[m][0] = key0 + m * 16 + g;
+    key[m][1] = key[m][0] + 8;
+  }
 
-  const int nq = static_cast<int>(gridDim.y);
-  load_queries_async<HS>(staged(x, L, kt & 1), L, qkv, dout, lse, D, kt, Tn);
+  const int nq = flash_tiles(Tn);
+  load_queries_async<HS>(staged(x, L, kt0 & 1), L, qkv, dout, lse, D, kt0, Tn);
   cp_async_commit();
-  load_keys_async<HS>(x, L, qkv, kt, Tn);  // stage 0's K, V: this block's keys, kept
+#pragma unroll
+  for (int s = 0; s < M; ++s) load_keys_async<HS>(staged(x, L, s), L, qkv, kt0 + s, Tn);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  uint32_t ka[HS / 16][4], va[HS / 16][4];
-  load_a_rows<HS>(ka, x.k + x.warp * 16 * ld, ld);
-  load_a_rows<HS>(va, x.v + x.warp * 16 * ld, ld);
-  float dk[HS / 8][4], dv[HS / 8][4];
+  const Block keys = staged(x, L, local / kFlashTile);
+  const int krow = local % kFlashTile;
+  uint32_t ka[M][HS / 16][4], va[M][HS / 16][4];
 #pragma unroll
-  for (int n = 0; n < HS / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  for (int m = 0; m < M; ++m) {
+    load_a_rows<HS>(ka[m], keys.k + (krow + m * 16) * ld, ld);
+    load_a_rows<HS>(va[m], keys.v + (krow + m * 16) * ld, ld);
   }
-  for (int qt = kt; qt < nq; ++qt) {
+  float dk[M][HS / 8][4], dv[M][HS / 8][4];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[m][n][e] = dv[m][n][e] = 0.0f;
+    }
+  }
+  for (int qt = kt0; qt < nq; ++qt) {
     // Query tile qt + 1 goes into the other stage while this one is used.
     prefetch_next_and_wait(qt + 1 < nq, [&] {
       load_queries_async<HS>(staged(x, L, (qt + 1) & 1), L, qkv, dout, lse, D, qt + 1, Tn);
     });
     const Block c = staged(x, L, qt & 1);
-    const bool masked = qt == kt || (qt + 1) * kFlashTile > Tn;
-    // The tile's queries in two halves: half the score fragments live at a time (fewer
-    // registers, so more blocks an SM), the same products.
+    const FlashTileWork work = flash_dkv_work(key0, 16 * M, qt * kFlashTile, Tn);  // per warp
+    if (work != FlashTileWork::kSkip) {
+      // The tile's queries kCols at a time: only that many score fragments live at once.
 #pragma unroll
-    for (int h = 0; h < kFlashTile / kFlashHalf; ++h) {
-      const int col0 = h * kFlashHalf;
-      float st[kFlashHalf / 8][4], dpt[kFlashHalf / 8][4];
-      rows_times_tile_t<HS, kFlashHalf>(st, ka, c.q + col0 * ld, ld);
-      rows_times_tile_t<HS, kFlashHalf>(dpt, va, c.dout + col0 * ld, ld);
-      if (masked) {
-        transposed_probabilities<true>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
-      } else {
-        transposed_probabilities<false>(st, dpt, c, scale_log2, qt * kFlashTile, col0, key, t, Tn);
+      for (int h = 0; h < kFlashTile / kCols; ++h) {
+        const int col0 = h * kCols;
+        float st[M][kCols / 8][4], dpt[M][kCols / 8][4];
+        rows_times_tile_t_m<HS, M, kCols>(st, ka, c.q + col0 * ld, ld);
+        rows_times_tile_t_m<HS, M, kCols>(dpt, va, c.dout + col0 * ld, ld);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          if (work == FlashTileWork::kMasked) {
+            transposed_probabilities<true, kCols>(st[m], dpt[m], c, scale_log2, qt * kFlashTile,
+                                                  col0, key[m], t, Tn);
+          } else {
+            transposed_probabilities<false, kCols>(st[m], dpt[m], c, scale_log2, qt * kFlashTile,
+                                                   col0, key[m], t, Tn);
+          }
+        }
+        fragments_times_tile_m<HS, M, kCols>(dv, st, c.dout + col0 * ld, ld);
+        fragments_times_tile_m<HS, M, kCols>(dk, dpt, c.q + col0 * ld, ld);
       }
-      fragments_times_tile<HS, kFlashHalf>(dv, st, c.dout + col0 * ld, ld);
-      fragments_times_tile<HS, kFlashHalf>(dk, dpt, c.q + col0 * ld, ld);
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
-  write_fragment_rows<HS>(dqkv + x.qkv + x.C, x.ld, row0, Tn, dk, scale);
-  write_fragment_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, row0, Tn, dv, 1.0f);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    write_fragment_rows<HS>(dqkv + x.qkv + x.C, x.ld, key0 + m * 16, Tn, dk[m], scale);
+    write_fragment_rows<HS>(dqkv + x.qkv + 2 * x.C, x.ld, key0 + m * 16, Tn, dv[m], 1.0f);
+  }
 }
 
 // dS of the lane's two queries against key tile j0, in place of S. kMasked: the diagonal tile,
@@ -719,19 +755,40 @@ struct BackwardLaunch {
   const bf16* qkv;
   const float* lse;
   const float* D;
-  int B, Tn, H;
+  int B, Tn, H, dkv_fragments;
   cudaStream_t stream;
   template <int HS>
   void operator()() const {
     const FlashSmem L = flash_smem(HS, true);
-    const FlashGrid g = flash_grid(B, Tn, H);
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-    launch(flash_backward_dkv_kernel<HS>, g, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
-           flash_scale_log2(HS), L);
-    launch(flash_backward_dq_kernel<HS>, g, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn, scale,
-           flash_scale_log2(HS), L);
+    const FlashGrid dkv = flash_grid(B, Tn, H, flash_dkv_keys(dkv_fragments));
+    if constexpr (flash_dkv_max_fragments(HS) >= 2) {
+      if (dkv_fragments == 2) {
+        launch(flash_backward_dkv_kernel<HS, 2>, dkv, L.bytes, stream, dqkv, dout, qkv, lse, D, H,
+               Tn, scale, flash_scale_log2(HS), L);
+      }
+    }
+    if (dkv_fragments == 1) {
+      launch(flash_backward_dkv_kernel<HS, 1>, dkv, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn,
+             scale, flash_scale_log2(HS), L);
+    }
+    launch(flash_backward_dq_kernel<HS>, flash_grid(B, Tn, H), L.bytes, stream, dqkv, dout, qkv,
+           lse, D, H, Tn, scale, flash_scale_log2(HS), L);
   }
 };
+
+// RM_FLASH_DKV_FRAGMENTS, read once: 1 (unset) or 2; anything else is refused.
+int dkv_fragments_from_environment() {
+  static const int fragments = [] {
+    const char* v = std::getenv("RM_FLASH_DKV_FRAGMENTS");
+    if (v == nullptr || std::string(v).empty() || std::string(v) == "1") return 1;
+    if (std::string(v) == "2") return 2;
+    throw std::invalid_argument(std::string("RM_FLASH_DKV_FRAGMENTS=") + v +
+                                ": the flash attention dK/dV kernel takes 1 or 2 key fragments a "
+                                "warp");
+  }();
+  return fragments;
+}
 
 }  // namespace
 
@@ -744,8 +801,16 @@ void flash_attention_forward(bf16* out, bf16* lse, const bf16* qkv, int B, int T
 
 void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const bf16* qkv,
                               const bf16* lse, const bf16* out, int B, int Tn, int C, int H,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, int dkv_fragments) {
   check_args("flash_attention_backward", B, Tn, C, H, {dqkv, scratch, dout, qkv, lse, out});
+  if (dkv_fragments == 0) {
+    dkv_fragments = std::min(dkv_fragments_from_environment(), flash_dkv_max_fragments(C / H));
+  }
+  if (dkv_fragments < 1 || dkv_fragments > flash_dkv_max_fragments(C / H)) {
+    throw std::invalid_argument(
+        "rm::cuda::flash_attention_backward: " + std::to_string(dkv_fragments) +
+        " key fragments a warp at head size " + std::to_string(C / H));
+  }
   const size_t rows = static_cast<size_t>(B) * H * Tn;
   if (rows == 0) return;
   float* D = reinterpret_cast<float*>(scratch);
@@ -753,7 +818,7 @@ void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const
       D, dout, out, H, Tn, C / H, rows);
   RM_CUDA_CHECK(cudaGetLastError(), kThrow);
   with_head_size(C / H, BackwardLaunch{dqkv, dout, qkv, reinterpret_cast<const float*>(lse), D, B,
-                                       Tn, H, stream});
+                                       Tn, H, dkv_fragments, stream});
 }
 
 }  // namespace rm::cuda

@@ -7,10 +7,10 @@
 //    accumulator in float; writes out[B,Tn,C] and the base-2 log-sum-exp of each row's scaled
 //    scores, float [B,H,Tn], which is all the backward keeps (in the `att` buffer).
 //  - Backward: D = rowsum(dO * O) per row first (float [B,H,Tn], in `datt_scratch`), then two
-//    kernels that recompute the probabilities from Q, K and the log-sum-exp: one per key tile
-//    accumulating dK and dV over the query tiles at or after it, one per query tile accumulating
-//    dQ over the key tiles up to it. No atomics: the result is deterministic (bit-identical
-//    reruns, as the rest of the backend).
+//    kernels that recompute the probabilities from Q, K and the log-sum-exp: one per 64 (or,
+//    with two key fragments a warp, 128) keys accumulating dK and dV over the query tiles at or
+//    after them, one per query tile accumulating dQ over the key tiles up to it. No atomics:
+//    the result is deterministic (bit-identical reruns, as the rest of the backend).
 //  - Q, K, V are read in place from qkv (row stride 3C, head h at column h*hs, K at +C, V at
 //    +2C); out, dqkv are written in place. Tile products run on tensor cores through mma.sync
 //    m16n8k16 (bf16 in, float accumulation), whose fragment layout the PTX ISA documents: the
@@ -44,8 +44,11 @@ void flash_attention_forward(bf16* out, bf16* lse, const bf16* qkv, int B, int T
                              cudaStream_t stream);
 
 // dqkv OVERWRITTEN; out and lse are the forward's; scratch: flash_attention_buffers().scratch.
+// dkv_fragments: the dK/dV kernel's key fragments a warp (flash_dkv_max_fragments(); the same
+// bits either way); 0 takes RM_FLASH_DKV_FRAGMENTS (1 when unset; 2 is clamped to what the head
+// size allows; any other value throws std::invalid_argument naming it).
 void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const bf16* qkv,
                               const bf16* lse, const bf16* out, int B, int Tn, int C, int H,
-                              cudaStream_t stream);
+                              cudaStream_t stream, int dkv_fragments = 0);
 
 }  // namespace rm::cuda

@@ -8,12 +8,12 @@
 //  - the memory estimate (planning/memory_estimate.cc) sizes a cuda bf16 job's attention buffers
 //    with the very functions the backend uses, in builds without CUDA too.
 //
-// Tiling (FlashAttention-2): a block of kFlashWarps warps handles kFlashTile query rows (forward,
-// dQ) or kFlashTile key rows (dK/dV) of one (batch, head); each warp owns 16 of those rows
-// (one m16n8k16 tensor-core fragment high). Key and query tiles are both kFlashTile long, so
-// under the causal mask query tile qt sees key tiles 0..qt and key tile kt is seen by query
-// tiles kt..nq-1; only the diagonal tile is partly masked (the kernels mask every tile, which is
-// the same thing).
+// Tiling (FlashAttention-2): a block of kFlashWarps warps handles kFlashTile query rows (dQ;
+// the forward flash_forward_rows()) or flash_dkv_keys() key rows (dK/dV) of one (batch, head);
+// each warp owns 16 of those rows (one m16n8k16 tensor-core fragment high) or a multiple. Key and
+// query tiles are both kFlashTile long, so under the causal mask query tile qt sees key tiles 0..qt
+// and key tile kt is seen by query tiles kt..nq-1; only the diagonal tile is partly masked (the
+// kernels test each element there and in tiles with rows past Tn only).
 #pragma once
 
 #include <algorithm>
@@ -27,8 +27,7 @@
 
 namespace rm::cuda {
 
-inline constexpr int kFlashTile = 64;              // query rows and key rows per tile
-inline constexpr int kFlashHalf = kFlashTile / 2;  // the dK/dV kernel's queries at a time
+inline constexpr int kFlashTile = 64;  // query rows and key rows per tile
 inline constexpr int kFlashWarps = kFlashTile / 16;
 inline constexpr int kFlashThreads = kFlashWarps * 32;
 // The forward's row fragments a warp: two m16 fragments (32 rows) up to head size 80, so every K
@@ -42,6 +41,33 @@ RM_HOST_DEVICE inline constexpr int flash_forward_rows(int hs) {
   return 16 * kFlashWarps * flash_forward_fragments(hs);
 }
 inline constexpr int kFlashForwardRows = 2 * kFlashTile;
+// The dK/dV kernel's key fragments a warp: 1 (16 keys a warp, 64 a block) or, up to head size
+// 64, 2 (32 keys a warp, 128 a block, in the two stages' K and V regions). With 2 every Q and dO
+// fragment a warp loads from shared memory serves two key fragments: half the shared-memory
+// reads a flop (the kernel is bound by them at 1), at 2 blocks an SM instead of 3. The launcher
+// takes 1 unless RM_FLASH_DKV_FRAGMENTS=2 (flash_attention.h); both give the same bits.
+RM_HOST_DEVICE inline constexpr int flash_dkv_max_fragments(int hs) {
+  return hs <= 64 ? 2 : 1;
+}
+RM_HOST_DEVICE inline constexpr int flash_dkv_keys(int fragments) {
+  return 16 * kFlashWarps * fragments;
+}
+// The query columns of a tile the dK/dV kernel takes at a time (the score fragments live for
+// that many): half a tile with one key fragment a warp, a quarter with two (same registers).
+RM_HOST_DEVICE inline constexpr int flash_dkv_columns(int fragments) {
+  return kFlashTile / (2 * fragments);
+}
+
+// What a warp of the dK/dV kernel that owns keys [key0, key0 + keys) does with the query tile
+// [q0, q0 + kFlashTile): kSkip when every key lies after every query of the tile (all masked:
+// it would add zeros), kMasked when some key lies after some query or the tile has rows past
+// Tn, kWhole otherwise (every pair visible: no per-element test).
+enum class FlashTileWork { kSkip, kMasked, kWhole };
+RM_HOST_DEVICE inline FlashTileWork flash_dkv_work(int key0, int keys, int q0, int Tn) {
+  if (key0 > q0 + kFlashTile - 1) return FlashTileWork::kSkip;
+  if (key0 + keys - 1 > q0 || q0 + kFlashTile > Tn) return FlashTileWork::kMasked;
+  return FlashTileWork::kWhole;
+}
 inline constexpr int kFlashMaxHeadSize = 128;
 inline constexpr int kFlashGridYLimit = 65535;             // gridDim.y's limit (query / key tiles)
 inline constexpr long long kFlashGridXLimit = 2147483647;  // gridDim.x's (batch x heads)
@@ -66,7 +92,7 @@ inline AttentionBuffers flash_attention_buffers(size_t B, size_t Tn, size_t H) {
   return {2 * floats, 2 * floats};  // a float is 2 bf16 elements
 }
 
-inline int flash_tiles(int Tn, int rows = kFlashTile) {
+RM_HOST_DEVICE inline int flash_tiles(int Tn, int rows = kFlashTile) {
   return Tn <= 0 ? 0 : (Tn + rows - 1) / rows;
 }
 

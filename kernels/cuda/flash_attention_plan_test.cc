@@ -69,6 +69,45 @@ TEST(FlashAttentionPlan, GridCoversEveryTileOnce) {
   EXPECT_EQ(kFlashWarps * 16, kFlashTile);  // each warp owns 16 rows of a tile
 }
 
+// The dK/dV kernel's per-warp decision, against every (key, query) pair: a skipped tile has no
+// visible pair (key <= query < Tn), a whole one only visible pairs, and the blocks of
+// flash_dkv_keys() keys start at key tile blockIdx.y x fragments.
+TEST(FlashAttentionPlan, DkvWorkSkipsOnlyInvisibleTilesAndMasksEveryPartlyVisibleOne) {
+  EXPECT_EQ(flash_dkv_keys(1), kFlashTile);
+  EXPECT_EQ(flash_dkv_keys(2), 2 * kFlashTile);
+  EXPECT_EQ(flash_dkv_max_fragments(64), 2);  // GPT-2's heads
+  EXPECT_EQ(flash_dkv_max_fragments(80), 1);
+  EXPECT_EQ(flash_dkv_columns(1) * 1, flash_dkv_columns(2) * 2);  // the same score registers
+  int skipped = 0, whole = 0;
+  for (int Tn : {1, 63, 64, 65, 127, 128, 129, 300}) {
+    for (int fragments : {1, 2}) {
+      const int warp_keys = 16 * fragments;
+      for (int key0 = 0;
+           key0 < flash_tiles(Tn, flash_dkv_keys(fragments)) * flash_dkv_keys(fragments);
+           key0 += warp_keys) {
+        for (int qt = key0 / flash_dkv_keys(fragments) * fragments; qt < flash_tiles(Tn); ++qt) {
+          const FlashTileWork work = flash_dkv_work(key0, warp_keys, qt * kFlashTile, Tn);
+          bool any = false, all = true;
+          for (int j = key0; j < key0 + warp_keys; ++j) {
+            for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
+              const bool visible = j <= i && i < Tn;
+              any = any || visible;
+              all = all && visible;
+            }
+          }
+          SCOPED_TRACE(testing::Message() << "Tn " << Tn << " key0 " << key0 << " qt " << qt);
+          EXPECT_TRUE(work != FlashTileWork::kSkip || !any);
+          EXPECT_TRUE(work != FlashTileWork::kWhole || all);
+          skipped += work == FlashTileWork::kSkip;
+          whole += work == FlashTileWork::kWhole;
+        }
+      }
+    }
+  }
+  EXPECT_GT(skipped, 0);  // both shortcuts are taken somewhere
+  EXPECT_GT(whole, 0);
+}
+
 // Every row the kernels address with a vector copy or ldmatrix is 16-byte aligned, the 32-bit
 // fragment loads of a warp (rows g = 0..7, columns 2t, t = 0..3) fall in 32 different banks,
 // the regions do not overlap, and the total fits the opt-in limits.
@@ -204,10 +243,12 @@ void emulate_forward(const Problem& p, std::vector<float>* out, std::vector<floa
   }
 }
 
-// The backward kernels' loops: D per row, dK/dV per key tile over query tiles kt..nq-1, dQ per
-// query tile over key tiles 0..qt.
+// The backward kernels' loops: D per row; dK/dV per block of flash_dkv_keys(fragments) keys,
+// each warp's 16 x fragments keys over the query tiles from the block's first key tile on, each
+// tile skipped, masked or taken whole as flash_dkv_work says (a wrong answer adds invisible
+// pairs or drops visible ones); dQ per query tile over key tiles 0..qt.
 std::vector<float> emulate_backward(const Problem& p, const std::vector<float>& out,
-                                    const std::vector<float>& lse) {
+                                    const std::vector<float>& lse, int fragments) {
   const int hs = p.hs(), nt = flash_tiles(p.Tn);
   const float sl2 = flash_scale_log2(hs), scale = 1.0f / std::sqrt(static_cast<float>(hs));
   std::vector<float> dqkv(p.qkv.size(), 0.0f);
@@ -221,32 +262,34 @@ std::vector<float> emulate_backward(const Problem& p, const std::vector<float>& 
       auto d_of = [&](int i) {
         return i < p.Tn ? dot(grad_row(p, p.dout, b, h, i), grad_row(p, out, b, h, i)) : 0.0f;
       };
-      auto prob = [&](int i, int j) {
+      auto prob = [&](int i, int j, bool masked = true) {
         return flash_prob(dot(row(p, b, h, 0, i), row(p, b, h, 1, j)), sl2, lse_of(i),
-                          j <= i && i < p.Tn);
+                          !masked || (j <= i && i < p.Tn));
       };
       auto dscore = [&](int i, int j, float pr) {
         const float dp = dot(grad_row(p, p.dout, b, h, i), row(p, b, h, 2, j));
         return flash_dscore(pr, dp, d_of(i));
       };
-      for (int kt = 0; kt < nt; ++kt) {
-        for (int j = kt * kFlashTile; j < (kt + 1) * kFlashTile; ++j) {
-          std::vector<float> dk(hs, 0.0f), dv(hs, 0.0f);
-          for (int qt = kt; qt < nt; ++qt) {
-            for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
-              const float pr = prob(i, j), ds = dscore(i, j, pr);
-              const std::vector<float> q = row(p, b, h, 0, i), g = grad_row(p, p.dout, b, h, i);
-              for (int e = 0; e < hs; ++e) {
-                dv[e] += pr * g[e];
-                dk[e] += ds * q[e];
-              }
+      const int block_keys = flash_dkv_keys(fragments), warp_keys = 16 * fragments;
+      for (int j = 0; j < flash_tiles(p.Tn, block_keys) * block_keys; ++j) {
+        const int kt0 = j / block_keys * fragments, key0 = j / warp_keys * warp_keys;
+        std::vector<float> dk(hs, 0.0f), dv(hs, 0.0f);
+        for (int qt = kt0; qt < nt; ++qt) {
+          const FlashTileWork work = flash_dkv_work(key0, warp_keys, qt * kFlashTile, p.Tn);
+          if (work == FlashTileWork::kSkip) continue;
+          for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
+            const float pr = prob(i, j, work == FlashTileWork::kMasked), ds = dscore(i, j, pr);
+            const std::vector<float> q = row(p, b, h, 0, i), g = grad_row(p, p.dout, b, h, i);
+            for (int e = 0; e < hs; ++e) {
+              dv[e] += pr * g[e];
+              dk[e] += ds * q[e];
             }
           }
-          if (j >= p.Tn) continue;
-          for (int e = 0; e < hs; ++e) {
-            dqkv[at(b, j, 1, h) + e] = dk[e] * scale;
-            dqkv[at(b, j, 2, h) + e] = dv[e];
-          }
+        }
+        if (j >= p.Tn) continue;
+        for (int e = 0; e < hs; ++e) {
+          dqkv[at(b, j, 1, h) + e] = dk[e] * scale;
+          dqkv[at(b, j, 2, h) + e] = dv[e];
         }
       }
       for (int qt = 0; qt < nt; ++qt) {
@@ -277,8 +320,8 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 TEST(FlashAttentionPlan, TileLoopsMatchTheCpuAttention) {
-  // Tn below, at and across tile edges; hs 16 and 32.
-  for (int Tn : {1, 5, 64, 65, 130}) {
+  // Tn below, at and across tile edges (64 rows; the dK/dV kernel's 128-key blocks); hs 16, 32.
+  for (int Tn : {1, 5, 64, 65, 130, 200}) {
     for (int H : {2, 1}) {
       SCOPED_TRACE(testing::Message() << "Tn " << Tn << " H " << H);
       const int C = 32;
@@ -299,11 +342,13 @@ TEST(FlashAttentionPlan, TileLoopsMatchTheCpuAttention) {
           }
         }
       }
-      const std::vector<float> got = emulate_backward(p, out, lse);
       std::vector<float> dqkv(3 * NC), scratch(att.size());
       cpu::attention_backward(dqkv.data(), scratch.data(), p.dout.data(), p.qkv.data(), att.data(),
                               2, Tn, C, H);
-      expect_close(got, dqkv, 1e-4);
+      for (int fragments = 1; fragments <= flash_dkv_max_fragments(C / H); ++fragments) {
+        SCOPED_TRACE(testing::Message() << fragments << " key fragments a warp");
+        expect_close(emulate_backward(p, out, lse, fragments), dqkv, 1e-4);
+      }
     }
   }
 }
