@@ -6,11 +6,12 @@
 #   1. kernels_cuda_gpu_test: every GPU test, none may skip
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
 #      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
-#      RM_CUDA_GRAPH=1; two key fragments a warp in the flash dK/dV kernel,
-#      RM_FLASH_DKV_FRAGMENTS=2): the same losses to the bit
+#      RM_CUDA_GRAPH=1; two row fragments a warp in the flash dK/dV and dQ kernels,
+#      RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2): the same losses to the bit
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
 #      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then each
-#      switch off and on, alternated twice, and a profiled step with it on
+#      switch off and on, alternated twice, and a profiled step with it on (the whole script
+#      runs past 10 minutes with peers: STEPS=0 first, peers.sh in a second call)
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
 # A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
@@ -64,9 +65,10 @@ else
   verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
 fi
 # 2b. The same job with each switch that is off until a sitting measures it: its steps replayed
-# from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV kernel with two key fragments a warp
-# (RM_FLASH_DKV_FRAGMENTS=2). Both must give the default run's losses, bit for bit.
-SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2)
+# from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV and dQ kernels with two row fragments a
+# warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2). Each must give the default run's
+# losses, bit for bit.
+SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2)
 for sw in "${SWITCHES[@]}"; do
   log="$OUT/curve-${sw%%=*}.log"
   timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw%%=*}" \
@@ -114,14 +116,14 @@ for B in 16 4; do
     done
   fi
 done
-# 3b. Each switch of 2b off and on, alternated twice, at 16 and 4 sequences; one profiled step
-# with it on (kernel groups beside step 3's).
+# 3b. Each switch of 2b off and on, alternated twice, at 16 and 4 sequences; at 16 one profiled
+# step with it on (kernel groups beside step 3's).
 for sw in "${SWITCHES[@]}"; do
   var=${sw%%=*}
+  timeout 240 env "$sw" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
+    --set train.global_batch=16 --set train.micro_batch=16 --steps 10 --warmup 3 --profile 1 \
+    > "$OUT/profile-$var-b16.log" 2>&1
   for B in 16 4; do
-    timeout 240 env "$sw" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
-      --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 --profile 1 \
-      > "$OUT/profile-$var-b$B.log" 2>&1
     for i in 1 2; do
       for v in default "$sw"; do
         log="$OUT/ab-$var-b$B-${v#*=}-$i.log"

@@ -595,16 +595,19 @@ class FlashAttentionTest : public CudaTest {
                           out.data(), B, Tn, C, H);
     EXPECT_EQ(download_f(gpu(), out), f_out);
     EXPECT_EQ(download_f(gpu(), dqkv), f_dqkv);
-    // The dK/dV kernel with one and (where the head size takes it) two key fragments a warp:
-    // the same bits as the layers' call, every element written (dqkv starts as NaNs).
-    for (int fragments = 1; fragments <= flash_dkv_max_fragments(C / H); ++fragments) {
-      SCOPED_TRACE(::testing::Message() << fragments << " key fragments a warp");
-      const std::vector<unsigned char> nans(3 * NC * sizeof(bf16), 0xff);
-      gpu().upload(dqkv.data(), nans.data(), nans.size());
-      flash_attention_backward(dqkv.data(), scratch.data(), dout.gpu(), qkv.gpu(), lse.data(),
-                               out.data(), B, Tn, C, H, static_cast<cudaStream_t>(gpu().stream()),
-                               fragments);
-      EXPECT_EQ(download_f(gpu(), dqkv), f_dqkv);
+    // The dK/dV and dQ kernels with one and (where the head size takes it) two row fragments a
+    // warp: the same bits as the layers' call, every element written (dqkv starts as NaNs).
+    const int most = flash_backward_max_fragments(C / H);
+    for (int dkv = 1; dkv <= most; ++dkv) {
+      for (int dq = 1; dq <= most; ++dq) {
+        SCOPED_TRACE(::testing::Message() << "row fragments a warp: dK/dV " << dkv << " dQ " << dq);
+        const std::vector<unsigned char> nans(3 * NC * sizeof(bf16), 0xff);
+        gpu().upload(dqkv.data(), nans.data(), nans.size());
+        flash_attention_backward(dqkv.data(), scratch.data(), dout.gpu(), qkv.gpu(), lse.data(),
+                                 out.data(), B, Tn, C, H, static_cast<cudaStream_t>(gpu().stream()),
+                                 {dkv, dq});
+        EXPECT_EQ(download_f(gpu(), dqkv), f_dqkv);
+      }
     }
 
     // The materialised path on its own context (stream), the same device memory.
@@ -671,17 +674,20 @@ TEST_F(FlashAttentionTest, RejectsMisalignedBuffers) {
                std::invalid_argument);  // hs 12
 }
 
-TEST_F(FlashAttentionTest, RejectsKeyFragmentsTheHeadSizeDoesNotTake) {
+TEST_F(FlashAttentionTest, RejectsRowFragmentsTheHeadSizeDoesNotTake) {
   const int B = 1, Tn = 8, H = 1;
   for (int C : {64, 128}) {  // two fragments a warp up to head size 64 only
     DeviceArray<bf16> qkv(gpu(), 3 * B * Tn * C), out(gpu(), B * Tn * C), dout(gpu(), B * Tn * C);
     DeviceArray<bf16> dqkv(gpu(), 3 * B * Tn * C), lse(gpu(), 64), scratch(gpu(), 64);
-    for (int fragments : {-1, 3, C == 128 ? 2 : 3}) {
-      EXPECT_THROW(flash_attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                                            lse.data(), out.data(), B, Tn, C, H,
-                                            static_cast<cudaStream_t>(gpu().stream()), fragments),
-                   std::invalid_argument)
-          << "C " << C << " fragments " << fragments;
+    for (int n : {-1, 3, C == 128 ? 2 : 3}) {
+      for (FlashBackwardFragments f :
+           {FlashBackwardFragments{n, 1}, FlashBackwardFragments{1, n}}) {
+        EXPECT_THROW(flash_attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                                              lse.data(), out.data(), B, Tn, C, H,
+                                              static_cast<cudaStream_t>(gpu().stream()), f),
+                     std::invalid_argument)
+            << "C " << C << " dK/dV " << f.dkv << " dQ " << f.dq;
+      }
     }
   }
 }

@@ -199,61 +199,16 @@ __device__ void load_a_rows(uint32_t (&a)[HS / 16][4], const bf* rows, int ld) {
   }
 }
 
-// c[64 columns] = A[16, HS] * Bm[64 rows, HS]^T: 8 C fragments; Bm a whole tile (pitch ld).
-// One ldmatrix.x4 gives the B fragments of two output column groups (n, n + 1) for one 16-wide
-// step kk: matrices 0, 1 = rows [n*8, +8) x columns [kk*16, +8) and [kk*16 + 8, +8) (b0, b1 of
+// c[m][kN columns] = A_m[16, HS] * Bm[kN rows, HS]^T for the warp's M row fragments m (the
+// forward's and the dQ kernel's 16 M queries, the dK/dV kernel's 16 M keys): kN / 8 C fragments
+// each; Bm kN rows of a tile (pitch ld), kN a multiple of 16. One ldmatrix.x4 gives the B
+// fragments of two output column groups (n, n + 1) for one 16-wide step kk, and serves M
+// products: matrices 0, 1 = rows [n*8, +8) x columns [kk*16, +8) and [kk*16 + 8, +8) (b0, b1 of
 // group n), 2, 3 = the same for rows [n*8 + 8, +8) (group n + 1); lane l gives the address of
-// row l % 8 of matrix l / 8.
-// kN: the rows of Bm taken (the output's columns), a multiple of 16.
-template <int HS, int kN = kFlashTile>
-__device__ void rows_times_tile_t(float (&c)[kN / 8][4], const uint32_t (&a)[HS / 16][4],
-                                  const bf* Bm, int ld) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
-#pragma unroll
-  for (int n = 0; n < kN / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
-#pragma unroll
-  for (int n = 0; n < kN / 8; n += 2) {
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; ++kk) {
-      uint32_t b[4];
-      ldmatrix_x4(b, rows + n * 8 * ld + kk * 16);
-      mma_16816(c[n], a[kk], b[0], b[1]);
-      mma_16816(c[n + 1], a[kk], b[2], b[3]);
-    }
-  }
-}
-
-// acc[16, HS] += X[16, kK] * Bm[kK rows, HS], X given as C fragments (rounded to bf16 here:
-// the A operand), Bm kK rows of a tile (pitch ld); kK a multiple of 16.
-template <int HS, int kK = kFlashTile>
-__device__ void fragments_times_tile(float (&acc)[HS / 8][4], const float (&x)[kK / 8][4],
-                                     const bf* Bm, int ld) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-#pragma unroll
-  for (int kk = 0; kk < kK / 16; ++kk) {
-    const uint32_t a[4] = {pack_bf16(x[2 * kk][0], x[2 * kk][1]),
-                           pack_bf16(x[2 * kk][2], x[2 * kk][3]),
-                           pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]),
-                           pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3])};
-    // Matrices (rows k, columns n): 0 = [kk*16, +8) x [n*8, +8), 1 = the next 8 rows, 2 and 3
-    // the same for columns n*8 + 8: B fragments of output columns n and n + 1.
-    const bf* b0 = Bm + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
-#pragma unroll
-    for (int n = 0; n < HS / 8; n += 2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, b0 + n * 8);
-      mma_16816(acc[n], a, b[0], b[1]);
-      mma_16816(acc[n + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// rows_times_tile_t for M fragments of rows at once: each B fragment pair loaded serves M
-// products (the forward's warps own 16 M rows, the dK/dV kernel's 16 M keys).
+// row l % 8 of matrix l / 8. Each C fragment sums over kk in order, whatever M.
 template <int HS, int M, int kN = kFlashTile>
-__device__ void rows_times_tile_t_m(float (&c)[M][kN / 8][4], const uint32_t (&a)[M][HS / 16][4],
-                                    const bf* Bm, int ld) {
+__device__ void rows_times_tile_t(float (&c)[M][kN / 8][4], const uint32_t (&a)[M][HS / 16][4],
+                                  const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const bf* rows = Bm + ((lane & 7) + ((lane >> 4) & 1) * 8) * ld + ((lane >> 3) & 1) * 8;
 #pragma unroll
@@ -276,10 +231,13 @@ __device__ void rows_times_tile_t_m(float (&c)[M][kN / 8][4], const uint32_t (&a
   }
 }
 
-// fragments_times_tile for M fragments of rows at once, each B fragment pair serving M products.
+// acc[m][16, HS] += X_m[16, kK] * Bm[kK rows, HS] for the warp's M row fragments m, X_m given as
+// C fragments (rounded to bf16 here: the A operand), Bm kK rows of a tile (pitch ld); kK a
+// multiple of 16. Each B fragment pair loaded serves M products; each accumulator takes the kK
+// rows 16 at a time, in order, whatever M.
 template <int HS, int M, int kK = kFlashTile>
-__device__ void fragments_times_tile_m(float (&acc)[M][HS / 8][4], const float (&x)[M][kK / 8][4],
-                                       const bf* Bm, int ld) {
+__device__ void fragments_times_tile(float (&acc)[M][HS / 8][4], const float (&x)[M][kK / 8][4],
+                                     const bf* Bm, int ld) {
   const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
@@ -291,6 +249,8 @@ __device__ void fragments_times_tile_m(float (&acc)[M][HS / 8][4], const float (
       a[m][2] = pack_bf16(x[m][2 * kk + 1][0], x[m][2 * kk + 1][1]);
       a[m][3] = pack_bf16(x[m][2 * kk + 1][2], x[m][2 * kk + 1][3]);
     }
+    // Matrices (rows k, columns n): 0 = [kk*16, +8) x [n*8, +8), 1 = the next 8 rows, 2 and 3
+    // the same for columns n*8 + 8: B fragments of output columns n and n + 1.
     const bf* b0 = Bm + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
 #pragma unroll
     for (int n = 0; n < HS / 8; n += 2) {
@@ -387,7 +347,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
     });
     const Block c = staged(x, L, kt & 1);
     float s[M][kFlashTile / 8][4];  // S = Q K^T over the tile's 64 keys, per row fragment
-    rows_times_tile_t_m<HS, M>(s, qa, c.k, ld);
+    rows_times_tile_t<HS, M>(s, qa, c.k, ld);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       // Online softmax of the lane's two rows of fragment m; a row's 64 keys are spread over its
@@ -426,7 +386,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
         for (int e = 0; e < 4; ++e) o[m][n][e] *= alpha[e >> 1];
       }
     }
-    fragments_times_tile_m<HS, M>(o, s, c.v, ld);  // O += P V, P rounded to bf16
+    fragments_times_tile<HS, M>(o, s, c.v, ld);  // O += P V, P rounded to bf16
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   // Every lane of a quad holds its rows' m and l.
@@ -503,7 +463,7 @@ __device__ void load_queries_async(const Block& x, const FlashSmem& L, const bf1
 
 // P^T and dS^T of the lane's two keys against the kCols queries of query tile q0 from its
 // column col0 on (the stage c holds the tile's lse and D). kMasked: some key of the warp lies
-// after some query of the tile, or the tile has rows past Tn (flash_dkv_work); otherwise every
+// after some query of the tile, or the tile has rows past Tn (flash_tile_work); otherwise every
 // key of the warp sees every query of the tile.
 template <bool kMasked, int kCols>
 __device__ inline void transposed_probabilities(float (&st)[kCols / 8][4],
@@ -523,19 +483,19 @@ __device__ inline void transposed_probabilities(float (&st)[kCols / 8][4],
   }
 }
 
-// Blocks an SM the dK/dV kernel is compiled for: kFlashBackwardMinBlocks with one key fragment
-// a warp; 2 with two (their dK and dV accumulators take 128 registers a thread).
+// Blocks an SM the backward kernels are compiled for: kFlashBackwardMinBlocks with one row
+// fragment a warp; 2 with two (two fragments' accumulators take 64-128 registers a thread).
 template <int HS, int M>
-constexpr int kFlashDkvMinBlocks = M == 1 ? kFlashBackwardMinBlocks<HS> : 2;
+constexpr int kFlashBackwardBlocks = M == 1 ? kFlashBackwardMinBlocks<HS> : 2;
 
-// dK, dV of a block's flash_dkv_keys(M) keys, M key fragments (16 M keys) a warp: over the query
-// tiles from the block's first key tile on, in the transposed view (the warp's key rows against
-// kCols of the tile's queries at a time): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
+// dK, dV of a block's flash_backward_rows(M) keys, M key fragments (16 M keys) a warp: over the
+// query tiles from the block's first key tile on, in the transposed view (the warp's key rows
+// against kCols of the tile's queries at a time): S^T = K_w Q^T, dP^T = V_w dO^T, P^T, dS^T, then
 // dV += P^T dO and dK += dS^T Q, all in registers. Key tile s of the block sits in stage s's K
 // and V regions (the query tiles walk through the Q, dO, lse and D regions of both stages). Each
 // key's products are those of M = 1, in the same order: M changes no bit of the result.
 template <int HS, int M>
-__global__ void __launch_bounds__(kFlashThreads, kFlashDkvMinBlocks<HS, M>)
+__global__ void __launch_bounds__(kFlashThreads, kFlashBackwardBlocks<HS, M>)
     flash_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                               const float* D, int H, int Tn, float scale, float scale_log2,
                               FlashSmem L) {
@@ -587,15 +547,17 @@ __global__ void __launch_bounds__(kFlashThreads, kFlashDkvMinBlocks<HS, M>)
       load_queries_async<HS>(staged(x, L, (qt + 1) & 1), L, qkv, dout, lse, D, qt + 1, Tn);
     });
     const Block c = staged(x, L, qt & 1);
-    const FlashTileWork work = flash_dkv_work(key0, 16 * M, qt * kFlashTile, Tn);  // per warp
+    const int q0 = qt * kFlashTile;
+    const FlashTileWork work =  // per warp
+        flash_tile_work(key0, key0 + 16 * M - 1, q0, q0 + kFlashTile - 1, Tn);
     if (work != FlashTileWork::kSkip) {
       // The tile's queries kCols at a time: only that many score fragments live at once.
 #pragma unroll
       for (int h = 0; h < kFlashTile / kCols; ++h) {
         const int col0 = h * kCols;
         float st[M][kCols / 8][4], dpt[M][kCols / 8][4];
-        rows_times_tile_t_m<HS, M, kCols>(st, ka, c.q + col0 * ld, ld);
-        rows_times_tile_t_m<HS, M, kCols>(dpt, va, c.dout + col0 * ld, ld);
+        rows_times_tile_t<HS, M, kCols>(st, ka, c.q + col0 * ld, ld);
+        rows_times_tile_t<HS, M, kCols>(dpt, va, c.dout + col0 * ld, ld);
 #pragma unroll
         for (int m = 0; m < M; ++m) {
           if (work == FlashTileWork::kMasked) {
@@ -606,8 +568,8 @@ __global__ void __launch_bounds__(kFlashThreads, kFlashDkvMinBlocks<HS, M>)
                                                    col0, key[m], t, Tn);
           }
         }
-        fragments_times_tile_m<HS, M, kCols>(dv, st, c.dout + col0 * ld, ld);
-        fragments_times_tile_m<HS, M, kCols>(dk, dpt, c.q + col0 * ld, ld);
+        fragments_times_tile<HS, M, kCols>(dv, st, c.dout + col0 * ld, ld);
+        fragments_times_tile<HS, M, kCols>(dk, dpt, c.q + col0 * ld, ld);
       }
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
@@ -619,15 +581,16 @@ __global__ void __launch_bounds__(kFlashThreads, kFlashDkvMinBlocks<HS, M>)
   }
 }
 
-// dS of the lane's two queries against key tile j0, in place of S. kMasked: the diagonal tile,
-// or a block with rows past Tn; otherwise every key of the tile is visible to every row.
-template <bool kMasked>
-__device__ inline void score_gradients(float (&s)[kFlashTile / 8][4],
-                                       const float (&dp)[kFlashTile / 8][4], float scale_log2,
-                                       const float (&lse_r)[2], const float (&d_r)[2], int j0,
-                                       const int (&query)[2], int t, int Tn) {
+// dS of the lane's two queries against kCols keys from key j0, in place of S. kMasked: some key
+// lies after some query of the warp, or a query row is past Tn (flash_tile_work); otherwise
+// every key sees every query.
+template <bool kMasked, int kCols>
+__device__ inline void score_gradients(float (&s)[kCols / 8][4], const float (&dp)[kCols / 8][4],
+                                       float scale_log2, const float (&lse_r)[2],
+                                       const float (&d_r)[2], int j0, const int (&query)[2], int t,
+                                       int Tn) {
 #pragma unroll
-  for (int n = 0; n < kFlashTile / 8; ++n) {
+  for (int n = 0; n < kCols / 8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = e >> 1, j = j0 + n * 8 + 2 * t + (e & 1);  // the key
@@ -638,49 +601,91 @@ __device__ inline void score_gradients(float (&s)[kFlashTile / 8][4],
   }
 }
 
-// dQ of 64 queries: over the key tiles 0..qt, S = Q_w K^T, dP = dO_w V^T, dS, dQ += dS K.
-template <int HS>
-__global__ void __launch_bounds__(kFlashThreads, kFlashBackwardMinBlocks<HS>)
+// dQ of a block's flash_backward_rows(M) queries, M query fragments (16 M queries) a warp: over
+// the key tiles up to the block's last query tile, kCols keys at a time: S = Q_w K^T,
+// dP = dO_w V^T, dS, dQ += dS K. Query tile s of the block sits in stage s's Q, dO, lse and D
+// regions (the key tiles walk through the K and V regions of both stages). Each query's products
+// are those of M = 1, in the same order: M changes no bit of the result.
+template <int HS, int M>
+__global__ void __launch_bounds__(kFlashThreads, kFlashBackwardBlocks<HS, M>)
     flash_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                              const float* D, int H, int Tn, float scale, float scale_log2,
                              FlashSmem L) {
+  static_assert(M == 1 || M == 2, "the block's queries fill at most the two stages' regions");
+  constexpr int kCols = flash_dq_columns(M);
   extern __shared__ __align__(128) unsigned char smem[];
   const Block x = block_of<HS>(smem, L, H, Tn);
-  const int qt = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // the longest rows first
-  const int row0 = qt * kFlashTile + x.warp * 16;
+  // The block's first query tile; the longest rows first.
+  const int qt0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * M;
+  const int local = x.warp * 16 * M;  // the warp's first query in the block
+  const int query0 = qt0 * kFlashTile + local;
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane & 3;
   const int ld = L.ld_tile;
-  const int query[2] = {row0 + g, row0 + g + 8};  // the lane's two queries
+  int query[M][2];  // the lane's two queries in each of the warp's fragments
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    query[m][0] = query0 + m * 16 + g;
+    query[m][1] = query[m][0] + 8;
+  }
+  // Key tiles up to the block's last query tile that has rows (with one tile a block, that is
+  // it: written so, the compiler keeps M = 1 at 168 registers without spills).
+  const int nk = M == 1 ? qt0 + 1 : min(qt0 + M, flash_tiles(Tn));
 
   load_keys_async<HS>(x, L, qkv, 0, Tn);  // key tile 0 into stage 0, while the queries load
   cp_async_commit();
-  load_queries<HS>(x, L, qkv, dout, lse, D, qt, Tn);
-  __syncthreads();
-  uint32_t qa[HS / 16][4], da[HS / 16][4];
-  load_a_rows<HS>(qa, x.q + x.warp * 16 * ld, ld);
-  load_a_rows<HS>(da, x.dout + x.warp * 16 * ld, ld);
-  const float lse_r[2] = {x.lse[x.warp * 16 + g], x.lse[x.warp * 16 + g + 8]};
-  const float d_r[2] = {x.d[x.warp * 16 + g], x.d[x.warp * 16 + g + 8]};
-  float dq[HS / 8][4];
 #pragma unroll
-  for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-  for (int kt = 0; kt <= qt; ++kt) {
-    prefetch_next_and_wait(kt < qt, [&] {
-      load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn);
-    });
-    const Block c = staged(x, L, kt & 1);
-    float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];
-    rows_times_tile_t<HS>(s, qa, c.k, ld);
-    rows_times_tile_t<HS>(dp, da, c.v, ld);
-    if (kt == qt || (qt + 1) * kFlashTile > Tn) {
-      score_gradients<true>(s, dp, scale_log2, lse_r, d_r, kt * kFlashTile, query, t, Tn);
-    } else {
-      score_gradients<false>(s, dp, scale_log2, lse_r, d_r, kt * kFlashTile, query, t, Tn);
+  for (int s = 0; s < M; ++s) load_queries<HS>(staged(x, L, s), L, qkv, dout, lse, D, qt0 + s, Tn);
+  __syncthreads();
+  const Block qs = staged(x, L, local / kFlashTile);
+  const int qrow = local % kFlashTile;
+  uint32_t qa[M][HS / 16][4], da[M][HS / 16][4];
+  float lse_r[M][2], d_r[M][2];
+  float dq[M][HS / 8][4];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    load_a_rows<HS>(qa[m], qs.q + (qrow + m * 16) * ld, ld);
+    load_a_rows<HS>(da[m], qs.dout + (qrow + m * 16) * ld, ld);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      lse_r[m][r] = qs.lse[qrow + m * 16 + g + 8 * r];
+      d_r[m][r] = qs.d[qrow + m * 16 + g + 8 * r];
     }
-    fragments_times_tile<HS>(dq, s, c.k, ld);
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) dq[m][n][0] = dq[m][n][1] = dq[m][n][2] = dq[m][n][3] = 0.0f;
+  }
+  for (int kt = 0; kt < nk; ++kt) {
+    prefetch_next_and_wait(
+        kt + 1 < nk, [&] { load_keys_async<HS>(staged(x, L, (kt + 1) & 1), L, qkv, kt + 1, Tn); });
+    const Block c = staged(x, L, kt & 1);
+    const int k0 = kt * kFlashTile;
+    const FlashTileWork work =  // per warp
+        flash_tile_work(k0, k0 + kFlashTile - 1, query0, query0 + 16 * M - 1, Tn);
+    if (work != FlashTileWork::kSkip) {
+#pragma unroll
+      for (int h = 0; h < kFlashTile / kCols; ++h) {
+        const int col0 = h * kCols;  // the tile's keys col0 .. col0 + kCols - 1
+        float s[M][kCols / 8][4], dp[M][kCols / 8][4];
+        rows_times_tile_t<HS, M, kCols>(s, qa, c.k + col0 * ld, ld);
+        rows_times_tile_t<HS, M, kCols>(dp, da, c.v + col0 * ld, ld);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          if (work == FlashTileWork::kMasked) {
+            score_gradients<true, kCols>(s[m], dp[m], scale_log2, lse_r[m], d_r[m], k0 + col0,
+                                         query[m], t, Tn);
+          } else {
+            score_gradients<false, kCols>(s[m], dp[m], scale_log2, lse_r[m], d_r[m], k0 + col0,
+                                          query[m], t, Tn);
+          }
+        }
+        fragments_times_tile<HS, M, kCols>(dq, s, c.k + col0 * ld, ld);
+      }
+    }
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
-  write_fragment_rows<HS>(dqkv + x.qkv, x.ld, row0, Tn, dq, scale);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    write_fragment_rows<HS>(dqkv + x.qkv, x.ld, query0 + m * 16, Tn, dq[m], scale);
+  }
 }
 
 // ---- Host side ---------------------------------------------------------------------------
@@ -749,45 +754,67 @@ struct ForwardLaunch {
   }
 };
 
+// Launches kernel<1> or, where the head size takes it, kernel<2> (M row fragments a warp) over
+// blocks of flash_backward_rows(M) rows.
+template <typename Kernel1, typename Kernel2, typename... Args>
+void launch_fragments(int fragments, Kernel1 kernel1, Kernel2 kernel2, int B, int Tn, int H,
+                      size_t smem, cudaStream_t stream, Args... args) {
+  const FlashGrid g = flash_grid(B, Tn, H, flash_backward_rows(fragments));
+  if (fragments == 2) {
+    launch(kernel2, g, smem, stream, args...);
+  } else {
+    launch(kernel1, g, smem, stream, args...);
+  }
+}
+
 struct BackwardLaunch {
   bf16* dqkv;
   const bf16* dout;
   const bf16* qkv;
   const float* lse;
   const float* D;
-  int B, Tn, H, dkv_fragments;
+  int B, Tn, H;
+  FlashBackwardFragments fragments;
   cudaStream_t stream;
   template <int HS>
   void operator()() const {
     const FlashSmem L = flash_smem(HS, true);
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-    const FlashGrid dkv = flash_grid(B, Tn, H, flash_dkv_keys(dkv_fragments));
-    if constexpr (flash_dkv_max_fragments(HS) >= 2) {
-      if (dkv_fragments == 2) {
-        launch(flash_backward_dkv_kernel<HS, 2>, dkv, L.bytes, stream, dqkv, dout, qkv, lse, D, H,
-               Tn, scale, flash_scale_log2(HS), L);
-      }
-    }
-    if (dkv_fragments == 1) {
-      launch(flash_backward_dkv_kernel<HS, 1>, dkv, L.bytes, stream, dqkv, dout, qkv, lse, D, H, Tn,
-             scale, flash_scale_log2(HS), L);
-    }
-    launch(flash_backward_dq_kernel<HS>, flash_grid(B, Tn, H), L.bytes, stream, dqkv, dout, qkv,
-           lse, D, H, Tn, scale, flash_scale_log2(HS), L);
+    constexpr int M2 = flash_backward_max_fragments(HS);  // 2 where the head size takes it
+    launch_fragments(fragments.dkv, flash_backward_dkv_kernel<HS, 1>,
+                     flash_backward_dkv_kernel<HS, M2>, B, Tn, H, L.bytes, stream, dqkv, dout, qkv,
+                     lse, D, H, Tn, scale, flash_scale_log2(HS), L);
+    launch_fragments(fragments.dq, flash_backward_dq_kernel<HS, 1>,
+                     flash_backward_dq_kernel<HS, M2>, B, Tn, H, L.bytes, stream, dqkv, dout, qkv,
+                     lse, D, H, Tn, scale, flash_scale_log2(HS), L);
   }
 };
 
-// RM_FLASH_DKV_FRAGMENTS, read once: 1 (unset) or 2; anything else is refused.
-int dkv_fragments_from_environment() {
-  static const int fragments = [] {
-    const char* v = std::getenv("RM_FLASH_DKV_FRAGMENTS");
-    if (v == nullptr || std::string(v).empty() || std::string(v) == "1") return 1;
-    if (std::string(v) == "2") return 2;
-    throw std::invalid_argument(std::string("RM_FLASH_DKV_FRAGMENTS=") + v +
-                                ": the flash attention dK/dV kernel takes 1 or 2 key fragments a "
-                                "warp");
-  }();
-  return fragments;
+// An RM_FLASH_*_FRAGMENTS variable: 1 (unset) or 2; anything else is refused, naming it.
+int fragments_from_environment(const char* name, const char* kernel) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || std::string(v).empty() || std::string(v) == "1") return 1;
+  if (std::string(v) == "2") return 2;
+  throw std::invalid_argument(std::string(name) + "=" + v + ": the flash attention " + kernel +
+                              " kernel takes 1 or 2 row fragments a warp");
+}
+
+// The fragments a call asked for (0: the environment's, read once, clamped to the head size's
+// most), checked.
+FlashBackwardFragments resolve(FlashBackwardFragments f, int hs) {
+  static const int dkv = fragments_from_environment("RM_FLASH_DKV_FRAGMENTS", "dK/dV");
+  static const int dq = fragments_from_environment("RM_FLASH_DQ_FRAGMENTS", "dQ");
+  const int most = flash_backward_max_fragments(hs);
+  if (f.dkv == 0) f.dkv = std::min(dkv, most);
+  if (f.dq == 0) f.dq = std::min(dq, most);
+  for (int n : {f.dkv, f.dq}) {
+    if (n < 1 || n > most) {
+      throw std::invalid_argument("rm::cuda::flash_attention_backward: " + std::to_string(n) +
+                                  " row fragments a warp at head size " + std::to_string(hs) +
+                                  " (1 to " + std::to_string(most) + ")");
+    }
+  }
+  return f;
 }
 
 }  // namespace
@@ -801,16 +828,9 @@ void flash_attention_forward(bf16* out, bf16* lse, const bf16* qkv, int B, int T
 
 void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const bf16* qkv,
                               const bf16* lse, const bf16* out, int B, int Tn, int C, int H,
-                              cudaStream_t stream, int dkv_fragments) {
+                              cudaStream_t stream, FlashBackwardFragments fragments) {
   check_args("flash_attention_backward", B, Tn, C, H, {dqkv, scratch, dout, qkv, lse, out});
-  if (dkv_fragments == 0) {
-    dkv_fragments = std::min(dkv_fragments_from_environment(), flash_dkv_max_fragments(C / H));
-  }
-  if (dkv_fragments < 1 || dkv_fragments > flash_dkv_max_fragments(C / H)) {
-    throw std::invalid_argument(
-        "rm::cuda::flash_attention_backward: " + std::to_string(dkv_fragments) +
-        " key fragments a warp at head size " + std::to_string(C / H));
-  }
+  fragments = resolve(fragments, C / H);
   const size_t rows = static_cast<size_t>(B) * H * Tn;
   if (rows == 0) return;
   float* D = reinterpret_cast<float*>(scratch);
@@ -818,7 +838,7 @@ void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const
       D, dout, out, H, Tn, C / H, rows);
   RM_CUDA_CHECK(cudaGetLastError(), kThrow);
   with_head_size(C / H, BackwardLaunch{dqkv, dout, qkv, reinterpret_cast<const float*>(lse), D, B,
-                                       Tn, H, dkv_fragments, stream});
+                                       Tn, H, fragments, stream});
 }
 
 }  // namespace rm::cuda

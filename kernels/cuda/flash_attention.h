@@ -8,9 +8,9 @@
 //    scores, float [B,H,Tn], which is all the backward keeps (in the `att` buffer).
 //  - Backward: D = rowsum(dO * O) per row first (float [B,H,Tn], in `datt_scratch`), then two
 //    kernels that recompute the probabilities from Q, K and the log-sum-exp: one per 64 (or,
-//    with two key fragments a warp, 128) keys accumulating dK and dV over the query tiles at or
-//    after them, one per query tile accumulating dQ over the key tiles up to it. No atomics:
-//    the result is deterministic (bit-identical reruns, as the rest of the backend).
+//    with two row fragments a warp, 128) keys accumulating dK and dV over the query tiles at or
+//    after them, one per 64 (128) queries accumulating dQ over the key tiles up to them. No
+//    atomics: the result is deterministic (bit-identical reruns, as the rest of the backend).
 //  - Q, K, V are read in place from qkv (row stride 3C, head h at column h*hs, K at +C, V at
 //    +2C); out, dqkv are written in place. Tile products run on tensor cores through mma.sync
 //    m16n8k16 (bf16 in, float accumulation), whose fragment layout the PTX ISA documents: the
@@ -43,12 +43,18 @@ namespace rm::cuda {
 void flash_attention_forward(bf16* out, bf16* lse, const bf16* qkv, int B, int Tn, int C, int H,
                              cudaStream_t stream);
 
+// The backward kernels' row fragments a warp (flash_backward_max_fragments(); the same bits
+// either way): the dK/dV kernel's keys, the dQ kernel's queries. 0 takes the environment's,
+// RM_FLASH_DKV_FRAGMENTS / RM_FLASH_DQ_FRAGMENTS (1 when unset; 2 clamped to what the head size
+// takes; any other value throws std::invalid_argument naming the variable).
+struct FlashBackwardFragments {
+  int dkv = 0;
+  int dq = 0;
+};
+
 // dqkv OVERWRITTEN; out and lse are the forward's; scratch: flash_attention_buffers().scratch.
-// dkv_fragments: the dK/dV kernel's key fragments a warp (flash_dkv_max_fragments(); the same
-// bits either way); 0 takes RM_FLASH_DKV_FRAGMENTS (1 when unset; 2 is clamped to what the head
-// size allows; any other value throws std::invalid_argument naming it).
 void flash_attention_backward(bf16* dqkv, bf16* scratch, const bf16* dout, const bf16* qkv,
                               const bf16* lse, const bf16* out, int B, int Tn, int C, int H,
-                              cudaStream_t stream, int dkv_fragments = 0);
+                              cudaStream_t stream, FlashBackwardFragments fragments = {});
 
 }  // namespace rm::cuda

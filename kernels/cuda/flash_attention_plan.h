@@ -8,12 +8,12 @@
 //  - the memory estimate (planning/memory_estimate.cc) sizes a cuda bf16 job's attention buffers
 //    with the very functions the backend uses, in builds without CUDA too.
 //
-// Tiling (FlashAttention-2): a block of kFlashWarps warps handles kFlashTile query rows (dQ;
-// the forward flash_forward_rows()) or flash_dkv_keys() key rows (dK/dV) of one (batch, head);
-// each warp owns 16 of those rows (one m16n8k16 tensor-core fragment high) or a multiple. Key and
-// query tiles are both kFlashTile long, so under the causal mask query tile qt sees key tiles 0..qt
-// and key tile kt is seen by query tiles kt..nq-1; only the diagonal tile is partly masked (the
-// kernels test each element there and in tiles with rows past Tn only).
+// Tiling (FlashAttention-2): a block of kFlashWarps warps handles flash_forward_rows() query
+// rows (forward) or flash_backward_rows() key rows (dK/dV) or query rows (dQ) of one (batch,
+// head); each warp owns 16 of those rows (one m16n8k16 tensor-core fragment high) or a multiple.
+// Key and query tiles are both kFlashTile long, so under the causal mask query tile qt sees key
+// tiles 0..qt and key tile kt is seen by query tiles kt..nq-1; only the diagonal tile is partly
+// masked (the kernels test each element there and in tiles with rows past Tn only).
 #pragma once
 
 #include <algorithm>
@@ -41,31 +41,37 @@ RM_HOST_DEVICE inline constexpr int flash_forward_rows(int hs) {
   return 16 * kFlashWarps * flash_forward_fragments(hs);
 }
 inline constexpr int kFlashForwardRows = 2 * kFlashTile;
-// The dK/dV kernel's key fragments a warp: 1 (16 keys a warp, 64 a block) or, up to head size
-// 64, 2 (32 keys a warp, 128 a block, in the two stages' K and V regions). With 2 every Q and dO
-// fragment a warp loads from shared memory serves two key fragments: half the shared-memory
-// reads a flop (the kernel is bound by them at 1), at 2 blocks an SM instead of 3. The launcher
-// takes 1 unless RM_FLASH_DKV_FRAGMENTS=2 (flash_attention.h); both give the same bits.
-RM_HOST_DEVICE inline constexpr int flash_dkv_max_fragments(int hs) {
+// The backward kernels' row fragments a warp: 1 (16 rows a warp, 64 a block) or, up to head size
+// 64, 2 (32 rows a warp, 128 a block, their tiles in the two stages' regions): the dK/dV kernel's
+// keys, the dQ kernel's queries. With 2 every fragment of the walked tiles a warp loads from
+// shared memory serves two of its own: half the shared-memory reads a flop (the dK/dV kernel is
+// bound by them at 1), at 2 blocks an SM instead of 3. The launcher takes 1 unless
+// RM_FLASH_DKV_FRAGMENTS=2 / RM_FLASH_DQ_FRAGMENTS=2 (flash_attention.h); both give the same bits.
+RM_HOST_DEVICE inline constexpr int flash_backward_max_fragments(int hs) {
   return hs <= 64 ? 2 : 1;
 }
-RM_HOST_DEVICE inline constexpr int flash_dkv_keys(int fragments) {
+RM_HOST_DEVICE inline constexpr int flash_backward_rows(int fragments) {
   return 16 * kFlashWarps * fragments;
 }
-// The query columns of a tile the dK/dV kernel takes at a time (the score fragments live for
-// that many): half a tile with one key fragment a warp, a quarter with two (same registers).
+// The walked tile's rows a kernel takes at a time (its score fragments live for that many): the
+// dK/dV kernel half a query tile with one fragment a warp, a quarter with two; the dQ kernel a
+// whole key tile with one, half with two (the same registers either way).
 RM_HOST_DEVICE inline constexpr int flash_dkv_columns(int fragments) {
   return kFlashTile / (2 * fragments);
 }
+RM_HOST_DEVICE inline constexpr int flash_dq_columns(int fragments) {
+  return kFlashTile / fragments;
+}
 
-// What a warp of the dK/dV kernel that owns keys [key0, key0 + keys) does with the query tile
-// [q0, q0 + kFlashTile): kSkip when every key lies after every query of the tile (all masked:
-// it would add zeros), kMasked when some key lies after some query or the tile has rows past
-// Tn, kWhole otherwise (every pair visible: no per-element test).
+// What a backward warp does with keys [key_lo, key_hi] against queries [query_lo, query_hi] (its
+// own rows against a walked tile's): kSkip when every key lies after every query (all masked: it
+// would add zeros), kMasked when some key lies after some query or a query row is past Tn,
+// kWhole otherwise (every pair visible: no per-element test).
 enum class FlashTileWork { kSkip, kMasked, kWhole };
-RM_HOST_DEVICE inline FlashTileWork flash_dkv_work(int key0, int keys, int q0, int Tn) {
-  if (key0 > q0 + kFlashTile - 1) return FlashTileWork::kSkip;
-  if (key0 + keys - 1 > q0 || q0 + kFlashTile > Tn) return FlashTileWork::kMasked;
+RM_HOST_DEVICE inline FlashTileWork flash_tile_work(int key_lo, int key_hi, int query_lo,
+                                                    int query_hi, int Tn) {
+  if (key_lo > query_hi) return FlashTileWork::kSkip;
+  if (key_hi > query_lo || query_hi >= Tn) return FlashTileWork::kMasked;
   return FlashTileWork::kWhole;
 }
 inline constexpr int kFlashMaxHeadSize = 128;

@@ -69,37 +69,46 @@ TEST(FlashAttentionPlan, GridCoversEveryTileOnce) {
   EXPECT_EQ(kFlashWarps * 16, kFlashTile);  // each warp owns 16 rows of a tile
 }
 
-// The dK/dV kernel's per-warp decision, against every (key, query) pair: a skipped tile has no
-// visible pair (key <= query < Tn), a whole one only visible pairs, and the blocks of
-// flash_dkv_keys() keys start at key tile blockIdx.y x fragments.
-TEST(FlashAttentionPlan, DkvWorkSkipsOnlyInvisibleTilesAndMasksEveryPartlyVisibleOne) {
-  EXPECT_EQ(flash_dkv_keys(1), kFlashTile);
-  EXPECT_EQ(flash_dkv_keys(2), 2 * kFlashTile);
-  EXPECT_EQ(flash_dkv_max_fragments(64), 2);  // GPT-2's heads
-  EXPECT_EQ(flash_dkv_max_fragments(80), 1);
+// The backward kernels' per-warp decision, against every (key, query) pair: a skipped tile has
+// no visible pair (key <= query < Tn), a whole one only visible pairs. Both kernels' shapes: a
+// warp's 16 x fragments keys against a query tile (dK/dV), a warp's 16 x fragments queries
+// against a key tile (dQ), over the tiles each walks.
+TEST(FlashAttentionPlan, TileWorkSkipsOnlyInvisibleTilesAndMasksEveryPartlyVisibleOne) {
+  EXPECT_EQ(flash_backward_rows(1), kFlashTile);
+  EXPECT_EQ(flash_backward_rows(2), 2 * kFlashTile);
+  EXPECT_EQ(flash_backward_max_fragments(64), 2);  // GPT-2's heads
+  EXPECT_EQ(flash_backward_max_fragments(80), 1);
   EXPECT_EQ(flash_dkv_columns(1) * 1, flash_dkv_columns(2) * 2);  // the same score registers
+  EXPECT_EQ(flash_dq_columns(1) * 1, flash_dq_columns(2) * 2);
   int skipped = 0, whole = 0;
+  auto check = [&](int k_lo, int k_hi, int q_lo, int q_hi, int Tn) {
+    const FlashTileWork work = flash_tile_work(k_lo, k_hi, q_lo, q_hi, Tn);
+    bool any = false, all = true;
+    for (int j = k_lo; j <= k_hi; ++j) {
+      for (int i = q_lo; i <= q_hi; ++i) {
+        const bool visible = j <= i && i < Tn;
+        any = any || visible;
+        all = all && visible;
+      }
+    }
+    SCOPED_TRACE(testing::Message() << "Tn " << Tn << " keys " << k_lo << ".." << k_hi
+                                    << " queries " << q_lo << ".." << q_hi);
+    EXPECT_TRUE(work != FlashTileWork::kSkip || !any);
+    EXPECT_TRUE(work != FlashTileWork::kWhole || all);
+    skipped += work == FlashTileWork::kSkip;
+    whole += work == FlashTileWork::kWhole;
+  };
   for (int Tn : {1, 63, 64, 65, 127, 128, 129, 300}) {
     for (int fragments : {1, 2}) {
-      const int warp_keys = 16 * fragments;
-      for (int key0 = 0;
-           key0 < flash_tiles(Tn, flash_dkv_keys(fragments)) * flash_dkv_keys(fragments);
-           key0 += warp_keys) {
-        for (int qt = key0 / flash_dkv_keys(fragments) * fragments; qt < flash_tiles(Tn); ++qt) {
-          const FlashTileWork work = flash_dkv_work(key0, warp_keys, qt * kFlashTile, Tn);
-          bool any = false, all = true;
-          for (int j = key0; j < key0 + warp_keys; ++j) {
-            for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
-              const bool visible = j <= i && i < Tn;
-              any = any || visible;
-              all = all && visible;
-            }
-          }
-          SCOPED_TRACE(testing::Message() << "Tn " << Tn << " key0 " << key0 << " qt " << qt);
-          EXPECT_TRUE(work != FlashTileWork::kSkip || !any);
-          EXPECT_TRUE(work != FlashTileWork::kWhole || all);
-          skipped += work == FlashTileWork::kSkip;
-          whole += work == FlashTileWork::kWhole;
+      const int rows = 16 * fragments, block = flash_backward_rows(fragments);
+      const int nt = flash_tiles(Tn);
+      for (int r0 = 0; r0 < flash_tiles(Tn, block) * block; r0 += rows) {
+        const int first = r0 / block * fragments;  // the block's first tile
+        for (int qt = first; qt < nt; ++qt) {      // dK/dV: keys r0.., query tiles on
+          check(r0, r0 + rows - 1, qt * kFlashTile, (qt + 1) * kFlashTile - 1, Tn);
+        }
+        for (int kt = 0; kt < std::min(first + fragments, nt); ++kt) {  // dQ: queries r0..
+          check(kt * kFlashTile, (kt + 1) * kFlashTile - 1, r0, r0 + rows - 1, Tn);
         }
       }
     }
@@ -243,10 +252,11 @@ void emulate_forward(const Problem& p, std::vector<float>* out, std::vector<floa
   }
 }
 
-// The backward kernels' loops: D per row; dK/dV per block of flash_dkv_keys(fragments) keys,
-// each warp's 16 x fragments keys over the query tiles from the block's first key tile on, each
-// tile skipped, masked or taken whole as flash_dkv_work says (a wrong answer adds invisible
-// pairs or drops visible ones); dQ per query tile over key tiles 0..qt.
+// The backward kernels' loops with their row fragments a warp: D per row; dK/dV per block of
+// flash_backward_rows(fragments) keys, each warp's 16 x fragments keys over the query tiles from
+// the block's first key tile on; dQ per block of as many queries, each warp's over the key tiles
+// up to the block's last query tile; each tile skipped, masked or taken whole as
+// flash_tile_work says (a wrong answer adds invisible pairs or drops visible ones).
 std::vector<float> emulate_backward(const Problem& p, const std::vector<float>& out,
                                     const std::vector<float>& lse, int fragments) {
   const int hs = p.hs(), nt = flash_tiles(p.Tn);
@@ -270,12 +280,14 @@ std::vector<float> emulate_backward(const Problem& p, const std::vector<float>& 
         const float dp = dot(grad_row(p, p.dout, b, h, i), row(p, b, h, 2, j));
         return flash_dscore(pr, dp, d_of(i));
       };
-      const int block_keys = flash_dkv_keys(fragments), warp_keys = 16 * fragments;
-      for (int j = 0; j < flash_tiles(p.Tn, block_keys) * block_keys; ++j) {
-        const int kt0 = j / block_keys * fragments, key0 = j / warp_keys * warp_keys;
+      const int block = flash_backward_rows(fragments), rows = 16 * fragments;
+      for (int j = 0; j < flash_tiles(p.Tn, block) * block; ++j) {
+        const int kt0 = j / block * fragments, key0 = j / rows * rows;
         std::vector<float> dk(hs, 0.0f), dv(hs, 0.0f);
         for (int qt = kt0; qt < nt; ++qt) {
-          const FlashTileWork work = flash_dkv_work(key0, warp_keys, qt * kFlashTile, p.Tn);
+          const int q0 = qt * kFlashTile;
+          const FlashTileWork work =
+              flash_tile_work(key0, key0 + rows - 1, q0, q0 + kFlashTile - 1, p.Tn);
           if (work == FlashTileWork::kSkip) continue;
           for (int i = qt * kFlashTile; i < (qt + 1) * kFlashTile; ++i) {
             const float pr = prob(i, j, work == FlashTileWork::kMasked), ds = dscore(i, j, pr);
@@ -292,18 +304,21 @@ std::vector<float> emulate_backward(const Problem& p, const std::vector<float>& 
           dqkv[at(b, j, 2, h) + e] = dv[e];
         }
       }
-      for (int qt = 0; qt < nt; ++qt) {
-        for (int i = qt * kFlashTile; i < std::min((qt + 1) * kFlashTile, p.Tn); ++i) {
-          std::vector<float> dq(hs, 0.0f);
-          for (int kt = 0; kt <= qt; ++kt) {
-            for (int j = kt * kFlashTile; j < (kt + 1) * kFlashTile; ++j) {
-              const float ds = dscore(i, j, prob(i, j));
-              const std::vector<float> k = row(p, b, h, 1, j);
-              for (int e = 0; e < hs; ++e) dq[e] += ds * k[e];
-            }
+      for (int i = 0; i < p.Tn; ++i) {
+        const int qt0 = i / block * fragments, query0 = i / rows * rows;
+        std::vector<float> dq(hs, 0.0f);
+        for (int kt = 0; kt < std::min(qt0 + fragments, nt); ++kt) {
+          const int k0 = kt * kFlashTile;
+          const FlashTileWork work =
+              flash_tile_work(k0, k0 + kFlashTile - 1, query0, query0 + rows - 1, p.Tn);
+          if (work == FlashTileWork::kSkip) continue;
+          for (int j = k0; j < k0 + kFlashTile; ++j) {
+            const float ds = dscore(i, j, prob(i, j, work == FlashTileWork::kMasked));
+            const std::vector<float> k = row(p, b, h, 1, j);
+            for (int e = 0; e < hs; ++e) dq[e] += ds * k[e];
           }
-          for (int e = 0; e < hs; ++e) dqkv[at(b, i, 0, h) + e] = dq[e] * scale;
         }
+        for (int e = 0; e < hs; ++e) dqkv[at(b, i, 0, h) + e] = dq[e] * scale;
       }
     }
   }
@@ -345,8 +360,8 @@ TEST(FlashAttentionPlan, TileLoopsMatchTheCpuAttention) {
       std::vector<float> dqkv(3 * NC), scratch(att.size());
       cpu::attention_backward(dqkv.data(), scratch.data(), p.dout.data(), p.qkv.data(), att.data(),
                               2, Tn, C, H);
-      for (int fragments = 1; fragments <= flash_dkv_max_fragments(C / H); ++fragments) {
-        SCOPED_TRACE(testing::Message() << fragments << " key fragments a warp");
+      for (int fragments = 1; fragments <= flash_backward_max_fragments(C / H); ++fragments) {
+        SCOPED_TRACE(testing::Message() << fragments << " row fragments a warp");
         expect_close(emulate_backward(p, out, lse, fragments), dqkv, 1e-4);
       }
     }
