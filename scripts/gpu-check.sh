@@ -141,9 +141,12 @@ done
 # 3b. The switches that are off until a sitting measures them, one at a time on one GPU: step
 # graphs (RM_CUDA_GRAPH=1, worker/step_graph.h) and the flash dK/dV and dQ kernels with two row
 # fragments a warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2,
-# kernels/cuda/flash_attention.h). The bf16 job must log the default run's losses to the bit.
+# kernels/cuda/flash_attention.h), the cross-entropy's rows kept in shared memory
+# (RM_CUDA_CE_ROW_IN_SMEM=1, kernels/cuda/cross_entropy.h). The bf16 job must log the default
+# run's losses to the bit.
 ref="$OUT/cuda-bf16-np1-none/metrics.jsonl"
-for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2; do
+for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 \
+    RM_CUDA_CE_ROW_IN_SMEM=1; do
   name="cuda-bf16-np1-none-${sw%%=*}"
   if [[ ! -f $ref ]]; then
     verdict "train $name" SKIP "no default run to compare with"

@@ -7,7 +7,8 @@
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
 #      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
 #      RM_CUDA_GRAPH=1; two row fragments a warp in the flash dK/dV and dQ kernels,
-#      RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2): the same losses to the bit
+#      RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2; the cross-entropy's rows in shared
+#      memory, RM_CUDA_CE_ROW_IN_SMEM=1): the same losses to the bit
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
 #      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then each
 #      switch off and on, alternated twice, and a profiled step with it on (the whole script
@@ -66,9 +67,9 @@ else
 fi
 # 2b. The same job with each switch that is off until a sitting measures it: its steps replayed
 # from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV and dQ kernels with two row fragments a
-# warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2). Each must give the default run's
-# losses, bit for bit.
-SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2)
+# warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2), the cross-entropy's rows kept in
+# shared memory (RM_CUDA_CE_ROW_IN_SMEM=1). Each must give the default run's losses, bit for bit.
+SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_CE_ROW_IN_SMEM=1)
 for sw in "${SWITCHES[@]}"; do
   log="$OUT/curve-${sw%%=*}.log"
   timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw%%=*}" \

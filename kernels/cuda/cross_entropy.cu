@@ -2,6 +2,10 @@
 
 #include <math_constants.h>
 
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
 #include "kernels/bf16.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch_check.h"
@@ -63,16 +67,31 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 }
 
 // The same, 16 bytes at a time: rows of ld elements, ld a whole number of Vec16<T> and the
-// logits 16-byte aligned (the padded classifier's rows: cuda_layers.cc). The three passes
-// re-read the row (100 KB at GPT-2's 50304) mostly from cache.
-template <typename T, bool kGrad>
+// logits 16-byte aligned (the padded classifier's rows: cuda_layers.cc). The max pass reads the
+// row from global memory; the sum and gradient passes read it again: from global memory (mostly
+// L2, 100 KB a row at GPT-2's 50304), or with kRowInSmem from the copy the first pass left in
+// shared memory (ld * sizeof(T) bytes of dynamic shared memory): one read of the logits from
+// global memory instead of three. Each thread reads back only the vectors it wrote, so the copy
+// needs no barrier, and every thread sums the same elements in the same order either way: the
+// same bits.
+template <typename T, bool kGrad, bool kRowInSmem>
 __global__ void __launch_bounds__(kMaxRowThreads)
     cross_entropy_vec_kernel(const CrossEntropyStatus* status, double* row_loss, T* logits,
                              const int* targets, int N, int V, int ld, float grad_scale) {
+  extern __shared__ uint4 row_copy[];  // kRowInSmem: the row's vectors
   if (status->bad_row < N) return;  // the whole block returns: bad_row is the same for all
   constexpr int E = Vec16<T>::kElems;
   T* x = logits + static_cast<size_t>(blockIdx.x) * ld;
   const int vectors = ld / E;
+  auto reread = [&](int q) {  // vector q of the row after the first pass
+    if constexpr (kRowInSmem) {
+      Vec16<T> v;
+      *reinterpret_cast<uint4*>(v.v) = row_copy[q];
+      return v;
+    } else {
+      return load_vec16(x + q * E);
+    }
+  };
   const int t = targets[blockIdx.x];
   if (t < 0) {
     if (kGrad) {
@@ -88,6 +107,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   float mx = -INFINITY;
   for (int q = threadIdx.x; q < vectors; q += blockDim.x) {
     const Vec16<T> v = load_vec16(x + q * E);
+    if constexpr (kRowInSmem) row_copy[q] = *reinterpret_cast<const uint4*>(v.v);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       if (q * E + e < V) mx = fmaxf(mx, load(v.v[e]));
@@ -96,7 +116,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   mx = block_max(mx);
   float part = 0.0f;
   for (int q = threadIdx.x; q < vectors; q += blockDim.x) {
-    const Vec16<T> v = load_vec16(x + q * E);
+    const Vec16<T> v = reread(q);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       if (q * E + e < V) part += fast_expf(load(v.v[e]) - mx);
@@ -107,7 +127,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   if (kGrad) {
     const float f = cross_entropy_grad_factor(grad_scale, sum);
     for (int q = threadIdx.x; q < vectors; q += blockDim.x) {
-      const Vec16<T> v = load_vec16(x + q * E);
+      const Vec16<T> v = reread(q);
       Vec16<T> d;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -121,17 +141,55 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
+// RM_CUDA_CE_ROW_IN_SMEM, read once: "1" keeps each row in shared memory; unset, empty or "0"
+// does not; anything else is refused, naming the variable.
+bool row_in_smem_from_environment() {
+  static const bool on = [] {
+    const char* v = std::getenv("RM_CUDA_CE_ROW_IN_SMEM");
+    if (v == nullptr || std::string(v).empty() || std::string(v) == "0") return false;
+    if (std::string(v) == "1") return true;
+    throw std::invalid_argument(std::string("RM_CUDA_CE_ROW_IN_SMEM=") + v +
+                                ": the cross-entropy kernel takes 0 or 1");
+  }();
+  return on;
+}
+
+// Whether a row of `bytes` fits the current device's shared memory a block (the opt-in limit).
+bool fits_in_smem(size_t bytes) {
+  int device = 0, limit = 0;
+  RM_CUDA_CHECK(cudaGetDevice(&device), kThrow);
+  RM_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                kThrow);
+  return bytes <= static_cast<size_t>(limit);
+}
+
 template <typename T, bool kGrad>
 void run(CrossEntropyStatus* status, double* row_loss, T* logits, const int* targets, int N, int V,
-         int ld, float grad_scale, cudaStream_t stream) {
+         int ld, float grad_scale, CrossEntropyRow row, cudaStream_t stream) {
   RM_CUDA_LAUNCH(reset_status_kernel, (LaunchShape{1, 1}), stream, status, N);
   if (N <= 0) return;
   RM_CUDA_LAUNCH(check_targets_kernel, elementwise_launch(static_cast<size_t>(N)), stream, status,
                  targets, N, V);
   const bool vec = ld % Vec16<T>::kElems == 0 && vec16_ok<T>(0, {logits});
-  const auto kernel = vec ? &cross_entropy_vec_kernel<T, kGrad> : &cross_entropy_kernel<T, kGrad>;
-  RM_CUDA_LAUNCH(kernel, row_launch(N, vec ? ld / Vec16<T>::kElems : V), stream, status, row_loss,
-                 logits, targets, N, V, ld, grad_scale);
+  const LaunchShape shape = row_launch(N, vec ? ld / Vec16<T>::kElems : V);
+  const size_t row_bytes = static_cast<size_t>(ld) * sizeof(T);
+  if (row == CrossEntropyRow::kEnvironment) {
+    row = row_in_smem_from_environment() ? CrossEntropyRow::kInSharedMemory
+                                         : CrossEntropyRow::kReread;
+  }
+  if (vec && row == CrossEntropyRow::kInSharedMemory && fits_in_smem(row_bytes)) {
+    const auto kernel = &cross_entropy_vec_kernel<T, kGrad, true>;
+    RM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(row_bytes)),
+                  kThrow);
+    kernel<<<shape.grid, shape.block, row_bytes, stream>>>(status, row_loss, logits, targets, N, V,
+                                                           ld, grad_scale);
+    RM_CUDA_CHECK(cudaGetLastError(), kThrow);
+  } else {
+    const auto kernel =
+        vec ? &cross_entropy_vec_kernel<T, kGrad, false> : &cross_entropy_kernel<T, kGrad>;
+    RM_CUDA_LAUNCH(kernel, shape, stream, status, row_loss, logits, targets, N, V, ld, grad_scale);
+  }
   sum_doubles(&status->loss, row_loss, static_cast<size_t>(N), stream);
 }
 
@@ -169,14 +227,16 @@ template <typename T>
 void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,
                            const int* targets, int N, int V, cudaStream_t stream) {
   // The kernel without kGrad never writes through the pointer.
-  run<T, false>(status, row_loss, const_cast<T*>(logits), targets, N, V, V, 0.0f, stream);
+  run<T, false>(status, row_loss, const_cast<T*>(logits), targets, N, V, V, 0.0f,
+                CrossEntropyRow::kEnvironment, stream);
 }
 
 template <typename T>
 void cross_entropy_forward_backward(CrossEntropyStatus* status, double* row_loss,
                                     T* logits_then_dlogits, const int* targets, int N, int V,
-                                    int ld, float grad_scale, cudaStream_t stream) {
-  run<T, true>(status, row_loss, logits_then_dlogits, targets, N, V, ld, grad_scale, stream);
+                                    int ld, float grad_scale, cudaStream_t stream,
+                                    CrossEntropyRow row) {
+  run<T, true>(status, row_loss, logits_then_dlogits, targets, N, V, ld, grad_scale, row, stream);
 }
 
 template void cross_entropy_forward<float>(CrossEntropyStatus*, double*, const float*, const int*,
@@ -184,8 +244,10 @@ template void cross_entropy_forward<float>(CrossEntropyStatus*, double*, const f
 template void cross_entropy_forward<bf16>(CrossEntropyStatus*, double*, const bf16*, const int*,
                                           int, int, cudaStream_t);
 template void cross_entropy_forward_backward<float>(CrossEntropyStatus*, double*, float*,
-                                                    const int*, int, int, int, float, cudaStream_t);
+                                                    const int*, int, int, int, float, cudaStream_t,
+                                                    CrossEntropyRow);
 template void cross_entropy_forward_backward<bf16>(CrossEntropyStatus*, double*, bf16*, const int*,
-                                                   int, int, int, float, cudaStream_t);
+                                                   int, int, int, float, cudaStream_t,
+                                                   CrossEntropyRow);
 
 }  // namespace rm::cuda

@@ -42,12 +42,22 @@ template <typename T>
 void cross_entropy_forward(CrossEntropyStatus* status, double* row_loss, const T* logits,
                            const int* targets, int N, int V, cudaStream_t stream);
 
+// Where the row kernel's sum and gradient passes read each row: again from global memory
+// (kReread), or from a copy in shared memory the first pass made (kInSharedMemory: one read of
+// the logits from global memory instead of three; taken where ld is a whole number of 16-byte
+// vectors, the logits 16-byte aligned and a row fits the device's shared memory a block, else
+// kReread). The same bits either way. kEnvironment: kInSharedMemory when RM_CUDA_CE_ROW_IN_SMEM=1
+// (opt-in until a GPU sitting measures it), kReread when unset or 0; other values throw
+// std::invalid_argument naming the variable.
+enum class CrossEntropyRow { kEnvironment, kReread, kInSharedMemory };
+
 // The loss, and logits OVERWRITTEN with (softmax - onehot(target)) * grad_scale (zero rows for
 // ignored targets). Rows are ld >= V elements apart; the padding columns [V, ld) are ignored by
 // the loss and set to zero.
 template <typename T>
 void cross_entropy_forward_backward(CrossEntropyStatus* status, double* row_loss,
                                     T* logits_then_dlogits, const int* targets, int N, int V,
-                                    int ld, float grad_scale, cudaStream_t stream);
+                                    int ld, float grad_scale, cudaStream_t stream,
+                                    CrossEntropyRow row = CrossEntropyRow::kEnvironment);
 
 }  // namespace rm::cuda

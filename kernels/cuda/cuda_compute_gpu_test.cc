@@ -28,6 +28,7 @@
 #include "kernels/compute.h"
 #include "kernels/cpu/cpu_compute.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_compute.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/flash_attention.h"
@@ -431,6 +432,40 @@ TYPED_TEST(CudaLayersTest, CrossEntropy) {
     EXPECT_NEAR(bg, bc, 1e-5 * std::fabs(bc));
     EXPECT_NEAR(bg, lg, 1e-12 * std::fabs(lg));
     EXPECT_TRUE(close(logits.gpu_f(), logits.cpu_f(), kOutputTol<T>));
+  }
+}
+
+// The row kept in shared memory (RM_CUDA_CE_ROW_IN_SMEM=1) against the row read again from
+// global memory: the same loss and dlogits to the bit, padding columns and ignored rows
+// included -- at GPT-2's padded rows (50257 of 50304), rows that are whole vectors, and a
+// length that takes the scalar kernel either way.
+TYPED_TEST(CudaLayersTest, CrossEntropyRowInSharedMemoryGivesTheSameBits) {
+  using T = TypeParam;
+  const cudaStream_t stream = static_cast<cudaStream_t>(this->gpu().stream());
+  for (auto [V, ld] :
+       {std::pair{50257, 50304}, std::pair{1000, 1000}, std::pair{200, 256}, std::pair{13, 13}}) {
+    SCOPED_TRACE(::testing::Message() << "V " << V << " ld " << ld);
+    const int N = 33;
+    std::vector<int> t = random_ints(N, 54, 0, V - 1);
+    t[3] = -1;  // ignored
+    auto targets = this->both(t);
+    const std::vector<T> host = random_t<T>(static_cast<size_t>(N) * ld, 55, -4.0f, 4.0f);
+    std::vector<std::vector<T>> dlogits;
+    std::vector<double> losses;
+    for (CrossEntropyRow row : {CrossEntropyRow::kReread, CrossEntropyRow::kInSharedMemory}) {
+      auto logits = this->both(host);
+      auto status = this->both(std::vector<double>(2));  // a CrossEntropyStatus
+      auto row_loss = this->both(std::vector<double>(N));
+      auto* st = reinterpret_cast<CrossEntropyStatus*>(status.gpu());
+      cross_entropy_forward_backward(st, row_loss.gpu(), logits.gpu(), targets.gpu(), N, V, ld,
+                                     0.25f, stream, row);
+      dlogits.push_back(logits.gpu_host());
+      losses.push_back(status.gpu_host()[0]);
+    }
+    EXPECT_EQ(losses[0], losses[1]);
+    EXPECT_GT(losses[0], 0.0);
+    ASSERT_EQ(dlogits[0].size(), dlogits[1].size());
+    EXPECT_EQ(std::memcmp(dlogits[0].data(), dlogits[1].data(), dlogits[0].size() * sizeof(T)), 0);
   }
 }
 
