@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-speed.sh [STEPS] -- one prepared sitting on a GPU machine, run inside the packed build's
+# gpu-speed.sh [STEPS] [SECTIONS] -- one prepared sitting on a GPU machine, run inside the packed build's
 # environment (../shared/gpu/on-device.sh: ringmaster, kernels_cuda_gpu_test and the anchors on
 # PATH), from the checkout's root. Prints a verdict per check; the logs go to /tmp/gpu-speed and
 # come back as $OUT/logs.tgz beside $OUT/verdicts.txt (the device tool returns few files):
@@ -11,16 +11,20 @@
 #      memory, RM_CUDA_CE_ROW_IN_SMEM=1): the same losses to the bit
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
 #      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then each
-#      switch off and on, alternated twice, and a profiled step with it on (the whole script
-#      runs past 10 minutes with peers: STEPS=0 first, peers.sh in a second call)
+#      switch off and on, alternated twice, and a profiled step with it on
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
+# SECTIONS (default all): a comma-separated subset of tests (1), curves (2), bench (3), switches
+# (3b), peers (4), so that a sitting whose device calls are limited to 10 minutes can take the
+# script in two or three calls on the same warm machine.
 # A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
 # by peers.sh as ringmaster-base: the packed base build (pack BUILD BASE_BUILD), or, with
 # BASE_ENV="VAR=value ..." (a change switched off by environment variables), the same binary
 # with those variables set.
 set -u
 STEPS=${1:-20}
+SECTIONS=${2:-tests,curves,bench,switches,peers}
+want() { [[ ,$SECTIONS, == *,$1,* ]]; }
 RESULT=${OUT:-/tmp/gpu-speed-out}
 OUT=/tmp/gpu-speed
 rm -rf "$OUT" && mkdir -p "$OUT" "$RESULT"
@@ -32,25 +36,35 @@ verdict() {
 }
 nvidia-smi -L | tee "$OUT/gpus.txt"
 
+# The shapes and switches the sections share.
+gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
+      --set model.seq_len=1024 --set parallel.backend=cuda --set parallel.precision=bf16
+      --set optimizer.lr=6e-4)
+# The switches that are off until a sitting measures them (2b, 3b).
+SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_CE_ROW_IN_SMEM=1)
+
 # 1. GPU tests.
-if timeout 300 kernels_cuda_gpu_test > "$OUT/gpu_test.log" 2>&1; then
-  if grep -q '\[  SKIPPED \]' "$OUT/gpu_test.log"; then
-    verdict kernels_cuda_gpu_test FAIL "skips on a GPU machine"
+if want tests; then
+  if timeout 300 kernels_cuda_gpu_test > "$OUT/gpu_test.log" 2>&1; then
+    if grep -q '\[  SKIPPED \]' "$OUT/gpu_test.log"; then
+      verdict kernels_cuda_gpu_test FAIL "skips on a GPU machine"
+    else
+      verdict kernels_cuda_gpu_test PASS "$(grep -c '\[       OK \]' "$OUT/gpu_test.log") tests"
+    fi
   else
-    verdict kernels_cuda_gpu_test PASS "$(grep -c '\[       OK \]' "$OUT/gpu_test.log") tests"
+    verdict kernels_cuda_gpu_test FAIL "$(grep -E '^\[  FAILED  \]' "$OUT/gpu_test.log" | head -5 | tr '\n' ' ')"
   fi
-else
-  verdict kernels_cuda_gpu_test FAIL "$(grep -E '^\[  FAILED  \]' "$OUT/gpu_test.log" | head -5 | tr '\n' ' ')"
 fi
 
 # 2. The loss curve against the CPU's.
-job=(configs/shakespeare.yaml --fresh --set train.steps=300 --set train.eval_every=0
-     --set checkpoint.every=0 --set train.log_every=25)
-timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cpu --set parallel.backend=cpu \
-  --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1
-timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cuda --set parallel.backend=cuda \
-  --set parallel.precision=bf16 > "$OUT/curve-cuda.log" 2>&1
-d=$(python3 - /tmp/gs-cpu/metrics.jsonl /tmp/gs-cuda/metrics.jsonl <<'PY'
+if want curves; then
+  job=(configs/shakespeare.yaml --fresh --set train.steps=300 --set train.eval_every=0
+       --set checkpoint.every=0 --set train.log_every=25)
+  timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cpu --set parallel.backend=cpu \
+    --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1
+  timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cuda --set parallel.backend=cuda \
+    --set parallel.precision=bf16 > "$OUT/curve-cuda.log" 2>&1
+  d=$(python3 - /tmp/gs-cpu/metrics.jsonl /tmp/gs-cuda/metrics.jsonl <<'PY'
 import json, sys
 def losses(p):
     try: return {j["step"]: j["loss"] for j in map(json.loads, open(p))}
@@ -59,85 +73,91 @@ a, b = losses(sys.argv[1]), losses(sys.argv[2])
 common = sorted(set(a) & set(b))
 print(f"{max(abs(a[s] - b[s]) for s in common):.4f}" if len(common) >= 10 else "inf")
 PY
-)
-if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
-  verdict "loss curve cuda bf16 vs cpu fp32" PASS "max |diff| $d over 300 steps"
-else
-  verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
-fi
-# 2b. The same job with each switch that is off until a sitting measures it: its steps replayed
-# from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV and dQ kernels with two row fragments a
-# warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2), the cross-entropy's rows kept in
-# shared memory (RM_CUDA_CE_ROW_IN_SMEM=1). Each must give the default run's losses, bit for bit.
-SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_CE_ROW_IN_SMEM=1)
-for sw in "${SWITCHES[@]}"; do
-  log="$OUT/curve-${sw%%=*}.log"
-  timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw%%=*}" \
-    --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1
-  if [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$log"; then
-    verdict "loss curve $sw" FAIL "no graph ($log)"
-  elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
-              <(grep -o '"loss":[^,]*' "/tmp/gs-${sw%%=*}/metrics.jsonl"); then
-    verdict "loss curve $sw" PASS "the default run's losses, bit for bit"
+  )
+  if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
+    verdict "loss curve cuda bf16 vs cpu fp32" PASS "max |diff| $d over 300 steps"
   else
-    verdict "loss curve $sw" FAIL "losses differ ($log)"
+    verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
   fi
-done
+  # 2b. The same job with each switch that is off until a sitting measures it: its steps replayed
+  # from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV and dQ kernels with two row fragments a
+  # warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2), the cross-entropy's rows kept in
+  # shared memory (RM_CUDA_CE_ROW_IN_SMEM=1). Each must give the default run's losses, bit for bit.
+  for sw in "${SWITCHES[@]}"; do
+    log="$OUT/curve-${sw%%=*}.log"
+    timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw%%=*}" \
+      --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1
+    if [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$log"; then
+      verdict "loss curve $sw" FAIL "no graph ($log)"
+    elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
+                <(grep -o '"loss":[^,]*' "/tmp/gs-${sw%%=*}/metrics.jsonl"); then
+      verdict "loss curve $sw" PASS "the default run's losses, bit for bit"
+    else
+      verdict "loss curve $sw" FAIL "losses differ ($log)"
+    fi
+  done
+fi
 
 # 3. bench train at GPT-2 124M's shape.
-gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
-      --set model.seq_len=1024 --set parallel.backend=cuda --set parallel.precision=bf16
-      --set optimizer.lr=6e-4)
-for B in 16 4; do
-  if timeout 240 ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
-      --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 --profile 1 \
-      > "$OUT/bench-train-b$B.log" 2>&1; then
-    verdict "bench train 124M B=$B" PASS "$(grep '^train step' "$OUT/bench-train-b$B.log" | cut -c1-150)"
-  else
-    verdict "bench train 124M B=$B" FAIL "$(tail -3 "$OUT/bench-train-b$B.log" | tr '\n' ' ')"
-  fi
-  cp "$OUT/bench-train-b$B.log" "$RESULT/"
-  if [[ -n ${BASE_ENV:-} ]] || command -v ringmaster-base >/dev/null; then
-    for i in 1 2; do
-      for side in base change; do
-        cmd=(ringmaster)
-        if [[ $side == base && -n ${BASE_ENV:-} ]]; then
-          read -ra cmd <<<"$BASE_ENV"; cmd+=(ringmaster)
-        elif [[ $side == base ]]; then
-          cmd=(ringmaster-base)
-        fi
-        log="$OUT/ab-b$B-$side-$i.log"
-        rc=0
-        timeout 240 env "${cmd[@]}" bench train configs/shakespeare.yaml "${gpt2[@]}" \
-          --set train.global_batch=$B --set train.micro_batch=$B --steps 20 --warmup 3 > "$log" 2>&1 ||
-          rc=$?
-        verdict "A/B B=$B $side ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
-          "$(grep '^train step' "$log" | cut -c1-90)"
-      done
-    done
-  fi
-done
-# 3b. Each switch of 2b off and on, alternated twice, at 16 and 4 sequences; at 16 one profiled
-# step with it on (kernel groups beside step 3's).
-for sw in "${SWITCHES[@]}"; do
-  var=${sw%%=*}
-  timeout 240 env "$sw" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
-    --set train.global_batch=16 --set train.micro_batch=16 --steps 10 --warmup 3 --profile 1 \
-    > "$OUT/profile-$var-b16.log" 2>&1
+if want bench; then
   for B in 16 4; do
-    for i in 1 2; do
-      for v in default "$sw"; do
-        log="$OUT/ab-$var-b$B-${v#*=}-$i.log"
-        rc=0
-        timeout 240 env ${v/default/} ringmaster bench train configs/shakespeare.yaml \
-          "${gpt2[@]}" --set train.global_batch=$B --set train.micro_batch=$B --steps 20 \
-          --warmup 3 > "$log" 2>&1 || rc=$?
-        verdict "A/B B=$B $v ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
-          "$(grep '^train step' "$log" | cut -c1-90)"
+    if timeout 240 ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
+        --set train.global_batch=$B --set train.micro_batch=$B --steps 10 --warmup 3 --profile 1 \
+        > "$OUT/bench-train-b$B.log" 2>&1; then
+      verdict "bench train 124M B=$B" PASS "$(grep '^train step' "$OUT/bench-train-b$B.log" | cut -c1-150)"
+    else
+      verdict "bench train 124M B=$B" FAIL "$(tail -3 "$OUT/bench-train-b$B.log" | tr '\n' ' ')"
+    fi
+    cp "$OUT/bench-train-b$B.log" "$RESULT/"
+    if [[ -n ${BASE_ENV:-} ]] || command -v ringmaster-base >/dev/null; then
+      for i in 1 2; do
+        for side in base change; do
+          cmd=(ringmaster)
+          if [[ $side == base && -n ${BASE_ENV:-} ]]; then
+            read -ra cmd <<<"$BASE_ENV"; cmd+=(ringmaster)
+          elif [[ $side == base ]]; then
+            cmd=(ringmaster-base)
+          fi
+          log="$OUT/ab-b$B-$side-$i.log"
+          rc=0
+          timeout 240 env "${cmd[@]}" bench train configs/shakespeare.yaml "${gpt2[@]}" \
+            --set train.global_batch=$B --set train.micro_batch=$B --steps 20 --warmup 3 > "$log" 2>&1 ||
+            rc=$?
+          verdict "A/B B=$B $side ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
+            "$(grep '^train step' "$log" | cut -c1-90)"
+        done
+      done
+    fi
+  done
+fi
+
+# 3b. Each switch of 2b, then all of them together, off and on, alternated twice, at 16 and 4
+# sequences; at 16 one profiled step with it on (kernel groups beside step 3's).
+if want switches; then
+  for sw in "${SWITCHES[@]}" all; do
+    if [[ $sw == all ]]; then on=("${SWITCHES[@]}"); else on=("$sw"); fi
+    var=${sw%%=*}
+    timeout 240 env "${on[@]}" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
+      --set train.global_batch=16 --set train.micro_batch=16 --steps 10 --warmup 3 --profile 1 \
+      > "$OUT/profile-$var-b16.log" 2>&1
+    for B in 16 4; do
+      for i in 1 2; do
+        for side in default "$sw"; do
+          log="$OUT/ab-$var-b$B-$side-$i.log"
+          envs=()
+          [[ $side != default ]] && envs=("${on[@]}")
+          rc=0
+          timeout 240 env "${envs[@]}" ringmaster bench train configs/shakespeare.yaml \
+            "${gpt2[@]}" --set train.global_batch=$B --set train.micro_batch=$B --steps 20 \
+            --warmup 3 > "$log" 2>&1 || rc=$?
+          verdict "A/B B=$B $side ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
+            "$(grep '^train step' "$log" | cut -c1-90)"
+        done
       done
     done
   done
-done
+fi
+
 if [[ -n ${BASE_ENV:-} ]] && ! command -v ringmaster-base >/dev/null; then
   mkdir -p /tmp/gpu-speed-base
   printf '#!/bin/sh\nexec env %s ringmaster "$@"\n' "$BASE_ENV" > /tmp/gpu-speed-base/ringmaster-base
@@ -146,10 +166,11 @@ if [[ -n ${BASE_ENV:-} ]] && ! command -v ringmaster-base >/dev/null; then
 fi
 
 # 4. The peers, same sitting.
-if [[ $STEPS != 0 ]]; then
+if [[ $STEPS != 0 ]] && want peers; then
   OUT=$OUT timeout 300 bash "$(command -v peers.sh)" "$STEPS" > "$OUT/peers.log" 2>&1
   tail -5 "$OUT/peers.log"
 fi
 echo; cat "$OUT/verdicts.txt"
 tar -czf "$RESULT/logs.tgz" -C "$OUT" . 2>/dev/null
 exit $FAILED
+
