@@ -19,17 +19,6 @@ struct StepScalars {
   double grad_sq = 0;   // the sum of squares of the whole gradient, over every rank's shard
 };
 
-// The update runs only when the loss and the gradient norm are finite: resilience.on_nan then
-// decides on the host what a skipped step means (skip, roll back or fail), knowing the weights
-// and moments were left as they were.
-RM_HOST_DEVICE inline bool step_is_finite(const StepScalars& s) {
-#ifdef __CUDA_ARCH__
-  return isfinite(s.loss_sum) && isfinite(sqrt(s.grad_sq));
-#else
-  return std::isfinite(s.loss_sum) && std::isfinite(std::sqrt(s.grad_sq));
-#endif
-}
-
 // The global gradient norm sqrt(grad_sq): correctly rounded on both sides, so host and device
 // agree to the bit.
 RM_HOST_DEVICE inline double step_grad_norm(const StepScalars& s) {
@@ -37,6 +26,17 @@ RM_HOST_DEVICE inline double step_grad_norm(const StepScalars& s) {
   return sqrt(s.grad_sq);
 #else
   return std::sqrt(s.grad_sq);
+#endif
+}
+
+// The update runs only when the loss and the gradient norm are finite: resilience.on_nan then
+// decides on the host what a skipped step means (skip, roll back or fail), knowing the weights
+// and moments were left as they were.
+RM_HOST_DEVICE inline bool step_is_finite(const StepScalars& s) {
+#ifdef __CUDA_ARCH__
+  return isfinite(s.loss_sum) && isfinite(step_grad_norm(s));
+#else
+  return std::isfinite(s.loss_sum) && std::isfinite(step_grad_norm(s));
 #endif
 }
 

@@ -183,27 +183,24 @@ void GptModel<T>::forward_to_head(ParamAccess& access, int B, int Tn) {
     const T* p = static_cast<const T*>(access.acquire_params(1 + l));
     const BlockOffsets& w = blocks_[l];
     BlockActs& x = a_.blocks[l];
-    if (l == 0) {
-      k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a_.encoded, p + w.ln1_w, p + w.ln1_b, N,
-                           C);
-    } else {
-      const BlockActs& prev = a_.blocks[l - 1];
-      k_.residual_layernorm_forward(prev.res3, x.ln1, x.ln1_mean, x.ln1_rstd, prev.res2, a_.branch,
-                                    p + w.ln1_w, p + w.ln1_b, N, C);
-    }
+    stream_layernorm(l - 1, x.ln1, x.ln1_mean, x.ln1_rstd, p + w.ln1_w, p + w.ln1_b, N);
     block_forward(l, p, l > 0 ? a_.blocks[l - 1].res3 : a_.encoded, B, Tn);
     access.release_params(1 + l);
   }
   const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
-  if (L_ == 0) {
-    k_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, a_.encoded, pf + lnf_w_, pf + lnf_b_, N,
-                         C);
-  } else {
-    const BlockActs& last = a_.blocks[L_ - 1];
-    k_.residual_layernorm_forward(last.res3, a_.lnf, a_.lnf_mean, a_.lnf_rstd, last.res2, a_.branch,
-                                  pf + lnf_w_, pf + lnf_b_, N, C);
-  }
+  stream_layernorm(L_ - 1, a_.lnf, a_.lnf_mean, a_.lnf_rstd, pf + lnf_w_, pf + lnf_b_, N);
   access.release_params(final_unit());
+}
+
+template <typename T>
+void GptModel<T>::stream_layernorm(int l, T* out, float* mean, float* rstd, const T* weight,
+                                   const T* bias, int N) {
+  if (l < 0) {
+    k_.layernorm_forward(out, mean, rstd, a_.encoded, weight, bias, N, C_);
+    return;
+  }
+  const BlockActs& x = a_.blocks[l];
+  k_.residual_layernorm_forward(x.res3, out, mean, rstd, x.res2, a_.branch, weight, bias, N, C_);
 }
 
 template <typename T>

@@ -121,6 +121,11 @@ class GptModel final : public Model {
   // output: res2 and ln_2 in one fused pass. The block's output res3 = res2 + a_.branch is left
   // to the layernorm that follows (forward_to_head).
   void block_forward(int l, const T* p, const T* residual, int B, int Tn);
+  // The layernorm of the residual stream after block l (l < 0: the embedding's output a_.encoded)
+  // into out, over N rows; after a block it also makes that block's res3 = res2 + a_.branch in the
+  // same pass (LayerKernels::residual_layernorm_forward).
+  void stream_layernorm(int l, T* out, float* mean, float* rstd, const T* weight, const T* bias,
+                        int N);
   // After forward_to_head: the classifier with its queued loss (the targets in a_.targets,
   // LayerKernels::queue_classifier_forward_backward), then the backward; releases unit 0 at
   // the end.

@@ -99,6 +99,17 @@ train() {  # train NAME NPROC BACKEND PRECISION SHARD [GRAD_REDUCE]
     --set parallel.precision="$4" --set parallel.shard="$5" \
     --set parallel.grad_reduce="${6:-fp32}" > "$OUT/$1.log" 2>&1
 }
+# The verdict on run NAME's curve: its largest |loss difference| from the metrics file REF (a run
+# of WHAT) at most TOL (0: the same losses to the bit).
+curve_verdict() {  # curve_verdict NAME REF WHAT TOL
+  local d
+  d=$(max_diff "$2" "$OUT/$1/metrics.jsonl")
+  if python3 -c "import sys; sys.exit(0 if float('$d') <= $4 else 1)"; then
+    verdict "train $1" PASS "max |loss - $3| $d <= $4"
+  else
+    verdict "train $1" FAIL "max |loss - $3| $d > $4 ($OUT/$1.log)"
+  fi
+}
 # Largest |loss difference| over the steps both metrics files log.
 max_diff() {
   python3 - "$1" "$2" <<'PY'
@@ -127,12 +138,7 @@ for precision in fp32 bf16; do
           verdict "train $name" FAIL "$OUT/$name.log"
           continue
         fi
-        d=$(max_diff "$OUT/cpu-$precision/metrics.jsonl" "$OUT/$name/metrics.jsonl")
-        if python3 -c "import sys; sys.exit(0 if float('$d') <= $tol else 1)"; then
-          verdict "train $name" PASS "max |loss - cpu| $d <= $tol"
-        else
-          verdict "train $name" FAIL "max |loss - cpu| $d > $tol ($OUT/$name.log)"
-        fi
+        curve_verdict "$name" "$OUT/cpu-$precision/metrics.jsonl" cpu "$tol"
       done
     done
   done
@@ -155,12 +161,7 @@ for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 \
   elif [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$OUT/$name.log"; then
     verdict "train $name" FAIL "no graph: $OUT/$name.log"
   else
-    d=$(max_diff "$ref" "$OUT/$name/metrics.jsonl")
-    if python3 -c "import sys; sys.exit(0 if float('$d') == 0.0 else 1)"; then
-      verdict "train $name" PASS "the default run's losses, bit for bit"
-    else
-      verdict "train $name" FAIL "max |loss - default| $d (must be 0)"
-    fi
+    curve_verdict "$name" "$ref" default 0
   fi
 done
 

@@ -7,10 +7,12 @@ namespace rm {
 bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
                        std::string* why) {
   const char* env = std::getenv("RM_CUDA_GRAPH");
-  std::string no;
   if (env == nullptr || std::string(env) != "1") {
-    no = "";
-  } else if (!compute.can_capture()) {
+    if (why != nullptr) why->clear();  // not asked for: nothing to say
+    return false;
+  }
+  std::string no;
+  if (!compute.can_capture()) {
     no = "the " + std::string(compute_kind_name(compute.kind())) +
          " backend records no graphs here (or the step is being profiled)";
   } else if (comm_backend != "self") {
@@ -19,12 +21,9 @@ bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string
     no = "parallel.shard is not none";
   } else if (job.observability.trace) {
     no = "observability.trace is on";
-  } else {
-    if (why != nullptr) why->clear();
-    return true;
   }
   if (why != nullptr) *why = no;
-  return false;
+  return no.empty();
 }
 
 StepGraph::StepGraph(Compute& compute, int micro_batches, size_t tokens)
