@@ -129,38 +129,43 @@ TEST(TraceRecorder, CheckpointStagesRunFromOneToTheNextAndEndWithTheSave) {
 }
 
 // A save's thread reports stages while the training thread marks steps (ThreadSanitizer runs
-// this): every stage the window saw is in the file, whole.
+// this): every stage the window saw is in the file, whole. Both threads make a bounded number
+// of events, far below the cap, however the two are scheduled: on a loaded machine either can
+// be starved for seconds, and an unbounded one would fill the cap and drop the other's events.
 TEST(TraceRecorder, StagesFromASaveThreadWhileStepsRun) {
+  constexpr int kSaves = 200;
+  constexpr int64_t kMaxSteps = 5000;  // about 12 events a step: well under kMaxEvents
+  static_assert(kMaxSteps * 16 + kSaves * 2 < int64_t{TraceRecorder::kMaxEvents});
   TempDir dir;
   TraceRecorder t(dir.path(), 0, 1, 1, int64_t{1} << 30);
   t.install();
   t.align();
-  std::atomic<bool> done{false};
-  std::atomic<int> saves{0};
+  std::atomic<bool> saving{true};
   one_step(t, 1);  // recording from here on: every save below lands in the window
   std::thread writer([&] {
-    while (!done.load()) {
+    for (int i = 0; i < kSaves; ++i) {
       checkpoint_phase("shard:write");
       checkpoint_phase("shard:fsync");
       t.save_done();
-      saves.fetch_add(1);
+      std::this_thread::yield();
     }
+    saving.store(false);
   });
-  // Steps go on until the save thread has run a while beside them; each yields a little, so
-  // that they cannot race to the event cap before the thread is scheduled.
+  // Steps go on beside the saves until they end (at least 50, at most kMaxSteps).
   int64_t step = 2;
-  for (; step <= 50 || saves.load() < 100; ++step) {
+  for (; step <= kMaxSteps && (step <= 50 || saving.load()); ++step) {
     one_step(t, step);
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  done.store(true);
   writer.join();
   t.finish();
   const json doc = read_trace(t);
   size_t stages = 0;
   for (const json& e : of_phase(doc, "X")) stages += e["tid"] == 3 ? 1 : 0;
-  EXPECT_GE(stages, 2u * 100);  // two stages a save (dropped only past the event cap)
-  EXPECT_EQ(complete_names(doc).at("step " + std::to_string(step - 1)), 1);
+  EXPECT_EQ(stages, 2u * kSaves);  // two stages a save, none dropped
+  EXPECT_EQ(doc["otherData"].value("dropped_events", size_t{0}), 0u);
+  const auto names = complete_names(doc);
+  EXPECT_EQ(names.count("step " + std::to_string(step - 1)), 1u);
 }
 
 TEST(TraceRecorder, StopsAtTheEventCapAndSaysHowManyItDropped) {
