@@ -615,17 +615,19 @@ TEST(ShardTest, CountsAndOffsets) {
 
 // A rank that arrives late: the others time out, name the op, its sequence number and the rank
 // they wait for, and poison the communicator so the late rank fails at once too. Shared-memory
-// path only: after a timeout, MPI's own requests would stay pending into MPI_Finalize.
+// path only: after a timeout, MPI's own requests would stay pending into MPI_Finalize. The
+// timeout also covers the first barrier, which every rank must reach in time: 2 s, not less,
+// for ranks that a loaded machine (4 ranks on 2 cores) deschedules.
 TEST(FailureTest, TimeoutThrowsWithOperationAndSequence) {
   if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
   CommOptions options;
-  options.timeout_s = 0.5;
+  options.timeout_s = 2;
   options.abort_on_error = false;
   MpiOptions mpi;
   mpi.algorithm = Algorithm::kSharedMemory;
   auto comm = make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
   comm->barrier();  // seq=1
-  if (comm->rank() == 1) usleep(1500 * 1000);
+  if (comm->rank() == 1) usleep(5000 * 1000);
   float x[64] = {};
   std::string message;
   try {
@@ -633,8 +635,7 @@ TEST(FailureTest, TimeoutThrowsWithOperationAndSequence) {
   } catch (const CollectiveError& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("all_reduce(seq=2, bytes=256, timeout=0.5s)"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("all_reduce(seq=2, bytes=256, timeout=2s)"), std::string::npos) << message;
   if (comm->rank() == 1) {
     EXPECT_NE(message.find("reported a failure"), std::string::npos) << message;
   } else {

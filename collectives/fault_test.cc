@@ -1,7 +1,7 @@
 // Kill and stall tests: start a real job (mpirun -np 2 collectives_fault_worker) in which one
 // rank stalls, stops (SIGSTOP) or dies (SIGKILL) during an all-reduce, and check that the job
-// fails -- non-zero exit, well within timeout + 15 s -- with a message naming the operation and
-// its sequence number. The worker's timeout is 2 s.
+// fails -- non-zero exit, within timeout + 30 s, far below the stall -- with a message naming the
+// operation and its sequence number. The worker's timeout is 2 s.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 namespace {
 
 constexpr double kTimeoutS = 2;  // the worker's CommOptions::timeout_s
-constexpr double kSlackS = 15;   // allowed on top of it
+constexpr double kSlackS = 30;   // allowed on top of it (mpirun under ASan, a loaded machine)
 constexpr double kGiveUpS = 90;  // kill the job: it hung
 
 struct JobResult {

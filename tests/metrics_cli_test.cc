@@ -47,8 +47,11 @@ TEST(Metrics, ASlowRankShowsAsTheSlowestAndRankZeroWaitsForIt) {
   const std::vector<json> lines = metrics_lines(dir);
   ASSERT_EQ(lines.size(), 12u);
   std::vector<double> spreads, waits;
+  int rank_one_slowest = 0;
   for (const json& m : lines) {
-    EXPECT_EQ(m["slowest_rank"], 1) << m;
+    const int slowest = m["slowest_rank"];
+    EXPECT_TRUE(slowest == 0 || slowest == 1) << m;
+    rank_one_slowest += slowest == 1;
     const double max = m["busy_ms_max"], min = m["busy_ms_min"];
     EXPECT_GT(max - min, 0) << m;
     spreads.push_back(max - min);
@@ -59,11 +62,12 @@ TEST(Metrics, ASlowRankShowsAsTheSlowestAndRankZeroWaitsForIt) {
     // A GPT rank with its model, Open MPI and OpenBLAS resident: tens of MiB at least.
     EXPECT_GT(m["peak_rss_mib"].get<double>(), 10) << m;
   }
-  // Rank 1 was busy longer by most of the delay, and rank 0, done early, waited for it in the
-  // gradient reduction: in the typical step (the median). Not in every step: on a loaded machine
-  // (under ASan with two CPU hogs, 2 runs in 35) rank 0 is itself descheduled in some step, its
-  // busy time grows and it waits less there (a spread of 31.3 ms of 40 in one step, a wait of
-  // 30.4 ms in another).
+  // Rank 1 was the slowest, busy longer by most of the delay, and rank 0, done early, waited for
+  // it in the gradient reduction: in the typical step (the median, most steps). Not in every step:
+  // on a loaded machine (under ASan with two CPU hogs, 2 runs in 35) rank 0 is itself descheduled
+  // in some step, its busy time grows and it waits less there (a spread of 31.3 ms of 40 in one
+  // step, a wait of 30.4 ms in another).
+  EXPECT_GE(rank_one_slowest, 9) << "of 12 steps, rank 1 the slowest";
   std::sort(spreads.begin(), spreads.end());
   std::sort(waits.begin(), waits.end());
   EXPECT_GE(spreads[spreads.size() / 2], 0.8 * kDelayMs) << "median busy_ms_max - busy_ms_min";

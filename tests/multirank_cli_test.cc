@@ -40,8 +40,11 @@ TEST(MultiRankCli, TwoRanksTrainLikeOne) {
   const std::string job = job_file(dir);
   const auto one = run_cli("run " + job + " --set run_dir=" + dir.file("one"), dir.path());
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const auto two = run_cli("run " + job + " --nproc 2 --set parallel.shard=optimizer",
-                           dir.path());
+  // A healthy run: the 4 s timeout, there for the fault tests below, could otherwise end it at
+  // its last barrier while rank 0 still writes the final weights on a loaded machine.
+  const auto two = run_cli(
+      "run " + job + " --nproc 2 --set parallel.shard=optimizer --set parallel.timeout_s=60",
+      dir.path());
   ASSERT_EQ(two.exit_code, 0) << two.err << two.out;
   EXPECT_NE(two.out.find("2 ranks"), std::string::npos) << two.out;
   const auto a = losses(dir.file("one/metrics.jsonl")), b = losses(dir.file("run/metrics.jsonl"));

@@ -50,6 +50,15 @@ wait_file_lines() {
   return 1
 }
 
+# wait_file_match FILE TEXT SECONDS: until FILE holds TEXT (a fixed string).
+wait_file_match() {
+  local deadline=$((SECONDS + $3))
+  until grep -qF -- "$2" "$1" 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
 # The steps of metrics.jsonl, space-separated, in file order.
 logged_steps() {
   python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$1"

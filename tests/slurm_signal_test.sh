@@ -28,12 +28,18 @@ step() { timeout 300 srun --mpi=pmix -N 2 -n 2 -t 5 -J "$name" "$bin" worker "$d
 trap 'echo "FAIL: line $LINENO: $BASH_COMMAND exited $?"; cat "$dir/first.out" 2>/dev/null' ERR
 logged() { [[ -f $dir/run/metrics.jsonl ]] && wc -l <"$dir/run/metrics.jsonl" || echo 0; }
 
-step >"$dir/first.out" 2>&1 &
+# The first step is slowed (20 ms a step on rank 0: 3000 steps take a minute at least), so that
+# it cannot finish before the signal however fast the machine is; the resumed one is not (the
+# fault strikes the attempt it names, and both steps are attempt 0: only the first gets it).
+RM_TEST_FAULT=slowstep:0:20 step >"$dir/first.out" 2>&1 &
 srun_pid=$!
 # Until the step is RUNNING and has logged 30 steps. The step may queue first (an earlier test's
-# job still completing on a loaded machine), so allow 240 s, and stop waiting if srun ends.
+# job still completing on a loaded machine), so allow 240 s by the clock (squeue itself may be
+# slow under load), and stop waiting if srun ends. The ctest timeout (900 s) is above the sum of
+# this script's own limits, so that a failure always prints what it saw.
 jobid="" state=""
-for _ in $(seq 2400); do
+deadline=$((SECONDS + 240))
+while ((SECONDS < deadline)); do
   kill -0 "$srun_pid" 2>/dev/null || break
   read -r jobid state < <(squeue -h -n "$name" -o "%i %T" | head -1) || true
   [[ $state == RUNNING && $(logged) -ge 30 ]] && break

@@ -147,21 +147,24 @@ case $case in
     ;;
   timelimit)
     # Slurm checks time limits about every 30 s here: USR1 comes 10-40 s into the 1-minute
-    # limit, and a requeue costs ~12 s more. 20000 steps need 57 s at the fastest rate seen
-    # (350 steps/s), so at least one requeue happens; under CI's load (~170 steps/s, ~13 s of
-    # training a start) about 9 starts, ~270 s. (40000 steps needed 16+ starts and ran out of
-    # the 420 s wait under load once.)
+    # limit, and a requeue costs ~12 s more. The first start is slowed (RM_TEST_FAULT slowstep:
+    # 50 ms a step on rank 0, the first attempt only) so that it cannot finish 2000 steps before
+    # its signal (at most ~800 by then), whatever the machine's speed; the requeued start runs
+    # at full speed and finishes in one or two starts. (The number of starts used to depend on
+    # throughput alone: 20000 steps took ~9 starts under CI's load and once ran out of the wait.)
     # One start in a few hundred may die inside MPI_Init (a core dump showed a NULL call in Open
     # MPI 4.1's TCP transport, mca_btl_tcp, during its progress loop; twice in ~460 srun launches
     # under load, never on an idle machine): the batch script starts such ranks again (the
     # startcrash case); max_restarts 2 is a margin beyond that, not what this case tests.
-    job 20000 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '1', signal_grace_s: 50}" \
+    job 2000 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '1', signal_grace_s: 50, env: {RM_TEST_FAULT: 'slowstep:0:50'}}" \
       "resilience: {max_restarts: 2}"
     submit
     expect_state COMPLETED 540
-    [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 20000)" ]] ||
-      fail "metrics.jsonl does not hold steps 1..20000 once each"
+    [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 2000)" ]] ||
+      fail "metrics.jsonl does not hold steps 1..2000 once each"
     requeued_after_signal SIGUSR1
+    grep -q "RM_TEST_FAULT: slowstep" "$dir"/run/logs/slurm-"$jobid".out ||
+      { show_logs; fail "the job's log lacks the fault line"; }
     ;;
   kill | memkill)
     memory=""
@@ -230,11 +233,14 @@ case $case in
     wait_file_lines "$dir/run/metrics.jsonl" 100 120 || { show_logs; fail "the job did not start"; }
     scancel "$jobid"
     expect_state CANCELLED 60
+    # Slurm says CANCELLED while the ranks may still be saving (COMPLETING): wait for the
+    # batch script's last line, then check that nothing brought the job back.
+    wait_file_match "$dir/run/logs/slurm-$jobid.out" "stopped by SIGTERM" 60 ||
+      { show_logs; fail "no stop message"; }
     sleep 3
     [[ $(job_state "$jobid") == CANCELLED && $(job_restarts "$jobid") == 0 ]] ||
       fail "the cancelled job came back: $(job_state "$jobid"), Restarts=$(job_restarts "$jobid")"
     ! grep -q '"event": "requeue"' "$dir/run/events.jsonl" || fail "the cancelled job requeued itself"
-    grep -q "stopped by SIGTERM" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "no stop message"; }
     steps=$(wc -l <"$dir/run/metrics.jsonl")
     ckpt=$(printf "%s/run/checkpoints/step_%08d" "$dir" "$steps")
     "$bin" ckpt verify "$ckpt" || fail "no verified checkpoint of the step it stopped at ($steps)"

@@ -31,13 +31,16 @@ using test::run_cli;
 using test::wait_exit;
 using test::wait_for_steps;
 
+// The run to be signalled: rank 0 sleeps 25 ms a step (RM_TEST_FAULT slowstep), so that its
+// 400 steps take 10 s at least and the signal, sent once 30 are logged, lands mid-run however
+// late a loaded machine schedules this test's thread. Sleeping changes no bits; the resumed run
+// is not slowed (a plain run_cli).
 Child spawn(const std::string& args, const TempDir& dir) {
-  return test::spawn_cli(args, dir.path());
+  return test::spawn_cli(args, dir.path(), "bg", "RM_TEST_FAULT=slowstep:0:25");
 }
 
 constexpr int kStopped = 75;  // base/exit_codes.h: kExitStopped
 
-// Enough steps that a signal sent once 30 steps are logged always lands mid-run.
 std::string job_file(const TempDir& dir, bool on_signal) {
   return dir.write("job.yaml", R"(name: sig
 run_dir: )" + dir.file("straight") + R"(

@@ -101,16 +101,17 @@ TEST(WatchdogCli, StoppedRankIsCaughtInACollective) {
 }
 
 // One rank, no MPI: stuck outside any collective (RM_TEST_FAULT=sleep sleeps an hour at the
-// start of step 3). Its own watchdog fires; the supervisor sees exit code 1 and restarts the job
-// (faults strike the first attempt only), which then finishes.
+// start of step 3). Its own watchdog fires (after 3 s: a shorter timeout could fire on a healthy
+// fsync of a loaded CI machine, which beats nothing while it lasts); the supervisor sees exit code
+// 1 and restarts the job (faults strike the first attempt only), which then finishes.
 TEST(WatchdogCli, StuckRankWithoutMpiIsRestarted) {
   TempDir dir;
-  const Timed t = run_timed("run " + job_file(dir, 1) + " --set resilience.max_restarts=1", dir,
+  const Timed t = run_timed("run " + job_file(dir, 3) + " --set resilience.max_restarts=1", dir,
                             "RM_TEST_FAULT=sleep:0:3");
   const std::string all = t.r.out + t.r.err;
   EXPECT_EQ(t.r.exit_code, 0) << all;
   EXPECT_LT(t.seconds, 60) << all;
-  EXPECT_NE(t.r.err.find("ringmaster: [rank 0/1] watchdog: no progress for 1."), std::string::npos)
+  EXPECT_NE(t.r.err.find("ringmaster: [rank 0/1] watchdog: no progress for 3."), std::string::npos)
       << all;
   EXPECT_NE(t.r.err.find("(resilience.step_timeout_s) in step 3, phase data, not in a "
                          "collective; aborting the job"),
@@ -124,20 +125,21 @@ TEST(WatchdogCli, StuckRankWithoutMpiIsRestarted) {
 
 class WatchdogCliSlowSaves : public ::testing::TestWithParam<bool> {};  // checkpoint.async
 
-// step_timeout_s 1 and three saves on rank 0 that each take seconds, beating every 0.25 s
-// (RM_TEST_FAULT=slowio). Rank 1 waits for rank 0 in collectives meanwhile; it sees rank 0's
-// progress through the node's shared memory. Nobody fires.
+// step_timeout_s 2 and three saves on rank 0 that each take several times that, beating every
+// 0.5 s (RM_TEST_FAULT=slowio): 1.5 s of slack a beat for the I/O call itself on a loaded machine.
+// Rank 1 waits for rank 0 in collectives meanwhile; it sees rank 0's progress through the node's
+// shared memory. Nobody fires.
 TEST_P(WatchdogCliSlowSaves, DoNotFireTheWatchdog) {
   const bool async = GetParam();
   TempDir dir;
-  const Timed t = run_timed("run " + job_file(dir, 1, async) + " --nproc 2", dir,
-                            "RM_TEST_FAULT=slowio:0:250000");
+  const Timed t = run_timed("run " + job_file(dir, 2, async) + " --nproc 2", dir,
+                            "RM_TEST_FAULT=slowio:0:500000");
   const std::string all = t.r.out + t.r.err;
   EXPECT_EQ(t.r.exit_code, 0) << all;
   EXPECT_EQ(all.find("watchdog:"), std::string::npos) << all;
   EXPECT_NE(all.find("RM_TEST_FAULT: slowio"), std::string::npos) << all;
-  // The saves were slow: at least ~3 s each (a dozen beats of 0.25 s), 1 s being the timeout.
-  EXPECT_GT(t.seconds, 6) << all;
+  // The saves were slow: at least ~6 s each (a dozen beats of 0.5 s), 2 s being the timeout.
+  EXPECT_GT(t.seconds, 12) << all;
   EXPECT_TRUE(fs::exists(dir.file("run/weights.bin"))) << all;
   EXPECT_TRUE(fs::exists(dir.file("run/checkpoints/step_00000012/manifest.json"))) << all;
 }

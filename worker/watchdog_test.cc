@@ -111,7 +111,7 @@ TEST(Watchdog, FiresAfterTheTimeoutWithoutBeats) {
   ASSERT_TRUE(fired.wait(std::chrono::seconds(5)));
   const double after = std::chrono::duration<double>(fired.at() - t0).count();
   EXPECT_GE(after, 0.4);
-  EXPECT_LT(after, 1.5);
+  EXPECT_LT(after, 3.0);  // its check interval, and a loaded machine's (TSan's) delays
   // "0.4 s", or a little more on a loaded machine.
   EXPECT_EQ(fired.line().rfind("ringmaster: [rank 0/1] watchdog: no progress for 0.", 0), 0u)
       << fired.line();
@@ -124,17 +124,18 @@ TEST(Watchdog, FiresAfterTheTimeoutWithoutBeats) {
   EXPECT_EQ(fired.count(), 1);  // once: it stops watching after firing
 }
 
-// Beats of each kind, each faster than the timeout, for several timeouts: no fire. Then none:
-// it fires, one timeout after the last beat.
+// Beats of each kind, each faster than the timeout, for over two timeouts: no fire. Then none:
+// it fires, one timeout after the last beat. The timeout leaves 1.4 s of slack over the beats'
+// 0.1 s, for a loaded machine (TSan runs this) that oversleeps.
 TEST(Watchdog, DoesNotFireWhileBeatsComeFasterThanTheTimeout) {
   FakeComm comm;
   StepProgress steps;
   steps.enter(Phase::kForward, 3);
   Fired fired;
-  Watchdog watchdog(steps, comm, options(0.3, fired));
+  Watchdog watchdog(steps, comm, options(1.5, fired));
   const auto t0 = Clock::now();
   auto last_beat = t0;
-  for (int i = 0; seconds_since(t0) < 1.5; ++i) {
+  for (int i = 0; seconds_since(t0) < 3.5; ++i) {
     last_beat = Clock::now();
     if (i % 4 == 0) steps.beat();                              // a unit of forward
     if (i % 4 == 1) note_io_progress();                        // a checkpoint chunk
@@ -144,7 +145,7 @@ TEST(Watchdog, DoesNotFireWhileBeatsComeFasterThanTheTimeout) {
   }
   EXPECT_EQ(fired.count(), 0) << fired.line();
   ASSERT_TRUE(fired.wait(std::chrono::seconds(5)));
-  EXPECT_GE(std::chrono::duration<double>(fired.at() - last_beat).count(), 0.3);
+  EXPECT_GE(std::chrono::duration<double>(fired.at() - last_beat).count(), 1.5);
   EXPECT_NE(fired.line().find("in step 3, phase backward"), std::string::npos) << fired.line();
 }
 
@@ -186,7 +187,7 @@ TEST(Watchdog, NamesAnOperationInFlightWhileNotWaiting) {
 }
 
 // A peer on the node that makes progress keeps a waiting rank alive; once it stops, the rank
-// fires.
+// fires (the timeout, as above, far above the peer's 80 ms period).
 TEST(Watchdog, PeerProgressCounts) {
   FakeComm comm;
   StepProgress steps;
@@ -195,9 +196,9 @@ TEST(Watchdog, PeerProgressCounts) {
   comm.activity_for_test().set_oldest(&op);
   comm.activity_for_test().set_blocked(true);
   Fired fired;
-  Watchdog watchdog(steps, comm, options(0.3, fired));
+  Watchdog watchdog(steps, comm, options(1.5, fired));
   const auto t0 = Clock::now();
-  while (seconds_since(t0) < 1.2) {
+  while (seconds_since(t0) < 3.5) {
     comm.peers.fetch_add(1);
     std::this_thread::sleep_for(milliseconds(80));
   }
@@ -303,20 +304,23 @@ TEST(WatchdogDeathTest, DefaultPrintsFlushesAndExitsWithFailure) {
       "data, not in a collective; aborting the job");
 }
 
-// CommActivity's seqlock: a reader never sees the fields of two operations mixed.
+// CommActivity's seqlock: a reader never sees the fields of two operations mixed. The writer
+// makes a bounded number of writes and the reader reads until it is done, so that neither one's
+// share of a loaded machine's cores decides the outcome.
 TEST(CommActivity, SnapshotIsConsistentUnderAConcurrentWriter) {
   FakeComm comm;
   CommActivity& a = comm.activity_for_test();
   const OpStamp ops[2] = {stamp_op(1, "all_reduce", 100, 60), stamp_op(2, "all_gather", 200, 60)};
-  std::atomic<bool> stop{false};
+  std::atomic<bool> writing{true};
   std::thread writer([&] {
-    for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+    for (uint64_t i = 0; i < 300000; ++i) {
       a.set_oldest(i % 3 == 2 ? nullptr : &ops[i % 3]);
+      if (i % 64 == 0) std::this_thread::yield();
     }
+    writing.store(false);
   });
   int seen[3] = {0, 0, 0}, mixed = 0;
-  const auto t0 = Clock::now();
-  while (seconds_since(t0) < 0.3) {
+  do {  // at least once, should the writer be done before this thread runs
     const CommActivity::Snapshot s = comm.activity().snapshot();
     if (s.seq == 0) {
       mixed += std::string(s.name) != "" || s.bytes != 0;
@@ -328,11 +332,10 @@ TEST(CommActivity, SnapshotIsConsistentUnderAConcurrentWriter) {
     } else {
       ++mixed;
     }
-  }
-  stop = true;
+  } while (writing.load());
   writer.join();
   EXPECT_EQ(mixed, 0);
-  EXPECT_GT(seen[0] + seen[1] + seen[2], 100);
+  EXPECT_GT(seen[0] + seen[1] + seen[2], 0);
 }
 
 }  // namespace

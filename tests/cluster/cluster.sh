@@ -99,7 +99,7 @@ up() {
       sh -c 'hostname "$1"; mount -t tmpfs -o size=4g,mode=1777 tmpfs /dev/shm
              mount --bind "$2" /etc/hosts; echo $$ >"$3"; exec sleep infinity' \
       holder "$name-$h" "$state/etc-hosts" "$state/$h.pid" </dev/null >/dev/null 2>&1 &
-    for _ in $(seq 100); do [[ -s $state/$h.pid ]] && break; sleep 0.05; done
+    for _ in $(seq 600); do [[ -s $state/$h.pid ]] && break; sleep 0.05; done
     [[ -s $state/$h.pid ]] || die "host $h did not start"
     echo "$h" >>"$state/hosts"
     echo "$name-$h slots=$slots" >>"$state/hostfile"
@@ -108,11 +108,14 @@ up() {
   echo "cluster '$name': $k hosts ($(hosts_list)), hostfile $state/hostfile"
 }
 
-# veth links come up asynchronously: wait until every host's link reports up.
+# veth links come up asynchronously: wait until every host's link reports up (30 s at most, a
+# loaded machine's worst; then the cluster did not start, said so, rather than a test failing
+# later on a link that is down).
 wait_links_up() {
+  local deadline=$((SECONDS + 30))
   while read -r h; do
-    for _ in $(seq 100); do
-      ip -n "$(host_ns "$h")" link show eth0 | grep -q 'state UP' && break
+    until ip -n "$(host_ns "$h")" link show eth0 | grep -q 'state UP'; do
+      ((SECONDS < deadline)) || die "host $h: eth0 not up after 30 s"
       sleep 0.05
     done
   done <"$state/hosts"
