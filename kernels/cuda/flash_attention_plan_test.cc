@@ -117,6 +117,35 @@ TEST(FlashAttentionPlan, TileWorkSkipsOnlyInvisibleTilesAndMasksEveryPartlyVisib
   EXPECT_GT(whole, 0);
 }
 
+// The forward takes the maximum of a tile's raw scores and scales it once: that is the maximum
+// of the scaled scores, bit for bit, for every scale the kernels use (so the running maximum and
+// the lse kept for the backward are what scaling each score first gave). Its fused probability
+// is 2^(x - m) to within rounding (the largest at most a rounding above 1), 0 where masked.
+TEST(FlashAttentionPlan, ForwardProbabilityScalesTheRawMaximumExactly) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> score(-300.0f, 300.0f);
+  for (int hs : {16, 32, 48, 64, 80, 96, 112, 128}) {
+    const float sl2 = flash_scale_log2(hs);
+    for (int trial = 0; trial < 2000; ++trial) {
+      float raw_max = -INFINITY, scaled_max = -INFINITY;
+      std::vector<float> s(kFlashTile);
+      for (float& x : s) {
+        x = score(gen);
+        raw_max = std::max(raw_max, x);
+        scaled_max = std::max(scaled_max, x * sl2);
+      }
+      ASSERT_EQ(raw_max * sl2, scaled_max) << "head size " << hs;
+      for (float x : s) {
+        const float p = flash_forward_prob(x, sl2, scaled_max);
+        ASSERT_LE(p, 1.0f + 1e-5f);
+        ASSERT_NEAR(p, std::exp2(static_cast<double>(x) * sl2 - scaled_max), 1e-6);
+      }
+    }
+    EXPECT_EQ(flash_forward_prob(-INFINITY, sl2, 3.0f), 0.0f);
+    EXPECT_EQ(flash_forward_prob(2.0f, sl2, 2.0f * sl2), 1.0f);
+  }
+}
+
 // Every row the kernels address with a vector copy or ldmatrix is 16-byte aligned, the 32-bit
 // fragment loads of a warp (rows g = 0..7, columns 2t, t = 0..3) fall in 32 different banks,
 // the regions do not overlap, and the total fits the opt-in limits.
@@ -227,15 +256,15 @@ void emulate_forward(const Problem& p, std::vector<float>* out, std::vector<floa
             float tile_max = -INFINITY;
             for (int c = 0; c < kFlashTile; ++c) {
               const int j = kt * kFlashTile + c;
-              s[c] = j <= i ? dot(q, row(p, b, h, 1, j)) * sl2 : -INFINITY;
+              s[c] = j <= i ? dot(q, row(p, b, h, 1, j)) : -INFINITY;  // raw, as the kernel's
               tile_max = std::max(tile_max, s[c]);
             }
-            const float alpha = flash_rescale(&m, tile_max);
+            const float alpha = flash_rescale(&m, tile_max * sl2);
             ASSERT_TRUE(std::isfinite(m));
             l *= alpha;
             for (float& x : o) x *= alpha;
             for (int c = 0; c < kFlashTile; ++c) {
-              const float pr = exp2f(s[c] - m);
+              const float pr = flash_forward_prob(s[c], sl2, m);
               l += pr;
               const std::vector<float> v = row(p, b, h, 2, kt * kFlashTile + c);
               for (int e = 0; e < hs; ++e) o[e] += pr * v[e];
