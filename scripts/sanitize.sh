@@ -181,7 +181,14 @@ run_tests() {
   shift 3
   local args=(--output-on-failure -j "$JOBS" -R "$include")
   [[ -n $exclude ]] && args+=(-E "$exclude")
-  (cd "$dir" && "$@" ctest "${args[@]}") || status=$?
+  rm -f "$dir/Testing/Temporary/LastTestsFailed.log"
+  if ! (cd "$dir" && "$@" ctest "${args[@]}"); then
+    # Once more, alone (scripts/ctest-rerun-failed.sh); a sanitizer report from either run
+    # still fails the stage below.
+    local rerun=("$root/scripts/ctest-rerun-failed.sh" . -R "$include")
+    [[ -n $exclude ]] && rerun+=(-E "$exclude")
+    (cd "$dir" && "$@" "${rerun[@]}") || status=$?
+  fi
   local reports
   reports=$(find "$dir/sanitizer-reports" -type f -size +0 2>/dev/null | sort)
   if [[ -n $reports ]]; then
