@@ -25,6 +25,7 @@ struct ModelConfig {
   int mlp_embed = 32;        // MLP only: embedding width of each context token
   int mlp_context = 8;       // MLP only: previous tokens that predict each next token
   bool recompute = false;    // GPT only: keep each block's input, recompute the rest in backward
+  int classifier_chunk_tokens = 0;  // GPT only: logits for this many tokens at a time; 0 = all
 };
 
 struct DataConfig {

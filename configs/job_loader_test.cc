@@ -166,7 +166,8 @@ TEST(JobLoader, WrongTypeStringAndSection) {
             "job.yaml:1:7: name: expected a string, got a sequence");
   EXPECT_EQ(one_error(with_train("model: gpt\n")),
             "job.yaml:1:8: model: is a section: expected a map of its keys (type, vocab_size, "
-            "seq_len, layers, heads, width, mlp_embed, mlp_context, recompute), got 'gpt'");
+            "seq_len, layers, heads, width, mlp_embed, mlp_context, recompute, "
+            "classifier_chunk_tokens), got 'gpt'");
 }
 
 TEST(JobLoader, OutOfRange) {

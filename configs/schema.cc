@@ -136,6 +136,14 @@ std::vector<KeySpec> build_schema() {
              "shrink from ~16 x width + heads x seq_len values per token to width, for one more "
              "forward of the blocks per step (~+30% compute); the results are bit-identical. "
              "Ignored by mlp."),
+      RM_KEY(model.classifier_chunk_tokens, at_least(0),
+             "gpt: the classifier (logits, softmax, cross-entropy and their gradient) takes this "
+             "many tokens at a time instead of the whole micro-batch; 0 = all at once. The "
+             "logits then hold chunk x vocab_size values instead of micro_batch x seq_len x "
+             "vocab_size (GPT-2's vocabulary, 16 sequences of 1024 tokens, bf16: 1.6 GB, 0.4 GB "
+             "at 4096). Each chunk after the first adds a read and write of the embedding's "
+             "gradient (vocab_size x width floats), and the loss and that gradient are summed "
+             "in a different order (not bit-identical to 0). Ignored by mlp."),
 
       RM_KEY(data.format, one_of_its_choices(),
              "`text`: any file, one token per byte; `tokens`: llm.c .bin shards of uint16 token "
@@ -199,7 +207,8 @@ std::vector<KeySpec> build_schema() {
              "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
       RM_KEY(checkpoint.memory_every, at_least(0),
              "Steps between in-memory checkpoints: each rank copies its slice of the state "
-             "(what its disk shard holds) into shared memory on its host (/dev/shm), verified, so that a restart after a process crash "
+             "(what its disk shard holds) into shared memory on its host (/dev/shm), verified, so "
+             "that a restart after a process crash "
              "resumes from there when it is newer than the newest disk checkpoint (same ranks "
              "and shard mode); 0 = off."),
       RM_KEY(checkpoint.async, any(),
@@ -257,7 +266,8 @@ std::vector<KeySpec> build_schema() {
              "Slurm QOS; empty = the default."),
       RM_KEY(cluster.time, checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`"),
              "Slurm time limit (`--time`); empty = the partition default."),
-      RM_KEY(cluster.memory_per_node, checked(check_slurm_memory, "`64G`, `500000M`, `512000` (MB)"),
+      RM_KEY(cluster.memory_per_node,
+             checked(check_slurm_memory, "`64G`, `500000M`, `512000` (MB)"),
              "Memory per node (`--mem`). `submit` refuses a job whose ranks on a node need more "
              "(as `run` does for this host); empty = not asked of Slurm, and the job is checked "
              "against the smallest node of its partition as `sinfo` reports it."),

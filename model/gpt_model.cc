@@ -49,6 +49,12 @@ typename GptModel<T>::Layout GptModel<T>::lay_out(const ModelConfig& c, int bloc
   return out;
 }
 
+size_t gpt_classifier_rows(const ModelConfig& c, int max_batch) {
+  const size_t all = static_cast<size_t>(max_batch) * static_cast<size_t>(c.seq_len);
+  const size_t chunk = c.classifier_chunk_tokens > 0 ? c.classifier_chunk_tokens : all;
+  return std::min(chunk, all);
+}
+
 template <typename T>
 void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int blocks,
                        int max_batch, const AttentionBuffers& attention, size_t classifier) {
@@ -83,7 +89,7 @@ void GptModel<T>::plan(DeviceArena& a, Activations& x, const ModelConfig& c, int
   a.plan(x.lnf, N * C);
   a.plan(x.lnf_mean, N);
   a.plan(x.lnf_rstd, N);
-  a.plan(x.logits, std::max(N * c.vocab_size, classifier));
+  a.plan(x.logits, std::max(gpt_classifier_rows(c, max_batch) * c.vocab_size, classifier));
   a.plan(x.branch, N * C);
   a.plan(x.dresidual, N * C);
   a.plan(x.dln, N * C);
@@ -103,6 +109,7 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
       L_(c.layers),
       max_batch_(max_batch),
       recompute_(c.recompute),
+      classifier_rows_(static_cast<int>(gpt_classifier_rows(c, max_batch))),
       k_(this->compute().template layers<T>()),
       memory_(this->compute()) {
   if (C_ % H_ != 0) throw std::invalid_argument("gpt: width must be divisible by heads");
@@ -115,7 +122,7 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
   lnf_w_ = l.lnf_w;
   lnf_b_ = l.lnf_b;
   plan(memory_, a_, c, L_, max_batch, k_.attention_buffers(max_batch, T_, C_, H_),
-       k_.classifier_scratch_elements(max_batch * T_, C_, V_));  // in one allocation
+       k_.classifier_scratch_elements(classifier_rows_, C_, V_));  // in one allocation
   memory_.allocate();
   if (recompute_) {
     for (BlockActs& b : a_.blocks) {
@@ -129,7 +136,7 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
 template <typename T>
 ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch) {
   return footprint(c, max_batch, materialised_attention_buffers(max_batch, c.seq_len, c.heads),
-                   static_cast<size_t>(max_batch) * c.seq_len * c.vocab_size);
+                   gpt_classifier_rows(c, max_batch) * c.vocab_size);
 }
 
 template <typename T>
@@ -163,12 +170,6 @@ void GptModel<T>::init_params(float* params, uint64_t seed) const {
       p[i] = std * rng_normal(seed, RngPurpose::kInit, t.offset + i, 0);
     }
   }
-}
-
-template <typename T>
-void GptModel<T>::forward(ParamAccess& access, int B, int Tn) {
-  forward_to_head(access, B, Tn);
-  k_.linear_forward(a_.logits, a_.lnf, p0_ + wte_, nullptr, B * Tn, C_, V_);
 }
 
 template <typename T>
@@ -224,8 +225,12 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
   const int C = C_, Tn = T_, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
   float* g0 = access.acquire_grads(0);
-  k_.queue_classifier_forward_backward(a_.dln, g0 + wte_, a_.logits, a_.lnf, p0_ + wte_, a_.targets,
-                                       N, C, V_, grad_scale);
+  for (int r0 = 0; r0 < N; r0 += classifier_rows_) {
+    const int n = std::min(classifier_rows_, N - r0);
+    const size_t at = static_cast<size_t>(r0) * C;
+    k_.queue_classifier_forward_backward(a_.dln + at, g0 + wte_, a_.logits, a_.lnf + at, p0_ + wte_,
+                                         a_.targets + r0, n, C, V_, grad_scale);
+  }
   compute().zero(a_.dresidual, NC * sizeof(T));
   const T* last = L_ > 0 ? a_.blocks[L_ - 1].res3 : a_.encoded;
   {
@@ -283,9 +288,17 @@ template <typename T>
 double GptModel<T>::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                                  int B) {
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
-  forward(access, B, T_);
-  access.release_params(0);
-  return k_.cross_entropy_forward(a_.logits, a_.targets, B * T_, V_);
+  forward_to_head(access, B, T_);
+  const int N = B * T_;
+  double loss = 0;
+  for (int r0 = 0; r0 < N; r0 += classifier_rows_) {
+    const int n = std::min(classifier_rows_, N - r0);
+    k_.linear_forward(a_.logits, a_.lnf + static_cast<size_t>(r0) * C_, p0_ + wte_, nullptr, n, C_,
+                      V_);
+    if (r0 + n == N) access.release_params(0);  // as before chunks: before the last loss
+    loss += k_.cross_entropy_forward(a_.logits, a_.targets + r0, n, V_);
+  }
+  return loss;
 }
 
 template <typename T>
@@ -293,9 +306,14 @@ const float* GptModel<T>::next_token_logits(ParamAccess& access, const int* cont
   if (len < 1) throw std::invalid_argument("gpt: empty context");
   const int Tn = len < T_ ? len : T_;
   upload_tokens(compute(), a_.inputs, a_.targets, context + (len - Tn), nullptr, Tn);
-  forward(access, 1, Tn);
+  forward_to_head(access, 1, Tn);
+  // The last position's logits are the ones read; the classifier runs over as many of the
+  // last rows as the logits hold (all Tn of them unless model.classifier_chunk_tokens < Tn).
+  const int first = std::max(0, Tn - classifier_rows_);
+  k_.linear_forward(a_.logits, a_.lnf + static_cast<size_t>(first) * C_, p0_ + wte_, nullptr,
+                    Tn - first, C_, V_);
   access.release_params(0);
-  return host_logits_.fetch(compute(), a_.logits + static_cast<size_t>(Tn - 1) * V_, V_);
+  return host_logits_.fetch(compute(), a_.logits + static_cast<size_t>(Tn - 1 - first) * V_, V_);
 }
 
 template <typename T>
@@ -303,16 +321,19 @@ std::vector<GemmShape> GptModel<T>::train_gemms(int B) const {
   // Forward out = in W^T is (N x K) (K x M)^T; backward dIn = dOut W, dW += dOut^T In.
   const int N = B * T_, C = C_, hs = C_ / H_;
   std::vector<GemmShape> g;
-  auto linear = [&](int in, int out, int64_t times) {
-    g.push_back({false, true, N, out, in, times, false});   // forward
-    g.push_back({false, false, N, in, out, times, false});  // dinp
-    g.push_back({true, false, out, in, N, times, false});   // dweight
+  auto linear = [&](int in, int out, int64_t times, int rows) {
+    g.push_back({false, true, rows, out, in, times, false});   // forward
+    g.push_back({false, false, rows, in, out, times, false});  // dinp
+    g.push_back({true, false, out, in, rows, times, false});   // dweight
   };
-  linear(C, 3 * C, L_);
-  linear(C, C, L_);
-  linear(C, 4 * C, L_);
-  linear(4 * C, C, L_);
-  linear(C, V_, 1);  // LM head (tied embedding)
+  linear(C, 3 * C, L_, N);
+  linear(C, C, L_, N);
+  linear(C, 4 * C, L_, N);
+  linear(4 * C, C, L_, N);
+  // LM head (tied embedding), classifier_rows_ rows a call.
+  const int rows = std::min(classifier_rows_, N);
+  linear(C, V_, N / rows, rows);
+  if (N % rows != 0) linear(C, V_, 1, N % rows);
   const int64_t heads = static_cast<int64_t>(B) * H_ * L_;
   g.push_back({false, true, T_, T_, hs, heads, true});   // scores = q k^T
   g.push_back({false, false, T_, hs, T_, heads, true});  // y = att v

@@ -16,6 +16,12 @@
 // just before the block's backward (the last block's activations are still there after
 // forward). The kernels are deterministic, so the recomputed activations, and with them the
 // loss and every gradient, are bit-identical to a run that kept them.
+//
+// With model.classifier_chunk_tokens the tied LM head and the loss take that many rows (tokens)
+// at a time, in training, evaluation and sampling alike, so that the logits array holds a chunk
+// of rows of V instead of all B x T of them: at GPT-2's vocabulary the logits are the largest
+// activation (B x T x 50257) and the chunk bounds them. The embedding's gradient is accumulated
+// chunk by chunk and the loss summed chunk by chunk, a different order of the same sums.
 #pragma once
 
 #include <vector>
@@ -25,6 +31,11 @@
 #include "model/model_io.h"
 
 namespace rm {
+
+// Rows (tokens) the gpt classifier takes at once for max_batch sequences: the config's
+// classifier_chunk_tokens where it is set and below max_batch x seq_len, else all of them. The
+// logits array holds this many rows of V.
+size_t gpt_classifier_rows(const ModelConfig& config, int max_batch);
 
 // T: the storage type of parameters and activations (float, or bf16 for mixed precision).
 template <typename T = float>
@@ -66,8 +77,9 @@ class GptModel final : public Model {
   // What a model of this shape needs (model.h), from the code that lays out and plans a live
   // one, without building it: with the attention buffers and the classifier scratch of a
   // backend whose LayerKernels::attention_buffers(max_batch, seq_len, width, heads) is
-  // `attention` and classifier_scratch_elements(max_batch * seq_len, width, vocab_size) is
-  // `classifier`; by default the cpu backend's (materialised attention, logits [N, V]).
+  // `attention` and classifier_scratch_elements(gpt_classifier_rows(config, max_batch), width,
+  // vocab_size) is `classifier`; by default the cpu backend's (materialised attention, logits
+  // [rows, V]).
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
   static ModelFootprint footprint(const ModelConfig& config, int max_batch,
                                   const AttentionBuffers& attention, size_t classifier);
@@ -106,7 +118,8 @@ class GptModel final : public Model {
   };
   // Plans x's arrays in `arena` for `blocks` blocks and max_batch sequences; each block's att
   // and the backward's datt take `attention`'s sizes (LayerKernels::attention_buffers), the
-  // logits at least [N, V] and `classifier` elements (classifier_scratch_elements).
+  // logits at least [gpt_classifier_rows, V] and `classifier` elements
+  // (classifier_scratch_elements).
   static void plan(DeviceArena& arena, Activations& x, const ModelConfig& config, int blocks,
                    int max_batch, const AttentionBuffers& attention, size_t classifier);
 
@@ -114,8 +127,6 @@ class GptModel final : public Model {
   // layernorm (a_.lnf). Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
   // acquired; the caller releases it (backward does).
   void forward_to_head(ParamAccess& access, int B, int Tn);
-  // forward_to_head, then the logits [B*Tn, V] in a_.logits.
-  void forward(ParamAccess& access, int B, int Tn);
   // One block's forward from `residual` into x (its parameters p), B sequences of Tn tokens.
   // Block l from x.ln1 (already made from `residual`, its input) to a_.branch, the MLP's
   // output: res2 and ln_2 in one fused pass. The block's output res3 = res2 + a_.branch is left
@@ -127,13 +138,14 @@ class GptModel final : public Model {
   void stream_layernorm(int l, T* out, float* mean, float* rstd, const T* weight, const T* bias,
                         int N);
   // After forward_to_head: the classifier with its queued loss (the targets in a_.targets,
-  // LayerKernels::queue_classifier_forward_backward), then the backward; releases unit 0 at
-  // the end.
+  // LayerKernels::queue_classifier_forward_backward, classifier_rows_ rows a call), then the
+  // backward; releases unit 0 at the end.
   void backward(ParamAccess& access, int B, float grad_scale);
   int final_unit() const { return L_ + 1; }
 
   int V_, T_, C_, H_, L_, max_batch_;
   bool recompute_;
+  int classifier_rows_;  // gpt_classifier_rows: the logits' rows
   ParamLayout layout_;
   std::vector<ParamUnit> units_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;  // wte_, wpe_ from unit 0; lnf_* from the final unit

@@ -173,6 +173,73 @@ TEST(GptModel, RecomputeGivesTheSameBitsFromLessMemory) {
   EXPECT_NE(std::count(g_again.begin(), g_again.end(), 0.0f), static_cast<long>(n));
 }
 
+// model.classifier_chunk_tokens: the same loss, gradients, evaluation loss and sampling
+// logits as the whole-batch classifier, up to the order of the chunks' sums, from logits of a
+// chunk of rows; a chunk of at least the batch is the whole classifier, to the bit. 5-row
+// chunks of 3 x 8 rows leave a last chunk of 4; a batch of 1 (8 rows) is below the planned 3.
+TEST(GptModel, ClassifierInChunksGivesTheSameResultsFromSmallerLogits) {
+  ModelConfig c = tiny_gpt();
+  c.vocab_size = 300;  // the logits are the arena's largest array, as at GPT-2's vocabulary
+  ModelConfig chunked = c, huge_chunk = c;
+  chunked.classifier_chunk_tokens = 5;
+  huge_chunk.classifier_chunk_tokens = 1000;
+  const int max_batch = 3;
+  EXPECT_EQ(gpt_classifier_rows(c, max_batch), 24u);
+  EXPECT_EQ(gpt_classifier_rows(chunked, max_batch), 5u);
+  EXPECT_EQ(gpt_classifier_rows(huge_chunk, max_batch), 24u);
+  GptModel whole(c, max_batch), part(chunked, max_batch), same(huge_chunk, max_batch);
+  // The logits shrink from 24 rows of V to 5 (floats; the arena pads each array a little).
+  EXPECT_GE(whole.arena_bytes() - part.arena_bytes(), (24u - 5u) * 300u * sizeof(float) - 512);
+  EXPECT_EQ(GptModel<float>::footprint(chunked, max_batch).arena_bytes,
+            static_cast<double>(part.arena_bytes()));
+  EXPECT_EQ(same.arena_bytes(), whole.arena_bytes());
+
+  const size_t n = whole.layout().size();
+  std::vector<float> p(n);
+  whole.init_params(p.data(), 8);
+  for (float& x : p) x *= 3.0f;
+  std::vector<float> g_whole(n, 0.0f), g_part(n, 0.0f), g_same(n, 0.0f);
+  RecordingAccess a_whole(whole, p.data(), g_whole.data()), a_part(part, p.data(), g_part.data()),
+      a_same(same, p.data(), g_same.data());
+  for (const int B : {3, 1}) {
+    std::vector<int> in(B * c.seq_len), tg(B * c.seq_len);
+    random_tokens(in, c.vocab_size, 30 + B);
+    random_tokens(tg, c.vocab_size, 40 + B);
+    const double l_whole = whole.forward_backward(a_whole, in.data(), tg.data(), B, 0.25f);
+    const double l_part = part.forward_backward(a_part, in.data(), tg.data(), B, 0.25f);
+    const double l_same = same.forward_backward(a_same, in.data(), tg.data(), B, 0.25f);
+    EXPECT_NEAR(l_part, l_whole, 1e-6 * std::abs(l_whole)) << "B " << B;
+    EXPECT_EQ(l_same, l_whole) << "B " << B;
+    const double e_whole = whole.forward_loss(a_whole, in.data(), tg.data(), B);
+    const double e_part = part.forward_loss(a_part, in.data(), tg.data(), B);
+    EXPECT_NEAR(e_part, e_whole, 1e-6 * std::abs(e_whole)) << "B " << B;
+    EXPECT_EQ(same.forward_loss(a_same, in.data(), tg.data(), B), e_whole) << "B " << B;
+  }
+  EXPECT_EQ(g_same, g_whole);
+  float largest = 0, worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    largest = std::max(largest, std::abs(g_whole[i]));
+    worst = std::max(worst, std::abs(g_part[i] - g_whole[i]));
+  }
+  EXPECT_GT(largest, 0.0f);
+  EXPECT_LE(worst, 1e-5f * largest);
+  EXPECT_EQ(a_part.released_, a_whole.released_);
+  EXPECT_TRUE(a_part.params_held_.empty());
+
+  // Sampling: a context longer than the chunk (8 > 5) reads only its last position's logits.
+  std::vector<int> ctx(c.seq_len);
+  random_tokens(ctx, c.vocab_size, 50);
+  for (const int len : {8, 3}) {
+    std::vector<float> expected(c.vocab_size);
+    const float* w = whole.next_token_logits(p.data(), ctx.data(), len);
+    std::copy(w, w + c.vocab_size, expected.begin());
+    const float* got = part.next_token_logits(p.data(), ctx.data(), len);
+    for (int v = 0; v < c.vocab_size; ++v) {
+      EXPECT_NEAR(got[v], expected[v], 1e-5f + 1e-5f * std::abs(expected[v])) << len << " " << v;
+    }
+  }
+}
+
 TEST(GptModel, NextTokenLogitsAreCausalAndMatchTheFullForward) {
   const ModelConfig c = tiny_gpt();
   GptModel model(c, 1);

@@ -51,6 +51,7 @@ struct Shape {
   bool gpt;
   double V, T, C, H, W, KE;  // vocab, seq_len, width, heads; mlp: width, context x embed
   double rows;               // micro_batch x seq_len
+  double logit_rows;         // rows the classifier takes at once (gpt_classifier_rows)
   double att;                // gpt: micro_batch x heads x seq_len^2
   int layers;
 };
@@ -65,6 +66,8 @@ Shape shape_of(const JobConfig& job) {
   s.H = m.heads;
   s.KE = static_cast<double>(m.mlp_context) * m.mlp_embed;
   s.rows = static_cast<double>(job.train.micro_batch) * m.seq_len;
+  s.logit_rows =
+      s.gpt ? static_cast<double>(gpt_classifier_rows(m, job.train.micro_batch)) : s.rows;
   s.att = static_cast<double>(job.train.micro_batch) * m.heads * s.T * s.T;
   s.layers = m.layers;
   return s;
@@ -78,9 +81,9 @@ Shape shape_of(const JobConfig& job) {
 double bf16_emulation_floats(const Shape& s) {
   const double N = s.rows;
   if (s.gpt) {
-    const double C = s.C, V = s.V, A = s.att;
-    const double slot0 = std::max(4 * N * C, N * V);
-    const double slot1 = std::max({4 * N * C, A, N * V});
+    const double C = s.C, V = s.V, A = s.att, NV = s.logit_rows * V;
+    const double slot0 = std::max(4 * N * C, NV);
+    const double slot1 = std::max({4 * N * C, A, NV});
     const double slot2 = std::max({4 * C * C, V * C, 4 * N * C});
     const double slot3 = std::max({4 * C * C, V * C, 3 * N * C});
     const double slot4 = A;
@@ -292,7 +295,7 @@ ModelFootprint cuda_gpt_footprint(const ModelConfig& model, int mb, bool bf16, b
   const AttentionBuffers attention = flash ? rm::cuda::flash_attention_buffers(mb, T, H)
                                            : materialised_attention_buffers(mb, T, H);
   // Shapes past int's range are refused as unbounded by footprint() itself (its logits check).
-  const long long rows = static_cast<long long>(mb) * T;
+  const size_t rows = gpt_classifier_rows(model, mb);  // model.classifier_chunk_tokens
   const bool fits_int = rows <= INT_MAX && model.vocab_size <= INT_MAX - rm::cuda::kVocabPad;
   const size_t classifier = fits_int ? rm::cuda::classifier_scratch_elements(
                                            static_cast<int>(rows), model.width, model.vocab_size)
@@ -336,10 +339,11 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   double device_scratch = 0;
   if (cuda) {
     // Grow-only device scratch (kernels/cuda/cuda_context.h): bf16 attention scores of one
-    // sequence (the materialised path only), per-row losses, the column sums' partials (at
-    // most 4C columns, one partial per 256 rows) and the embedding backward's token sort
-    // (3 int arrays, cub's temporary storage counted as a fourth).
-    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.rows * 8 +
+    // sequence (the materialised path only), per-row losses (of the rows the classifier
+    // takes at once), the column sums' partials (at most 4C columns, one partial per 256
+    // rows) and the embedding backward's token sort (3 int arrays, cub's temporary storage
+    // counted as a fourth).
+    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.logit_rows * 8 +
                      std::ceil(s.rows / 256) * 4 * model.width * 4 + 4 * s.rows * 4;
     m.activations += device_scratch;
   }

@@ -194,6 +194,31 @@ TEST(MemoryEstimate, CudaBf16FlashAttentionKeepsNoSquareArrays) {
                 token_ids + scratch(job));
 }
 
+// model.classifier_chunk_tokens: the logits (and the cuda backend's per-row losses and padded
+// logits) shrink from micro_batch x seq_len rows to the chunk's; nothing else changes.
+TEST(MemoryEstimate, ClassifierChunksShrinkTheLogitsAlone) {
+  JobConfig job = gpt_job();
+  job.model.vocab_size = 1000;  // the logits dominate, as at GPT-2's vocabulary
+  JobConfig chunked = job;
+  chunked.model.classifier_chunk_tokens = 7;
+  const double rows = static_cast<double>(job.train.micro_batch) * job.model.seq_len;  // 36
+  const double V = job.model.vocab_size, Vp = cuda::padded_vocab(job.model.vocab_size);
+  const double pad = 2 * 256.0;  // the arena pads each array to 256 bytes
+  const MemoryEstimate cpu = estimate(job, "none", 2), cpu_chunked = estimate(chunked, "none", 2);
+  EXPECT_NEAR(cpu.activations - cpu_chunked.activations, (rows - 7) * V * 4, pad);
+  const MemoryEstimate gpu = estimate_memory(job, 1, ComputeKind::kCuda),
+                       gpu_chunked = estimate_memory(chunked, 1, ComputeKind::kCuda);
+  EXPECT_NEAR(gpu.activations - gpu_chunked.activations, (rows - 7) * (Vp * 4 + 8), pad);
+  for (const auto& [whole, part] : {std::pair{cpu, cpu_chunked}, std::pair{gpu, gpu_chunked}}) {
+    EXPECT_EQ(whole.parameters, part.parameters);
+    EXPECT_EQ(whole.gradients, part.gradients);
+    EXPECT_EQ(whole.optimizer, part.optimizer);
+  }
+  // A chunk of the whole micro-batch or more is no chunk at all.
+  chunked.model.classifier_chunk_tokens = static_cast<int>(rows);
+  EXPECT_EQ(estimate(chunked, "none", 2).activations, cpu.activations);
+}
+
 TEST(MemoryEstimate, ASynchronousCheckpointNeedsNoStaging) {
   JobConfig job = gpt_job();
   job.checkpoint.async = false;

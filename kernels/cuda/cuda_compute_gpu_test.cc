@@ -563,6 +563,41 @@ TYPED_TEST(CudaLayersTest, ClassifierPadsTheVocabularyAndMatchesTheThreeCalls) {
   EXPECT_EQ(this->gl().take_queued_loss(), 0.0);
 }
 
+// model.classifier_chunk_tokens as GptModel::backward calls it: rows of 16 at a time (16, 16,
+// 5), each call offset into inp, dinp and the targets and given a scratch of 16 rows, dwte
+// accumulated across the calls. The loss, dinp and dwte are the whole call's, within the
+// GEMMs' summation order.
+TYPED_TEST(CudaLayersTest, ClassifierInRowChunksMatchesTheWholeCall) {
+  using T = TypeParam;
+  const int N = 37, C = 48, V = 200, rows = 16;
+  auto targets = this->both(random_ints(N, 80, 0, V - 1));
+  auto inp = this->both(random_t<T>(static_cast<size_t>(N) * C, 81, -2.0f, 2.0f));
+  auto wte = this->both(random_t<T>(static_cast<size_t>(V) * C, 82, -2.0f, 2.0f));
+  const std::vector<float> dwte0 = random_floats(static_cast<size_t>(V) * C, 83);
+  auto dwte_whole = this->both(dwte0), dwte_chunks = this->both(dwte0);
+  auto dinp_whole = this->both(std::vector<T>(static_cast<size_t>(N) * C));
+  auto dinp_chunks = this->both(std::vector<T>(static_cast<size_t>(N) * C));
+  auto scratch_whole = this->both(std::vector<T>(this->gl().classifier_scratch_elements(N, C, V)));
+  const size_t chunk_n = this->gl().classifier_scratch_elements(rows, C, V);
+  ASSERT_LT(chunk_n, this->gl().classifier_scratch_elements(N, C, V));
+  auto scratch_chunk = this->both(std::vector<T>(chunk_n, store<T>(std::nanf(""))));
+  this->gl().queue_classifier_forward_backward(dinp_whole.gpu(), dwte_whole.gpu(),
+                                               scratch_whole.gpu(), inp.gpu(), wte.gpu(),
+                                               targets.gpu(), N, C, V, 0.5f);
+  const double whole = this->gl().take_queued_loss();
+  for (int r0 = 0; r0 < N; r0 += rows) {
+    const int n = std::min(rows, N - r0);
+    const size_t at = static_cast<size_t>(r0) * C;
+    this->gl().queue_classifier_forward_backward(dinp_chunks.gpu() + at, dwte_chunks.gpu(),
+                                                 scratch_chunk.gpu(), inp.gpu() + at, wte.gpu(),
+                                                 targets.gpu() + r0, n, C, V, 0.5f);
+  }
+  const double chunks = this->gl().take_queued_loss();
+  EXPECT_NEAR(chunks, whole, 1e-6 * std::fabs(whole));
+  EXPECT_TRUE(close(dinp_chunks.gpu_f(), dinp_whole.gpu_f(), kOutputTol<T>));
+  EXPECT_TRUE(close(dwte_chunks.gpu_f(), dwte_whole.gpu_f(), kGradTol<T>));
+}
+
 // ---- Flash attention (bf16) -------------------------------------------------------------------
 //
 // The bf16 layers take the flash kernels (flash_attention.h) for head sizes that are multiples of
