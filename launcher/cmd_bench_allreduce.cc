@@ -31,7 +31,7 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
       if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
       int nproc = args.nproc;
       const MpiLaunch launch = resolve_launch(args.hosts, args.nproc_given, nproc);
-      return run_child(mpirun_command(launch, args.argv), SignalForwarding::kSame);
+      return run_mpirun(launch, args.argv, SignalForwarding::kSame);
     });
   }
   MpiSession mpi;

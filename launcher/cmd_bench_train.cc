@@ -149,7 +149,7 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     return report_errors([&] {
       int nproc = args.job.nproc;
       const MpiLaunch launch = resolve_launch(args.job.hosts, args.job.nproc_given, nproc);
-      return run_child(mpirun_command(launch, args.argv), SignalForwarding::kSame);
+      return run_mpirun(launch, args.argv, SignalForwarding::kSame);
     });
   }
   MpiSession mpi;

@@ -13,6 +13,7 @@
 #include "base/exit_codes.h"
 #include "base/run_dir.h"
 #include "launcher/cmd_common.h"
+#include "launcher/mpi_session_dir.h"
 #include "launcher/supervisor.h"
 #include "observe/console_progress.h"
 #include "worker/job_preparation.h"
@@ -24,7 +25,10 @@ namespace rm {
 int cmd_run(const RunArgs& args) {
   const RankArgs rank{args.job.job, args.job.sets, args.job.nproc, args.fresh, args.from};
   const bool supervised = std::getenv(kRestartCountEnv) != nullptr;
-  if (launched_by_mpi() || (supervised && !args.worker)) return rank_main(rank);
+  if (launched_by_mpi() || (supervised && !args.worker)) {
+    sweep_mpi_session_bases_from_rank();
+    return rank_main(rank);
+  }
   if (args.worker) {
     print_error("worker: start it with mpirun or srun --mpi=pmix (or use `ringmaster run`)");
     return kExitBadInput;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "launcher/mpi_session_dir.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_script.h"
 
@@ -19,16 +20,23 @@ std::vector<std::string> unreachable_hosts(const std::vector<HostSlots>& hosts, 
   // of mpirun's output that is not blank or one of the dashes boxing its messages>". timeout
   // -k: mpirun ignores nothing, but a launch stuck in a dead connection gets a SIGKILL after 2 s
   // more.
+  // Each probe with a session base of its own: they run at once, and just before the job's own
+  // launch on the same hosts (mpi_session_dir.h).
   std::string script;
+  std::vector<std::string> bases;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    script += "( out=$(timeout -k 2 " + std::string(seconds) + " mpirun" + root + " --host " +
-              shell_quote(hosts[i].host) + " -np 1 true 2>&1 </dev/null); code=$?; echo \"" +
-              std::to_string(i) +
+    bases.push_back(new_mpi_session_base());
+    const std::string base =
+        bases.back().empty() ? "" : " --mca orte_tmpdir_base " + shell_quote(bases.back());
+    script += "( out=$(timeout -k 2 " + std::string(seconds) + " mpirun" + root + base +
+              " --host " + shell_quote(hosts[i].host) +
+              " -np 1 true 2>&1 </dev/null); code=$?; echo \"" + std::to_string(i) +
               " $code $(printf '%s\\n' \"$out\" | grep -v -e '^[[:space:]]*$' -e '^--*$' | "
               "head -n 1 | cut -c1-200)\" ) & ";
   }
   script += "wait";
   const CapturedCommand probe = capture_command(script);
+  for (const std::string& base : bases) remove_mpi_session_base(base);
   std::vector<int> codes(hosts.size(), -1);
   std::vector<std::string> said(hosts.size());
   std::istringstream lines(probe.output);

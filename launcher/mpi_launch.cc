@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "launcher/child_process.h"
+#include "launcher/mpi_session_dir.h"
 
 extern char** environ;
 
@@ -35,6 +36,10 @@ std::vector<std::string> mpirun_command(const MpiLaunch& launch,
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(launch.nproc),
                                    "--oversubscribe", "--bind-to", "none"};
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  // On the command line, so that mpirun passes it to the daemons it starts on other hosts.
+  if (!launch.session_base.empty()) {
+    argv.insert(argv.end(), {"--mca", "orte_tmpdir_base", launch.session_base});
+  }
   if (!launch.hostfile.empty()) {
     // --map-by slot (the default, said for the reader): ranks fill a host before the next, so
     // each host's ranks are consecutive, as the communicator's hierarchical path wants.
@@ -46,6 +51,21 @@ std::vector<std::string> mpirun_command(const MpiLaunch& launch,
   argv.push_back(self_path());
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
+}
+
+int run_mpirun(MpiLaunch launch, const std::vector<std::string>& args, SignalForwarding forwarding,
+               double linger_limit_s) {
+  launch.session_base = new_mpi_session_base();
+  // Removed however this ends, a throw included; the ended bases of earlier launches here too
+  // (ours were removed as they ended; these are another launcher's, killed before it could).
+  struct Cleanup {
+    std::string base;
+    ~Cleanup() {
+      remove_mpi_session_base(base);
+      sweep_mpi_session_bases(mpi_session_parent(), kEndedSessionBaseAgeS);
+    }
+  } cleanup{launch.session_base};
+  return run_child(mpirun_command(launch, args), forwarding, linger_limit_s);
 }
 
 }  // namespace rm

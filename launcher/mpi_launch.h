@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/child_process.h"
+
 namespace rm {
 
 struct MpiLaunch {
@@ -15,12 +17,20 @@ struct MpiLaunch {
   // with a fresh one). Every RM_*, OMP_* and OPENBLAS_* variable, PATH, LD_LIBRARY_PATH and
   // GLIBC_TUNABLES are passed anyway; these are the others (the job's cluster.env).
   std::vector<std::string> extra_env;
+  // Open MPI's orte_tmpdir_base for this launch (mpi_session_dir.h); empty: Open MPI's default.
+  std::string session_base;
 };
 
-// `mpirun -np N --oversubscribe --bind-to none [--allow-run-as-root] [--hostfile F -x VAR...]
-// <this binary> <args>`, to run with run_child() (child_process.h).
+// `mpirun -np N --oversubscribe --bind-to none [--allow-run-as-root] [--mca orte_tmpdir_base
+// B] [--hostfile F -x VAR...] <this binary> <args>`, to run with run_child() (child_process.h).
 std::vector<std::string> mpirun_command(const MpiLaunch& launch,
                                         const std::vector<std::string>& args);
+
+// Runs mpirun_command() with run_child() and a session base of its own (new_mpi_session_base()),
+// removed when mpirun has ended, as are this host's bases of earlier launches. Returns the exit
+// code, as run_child() does.
+int run_mpirun(MpiLaunch launch, const std::vector<std::string>& args, SignalForwarding forwarding,
+               double linger_limit_s = 0);
 
 // The names of the variables `-x` passes for `launch` (those above, as set in this process).
 std::vector<std::string> forwarded_env(const std::vector<std::string>& extra_env);

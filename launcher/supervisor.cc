@@ -175,10 +175,11 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     }
     // One rank on this host needs no mpirun; one rank elsewhere does.
     const bool alone = launch.nproc <= 1 && launch.hostfile.empty();
-    std::vector<std::string> command =
-        alone ? std::vector<std::string>{self_path()} : mpirun_command(launch, args);
-    if (alone) command.insert(command.end(), args.begin(), args.end());
-    const int code = run_child(command, forwarding, launch.hostfile.empty() ? 0 : kMpirunLingerS);
+    std::vector<std::string> command{self_path()};
+    command.insert(command.end(), args.begin(), args.end());
+    const int code =
+        alone ? run_child(command, forwarding)
+              : run_mpirun(launch, args, forwarding, launch.hostfile.empty() ? 0 : kMpirunLingerS);
     if (code == kExitOk || code == kExitBadInput || code == kExitStopped || stop_signal_seen()) {
       return code;
     }

@@ -3,6 +3,9 @@
 // of an uninterrupted run; a failure that repeats is given up after the last restart.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -40,10 +43,13 @@ TEST_P(Restart, KilledRankIsRestartedFromTheCheckpoint) {
   const std::string run = dir.file("restarted");
   // The fault reaches the ranks through cluster.env, which `run` sets for every rank.
   const std::string victim = std::to_string(ranks - 1);
+  // Its own TMPDIR, to see the session bases Open MPI was given (launcher/mpi_session_dir.h).
+  const std::string tmp = dir.file("tmp");
+  std::filesystem::create_directories(tmp);
   const auto r = run_cli(
       "run " + job + np + " --fresh --set run_dir=" + run +
           " --set resilience.max_restarts=2 --set cluster.env.RM_TEST_FAULT=kill:" + victim + ":7",
-      dir.path());
+      dir.path(), "TMPDIR=" + tmp);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("restart 1 of 2 from " + run + "/checkpoints/step_00000004"),
             std::string::npos)
@@ -58,6 +64,15 @@ TEST_P(Restart, KilledRankIsRestartedFromTheCheckpoint) {
             std::string::npos);
   EXPECT_EQ(test::losses_by_step(run + "/metrics.jsonl"),
             test::losses_by_step(dir.file("straight/metrics.jsonl")));
+  // Both launches of mpirun had a session base of their own under the user's parent, and each
+  // was removed when its mpirun ended; one rank needs no mpirun.
+  const std::string parent = tmp + "/rm-mpi." + std::to_string(::geteuid());
+  if (ranks == 1) {
+    EXPECT_FALSE(std::filesystem::exists(parent));
+  } else {
+    ASSERT_TRUE(std::filesystem::is_directory(parent)) << "mpirun was not given its own base";
+    EXPECT_TRUE(std::filesystem::is_empty(parent)) << "a launch's base was left in " << parent;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Restart, ::testing::Values(1, 2),

@@ -1,0 +1,144 @@
+// A session base of its own for every mpirun (mpi_session_dir.h): where the bases go, that
+// mpirun is given its base, and that the sweeps remove only the bases of ended launches.
+#include "launcher/mpi_session_dir.h"
+
+#include <gtest/gtest.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "launcher/mpi_launch.h"
+#include "testing/temp_dir.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sets an environment variable for one test, and puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// A directory last changed `seconds` ago.
+void age(const std::string& path, int seconds) {
+  const timeval then{std::time(nullptr) - seconds, 0};
+  const timeval times[2] = {then, then};
+  ASSERT_EQ(::utimes(path.c_str(), times), 0) << path;
+}
+
+TEST(MpiSessionBase, EachLaunchGetsItsOwnUnderTheUsersParentInTmpdir) {
+  TempDir dir;
+  ScopedEnv tmp("TMPDIR", dir.path());
+  ::unsetenv("OMPI_MCA_orte_tmpdir_base");
+  const std::string parent = mpi_session_parent();
+  EXPECT_EQ(parent, dir.path() + "/rm-mpi." + std::to_string(::geteuid()));
+  const std::string a = new_mpi_session_base(), b = new_mpi_session_base();
+  EXPECT_NE(a, b);
+  for (const std::string& base : {a, b}) {
+    EXPECT_EQ(fs::path(base).parent_path().string(), parent) << base;
+    EXPECT_EQ(base.find(std::to_string(::getpid()) + "."), parent.size() + 1) << base;
+  }
+}
+
+TEST(MpiSessionBase, TheUsersOwnChoiceIsKept) {
+  ScopedEnv theirs("OMPI_MCA_orte_tmpdir_base", "/scratch/mine");
+  EXPECT_EQ(new_mpi_session_base(), "");
+}
+
+TEST(MpiSessionBase, MpirunIsGivenItsBaseOnTheCommandLine) {
+  MpiLaunch launch;
+  launch.nproc = 2;
+  launch.session_base = "/tmp/rm-mpi.0/123.4";
+  const std::vector<std::string> argv = mpirun_command(launch, {"run", "job.yaml"});
+  const auto mca = std::find(argv.begin(), argv.end(), "--mca");
+  ASSERT_NE(mca, argv.end());
+  ASSERT_LT(mca + 2, argv.end());
+  EXPECT_EQ(*(mca + 1), "orte_tmpdir_base");
+  EXPECT_EQ(*(mca + 2), "/tmp/rm-mpi.0/123.4");
+  // Before the program: mpirun's own option, not an argument of the ranks.
+  EXPECT_LT(mca - argv.begin(), std::find(argv.begin(), argv.end(), "run") - argv.begin() - 1);
+
+  launch.session_base.clear();
+  const std::vector<std::string> plain = mpirun_command(launch, {"run", "job.yaml"});
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "orte_tmpdir_base"), plain.end());
+}
+
+TEST(MpiSessionBase, SweepRemovesOnlyEmptyBasesOfEndedLaunches) {
+  TempDir dir;
+  const std::string parent = dir.file("rm-mpi.0");
+  for (const char* name : {"1.1", "1.2", "2.1"}) fs::create_directories(parent + "/" + name);
+  std::ofstream(parent + "/1.2/ompi.h0.0").put('x');  // a live launch's base: not empty
+  std::ofstream(parent + "/stray-file").put('x');
+  age(parent + "/1.1", 120);  // ended two minutes ago
+  age(parent + "/1.2", 120);
+  age(parent + "/stray-file", 120);
+  // 2.1: emptied just now -- or a launch whose daemon is about to create its directory inside.
+
+  EXPECT_EQ(sweep_mpi_session_bases(parent, 60), 1);
+  EXPECT_FALSE(fs::exists(parent + "/1.1"));
+  EXPECT_TRUE(fs::exists(parent + "/1.2/ompi.h0.0"));
+  EXPECT_TRUE(fs::exists(parent + "/2.1"));
+  EXPECT_TRUE(fs::exists(parent + "/stray-file"));
+  EXPECT_EQ(sweep_mpi_session_bases(dir.file("absent"), 60), 0);
+}
+
+TEST(MpiSessionBase, RemoveTakesWhatAKilledLaunchLeftInside) {
+  TempDir dir;
+  const std::string base = dir.file("rm-mpi.0/7.1");
+  fs::create_directories(base + "/ompi.h0.0/pid.99/0");
+  remove_mpi_session_base(base);
+  EXPECT_FALSE(fs::exists(base));
+  EXPECT_TRUE(fs::exists(dir.file("rm-mpi.0")));
+  remove_mpi_session_base("");  // no base (the user's own): nothing to do, nothing thrown
+}
+
+// A rank sweeps its launch's parent when it is the first on its host and the parent is ours.
+TEST(MpiSessionBase, RanksSweepOnlyOurParentAndOnlyTheFirstOnAHost) {
+  TempDir dir;
+  const std::string ours = dir.file("rm-mpi.0"), theirs = dir.file("scratch");
+  for (const std::string& parent : {ours, theirs}) {
+    fs::create_directories(parent + "/ended");
+    age(parent + "/ended", 120);
+  }
+  {
+    ScopedEnv base("OMPI_MCA_orte_tmpdir_base", ours + "/5.1");
+    ScopedEnv second("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    sweep_mpi_session_bases_from_rank();
+    EXPECT_TRUE(fs::exists(ours + "/ended")) << "only local rank 0 sweeps";
+  }
+  {
+    ScopedEnv base("OMPI_MCA_orte_tmpdir_base", theirs + "/5.1");
+    ScopedEnv first("OMPI_COMM_WORLD_LOCAL_RANK", "0");
+    sweep_mpi_session_bases_from_rank();
+    EXPECT_TRUE(fs::exists(theirs + "/ended")) << "a base the user chose is not ours to sweep";
+  }
+  {
+    ScopedEnv base("OMPI_MCA_orte_tmpdir_base", ours + "/5.1");
+    ScopedEnv first("OMPI_COMM_WORLD_LOCAL_RANK", "0");
+    sweep_mpi_session_bases_from_rank();
+    EXPECT_FALSE(fs::exists(ours + "/ended"));
+  }
+}
+
+}  // namespace
+}  // namespace rm
