@@ -11,6 +11,8 @@
 //   - train.micro_batch, smaller (a divisor of the per-rank batch, so the arithmetic holds);
 //   - checkpoint.async: false (no staging copy of the rank's slice);
 //   - model.recompute: true (gpt: activations of one block plus each block's input);
+//   - model.classifier_chunk_tokens 4096, 1024 or 256 (gpt: the logits of that many tokens
+//     at a time instead of a whole micro-batch's);
 //   - more ranks, on more hosts like this one with as many ranks each (only sharding makes
 //     that shrink what a host holds).
 // Suggested: for each set of knobs, its gentlest fitting setting (fewest ranks, weakest mode,

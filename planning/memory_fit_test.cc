@@ -65,6 +65,8 @@ bool apply(const std::string& suggestion, JobConfig& job) {
       job.checkpoint.async = value == "true";
     } else if (key == "model.recompute") {
       job.model.recompute = value == "true";
+    } else if (key == "model.classifier_chunk_tokens") {
+      job.model.classifier_chunk_tokens = std::stoi(value);
     } else {
       ADD_FAILURE() << "unknown key in suggestion: " << suggestion;
     }
@@ -180,6 +182,43 @@ TEST(MemoryFit, RecomputeIsSuggestedWhenActivationsDominate) {
   small.host = host_need(mlp, 1, 1) / 2;
   for (const std::string& w : memory_fit_suggestions(mlp, 1, 1, ComputeKind::kCpu, small)) {
     EXPECT_EQ(w.find("model.recompute"), std::string::npos) << w;
+  }
+}
+
+TEST(MemoryFit, ClassifierChunksAreSuggestedWhenTheLogitsDominate) {
+  // GPT-2's vocabulary and a small model: the [tokens, 50257] logits dominate.
+  JobConfig job = job_of(64, 2, 16, 16);
+  job.model.vocab_size = 50257;
+  job.model.seq_len = 512;
+  MemoryCapacity c;
+  JobConfig chunked = job;
+  chunked.model.classifier_chunk_tokens = 4096;
+  c.host = host_need(chunked, 1, 1) * 1.01;
+  ASSERT_GT(host_need(job, 1, 1), c.host);
+  const std::vector<std::string> ways = memory_fit_suggestions(job, 1, 1, ComputeKind::kCpu, c);
+  ASSERT_FALSE(ways.empty());
+  // The largest chunk that fits, alone; and each suggestion, applied, fits.
+  EXPECT_NE(std::find_if(ways.begin(), ways.end(),
+                         [](const std::string& w) {
+                           return w.rfind("model.classifier_chunk_tokens: 4096 (~", 0) == 0;
+                         }),
+            ways.end())
+      << ways[0];
+  for (const std::string& w : ways) {
+    JobConfig j = job;
+    if (apply(w, j)) {
+      EXPECT_LE(host_need(j, 1, 1), c.host) << w;
+    }
+  }
+  // A micro-batch of 256 tokens: no chunk tried is smaller, so none is suggested.
+  JobConfig short_batches = job;
+  short_batches.train.micro_batch = 1;
+  short_batches.model.seq_len = 256;
+  MemoryCapacity tiny;
+  tiny.host = host_need(short_batches, 1, 1) * 0.999;
+  for (const std::string& w :
+       memory_fit_suggestions(short_batches, 1, 1, ComputeKind::kCpu, tiny)) {
+    EXPECT_EQ(w.find("model.classifier_chunk_tokens"), std::string::npos) << w;
   }
 }
 
