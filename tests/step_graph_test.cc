@@ -5,7 +5,8 @@
 // the trainer records at the process's second step and replays afterwards, that the replayed
 // steps train the weights of the eager run bit for bit (so the recorded region holds all of the
 // step's device work and nothing that changes from step to step), that a dropped graph is
-// recorded again, and when graphs are refused.
+// recorded again, that a failed recording leaves the run call by call, and when graphs are
+// refused.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -165,8 +166,10 @@ class RecordingCompute final : public Compute {
   explicit RecordingCompute(Compute& inner)
       : inner_(inner), f32_(inner.layers_f32(), tape_), bf16_(inner.layers_bf16(), tape_) {}
 
-  int recordings = 0, replays = 0;
+  int captures = 0, recordings = 0, replays = 0;
   void drop() { graph_.clear(); }  // as when the backend's scratch moved
+  // Uploads are refused while recording, as a call the backend cannot record would be.
+  bool refuse_uploads = false;
 
   ComputeKind kind() const override { return inner_.kind(); }
   std::string describe() const override { return "recording " + inner_.describe(); }
@@ -175,6 +178,7 @@ class RecordingCompute final : public Compute {
   void begin_capture() override {
     if (tape_.recording) throw std::logic_error("begin_capture while recording");
     graph_.clear();
+    ++captures;
     tape_.recording = true;
     tape_.calls.clear();
   }
@@ -202,6 +206,7 @@ class RecordingCompute final : public Compute {
   void* allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
   void release_host(void* memory) override { inner_.release_host(memory); }
   void upload(void* dst, const void* src, size_t bytes) override {
+    if (refuse_uploads) tape_.refuse("upload");
     // Replayed, it reads src as it is then: the contract of a recorded upload.
     tape_.run([=] { std::memcpy(dst, src, bytes); });
   }
@@ -288,17 +293,19 @@ JobConfig graph_job() {
 struct RunResult {
   std::vector<double> losses, norms;
   std::vector<float> params;
-  int recordings = 0, replays = 0;
+  int captures = 0, recordings = 0, replays = 0;
 };
 
 // `steps` steps of graph_job on a cpu Compute, through a RecordingCompute when `graphs`;
-// `drop_after`: the graph is dropped after that many steps (0: never).
-RunResult train(bool graphs, int steps, int drop_after = 0) {
+// `drop_after`: the graph is dropped after that many steps (0: never); `failing`: every
+// recording fails part-way.
+RunResult train(bool graphs, int steps, int drop_after = 0, bool failing = false) {
   const JobConfig job = graph_job();
   ComputeOptions options;
   options.threads = 1;
   std::unique_ptr<Compute> cpu = make_compute(ComputeKind::kCpu, options);
   RecordingCompute recording(*cpu);
+  recording.refuse_uploads = failing;
   GraphEnv env(graphs ? "1" : "0");
   TrainingData data = open_training_data(job);
   auto comm = make_self_communicator();
@@ -314,6 +321,7 @@ RunResult train(bool graphs, int steps, int drop_after = 0) {
     r.norms.push_back(m.grad_norm);
   }
   r.params = trainer.state().full_params();
+  r.captures = recording.captures;
   r.recordings = recording.recordings;
   r.replays = recording.replays;
   return r;
@@ -338,6 +346,21 @@ TEST(StepGraph, ADroppedGraphIsRecordedAgain) {
   EXPECT_EQ(graph.recordings, 2);  // steps 2 and 5
   EXPECT_EQ(graph.replays, 5);
   EXPECT_EQ(graph.losses, eager.losses);
+  EXPECT_EQ(
+      std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)),
+      0);
+}
+
+// A recording that fails (a call the backend cannot record) costs the graphs, not the run: the
+// step runs call by call, as do the later ones, with the eager run's bits.
+TEST(StepGraph, AFailedRecordingRunsTheStepCallByCallAndTheRestToo) {
+  const RunResult eager = train(false, 5), graph = train(true, 5, 0, /*failing=*/true);
+  EXPECT_EQ(graph.captures, 1) << "step 2 tried, and no step after it";
+  EXPECT_EQ(graph.recordings, 0);
+  EXPECT_EQ(graph.replays, 0);
+  EXPECT_EQ(graph.losses, eager.losses);
+  EXPECT_EQ(graph.norms, eager.norms);
+  ASSERT_EQ(graph.params.size(), eager.params.size());
   EXPECT_EQ(
       std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)),
       0);

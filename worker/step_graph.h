@@ -13,6 +13,8 @@
 // the update (norm, AdamW: its learning rate and step count change every step) stays eager.
 // The recording is made at the process's second step (the first sizes every scratch buffer and
 // builds the GEMM plans) and again whenever the backend dropped it (has_graph(): scratch moved).
+// A recording that fails (a call the backend cannot record) ran nothing: the trainer runs that
+// step call by call and records no more, so the job goes on at eager speed, saying so once.
 #pragma once
 
 #include <cstddef>

@@ -102,24 +102,45 @@ StepMetrics Trainer::train_step(int64_t step) {
     t_backward = Clock::now();
     timing_.comm_wait_ms = 0;
   } else {
+    // The step's device work, recorded (record: non-null) or run as it is queued.
+    const auto queue_step = [&](StepGraph* record) {
+      StepGraph::Recording recording(record);
+      state_->begin_step();
+      for (int j = 0; j < accum_steps_; ++j) {
+        int* const inputs = graph_ ? graph_->inputs(j) : inputs_.data();
+        int* const targets = graph_ ? graph_->targets(j) : targets_.data();
+        fill(j, inputs, targets);
+        state_->begin_micro_batch(j == accum_steps_ - 1);
+        progress_.enter(Phase::kForward);  // ShardedState marks backward
+        model_->queue_forward_backward(*state_, inputs, targets, tc.micro_batch, grad_scale);
+      }
+      t_backward = Clock::now();
+      progress_.enter(Phase::kGradientSync);
+      state_->finish_backward();
+      timing_.comm_wait_ms = ms_since(t_backward);
+      model_->queue_loss_copy(&scalars->loss_sum);
+      recording.commit();
+    };
     // Recorded from the process's second step on, when step graphs are on.
-    StepGraph::Recording recording(graph_ && steps_run_ > 0 && graph_->can_record() ? graph_.get()
-                                                                                    : nullptr);
-    state_->begin_step();
-    for (int j = 0; j < accum_steps_; ++j) {
-      int* const inputs = graph_ ? graph_->inputs(j) : inputs_.data();
-      int* const targets = graph_ ? graph_->targets(j) : targets_.data();
-      fill(j, inputs, targets);
-      state_->begin_micro_batch(j == accum_steps_ - 1);
-      progress_.enter(Phase::kForward);  // ShardedState marks backward
-      model_->queue_forward_backward(*state_, inputs, targets, tc.micro_batch, grad_scale);
+    StepGraph* const record =
+        graph_ && record_graphs_ && steps_run_ > 0 && graph_->can_record() ? graph_.get() : nullptr;
+    try {
+      queue_step(record);
+    } catch (const std::exception& e) {
+      if (record == nullptr) throw;
+      // A recording ran nothing, so the step can still run as it is queued; the graphs are
+      // given up for the rest of the run (what failed would fail again), not the run.
+      record_graphs_ = false;
+      if (rank == 0 && options_.verbose) {
+        std::printf(
+            "ringmaster: RM_CUDA_GRAPH=1: recording step %lld failed (%s); every step "
+            "runs call by call from now on\n",
+            static_cast<long long>(step + 1), e.what());
+        std::fflush(stdout);
+      }
+      data_ms = 0;
+      queue_step(nullptr);
     }
-    t_backward = Clock::now();
-    progress_.enter(Phase::kGradientSync);
-    state_->finish_backward();
-    timing_.comm_wait_ms = ms_since(t_backward);
-    model_->queue_loss_copy(&scalars->loss_sum);
-    recording.commit();
   }
   ++steps_run_;
   const bool poisoned = fault_poisons_loss(rank, step + 1);

@@ -121,6 +121,7 @@ class Trainer {
   std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0
   std::vector<int> inputs_, targets_;
   std::unique_ptr<StepGraph> graph_;  // RM_CUDA_GRAPH=1 where it applies (step_graph.h)
+  bool record_graphs_ = true;         // false once a recording failed: eager from then on
   int64_t steps_run_ = 0;             // by this process
   int64_t next_step_ = 0;
   StepTiming timing_;

@@ -155,12 +155,18 @@ bool row_in_smem_from_environment() {
 }
 
 // Whether a row of `bytes` fits the current device's shared memory a block (the opt-in limit).
-bool fits_in_smem(size_t bytes) {
+// Whether `kernel` may be given `bytes` of dynamic shared memory a block: the opt-in limit less
+// the kernel's own static shared memory (block_reduce's), which counts against the same limit --
+// a row within 384 bytes of it would otherwise be refused by cudaFuncSetAttribute, not reread.
+template <typename Kernel>
+bool fits_in_smem(Kernel* kernel, size_t bytes) {
   int device = 0, limit = 0;
   RM_CUDA_CHECK(cudaGetDevice(&device), kThrow);
   RM_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
                 kThrow);
-  return bytes <= static_cast<size_t>(limit);
+  cudaFuncAttributes own{};
+  RM_CUDA_CHECK(cudaFuncGetAttributes(&own, kernel), kThrow);
+  return bytes + own.sharedSizeBytes <= static_cast<size_t>(limit);
 }
 
 template <typename T, bool kGrad>
@@ -177,8 +183,9 @@ void run(CrossEntropyStatus* status, double* row_loss, T* logits, const int* tar
     row = row_in_smem_from_environment() ? CrossEntropyRow::kInSharedMemory
                                          : CrossEntropyRow::kReread;
   }
-  if (vec && row == CrossEntropyRow::kInSharedMemory && fits_in_smem(row_bytes)) {
-    const auto kernel = &cross_entropy_vec_kernel<T, kGrad, true>;
+  const auto smem_kernel = &cross_entropy_vec_kernel<T, kGrad, true>;
+  if (vec && row == CrossEntropyRow::kInSharedMemory && fits_in_smem(smem_kernel, row_bytes)) {
+    const auto kernel = smem_kernel;
     RM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(row_bytes)),
                   kThrow);

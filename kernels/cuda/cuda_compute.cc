@@ -74,13 +74,18 @@ class CudaCompute final : public Compute {
     const cudaError_t rc = cudaStreamEndCapture(ctx_.stream(), &graph);
     if (!keep || rc != cudaSuccess) {
       if (graph != nullptr) cudaGraphDestroy(graph);
+      // A failed recording leaves its error behind; cleared before it is thrown, so that the
+      // step the trainer then runs call by call (worker/trainer.cc) does not find it.
+      (void)cudaGetLastError();
       if (keep) RM_CUDA_CHECK(rc, kThrow);
-      (void)cudaGetLastError();  // a failed recording leaves its error behind
       return;
     }
     const cudaError_t made = cudaGraphInstantiate(&graph_, graph, 0);
     cudaGraphDestroy(graph);  // the executable graph is independent of it
-    if (made != cudaSuccess) graph_ = nullptr;
+    if (made != cudaSuccess) {
+      graph_ = nullptr;
+      (void)cudaGetLastError();
+    }
     RM_CUDA_CHECK(made, kThrow);
     graph_moves_ = ctx_.scratch_moves();
   }
