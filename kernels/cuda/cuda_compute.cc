@@ -224,7 +224,13 @@ class CudaCompute final : public Compute {
       const size_t bytes = chunks.size() * sizeof(AdamWChunk);
       RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()), kThrow);
       table_ = ctx_.adamw_table(bytes);
-      RM_CUDA_CHECK(cudaMemcpy(table_, chunks.data(), bytes, cudaMemcpyHostToDevice), kThrow);
+      // In stream order: cudaMemcpy from pageable memory returns once the bytes are staged,
+      // its DMA perhaps still under way on the legacy stream, which nothing orders against
+      // the AdamW launch on our non-blocking stream. The async copy stages them before it
+      // returns too (so `chunks` may go) and lands before the launch.
+      RM_CUDA_CHECK(
+          cudaMemcpyAsync(table_, chunks.data(), bytes, cudaMemcpyHostToDevice, ctx_.stream()),
+          kThrow);
       table_chunks_ = chunks.size();
       table_ranges_ = ranges;
     }

@@ -49,7 +49,9 @@ CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
     void* results = nullptr;
     RM_CUDA_CHECK(cudaMalloc(&results, sizeof(DeviceResults)), on_error);
     results_ = static_cast<DeviceResults*>(results);
-    RM_CUDA_CHECK(cudaMemset(results_, 0, sizeof(DeviceResults)), on_error);
+    // On our stream, so that the kernels that accumulate into it come after (a plain cudaMemset
+    // goes to the legacy stream, unordered against a non-blocking one).
+    RM_CUDA_CHECK(cudaMemsetAsync(results_, 0, sizeof(DeviceResults), stream_), on_error);
     RM_CUDA_CHECK(cudaMallocHost(&staging_, kStagingBytes), on_error);
   } catch (...) {
     release();
