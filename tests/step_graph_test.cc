@@ -327,17 +327,22 @@ RunResult train(bool graphs, int steps, int drop_after = 0, bool failing = false
   return r;
 }
 
-TEST(StepGraph, ReplayedStepsTrainTheEagerRunsWeightsBitForBit) {
-  const RunResult eager = train(false, 6), graph = train(true, 6);
-  // Step 1 eager, step 2 recorded and run once, steps 3-6 replayed.
-  EXPECT_EQ(graph.recordings, 1);
-  EXPECT_EQ(graph.replays, 5);
+// The same losses, norms and weights, bit for bit.
+void expect_the_same_training(const RunResult& graph, const RunResult& eager) {
   EXPECT_EQ(graph.losses, eager.losses);
   EXPECT_EQ(graph.norms, eager.norms);
   ASSERT_EQ(graph.params.size(), eager.params.size());
   EXPECT_EQ(
       std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)),
       0);
+}
+
+TEST(StepGraph, ReplayedStepsTrainTheEagerRunsWeightsBitForBit) {
+  const RunResult eager = train(false, 6), graph = train(true, 6);
+  // Step 1 eager, step 2 recorded and run once, steps 3-6 replayed.
+  EXPECT_EQ(graph.recordings, 1);
+  EXPECT_EQ(graph.replays, 5);
+  expect_the_same_training(graph, eager);
   EXPECT_NE(eager.losses.front(), eager.losses.back()) << "the run did not train";
 }
 
@@ -345,10 +350,7 @@ TEST(StepGraph, ADroppedGraphIsRecordedAgain) {
   const RunResult eager = train(false, 6), graph = train(true, 6, /*drop_after=*/4);
   EXPECT_EQ(graph.recordings, 2);  // steps 2 and 5
   EXPECT_EQ(graph.replays, 5);
-  EXPECT_EQ(graph.losses, eager.losses);
-  EXPECT_EQ(
-      std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)),
-      0);
+  expect_the_same_training(graph, eager);
 }
 
 // A recording that fails (a call the backend cannot record) costs the graphs, not the run: the
@@ -358,12 +360,7 @@ TEST(StepGraph, AFailedRecordingRunsTheStepCallByCallAndTheRestToo) {
   EXPECT_EQ(graph.captures, 1) << "step 2 tried, and no step after it";
   EXPECT_EQ(graph.recordings, 0);
   EXPECT_EQ(graph.replays, 0);
-  EXPECT_EQ(graph.losses, eager.losses);
-  EXPECT_EQ(graph.norms, eager.norms);
-  ASSERT_EQ(graph.params.size(), eager.params.size());
-  EXPECT_EQ(
-      std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)),
-      0);
+  expect_the_same_training(graph, eager);
 }
 
 TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {
