@@ -52,7 +52,6 @@ constexpr unsigned kShard = 1, kMicroBatch = 2, kAsync = 4, kRanks = 8, kRecompu
 
 struct Variant {
   int mode = 0, micro_batch = 0, ranks = 0;
-  bool async = true;
   int chunk_tokens = 0;  // model.classifier_chunk_tokens; 0: all of a micro-batch's at once
   unsigned changed = 0;  // kShard | kMicroBatch | kAsync | kRanks | kRecompute | kChunks
   Need need;
@@ -87,49 +86,62 @@ std::vector<int> chunk_choices(const JobConfig& job) {
   return out;
 }
 
+// The settings of the knobs that neither the ranks nor the batch arithmetic constrain, the job's
+// own first: checkpoint.async off, model.recompute on (gpt), smaller classifier chunks (gpt).
+struct Setting {
+  bool async, recompute;
+  int chunk_tokens;
+};
+std::vector<Setting> settings(const JobConfig& job) {
+  std::vector<bool> asyncs = {job.checkpoint.async};
+  if (job.checkpoint.async) asyncs.push_back(false);
+  std::vector<bool> recomputes = {job.model.recompute};
+  if (job.model.type == ModelType::kGpt && !job.model.recompute) recomputes.push_back(true);
+  const std::vector<int> chunks = chunk_choices(job);
+  std::vector<Setting> out;
+  for (const bool async : asyncs) {
+    for (const bool recompute : recomputes) {
+      for (const int chunk : chunks) out.push_back({async, recompute, chunk});
+    }
+  }
+  return out;
+}
+
 // Every variant, the job itself first: each shard mode from the job's on, each micro-batch up to
-// the job's, checkpoint.async off, and 2, 4, ... 1024 times the ranks on hosts like this one
-// with as many ranks on each. A few thousand estimates at most, each microseconds.
+// the job's, each of settings(), and 2, 4, ... 1024 times the ranks on hosts like this one
+// with as many ranks on each. Some ten thousand estimates at most, each microseconds.
 std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host,
                               ComputeKind backend) {
   std::vector<Variant> out;
   // Shard modes by index, weakest first (ShardMode's order).
   const int mode0 = static_cast<int>(job.parallel.shard);
   const int modes = static_cast<int>(kChoiceWords<ShardMode>.size());
-  std::vector<bool> asyncs = {job.checkpoint.async};
-  if (job.checkpoint.async) asyncs.push_back(false);
-  std::vector<bool> recomputes = {job.model.recompute};
-  if (job.model.type == ModelType::kGpt && !job.model.recompute) recomputes.push_back(true);
-  const std::vector<int> chunks = chunk_choices(job);
+  const std::vector<Setting> knobs = settings(job);
   for (int r = ranks; r <= ranks * 1024; r *= 2) {
     const std::vector<int> mbs = micro_batches(job, r);
     if (mbs.empty()) break;  // more ranks than the global batch divides among
     for (int mode = mode0; mode < modes; ++mode) {
       for (const int mb : mbs) {
-        for (const bool async : asyncs) {
-          for (const bool recompute : recomputes) {
-            for (const int chunk : chunks) {
-              JobConfig j = job;
-              j.parallel.shard = static_cast<ShardMode>(mode);
-              j.train.micro_batch = mb;
-              j.checkpoint.async = async;
-              j.model.recompute = recompute;
-              j.model.classifier_chunk_tokens = chunk;
-              Variant v;
-              v.mode = mode;
-              v.micro_batch = mb;
-              v.ranks = r;
-              v.async = async;
-              v.chunk_tokens = chunk;
-              v.changed =
-                  (mode != mode0 ? kShard : 0u) | (mb != job.train.micro_batch ? kMicroBatch : 0u) |
-                  (async != job.checkpoint.async ? kAsync : 0u) | (r != ranks ? kRanks : 0u) |
-                  (recompute != job.model.recompute ? kRecompute : 0u) |
-                  (chunk != job.model.classifier_chunk_tokens ? kChunks : 0u);
-              v.need = need_of(estimate_memory(j, r, backend), ranks_on_host, backend);
-              out.push_back(v);
-            }
-          }
+        for (const Setting& k : knobs) {
+          JobConfig j = job;
+          j.parallel.shard = static_cast<ShardMode>(mode);
+          j.train.micro_batch = mb;
+          j.checkpoint.async = k.async;
+          j.model.recompute = k.recompute;
+          j.model.classifier_chunk_tokens = k.chunk_tokens;
+          Variant v;
+          v.mode = mode;
+          v.micro_batch = mb;
+          v.ranks = r;
+          v.chunk_tokens = k.chunk_tokens;
+          v.changed = (mode != mode0 ? kShard : 0u) |
+                      (mb != job.train.micro_batch ? kMicroBatch : 0u) |
+                      (k.async != job.checkpoint.async ? kAsync : 0u) |
+                      (r != ranks ? kRanks : 0u) |
+                      (k.recompute != job.model.recompute ? kRecompute : 0u) |
+                      (k.chunk_tokens != job.model.classifier_chunk_tokens ? kChunks : 0u);
+          v.need = need_of(estimate_memory(j, r, backend), ranks_on_host, backend);
+          out.push_back(v);
         }
       }
     }
