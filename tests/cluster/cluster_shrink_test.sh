@@ -72,11 +72,14 @@ grep -q '"event":"hosts_dropped"' "$dir/shrunk/events.jsonl" || fail "no hosts_d
 every=1 memory=0 restarts=0 job "$dir/twice" >"$dir/twice.yaml"
 (cd "$dir" && RM_TEST_FAULT=kill:0:$((step + 1)) timeout 400 "$here/cluster.sh" on h0 "$bin" run \
    twice.yaml --hosts "$hostfile" >twice.out 2>&1) && { cat "$dir/twice.out"; fail "the run to be killed was not"; }
+# It must have been killed by the fault, after saving step $step -- not have failed to start.
+[[ -d $dir/twice/checkpoints/step_$(printf %08d "$step") ]] ||
+  { cat "$dir/twice.out"; fail "the 4-rank run to be killed at step $((step + 1)) did not save step $step"; }
 head -n 1 "$full" >"$dir/h0-only"
 (cd "$dir" && timeout 400 "$here/cluster.sh" on h0 "$bin" run twice.yaml --hosts "$dir/h0-only" \
    >twice2.out 2>&1) || { cat "$dir/twice2.out"; fail "the 2-rank continuation failed"; }
 grep -q "resuming from $dir/twice/checkpoints/step_$(printf %08d "$step") (step $step)" "$dir/twice2.out" ||
-  { cat "$dir/twice2.out"; fail "the 2-rank continuation did not start at step $step"; }
+  { cat "$dir/twice.out" "$dir/twice2.out"; fail "the 2-rank continuation did not start at step $step"; }
 cmp -s "$dir/shrunk/weights.bin" "$dir/twice/weights.bin" ||
   fail "shrunk: the weights differ from 4 ranks to step $step and then 2"
 [[ $(sha256sum <"$dir/shrunk/weights.bin") != "$ref" ]] || fail "shrunk: the 4-rank run's weights (the check above would prove nothing)"
