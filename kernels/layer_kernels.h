@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 
 #include "kernels/bf16.h"
 
@@ -159,20 +160,50 @@ class LayerKernels {
   // classifier_scratch_elements(N, C, V) elements of T and holds the logits and whatever else
   // the backend needs in between (cuda pads the vocabulary there); afterwards its content is
   // the backend's. By default the three calls above, the logits [N, V] in scratch.
+  // same_wte: the caller promises that the call before this one was to the same scratch, wte,
+  // C and V, and that wte has not changed since (the second and later row chunks of one
+  // backward, model.classifier_chunk_tokens): the backend may reuse what that call left in the
+  // scratch (cuda: its padded copy of wte, 77 MB at GPT-2's shape, made once a backward instead
+  // of once a chunk). Every backend checks the promise as far as pointers and shapes go:
+  // same_wte after a call with another scratch, wte, C or V (or none) throws std::logic_error
+  // before anything is queued.
   virtual size_t classifier_scratch_elements(int N, int C, int V) const {
     (void)C;
     return static_cast<size_t>(N) * static_cast<size_t>(V);
   }
   virtual void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
                                                  const T* wte, const int* targets, int N, int C,
-                                                 int V, float grad_scale) {
+                                                 int V, float grad_scale, bool same_wte = false) {
+    note_classifier_call(scratch, wte, C, V, same_wte);
     linear_forward(scratch, inp, wte, nullptr, N, C, V);
     queue_cross_entropy_forward_backward(scratch, targets, N, V, grad_scale);
     linear_backward(dinp, dwte, nullptr, scratch, inp, wte, N, C, V);
   }
 
+ protected:
+  // A classifier call's same_wte promise checked against the call before it (std::logic_error
+  // when broken), then this call noted as the one before the next.
+  void note_classifier_call(const T* scratch, const T* wte, int C, int V, bool same_wte) {
+    const ClassifierCall now{scratch, wte, C, V};
+    if (same_wte && !(last_classifier_call_ == now)) {
+      throw std::logic_error(
+          "queue_classifier_forward_backward: same_wte, but the call before had another "
+          "scratch, wte or shape (or there was none)");
+    }
+    last_classifier_call_ = now;
+  }
+
  private:
+  struct ClassifierCall {
+    const T* scratch = nullptr;
+    const T* wte = nullptr;
+    int C = 0, V = 0;
+    bool operator==(const ClassifierCall& o) const {
+      return scratch == o.scratch && wte == o.wte && C == o.C && V == o.V;
+    }
+  };
   double queued_loss_ = 0;  // the default queue's total (host memory)
+  ClassifierCall last_classifier_call_;
 };
 
 }  // namespace rm

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/compute_factory.h"
@@ -49,6 +50,33 @@ TEST(TimedCompute, PassesResultsThroughAndTimesOnlyWhileOn) {
   t.release(y);
   t.release(w);
   t.release(x);
+}
+
+// The classifier's same_wte promise (LayerKernels::queue_classifier_forward_backward) reaches
+// the backend through TimedCompute, and the backend checks it against the call before: no call
+// before, or another wte, is refused before anything runs; the same call again is taken.
+TEST(TimedCompute, PassesTheClassifiersSameWtePromiseToTheBackendWhichChecksIt) {
+  std::unique_ptr<Compute> cpu = make_compute(ComputeKind::kCpu, {});
+  TimedCompute t(*cpu);
+  LayerKernels<float>& k = t.layers_f32();
+  const int N = 2, C = 4, V = 5;
+  std::vector<float> inp(N * C, 0.5f), wte(V * C, 0.25f), other(V * C, 0.25f);
+  std::vector<float> scratch(k.classifier_scratch_elements(N, C, V)), dinp(N * C);
+  std::vector<float> dwte(V * C, 0.0f);
+  const std::vector<int> targets = {1, 3};
+  auto call = [&](const std::vector<float>& w, bool same_wte) {
+    k.queue_classifier_forward_backward(dinp.data(), dwte.data(), scratch.data(), inp.data(),
+                                        w.data(), targets.data(), N, C, V, 1.0f, same_wte);
+  };
+  EXPECT_THROW(call(wte, true), std::logic_error);
+  EXPECT_EQ(k.take_queued_loss(), 0.0);
+  call(wte, false);
+  call(wte, true);
+  EXPECT_GT(k.take_queued_loss(), 0.0);
+  const std::vector<float> dwte_before = dwte;
+  EXPECT_THROW(call(other, true), std::logic_error);
+  EXPECT_EQ(dwte, dwte_before);
+  call(other, false);
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
     const int n = std::min(classifier_rows_, N - r0);
     const size_t at = static_cast<size_t>(r0) * C;
     k_.queue_classifier_forward_backward(a_.dln + at, g0 + wte_, a_.logits, a_.lnf + at, p0_ + wte_,
-                                         a_.targets + r0, n, C, V_, grad_scale);
+                                         a_.targets + r0, n, C, V_, grad_scale, r0 > 0);
   }
   compute().zero(a_.dresidual, NC * sizeof(T));
   const T* last = L_ > 0 ? a_.blocks[L_ - 1].res3 : a_.encoded;

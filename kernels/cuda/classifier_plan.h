@@ -30,7 +30,7 @@ inline int padded_vocab(int V) {
   return static_cast<int>(padded);
 }
 
-// Elements of T in the classifier's scratch: the logits [N, Vp], then the padded wte [Vp, C].
+// Elements of T in the classifier's scratch: the padded wte [Vp, C], then the logits [N, Vp].
 inline size_t classifier_scratch_elements(int N, int C, int V) {
   const size_t Vp = static_cast<size_t>(padded_vocab(V));
   return static_cast<size_t>(N) * Vp + Vp * static_cast<size_t>(C);

@@ -565,8 +565,9 @@ TYPED_TEST(CudaLayersTest, ClassifierPadsTheVocabularyAndMatchesTheThreeCalls) {
 
 // model.classifier_chunk_tokens as GptModel::backward calls it: rows of 16 at a time (16, 16,
 // 5), each call offset into inp, dinp and the targets and given a scratch of 16 rows, dwte
-// accumulated across the calls. The loss, dinp and dwte are the whole call's, within the
-// GEMMs' summation order.
+// accumulated across the calls, the chunks after the first with same_wte (the padded copy of
+// wte made once). The loss, dinp and dwte are the whole call's, within the GEMMs' summation
+// order; same_wte after a call with another wte is refused before anything is queued.
 TYPED_TEST(CudaLayersTest, ClassifierInRowChunksMatchesTheWholeCall) {
   using T = TypeParam;
   const int N = 37, C = 48, V = 200, rows = 16;
@@ -590,12 +591,20 @@ TYPED_TEST(CudaLayersTest, ClassifierInRowChunksMatchesTheWholeCall) {
     const size_t at = static_cast<size_t>(r0) * C;
     this->gl().queue_classifier_forward_backward(dinp_chunks.gpu() + at, dwte_chunks.gpu(),
                                                  scratch_chunk.gpu(), inp.gpu() + at, wte.gpu(),
-                                                 targets.gpu() + r0, n, C, V, 0.5f);
+                                                 targets.gpu() + r0, n, C, V, 0.5f, r0 > 0);
   }
   const double chunks = this->gl().take_queued_loss();
   EXPECT_NEAR(chunks, whole, 1e-6 * std::fabs(whole));
   EXPECT_TRUE(close(dinp_chunks.gpu_f(), dinp_whole.gpu_f(), kOutputTol<T>));
   EXPECT_TRUE(close(dwte_chunks.gpu_f(), dwte_whole.gpu_f(), kGradTol<T>));
+
+  auto other_wte = this->both(random_t<T>(static_cast<size_t>(V) * C, 84));
+  const std::vector<float> dwte_before = dwte_chunks.gpu_f();
+  EXPECT_THROW(this->gl().queue_classifier_forward_backward(
+                   dinp_chunks.gpu(), dwte_chunks.gpu(), scratch_chunk.gpu(), inp.gpu(),
+                   other_wte.gpu(), targets.gpu(), rows, C, V, 0.5f, true),
+               std::logic_error);
+  EXPECT_EQ(dwte_chunks.gpu_f(), dwte_before);
 }
 
 // ---- Flash attention (bf16) -------------------------------------------------------------------

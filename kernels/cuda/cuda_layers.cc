@@ -232,11 +232,11 @@ template <typename T>
 void CudaLayers<T>::queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch,
                                                       const T* inp, const T* wte,
                                                       const int* targets, int N, int C, int V,
-                                                      float grad_scale) {
+                                                      float grad_scale, bool same_wte) {
   check_sizes("queue_classifier_forward_backward", {N, C, V});
   const int Vp = padded_vocab(V);
-  T* const logits = scratch;
-  T* const wte_p = scratch + static_cast<size_t>(N) * Vp;
+  T* const wte_p = scratch;
+  T* const logits = scratch + static_cast<size_t>(Vp) * C;
   const RowMajorGemm forward = linear_forward_gemm(N, C, Vp, false),
                      dinp_gemm = linear_dinp_gemm(N, C, Vp);
   const SplitGemm dwte_gemms = classifier_dweight_gemms(N, C, V, Vp);
@@ -244,15 +244,19 @@ void CudaLayers<T>::queue_classifier_forward_backward(T* dinp, float* dwte, T* s
   to_cublas(dinp_gemm);
   to_cublas(dwte_gemms.head);
   to_cublas(dwte_gemms.tail);
-  // The padded copy of wte: copied every call (77 MB at GPT-2's shape, ~0.05 ms), because the
-  // parameters change every step and ZeRO-3 hands a different gathered buffer each time.
-  const size_t row_bytes = static_cast<size_t>(C) * sizeof(T);
-  RM_CUDA_CHECK(cudaMemcpyAsync(wte_p, wte, static_cast<size_t>(V) * row_bytes,
-                                cudaMemcpyDeviceToDevice, ctx_.stream()),
-                kThrow);
-  RM_CUDA_CHECK(cudaMemsetAsync(wte_p + static_cast<size_t>(V) * C, 0,
-                                static_cast<size_t>(Vp - V) * row_bytes, ctx_.stream()),
-                kThrow);
+  // The padded copy of wte (77 MB at GPT-2's shape, ~0.05 ms): made by the first call of each
+  // backward, because the parameters change every step and ZeRO-3 hands a different gathered
+  // buffer each time; the later row chunks of the same backward (same_wte) reuse it.
+  this->note_classifier_call(scratch, wte, C, V, same_wte);
+  if (!same_wte) {
+    const size_t row_bytes = static_cast<size_t>(C) * sizeof(T);
+    RM_CUDA_CHECK(cudaMemcpyAsync(wte_p, wte, static_cast<size_t>(V) * row_bytes,
+                                  cudaMemcpyDeviceToDevice, ctx_.stream()),
+                  kThrow);
+    RM_CUDA_CHECK(cudaMemsetAsync(wte_p + static_cast<size_t>(V) * C, 0,
+                                  static_cast<size_t>(Vp - V) * row_bytes, ctx_.stream()),
+                  kThrow);
+  }
   gemm(ctx_.blas(), forward, inp, wte_p, logits);
   queue_loss(logits, targets, N, V, Vp, grad_scale);
   gemm(ctx_.blas(), dinp_gemm, logits, wte_p, dinp);

@@ -58,11 +58,13 @@ class CudaLayers final : public LayerKernels<T> {
                                             int V, float grad_scale) override;
   double take_queued_loss() override;
   void queue_loss_copy(double* dst) override;
-  // The vocabulary padded to a multiple of 128 inside the scratch (gemm_args.h: padded_vocab).
+  // The vocabulary padded to a multiple of 128 inside the scratch (gemm_args.h: padded_vocab):
+  // the padded copy of wte first, then the logits, so that a call with same_wte (a later chunk,
+  // fewer rows) finds the copy where the call before left it.
   size_t classifier_scratch_elements(int N, int C, int V) const override;
   void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
                                          const T* wte, const int* targets, int N, int C, int V,
-                                         float grad_scale) override;
+                                         float grad_scale, bool same_wte = false) override;
 
  private:
   // The queued cross-entropy over rows ld >= V elements apart.
