@@ -79,7 +79,7 @@ int children_running(pid_t parent, const std::string& exe) {
     char target[4096];
     const ssize_t len =
         ::readlink((std::string("/proc/") + name + "/exe").c_str(), target, sizeof target - 1);
-    if (len > 0 && std::string(target, static_cast<size_t>(len)) == exe) ++n;
+    if (len > 0 && started_from(std::string(target, static_cast<size_t>(len))) == exe) ++n;
   }
   ::closedir(proc);
   return n;
@@ -129,13 +129,21 @@ int wait_child(pid_t pid, double linger_limit_s) {
 
 }  // namespace
 
-std::string self_path() {
+std::string started_from(const std::string& exe_link, bool* deleted) {
+  static const std::string kDeleted = " (deleted)";
+  const bool was =
+      exe_link.size() > kDeleted.size() &&
+      exe_link.compare(exe_link.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0;
+  if (deleted != nullptr) *deleted = was;
+  return was ? exe_link.substr(0, exe_link.size() - kDeleted.size()) : exe_link;
+}
+
+std::string self_path(bool* replaced) {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0)
     throw std::runtime_error(std::string("cannot find own binary: ") + std::strerror(errno));
-  self[n] = '\0';
-  return self;
+  return started_from(std::string(self, static_cast<size_t>(n)), replaced);
 }
 
 bool stop_signal_seen() {

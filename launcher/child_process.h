@@ -32,7 +32,14 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
 // True once SIGTERM, SIGINT or SIGUSR1 has reached this process during or after a run_child().
 bool stop_signal_seen();
 
-// This program's own path (/proc/self/exe).
-std::string self_path();
+// This program's own path (/proc/self/exe): the path it was started from, also once the file
+// there has been replaced (ringmaster upgraded in place during a long run, for which the kernel
+// reports "PATH (deleted)"), so that a restart runs the program now at that path rather than
+// fail to find one. *replaced, when given, says whether that happened.
+std::string self_path(bool* replaced = nullptr);
+
+// A /proc/PID/exe link's text without the kernel's " (deleted)" suffix (*deleted says whether it
+// had one): the path that process was started from.
+std::string started_from(const std::string& exe_link, bool* deleted = nullptr);
 
 }  // namespace rm

@@ -175,7 +175,14 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     }
     // One rank on this host needs no mpirun; one rank elsewhere does.
     const bool alone = launch.nproc <= 1 && launch.hostfile.empty();
-    std::vector<std::string> command{self_path()};
+    bool replaced = false;
+    std::vector<std::string> command{self_path(&replaced)};
+    if (replaced && attempt > 0) {
+      std::fprintf(stderr,
+                   "ringmaster: %s was replaced since this run started: the restart runs "
+                   "the program now there\n",
+                   command[0].c_str());
+    }
     command.insert(command.end(), args.begin(), args.end());
     const int code =
         alone ? run_child(command, forwarding)

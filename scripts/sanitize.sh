@@ -100,7 +100,7 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   token_shard_fuzz_corpus_test
   collectives_self_test collectives_nccl_plan_test collectives_test collectives_fault_test
   dp_equivalence_test grad_reduce_test stream_order_test
-  report_test node_memory_test gpu_peak_test restart_placement_test mpi_session_dir_test
+  report_test node_memory_test gpu_peak_test restart_placement_test mpi_session_dir_test child_process_test
   cli_test cpu_kernels_cli_test memory_fit_cli_test recompute_cli_test hosts_cli_test plan_cli_test resume_cli_test
   console_cli_test events_cli_test report_cli_test metrics_cli_test trace_cli_test
   run_lock_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
