@@ -29,7 +29,12 @@
 // be validated on our GPU-less machines. These kernels are small, their arithmetic is on the host
 // (flash_attention_plan.h, unit-tested with an emulation of the tile loops), and they are
 // checked against the materialised path and the cpu reference on a GPU
-// (cuda_compute_gpu_test.cc, FlashAttention*).
+// (cuda_compute_gpu_test.cc, FlashAttention*). Looked at again on 2026-11-29: cuDNN 9.19's
+// headers also declare single SDPA operations (CUDNN_BACKEND_OPERATION_SDPA_FWD/BWD_DESCRIPTOR,
+// the front end's "unified" SDPA), but the front end takes those only for cuDNN >= 9.21 when a
+// diagonal bound -- its causal mask -- is set, so a causal mask on 9.19 still means the graph of
+// primitives. Tensor and operation descriptors do finalize on a machine without a GPU (the
+// operation graph and its engines do not), so part of such a graph could be checked here.
 #pragma once
 
 #include <cuda_runtime_api.h>
