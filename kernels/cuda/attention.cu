@@ -60,6 +60,12 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
+// Whether the float scores are formed in att itself (T = float), rather than in a scratch of
+// one batch entry's H x Tn x Tn floats (bf16): then all B x H pairs go at once between the
+// GEMMs and the softmax (attention_plan may group them by head, min(B, H) calls a GEMM).
+template <typename T>
+constexpr bool kScoresInAtt = std::is_same_v<T, float>;
+
 // Where a batch entry's float scores live: in place for float, else the scratch.
 template <typename T>
 float* score_buffer(T* in_place, float* scratch) {
@@ -85,16 +91,32 @@ void attention_forward(const Blas& blas, T* out, T* att, const T* qkv, int B, in
                        float* scores, cudaStream_t stream) {
   check_shapes("attention_forward", B, Tn, C, H);
   if (B == 0 || Tn == 0 || C == 0) return;
-  const RowMajorGemm qk = attention_scores_gemm(Tn, C, H);
-  const RowMajorGemm av = attention_values_gemm(Tn, C, H);
-  const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
-  for (int b = 0; b < B; ++b) {
-    const AttentionOffsets o = attention_offsets(b, Tn, C, H);
-    const T* q = qkv + o.qkv;
-    float* s = score_buffer(att + o.att, scores);
-    gemm(blas, qk, q, q + C, s);  // scale Q K^T
-    RM_CUDA_LAUNCH(causal_softmax_kernel<T>, rows, stream, att + o.att, s, Tn);
-    gemm(blas, av, att + o.att, q + 2 * C, out + o.out);  // att V
+  const AttentionPlan plan = attention_plan(B, Tn, C, H, kScoresInAtt<T>);
+  const RowMajorGemm qk = attention_scores_gemm(plan);
+  const RowMajorGemm av = attention_values_gemm(plan);
+  if constexpr (kScoresInAtt<T>) {
+    // All the scores, one softmax launch over every row in place, then all the values.
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      gemm(blas, qk, qkv + o.qkv, qkv + o.qkv + C, att + o.att);  // scale Q K^T
+    }
+    RM_CUDA_LAUNCH(causal_softmax_kernel<T>, row_launch(static_cast<size_t>(B) * H * Tn, Tn),
+                   stream, att, att, Tn);
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      gemm(blas, av, att + o.att, qkv + o.qkv + 2 * C, out + o.out);  // att V
+    }
+  } else {
+    // One batch entry at a time through the float scratch of its H x Tn x Tn scores.
+    const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      const T* q = qkv + o.qkv;
+      float* s = score_buffer(att + o.att, scores);
+      gemm(blas, qk, q, q + C, s);  // scale Q K^T
+      RM_CUDA_LAUNCH(causal_softmax_kernel<T>, rows, stream, att + o.att, s, Tn);
+      gemm(blas, av, att + o.att, q + 2 * C, out + o.out);  // att V
+    }
   }
 }
 
@@ -104,24 +126,41 @@ void attention_backward(const Blas& blas, T* dqkv, T* datt_scratch, const T* dou
                         cudaStream_t stream) {
   check_shapes("attention_backward", B, Tn, C, H);
   if (B == 0 || Tn == 0 || C == 0) return;
-  const RowMajorGemm dv = attention_dvalues_gemm(Tn, C, H);
-  const RowMajorGemm da = attention_datt_gemm(Tn, C, H);
-  const RowMajorGemm dq = attention_dq_gemm(Tn, C, H);
-  const RowMajorGemm dk = attention_dk_gemm(Tn, C, H);
-  const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
-  for (int b = 0; b < B; ++b) {
-    const AttentionOffsets o = attention_offsets(b, Tn, C, H);
-    const T* q = qkv + o.qkv;
-    T* dq_b = dqkv + o.qkv;
-    const T* a = att + o.att;
-    const T* d = dout + o.out;
-    T* dpre = datt_scratch + o.att;
-    float* datt = score_buffer(dpre, scores);
-    gemm(blas, dv, a, d, dq_b + 2 * C);  // dV = att^T dout
-    gemm(blas, da, d, q + 2 * C, datt);  // datt = dout V^T
-    RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>, rows, stream, dpre, datt, a, Tn);
-    gemm(blas, dq, dpre, q + C, dq_b);  // dQ = scale dpre K
-    gemm(blas, dk, dpre, q, dq_b + C);  // dK = scale dpre^T Q
+  const AttentionPlan plan = attention_plan(B, Tn, C, H, kScoresInAtt<T>);
+  const RowMajorGemm dv = attention_dvalues_gemm(plan);
+  const RowMajorGemm da = attention_datt_gemm(plan);
+  const RowMajorGemm dq = attention_dq_gemm(plan);
+  const RowMajorGemm dk = attention_dk_gemm(plan);
+  // Call g's dV and datt; then (after the softmax backward of its rows) its dQ and dK.
+  auto values_and_datt = [&](int g, auto* datt_g) {  // T* (float) or the float scratch
+    const AttentionOffsets o = plan.offsets(g);
+    gemm(blas, dv, att + o.att, dout + o.out, dqkv + o.qkv + 2 * C);  // dV = att^T dout
+    gemm(blas, da, dout + o.out, qkv + o.qkv + 2 * C, datt_g);        // datt = dout V^T
+  };
+  auto queries_and_keys = [&](int g) {
+    const AttentionOffsets o = plan.offsets(g);
+    const T* dpre = datt_scratch + o.att;
+    gemm(blas, dq, dpre, qkv + o.qkv + C, dqkv + o.qkv);  // dQ = scale dpre K
+    gemm(blas, dk, dpre, qkv + o.qkv, dqkv + o.qkv + C);  // dK = scale dpre^T Q
+  };
+  if constexpr (kScoresInAtt<T>) {
+    // All of datt, one softmax-backward launch over every row in place, then all of dQ, dK.
+    for (int g = 0; g < plan.calls; ++g) values_and_datt(g, datt_scratch + plan.offsets(g).att);
+    RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>,
+                   row_launch(static_cast<size_t>(B) * H * Tn, Tn), stream, datt_scratch,
+                   datt_scratch, att, Tn);
+    for (int g = 0; g < plan.calls; ++g) queries_and_keys(g);
+  } else {
+    // One batch entry at a time through the float scratch of its H x Tn x Tn score gradients.
+    const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      T* dpre = datt_scratch + o.att;
+      float* datt = score_buffer(dpre, scores);
+      values_and_datt(g, datt);
+      RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>, rows, stream, dpre, datt, att + o.att, Tn);
+      queries_and_keys(g);
+    }
   }
 }
 

@@ -1,10 +1,14 @@
 // Causal multi-head self-attention core on the GPU (kernels/cpu/attention.h: qkv[B,Tn,3C] with
 // the heads side by side, att[B,H,Tn,Tn], out[B,Tn,C], scale 1/sqrt(C/H)), T = float or bf16.
 //
-// Per batch entry b: the scores and values are strided-batched cuBLAS GEMMs over the H heads,
-// reading Q, K, V in place from qkv (row stride 3C, head stride hs: no permuting copies;
-// gemm_args.h builds and documents each call), and one block per score row runs the causal
-// softmax (forward) or its backward (kernels/row_math.h).
+// The scores and values are strided-batched cuBLAS GEMMs reading Q, K, V in place from qkv (row
+// stride 3C, head stride hs: no permuting copies; gemm_args.h's AttentionPlan builds and
+// documents each call), and one block per score row runs the causal softmax (forward) or its
+// backward (kernels/row_math.h). For T = float all B x H pairs go at once: min(B, H) calls a
+// GEMM (one per batch entry over its heads, or one per head over the entries) and one softmax
+// launch over every row; for T = bf16, whose float scores need a scratch, one batch entry at a
+// time (B calls a GEMM and B softmax launches: the path of head sizes the flash kernels do not
+// take).
 //
 // Scores and their gradients are formed in float: for T = float directly in att / datt_scratch
 // (the softmax kernels then work in place), for T = bf16 in `scores` scratch of H*Tn*Tn floats,

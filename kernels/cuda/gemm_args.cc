@@ -93,11 +93,37 @@ SplitGemm classifier_dweight_gemms(int N, int C, int V, int Vp) {
   return s;
 }
 
-AttentionOffsets attention_offsets(int b, int Tn, int C, int H) {
+AttentionPlan attention_plan(int B, int Tn, int C, int H, bool scores_in_att) {
+  AttentionPlan p;
+  p.B = B, p.Tn = Tn, p.C = C, p.H = H;
+  const int hs = H > 0 ? C / H : 0;
+  const long long TT = static_cast<long long>(Tn) * Tn;
+  if (scores_in_att && H < B) {
+    p.grouping = AttentionGrouping::kByHead;
+    p.calls = H, p.batch = B;
+    p.qkv_stride = static_cast<long long>(Tn) * 3 * C;
+    p.att_stride = H * TT;
+    p.out_stride = static_cast<long long>(Tn) * C;
+  } else {
+    p.calls = B, p.batch = H;
+    p.qkv_stride = hs, p.att_stride = TT, p.out_stride = hs;
+  }
+  return p;
+}
+
+AttentionOffsets AttentionPlan::offsets(int g) const {
   AttentionOffsets o;
-  o.qkv = static_cast<size_t>(b) * Tn * 3 * C;
-  o.att = static_cast<size_t>(b) * H * Tn * Tn;
-  o.out = static_cast<size_t>(b) * Tn * C;
+  const size_t TT = static_cast<size_t>(Tn) * Tn;
+  if (grouping == AttentionGrouping::kByHead) {  // head g of every entry
+    const size_t hs = static_cast<size_t>(C / H);
+    o.qkv = g * hs;
+    o.att = g * TT;
+    o.out = g * hs;
+  } else {  // every head of entry g
+    o.qkv = static_cast<size_t>(g) * Tn * 3 * C;
+    o.att = static_cast<size_t>(g) * H * TT;
+    o.out = static_cast<size_t>(g) * Tn * C;
+  }
   return o;
 }
 
@@ -105,72 +131,69 @@ float attention_scale(int C, int H) {
   return 1.0f / std::sqrt(static_cast<float>(C / H));
 }
 
-// Per head h: Q_h, K_h, V_h are Tn x hs with row stride 3C, h*hs columns in; the scores of head
-// h are the Tn x Tn block h*Tn*Tn in; out_h/dout_h are Tn x hs with row stride C, h*hs in.
-RowMajorGemm attention_scores_gemm(int Tn, int C, int H) {
-  const int hs = C / H;
+namespace {
+
+// A call of the plan: its pair count and the strides of its qkv-, att- and out-shaped operands
+// (a is the request's A, b its B, c its C).
+enum class Operand { kQkv, kAtt, kOut };
+RowMajorGemm attention_gemm(const AttentionPlan& p, Operand a, Operand b, Operand c) {
+  auto stride = [&](Operand x) {
+    return x == Operand::kQkv ? p.qkv_stride : x == Operand::kAtt ? p.att_stride : p.out_stride;
+  };
+  auto ld = [&](Operand x) {
+    return x == Operand::kQkv ? 3 * p.C : x == Operand::kAtt ? p.Tn : p.C;
+  };
   RowMajorGemm g;
+  g.lda = ld(a), g.ldb = ld(b), g.ldc = ld(c);
+  g.stride_a = stride(a), g.stride_b = stride(b), g.stride_c = stride(c);
+  g.batch = p.batch;
+  return g;
+}
+
+}  // namespace
+
+// Per pair (b, h): Q_h, K_h, V_h are Tn x hs with row stride 3C, h*hs columns in; the scores of
+// the pair are a Tn x Tn block; out_h/dout_h are Tn x hs with row stride C, h*hs in.
+RowMajorGemm attention_scores_gemm(const AttentionPlan& p) {
+  RowMajorGemm g = attention_gemm(p, Operand::kQkv, Operand::kQkv, Operand::kAtt);
   g.trans_b = true;
-  g.M = Tn, g.N = Tn, g.K = hs;
-  g.alpha = attention_scale(C, H);
-  g.lda = 3 * C, g.ldb = 3 * C, g.ldc = Tn;
-  g.stride_a = hs, g.stride_b = hs, g.stride_c = static_cast<long long>(Tn) * Tn;
-  g.batch = H;
+  g.M = p.Tn, g.N = p.Tn, g.K = p.C / p.H;
+  g.alpha = attention_scale(p.C, p.H);
   return g;
 }
 
-RowMajorGemm attention_values_gemm(int Tn, int C, int H) {
-  const int hs = C / H;
-  RowMajorGemm g;
-  g.M = Tn, g.N = hs, g.K = Tn;
-  g.lda = Tn, g.ldb = 3 * C, g.ldc = C;
-  g.stride_a = static_cast<long long>(Tn) * Tn, g.stride_b = hs, g.stride_c = hs;
-  g.batch = H;
+RowMajorGemm attention_values_gemm(const AttentionPlan& p) {
+  RowMajorGemm g = attention_gemm(p, Operand::kAtt, Operand::kQkv, Operand::kOut);
+  g.M = p.Tn, g.N = p.C / p.H, g.K = p.Tn;
   return g;
 }
 
-RowMajorGemm attention_dvalues_gemm(int Tn, int C, int H) {
-  const int hs = C / H;
-  RowMajorGemm g;
+RowMajorGemm attention_dvalues_gemm(const AttentionPlan& p) {
+  RowMajorGemm g = attention_gemm(p, Operand::kAtt, Operand::kOut, Operand::kQkv);
   g.trans_a = true;
-  g.M = Tn, g.N = hs, g.K = Tn;
-  g.lda = Tn, g.ldb = C, g.ldc = 3 * C;
-  g.stride_a = static_cast<long long>(Tn) * Tn, g.stride_b = hs, g.stride_c = hs;
-  g.batch = H;
+  g.M = p.Tn, g.N = p.C / p.H, g.K = p.Tn;
   return g;
 }
 
-RowMajorGemm attention_datt_gemm(int Tn, int C, int H) {
-  const int hs = C / H;
-  RowMajorGemm g;
+RowMajorGemm attention_datt_gemm(const AttentionPlan& p) {
+  RowMajorGemm g = attention_gemm(p, Operand::kOut, Operand::kQkv, Operand::kAtt);
   g.trans_b = true;
-  g.M = Tn, g.N = Tn, g.K = hs;
-  g.lda = C, g.ldb = 3 * C, g.ldc = Tn;
-  g.stride_a = hs, g.stride_b = hs, g.stride_c = static_cast<long long>(Tn) * Tn;
-  g.batch = H;
+  g.M = p.Tn, g.N = p.Tn, g.K = p.C / p.H;
   return g;
 }
 
-RowMajorGemm attention_dq_gemm(int Tn, int C, int H) {
-  const int hs = C / H;
-  RowMajorGemm g;
-  g.M = Tn, g.N = hs, g.K = Tn;
-  g.alpha = attention_scale(C, H);
-  g.lda = Tn, g.ldb = 3 * C, g.ldc = 3 * C;
-  g.stride_a = static_cast<long long>(Tn) * Tn, g.stride_b = hs, g.stride_c = hs;
-  g.batch = H;
+RowMajorGemm attention_dq_gemm(const AttentionPlan& p) {
+  RowMajorGemm g = attention_gemm(p, Operand::kAtt, Operand::kQkv, Operand::kQkv);
+  g.M = p.Tn, g.N = p.C / p.H, g.K = p.Tn;
+  g.alpha = attention_scale(p.C, p.H);
   return g;
 }
 
-RowMajorGemm attention_dk_gemm(int Tn, int C, int H) {
-  const int hs = C / H;
-  RowMajorGemm g;
+RowMajorGemm attention_dk_gemm(const AttentionPlan& p) {
+  RowMajorGemm g = attention_gemm(p, Operand::kAtt, Operand::kQkv, Operand::kQkv);
   g.trans_a = true;
-  g.M = Tn, g.N = hs, g.K = Tn;
-  g.alpha = attention_scale(C, H);
-  g.lda = Tn, g.ldb = 3 * C, g.ldc = 3 * C;
-  g.stride_a = static_cast<long long>(Tn) * Tn, g.stride_b = hs, g.stride_c = hs;
-  g.batch = H;
+  g.M = p.Tn, g.N = p.C / p.H, g.K = p.Tn;
+  g.alpha = attention_scale(p.C, p.H);
   return g;
 }
 

@@ -64,19 +64,35 @@ struct SplitGemm {
 };
 SplitGemm classifier_dweight_gemms(int N, int C, int V, int Vp);
 
-// Attention (kernels/cpu/attention.h), one call per batch entry b, batched over the H heads.
-// Operands start at the offsets of attention_offsets(b, ...): Q = qkv + qkv, K = Q + C,
-// V = Q + 2C (likewise dQ, dK, dV in dqkv), the [H,Tn,Tn] scores/att/datt at att, out/dout at out.
+// Attention (kernels/cpu/attention.h) materialised: each GEMM is a strided batch over the
+// (b, h) pairs of one group. cuBLAS batches take one stride, and the pairs' operands are not
+// evenly spaced across both b and h, so the B x H pairs go as `calls` groups: one per batch entry
+// b over its H heads (kByEntry), or one per head h over the B entries (kByHead), whichever makes
+// fewer calls -- min(B, H) per GEMM instead of B. kByHead needs the whole [B,H,Tn,Tn] of scores
+// addressable at once, so only when they are formed in att (float), not in a one-entry scratch.
+// Call g's operands start at offsets(g): Q = qkv + qkv, K = Q + C, V = Q + 2C (likewise dQ, dK,
+// dV in dqkv), its scores/att/datt at att, out/dout at out.
 struct AttentionOffsets {
   size_t qkv = 0, att = 0, out = 0;
 };
-AttentionOffsets attention_offsets(int b, int Tn, int C, int H);
+enum class AttentionGrouping { kByEntry, kByHead };
+struct AttentionPlan {
+  AttentionGrouping grouping = AttentionGrouping::kByEntry;
+  int B = 0, Tn = 0, C = 0, H = 0;
+  int calls = 0;  // groups: B (by entry) or H (by head)
+  int batch = 0;  // pairs a call: H or B
+  // Element strides between a call's consecutive pairs, in qkv, att and out.
+  long long qkv_stride = 0, att_stride = 0, out_stride = 0;
+  AttentionOffsets offsets(int g) const;
+};
+// scores_in_att: the scores are formed in att itself (T = float), which kByHead needs.
+AttentionPlan attention_plan(int B, int Tn, int C, int H, bool scores_in_att);
 float attention_scale(int C, int H);                        // 1/sqrt(C/H)
-RowMajorGemm attention_scores_gemm(int Tn, int C, int H);   // scores = scale Q K^T
-RowMajorGemm attention_values_gemm(int Tn, int C, int H);   // out = att V
-RowMajorGemm attention_dvalues_gemm(int Tn, int C, int H);  // dV = att^T dout
-RowMajorGemm attention_datt_gemm(int Tn, int C, int H);     // datt = dout V^T
-RowMajorGemm attention_dq_gemm(int Tn, int C, int H);       // dQ = scale dpre K
-RowMajorGemm attention_dk_gemm(int Tn, int C, int H);       // dK = scale dpre^T Q
+RowMajorGemm attention_scores_gemm(const AttentionPlan&);   // scores = scale Q K^T
+RowMajorGemm attention_values_gemm(const AttentionPlan&);   // out = att V
+RowMajorGemm attention_dvalues_gemm(const AttentionPlan&);  // dV = att^T dout
+RowMajorGemm attention_datt_gemm(const AttentionPlan&);     // datt = dout V^T
+RowMajorGemm attention_dq_gemm(const AttentionPlan&);       // dQ = scale dpre K
+RowMajorGemm attention_dk_gemm(const AttentionPlan&);       // dK = scale dpre^T Q
 
 }  // namespace rm::cuda

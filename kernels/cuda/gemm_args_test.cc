@@ -288,48 +288,64 @@ TEST_P(AttentionCalls, ForwardAndBackwardMatchCpuAttention) {
   cpu::attention_backward(dqkv_want.data(), scratch.data(), dout.data(), qkv.data(),
                           att_want.data(), B, Tn, C, H);
 
-  // Forward, as attention.cu runs it (float: scores formed in att, softmax in place).
-  std::vector<float> out(NC, std::nanf("")), att(A, std::nanf(""));
-  for (int b = 0; b < B; ++b) {
-    const AttentionOffsets o = attention_offsets(b, Tn, C, H);
-    const float* q = qkv.data() + o.qkv;
-    float* a = att.data() + o.att;
-    run_like_backend(attention_scores_gemm(Tn, C, H), q, q + C, a);
-    softmax_rows(a, a, H * Tn, Tn);
-    run_like_backend(attention_values_gemm(Tn, C, H), a, q + 2 * C, out.data() + o.out);
-  }
-  expect_close(out, out_want, 1e-5f);
-  for (size_t bh = 0; bh < static_cast<size_t>(B) * H; ++bh) {
-    for (int i = 0; i < Tn; ++i) {
-      for (int j = 0; j <= i; ++j) {
-        const size_t k = (bh * Tn + i) * Tn + j;
-        ASSERT_NEAR(att[k], att_want[k], 1e-6f) << "bh " << bh << " i " << i << " j " << j;
+  // Both plans: float's (scores in att: grouped by head when H < B) and bf16's (by entry).
+  for (const bool scores_in_att : {true, false}) {
+    const AttentionPlan plan = attention_plan(B, Tn, C, H, scores_in_att);
+    SCOPED_TRACE(testing::Message() << "scores_in_att " << scores_in_att);
+    EXPECT_EQ(plan.calls, scores_in_att ? std::min(B, H) : B);
+    EXPECT_EQ(plan.calls * plan.batch, B * H);
+    EXPECT_EQ(plan.grouping == AttentionGrouping::kByHead, scores_in_att && H < B);
+    // Forward, as attention.cu runs it (float: all scores formed in att, one softmax over every
+    // row in place, then all values; bf16: entry by entry, emulated the same way).
+    std::vector<float> out(NC, std::nanf("")), att(A, std::nanf(""));
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      run_like_backend(attention_scores_gemm(plan), qkv.data() + o.qkv, qkv.data() + o.qkv + C,
+                       att.data() + o.att);
+    }
+    softmax_rows(att.data(), att.data(), B * H * Tn, Tn);
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      run_like_backend(attention_values_gemm(plan), att.data() + o.att, qkv.data() + o.qkv + 2 * C,
+                       out.data() + o.out);
+    }
+    expect_close(out, out_want, 1e-5f);
+    for (size_t bh = 0; bh < static_cast<size_t>(B) * H; ++bh) {
+      for (int i = 0; i < Tn; ++i) {
+        for (int j = 0; j <= i; ++j) {
+          const size_t k = (bh * Tn + i) * Tn + j;
+          ASSERT_NEAR(att[k], att_want[k], 1e-6f) << "bh " << bh << " i " << i << " j " << j;
+        }
       }
     }
-  }
 
-  // Backward.
-  std::vector<float> dqkv(3 * NC, std::nanf("")), datt(A, std::nanf(""));
-  for (int b = 0; b < B; ++b) {
-    const AttentionOffsets o = attention_offsets(b, Tn, C, H);
-    const float* q = qkv.data() + o.qkv;
-    float* dq = dqkv.data() + o.qkv;
-    const float* a = att.data() + o.att;
-    const float* d = dout.data() + o.out;
-    float* dp = datt.data() + o.att;
-    run_like_backend(attention_dvalues_gemm(Tn, C, H), a, d, dq + 2 * C);
-    run_like_backend(attention_datt_gemm(Tn, C, H), d, q + 2 * C, dp);
-    softmax_backward_rows(dp, dp, a, H * Tn, Tn);
-    run_like_backend(attention_dq_gemm(Tn, C, H), dp, q + C, dq);
-    run_like_backend(attention_dk_gemm(Tn, C, H), dp, q, dq + C);
+    // Backward: all of dV and datt, the softmax backward over every row, then all of dQ and dK.
+    std::vector<float> dqkv(3 * NC, std::nanf("")), datt(A, std::nanf(""));
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      const float* q = qkv.data() + o.qkv;
+      run_like_backend(attention_dvalues_gemm(plan), att.data() + o.att, dout.data() + o.out,
+                       dqkv.data() + o.qkv + 2 * C);
+      run_like_backend(attention_datt_gemm(plan), dout.data() + o.out, q + 2 * C,
+                       datt.data() + o.att);
+    }
+    softmax_backward_rows(datt.data(), datt.data(), att.data(), B * H * Tn, Tn);
+    for (int g = 0; g < plan.calls; ++g) {
+      const AttentionOffsets o = plan.offsets(g);
+      const float* q = qkv.data() + o.qkv;
+      float* dq = dqkv.data() + o.qkv;
+      run_like_backend(attention_dq_gemm(plan), datt.data() + o.att, q + C, dq);
+      run_like_backend(attention_dk_gemm(plan), datt.data() + o.att, q, dq + C);
+    }
+    expect_close(dqkv, dqkv_want, 1e-5f);
   }
-  expect_close(dqkv, dqkv_want, 1e-5f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCalls,
                          ::testing::Values(AttentionShape{1, 1, 4, 1}, AttentionShape{2, 5, 12, 3},
-                                           AttentionShape{3, 9, 16, 4},
-                                           AttentionShape{2, 70, 8, 2}));
+                                           AttentionShape{3, 9, 16, 4}, AttentionShape{2, 70, 8, 2},
+                                           AttentionShape{5, 7, 12, 2},  // by head: H < B
+                                           AttentionShape{4, 6, 6, 3}));
 
 }  // namespace
 }  // namespace rm::cuda
