@@ -352,11 +352,17 @@ TYPED_TEST(CudaLayersTest, LinearWithGeluForwardAndBackwardMatchTheTwoCalls) {
   }
 }
 
+// B=2, H=4 and B=5, H=2: for fp32, the pairs grouped by batch entry and by head (H < B) --
+// gemm_args.h's AttentionPlan.
 TYPED_TEST(CudaLayersTest, Attention) {
   using T = TypeParam;
-  for (int Tn : {1, 7, 70}) {
-    SCOPED_TRACE(Tn);
-    const int B = 2, C = 48, H = 4;
+  struct Shape {
+    int B, Tn, C, H;
+  };
+  for (const Shape shape : {Shape{2, 1, 48, 4}, Shape{2, 7, 48, 4}, Shape{2, 70, 48, 4},
+                            Shape{5, 7, 24, 2}, Shape{5, 70, 24, 2}}) {
+    const auto [B, Tn, C, H] = shape;
+    SCOPED_TRACE(testing::Message() << "B " << B << " Tn " << Tn << " H " << H);
     const size_t NC = static_cast<size_t>(B) * Tn * C, A = static_cast<size_t>(B) * H * Tn * Tn;
     auto qkv = this->both(random_t<T>(3 * NC, 30, -2.0f, 2.0f));
     // hs = 12: the materialised path for bf16 too (flash takes multiples of 16; FlashAttention*).
