@@ -122,7 +122,7 @@ class TimedLayers final : public LayerKernels<T> {
   }
   void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
                                          const T* wte, const int* targets, int N, int C, int V,
-                                         float grad_scale, bool same_wte) override {
+                                         float grad_scale, bool same_wte = false) override {
     t_.timed("queue_classifier_forward_backward " + shape({N, C}) + "->" + std::to_string(V), false,
              [&] {
                k_.queue_classifier_forward_backward(dinp, dwte, scratch, inp, wte, targets, N, C, V,

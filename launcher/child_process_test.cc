@@ -37,9 +37,18 @@ TEST(StartedFrom, FindsThePathOfAProcessWhoseProgramWasReplaced) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    ::execl(prog.c_str(), "prog", "30", static_cast<char*>(nullptr));
+    // argv[0] "sleep": a multi-call binary (busybox, uutils) picks its program by that name.
+    ::execl(prog.c_str(), "sleep", "30", static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  struct Reap {  // the child ends with the test, whichever assertion ends it
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+  } reap{pid};
   const std::string link = "/proc/" + std::to_string(pid) + "/exe";
   // Until the child has exec'd, its link names this test's program.
   std::error_code ec;
@@ -54,9 +63,6 @@ TEST(StartedFrom, FindsThePathOfAProcessWhoseProgramWasReplaced) {
   EXPECT_NE(now, prog.string());  // the kernel's "PATH (deleted)"
   EXPECT_EQ(started_from(now, &deleted), prog.string()) << now;
   EXPECT_TRUE(deleted);
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
   fs::remove_all(dir);
 }
 

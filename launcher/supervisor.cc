@@ -163,6 +163,7 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
   MpiLaunch launch = first_launch;  // a restart may go on without lost hosts
   std::vector<std::string> base_args = argv;
   std::vector<std::string> args = argv;
+  int last_code = 1;  // the failed attempt's exit code, once there is one
   for (int attempt = 0;; ++attempt) {
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
     const MpiLaunch before = launch;
@@ -177,7 +178,13 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     const bool alone = launch.nproc <= 1 && launch.hostfile.empty();
     bool replaced = false;
     std::vector<std::string> command{self_path(&replaced)};
-    if (replaced && attempt > 0) {
+    if (replaced) {
+      // Removed rather than replaced: every restart would fail the same way, so none is tried.
+      if (::access(command[0].c_str(), X_OK) != 0) {
+        print_error(command[0] + " was removed since this run started and no program is there " +
+                    "now: cannot restart the job; run it again once ringmaster is installed");
+        return last_code;
+      }
       std::fprintf(stderr,
                    "ringmaster: %s was replaced since this run started: the restart runs "
                    "the program now there\n",
@@ -187,6 +194,7 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     const int code =
         alone ? run_child(command, forwarding)
               : run_mpirun(launch, args, forwarding, launch.hostfile.empty() ? 0 : kMpirunLingerS);
+    last_code = code;
     if (code == kExitOk || code == kExitBadInput || code == kExitStopped || stop_signal_seen()) {
       return code;
     }

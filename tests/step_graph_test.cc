@@ -148,7 +148,7 @@ class RecordingLayers final : public LayerKernels<T> {
   }
   void queue_classifier_forward_backward(T* dinp, float* dwte, T* scratch, const T* inp,
                                          const T* wte, const int* targets, int N, int C, int V,
-                                         float grad_scale, bool same_wte) override {
+                                         float grad_scale, bool same_wte = false) override {
     tape_.run([=, &k = k_] {
       k.queue_classifier_forward_backward(dinp, dwte, scratch, inp, wte, targets, N, C, V,
                                           grad_scale, same_wte);

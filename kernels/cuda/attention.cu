@@ -22,9 +22,9 @@ void check_shapes(const char* fn, int B, int Tn, int C, int H) {
   }
 }
 
-// Row r of the [H*Tn, Tn] scores of one batch entry is query i = r % Tn: softmax over j <= i,
-// zeros after. scores and att may be the same memory (T = float): each element is read and
-// written by the same thread.
+// Row r of [rows, Tn] scores -- one batch entry's H*Tn rows, or all B*H*Tn -- is query
+// i = r % Tn: softmax over j <= i, zeros after. scores and att may be the same memory (T = float):
+// each element is read and written by the same thread.
 template <typename T>
 __global__ void __launch_bounds__(kMaxRowThreads)
     causal_softmax_kernel(T* att, const float* scores, int Tn) {
@@ -96,12 +96,12 @@ void attention_forward(const Blas& blas, T* out, T* att, const T* qkv, int B, in
   const RowMajorGemm av = attention_values_gemm(plan);
   if constexpr (kScoresInAtt<T>) {
     // All the scores, one softmax launch over every row in place, then all the values.
+    const LaunchShape all_rows = row_launch(static_cast<size_t>(B) * H * Tn, Tn);
     for (int g = 0; g < plan.calls; ++g) {
       const AttentionOffsets o = plan.offsets(g);
       gemm(blas, qk, qkv + o.qkv, qkv + o.qkv + C, att + o.att);  // scale Q K^T
     }
-    RM_CUDA_LAUNCH(causal_softmax_kernel<T>, row_launch(static_cast<size_t>(B) * H * Tn, Tn),
-                   stream, att, att, Tn);
+    RM_CUDA_LAUNCH(causal_softmax_kernel<T>, all_rows, stream, att, att, Tn);
     for (int g = 0; g < plan.calls; ++g) {
       const AttentionOffsets o = plan.offsets(g);
       gemm(blas, av, att + o.att, qkv + o.qkv + 2 * C, out + o.out);  // att V
@@ -145,10 +145,10 @@ void attention_backward(const Blas& blas, T* dqkv, T* datt_scratch, const T* dou
   };
   if constexpr (kScoresInAtt<T>) {
     // All of datt, one softmax-backward launch over every row in place, then all of dQ, dK.
+    const LaunchShape all_rows = row_launch(static_cast<size_t>(B) * H * Tn, Tn);
     for (int g = 0; g < plan.calls; ++g) values_and_datt(g, datt_scratch + plan.offsets(g).att);
-    RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>,
-                   row_launch(static_cast<size_t>(B) * H * Tn, Tn), stream, datt_scratch,
-                   datt_scratch, att, Tn);
+    RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>, all_rows, stream, datt_scratch, datt_scratch,
+                   att, Tn);
     for (int g = 0; g < plan.calls; ++g) queries_and_keys(g);
   } else {
     // One batch entry at a time through the float scratch of its H x Tn x Tn score gradients.

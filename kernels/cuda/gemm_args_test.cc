@@ -295,19 +295,32 @@ TEST_P(AttentionCalls, ForwardAndBackwardMatchCpuAttention) {
     EXPECT_EQ(plan.calls, scores_in_att ? std::min(B, H) : B);
     EXPECT_EQ(plan.calls * plan.batch, B * H);
     EXPECT_EQ(plan.grouping == AttentionGrouping::kByHead, scores_in_att && H < B);
-    // Forward, as attention.cu runs it (float: all scores formed in att, one softmax over every
-    // row in place, then all values; bf16: entry by entry, emulated the same way).
+    // Forward, as attention.cu runs it. Float: all scores formed in att, one softmax over every
+    // row in place, then all values. bf16: entry by entry, its scores in a scratch of H*Tn*Tn
+    // floats at offset 0, the softmax from there into att.
     std::vector<float> out(NC, std::nanf("")), att(A, std::nanf(""));
-    for (int g = 0; g < plan.calls; ++g) {
-      const AttentionOffsets o = plan.offsets(g);
-      run_like_backend(attention_scores_gemm(plan), qkv.data() + o.qkv, qkv.data() + o.qkv + C,
-                       att.data() + o.att);
-    }
-    softmax_rows(att.data(), att.data(), B * H * Tn, Tn);
-    for (int g = 0; g < plan.calls; ++g) {
-      const AttentionOffsets o = plan.offsets(g);
-      run_like_backend(attention_values_gemm(plan), att.data() + o.att, qkv.data() + o.qkv + 2 * C,
-                       out.data() + o.out);
+    std::vector<float> scores(static_cast<size_t>(H) * Tn * Tn, std::nanf(""));
+    if (scores_in_att) {
+      for (int g = 0; g < plan.calls; ++g) {
+        const AttentionOffsets o = plan.offsets(g);
+        run_like_backend(attention_scores_gemm(plan), qkv.data() + o.qkv, qkv.data() + o.qkv + C,
+                         att.data() + o.att);
+      }
+      softmax_rows(att.data(), att.data(), B * H * Tn, Tn);
+      for (int g = 0; g < plan.calls; ++g) {
+        const AttentionOffsets o = plan.offsets(g);
+        run_like_backend(attention_values_gemm(plan), att.data() + o.att,
+                         qkv.data() + o.qkv + 2 * C, out.data() + o.out);
+      }
+    } else {
+      for (int g = 0; g < plan.calls; ++g) {
+        const AttentionOffsets o = plan.offsets(g);
+        run_like_backend(attention_scores_gemm(plan), qkv.data() + o.qkv, qkv.data() + o.qkv + C,
+                         scores.data());
+        softmax_rows(att.data() + o.att, scores.data(), H * Tn, Tn);
+        run_like_backend(attention_values_gemm(plan), att.data() + o.att,
+                         qkv.data() + o.qkv + 2 * C, out.data() + o.out);
+      }
     }
     expect_close(out, out_want, 1e-5f);
     for (size_t bh = 0; bh < static_cast<size_t>(B) * H; ++bh) {
@@ -319,23 +332,34 @@ TEST_P(AttentionCalls, ForwardAndBackwardMatchCpuAttention) {
       }
     }
 
-    // Backward: all of dV and datt, the softmax backward over every row, then all of dQ and dK.
-    std::vector<float> dqkv(3 * NC, std::nanf("")), datt(A, std::nanf(""));
-    for (int g = 0; g < plan.calls; ++g) {
+    // Backward. Float: all of dV and datt, the softmax backward over every row in place, then
+    // all of dQ and dK. bf16: entry by entry, datt in the float scratch, dpre in datt's place.
+    std::vector<float> dqkv(3 * NC, std::nanf("")), dpre(A, std::nanf(""));
+    auto values_and_datt = [&](int g, float* datt_g) {
       const AttentionOffsets o = plan.offsets(g);
-      const float* q = qkv.data() + o.qkv;
       run_like_backend(attention_dvalues_gemm(plan), att.data() + o.att, dout.data() + o.out,
                        dqkv.data() + o.qkv + 2 * C);
-      run_like_backend(attention_datt_gemm(plan), dout.data() + o.out, q + 2 * C,
-                       datt.data() + o.att);
-    }
-    softmax_backward_rows(datt.data(), datt.data(), att.data(), B * H * Tn, Tn);
-    for (int g = 0; g < plan.calls; ++g) {
+      run_like_backend(attention_datt_gemm(plan), dout.data() + o.out, qkv.data() + o.qkv + 2 * C,
+                       datt_g);
+    };
+    auto queries_and_keys = [&](int g) {
       const AttentionOffsets o = plan.offsets(g);
       const float* q = qkv.data() + o.qkv;
       float* dq = dqkv.data() + o.qkv;
-      run_like_backend(attention_dq_gemm(plan), datt.data() + o.att, q + C, dq);
-      run_like_backend(attention_dk_gemm(plan), datt.data() + o.att, q, dq + C);
+      run_like_backend(attention_dq_gemm(plan), dpre.data() + o.att, q + C, dq);
+      run_like_backend(attention_dk_gemm(plan), dpre.data() + o.att, q, dq + C);
+    };
+    if (scores_in_att) {
+      for (int g = 0; g < plan.calls; ++g) values_and_datt(g, dpre.data() + plan.offsets(g).att);
+      softmax_backward_rows(dpre.data(), dpre.data(), att.data(), B * H * Tn, Tn);
+      for (int g = 0; g < plan.calls; ++g) queries_and_keys(g);
+    } else {
+      for (int g = 0; g < plan.calls; ++g) {
+        const size_t at = plan.offsets(g).att;
+        values_and_datt(g, scores.data());
+        softmax_backward_rows(dpre.data() + at, scores.data(), att.data() + at, H * Tn, Tn);
+        queries_and_keys(g);
+      }
     }
     expect_close(dqkv, dqkv_want, 1e-5f);
   }
