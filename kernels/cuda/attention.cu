@@ -66,17 +66,10 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 template <typename T>
 constexpr bool kScoresInAtt = std::is_same_v<T, float>;
 
-// Where a batch entry's float scores live: in place for float, else the scratch.
-template <typename T>
-float* score_buffer(T* in_place, float* scratch) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)scratch;
-    return in_place;
-  } else {
-    (void)in_place;
-    if (scratch == nullptr) throw std::invalid_argument("rm::cuda attention: no score scratch");
-    return scratch;
-  }
+// The one-entry float scratch the bf16 path forms its scores (and their gradients) in.
+float* score_scratch(float* scratch) {
+  if (scratch == nullptr) throw std::invalid_argument("rm::cuda attention: no score scratch");
+  return scratch;
 }
 
 }  // namespace
@@ -109,10 +102,10 @@ void attention_forward(const Blas& blas, T* out, T* att, const T* qkv, int B, in
   } else {
     // One batch entry at a time through the float scratch of its H x Tn x Tn scores.
     const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
+    float* const s = score_scratch(scores);
     for (int g = 0; g < plan.calls; ++g) {
       const AttentionOffsets o = plan.offsets(g);
       const T* q = qkv + o.qkv;
-      float* s = score_buffer(att + o.att, scores);
       gemm(blas, qk, q, q + C, s);  // scale Q K^T
       RM_CUDA_LAUNCH(causal_softmax_kernel<T>, rows, stream, att + o.att, s, Tn);
       gemm(blas, av, att + o.att, q + 2 * C, out + o.out);  // att V
@@ -153,10 +146,10 @@ void attention_backward(const Blas& blas, T* dqkv, T* datt_scratch, const T* dou
   } else {
     // One batch entry at a time through the float scratch of its H x Tn x Tn score gradients.
     const LaunchShape rows = row_launch(static_cast<size_t>(H) * Tn, Tn);
+    float* const datt = score_scratch(scores);
     for (int g = 0; g < plan.calls; ++g) {
       const AttentionOffsets o = plan.offsets(g);
       T* dpre = datt_scratch + o.att;
-      float* datt = score_buffer(dpre, scores);
       values_and_datt(g, datt);
       RM_CUDA_LAUNCH(causal_softmax_backward_kernel<T>, rows, stream, dpre, datt, att + o.att, Tn);
       queries_and_keys(g);
