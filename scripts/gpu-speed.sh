@@ -8,7 +8,8 @@
 #      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
 #      RM_CUDA_GRAPH=1; two row fragments a warp in the flash dK/dV and dQ kernels,
 #      RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2; the cross-entropy's rows in shared
-#      memory, RM_CUDA_CE_ROW_IN_SMEM=1): the same losses to the bit
+#      memory, RM_CUDA_CE_ROW_IN_SMEM=1): the same losses to the bit; cuDNN's attention instead of
+#      the flash kernels (RM_CUDNN_ATTENTION=1 and 2): within the same tolerance of the cpu curve
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
 #      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then each
 #      switch off and on, alternated twice, and a profiled step with it on
@@ -40,8 +41,25 @@ nvidia-smi -L | tee "$OUT/gpus.txt"
 gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
       --set model.seq_len=1024 --set parallel.backend=cuda --set parallel.precision=bf16
       --set optimizer.lr=6e-4)
-# The switches that are off until a sitting measures them (2b, 3b).
-SWITCHES=(RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_CE_ROW_IN_SMEM=1)
+# The switches that are off until a sitting measures them (2b, 3b), the likeliest gain first (a
+# sitting cut short has measured those): cuDNN's fused attention with its deterministic and its
+# accumulating backward (cudnn_sdpa.h), step graphs, the flash backward's row fragments, the
+# cross-entropy's rows in shared memory. "all" is every switch but RM_CUDNN_ATTENTION=2.
+SWITCHES=(RM_CUDNN_ATTENTION=1 RM_CUDNN_ATTENTION=2 RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2
+          RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_CE_ROW_IN_SMEM=1)
+ALL_SWITCHES=()
+for sw in "${SWITCHES[@]}"; do [[ $sw == RM_CUDNN_ATTENTION=2 ]] || ALL_SWITCHES+=("$sw"); done
+curve_diff() {  # max |loss difference| of two runs' metrics.jsonl, "inf" if fewer than 10 shared
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def losses(p):
+    try: return {j["step"]: j["loss"] for j in map(json.loads, open(p))}
+    except Exception: return {}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+common = sorted(set(a) & set(b))
+print(f"{max(abs(a[s] - b[s]) for s in common):.4f}" if len(common) >= 10 else "inf")
+PY
+}
 
 # 1. GPU tests.
 if want tests; then
@@ -64,16 +82,7 @@ if want curves; then
     --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1
   timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cuda --set parallel.backend=cuda \
     --set parallel.precision=bf16 > "$OUT/curve-cuda.log" 2>&1
-  d=$(python3 - /tmp/gs-cpu/metrics.jsonl /tmp/gs-cuda/metrics.jsonl <<'PY'
-import json, sys
-def losses(p):
-    try: return {j["step"]: j["loss"] for j in map(json.loads, open(p))}
-    except Exception: return {}
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-common = sorted(set(a) & set(b))
-print(f"{max(abs(a[s] - b[s]) for s in common):.4f}" if len(common) >= 10 else "inf")
-PY
-  )
+  d=$(curve_diff /tmp/gs-cpu/metrics.jsonl /tmp/gs-cuda/metrics.jsonl)
   if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
     verdict "loss curve cuda bf16 vs cpu fp32" PASS "max |diff| $d over 300 steps"
   else
@@ -84,13 +93,23 @@ PY
   # warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2), the cross-entropy's rows kept in
   # shared memory (RM_CUDA_CE_ROW_IN_SMEM=1). Each must give the default run's losses, bit for bit.
   for sw in "${SWITCHES[@]}"; do
-    log="$OUT/curve-${sw%%=*}.log"
-    timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw%%=*}" \
+    log="$OUT/curve-${sw/=/}.log"
+    timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw/=/}" \
       --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1
     if [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$log"; then
       verdict "loss curve $sw" FAIL "no graph ($log)"
+    elif [[ $sw == RM_CUDNN_ATTENTION=* ]]; then  # other kernels: the tolerance, not the bits
+      d=$(curve_diff /tmp/gs-cpu/metrics.jsonl "/tmp/gs-${sw/=/}/metrics.jsonl")
+      if ! grep -q "attention through cuDNN" "$log" || grep -q "refused" "$log"; then
+        why=$(grep -m1 'cuDNN\|RM_CUDNN' "$log" | cut -c1-200)
+        verdict "loss curve $sw" FAIL "cuDNN not used: ${why:-no word of it} ($log)"
+      elif python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
+        verdict "loss curve $sw" PASS "max |diff| to cpu $d over 300 steps"
+      else
+        verdict "loss curve $sw" FAIL "max |diff| to cpu $d ($log)"
+      fi
     elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
-                <(grep -o '"loss":[^,]*' "/tmp/gs-${sw%%=*}/metrics.jsonl"); then
+                <(grep -o '"loss":[^,]*' "/tmp/gs-${sw/=/}/metrics.jsonl"); then
       verdict "loss curve $sw" PASS "the default run's losses, bit for bit"
     else
       verdict "loss curve $sw" FAIL "losses differ ($log)"
@@ -135,8 +154,8 @@ fi
 # sequences; at 16 one profiled step with it on (kernel groups beside step 3's).
 if want switches; then
   for sw in "${SWITCHES[@]}" all; do
-    if [[ $sw == all ]]; then on=("${SWITCHES[@]}"); else on=("$sw"); fi
-    var=${sw%%=*}
+    if [[ $sw == all ]]; then on=("${ALL_SWITCHES[@]}"); else on=("$sw"); fi
+    var=${sw/=/}
     timeout 240 env "${on[@]}" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
       --set train.global_batch=16 --set train.micro_batch=16 --steps 10 --warmup 3 --profile 1 \
       > "$OUT/profile-$var-b16.log" 2>&1

@@ -21,24 +21,11 @@ static_assert(std::is_same_v<decltype(static_cast<CublasLibrary::GemmStridedBatc
                                  &::cublasGemmStridedBatchedEx)),
                              CublasLibrary::GemmStridedBatchedEx>);
 
-std::string path_of(void* handle, const std::string& soname) {
-  link_map* map = nullptr;
-  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
-      map->l_name[0] != '\0') {
-    return map->l_name;
-  }
-  return soname;
-}
-
 template <typename F>
 void resolve(void* handle, const std::string& path, const char* name, F* out) {
-  ::dlerror();
-  void* symbol = ::dlsym(handle, name);
-  if (symbol == nullptr) {
-    throw std::runtime_error(path + " has no " + name + " (a cuBLAS too old for headers of " +
-                             "major version " + std::to_string(CUBLAS_VER_MAJOR) + "?)");
-  }
-  *out = reinterpret_cast<F>(symbol);
+  *out = reinterpret_cast<F>(cuda_library_symbol(
+      handle, path, name,
+      "a cuBLAS too old for headers of major version " + std::to_string(CUBLAS_VER_MAJOR) + "?"));
 }
 
 CublasLibrary load() {
@@ -47,7 +34,7 @@ CublasLibrary load() {
   // cuBLASLt first: libcublas needs it and then finds this copy by its soname.
   const std::string lt_name = "libcublasLt.so." + major;
   void* lt = open_cuda_library(lt_name);
-  lib.cublas_lt_path = path_of(lt, lt_name);
+  lib.cublas_lt_path = cuda_library_path(lt, lt_name);
   const std::string& ltp = lib.cublas_lt_path;
   resolve(lt, ltp, "cublasLtCreate", &lib.lt_create);
   resolve(lt, ltp, "cublasLtDestroy", &lib.lt_destroy);
@@ -65,7 +52,7 @@ CublasLibrary load() {
 
   const std::string blas_name = "libcublas.so." + major;
   void* blas = open_cuda_library(blas_name);
-  lib.cublas_path = path_of(blas, blas_name);
+  lib.cublas_path = cuda_library_path(blas, blas_name);
   const std::string& bp = lib.cublas_path;
   // The versioned names behind cublas_v2.h's macros (cublasCreate is cublasCreate_v2).
   resolve(blas, bp, "cublasCreate_v2", &lib.create);
@@ -106,6 +93,23 @@ void* open_cuda_library(const std::string& soname) {
   throw std::runtime_error("cannot load " + soname + " (needed by the cuda backend): " + first +
                            (dir.empty() ? "" : "; nor from " + dir + ": " + ::dlerror()) +
                            " -- put the CUDA toolkit's libraries on LD_LIBRARY_PATH");
+}
+
+std::string cuda_library_path(void* handle, const std::string& soname) {
+  link_map* map = nullptr;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
+      map->l_name[0] != '\0') {
+    return map->l_name;
+  }
+  return soname;
+}
+
+void* cuda_library_symbol(void* handle, const std::string& path, const char* name,
+                          const std::string& hint) {
+  ::dlerror();
+  void* symbol = ::dlsym(handle, name);
+  if (symbol == nullptr) throw std::runtime_error(path + " has no " + name + " (" + hint + ")");
+  return symbol;
 }
 
 const CublasLibrary& cublas() {

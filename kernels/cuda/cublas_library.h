@@ -68,4 +68,11 @@ const CublasLibrary& cublas();
 // Throws std::runtime_error naming the soname and each attempt's dlerror().
 void* open_cuda_library(const std::string& soname);
 
+// The file a handle of open_cuda_library() was opened from, as dlinfo reports it (soname if not).
+std::string cuda_library_path(void* handle, const std::string& soname);
+
+// dlsym(handle, name); std::runtime_error "<path> has no <name> (<hint>)" when missing.
+void* cuda_library_symbol(void* handle, const std::string& path, const char* name,
+                          const std::string& hint);
+
 }  // namespace rm::cuda

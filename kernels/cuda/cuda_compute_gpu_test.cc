@@ -31,6 +31,9 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_compute.h"
 #include "kernels/cuda/cuda_context.h"
+#if RM_HAVE_CUDNN
+#include "kernels/cuda/cudnn_sdpa.h"
+#endif
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
 
@@ -724,6 +727,23 @@ class FlashAttentionTest : public CudaTest {
     expect_flash_close(f_dqkv, c_d, "dqkv vs cpu");
   }
 
+  // The bf16 layers' forward and backward on `c` (memory of c's device), synchronised: out, dqkv.
+  static std::pair<std::vector<float>, std::vector<float>> through_layers(Compute& c,
+                                                                          const bf16* qkv,
+                                                                          const bf16* dout,
+                                                                          const FlashShape& s) {
+    LayerKernels<bf16>& l = c.layers<bf16>();
+    const AttentionBuffers buf = l.attention_buffers(s.B, s.Tn, s.C, s.H);
+    const size_t NC = static_cast<size_t>(s.B) * s.Tn * s.C;
+    DeviceArray<bf16> out(c, NC), saved(c, buf.saved), scratch(c, buf.scratch), dqkv(c, 3 * NC);
+    l.attention_forward(out.data(), saved.data(), qkv, s.B, s.Tn, s.C, s.H);
+    l.attention_backward(dqkv.data(), scratch.data(), dout, qkv, saved.data(), out.data(), s.B,
+                         s.Tn, s.C, s.H);
+    std::pair<std::vector<float>, std::vector<float>> r{download_f(c, out), download_f(c, dqkv)};
+    c.synchronize();
+    return r;
+  }
+
   static std::vector<float> download_f(Compute& c, const DeviceArray<bf16>& a) {
     std::vector<bf16> h(a.size());
     c.download(h.data(), a.data(), h.size() * sizeof(bf16));
@@ -776,6 +796,68 @@ TEST_F(FlashAttentionTest, RejectsRowFragmentsTheHeadSizeDoesNotTake) {
     }
   }
 }
+
+#if RM_HAVE_CUDNN
+// cuDNN's fused attention (cudnn_sdpa.h) on the shapes the model gives it, both backwards,
+// against the flash kernels (the layers without RM_CUDNN_ATTENTION) and, at the smallest shape,
+// the cpu backend; the deterministic backward's reruns give the same bits. Then through the
+// layers of a context made with RM_CUDNN_ATTENTION=1: the same bits as the direct calls.
+TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
+  const char* saved = std::getenv("RM_CUDNN_ATTENTION");
+  ASSERT_TRUE(saved == nullptr || std::string(saved) == "0") << "run without the switch";
+  for (const FlashShape& s : {FlashShape{2, 64, 256, 4, true}, FlashShape{2, 1024, 768, 12, false},
+                              FlashShape{4, 1000, 768, 12, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "B " << s.B << " T " << s.Tn << " C " << s.C << " H " << s.H);
+    const int B = s.B, Tn = s.Tn, C = s.C, H = s.H;
+    const AttentionBuffers buf = gpu().layers<bf16>().attention_buffers(B, Tn, C, H);
+    const size_t NC = static_cast<size_t>(B) * Tn * C;
+    auto qkv = both(random_t<bf16>(3 * NC, 31 + Tn, -2.0f, 2.0f));
+    auto dout = both(random_t<bf16>(NC, 32 + Tn));
+    const auto [f_out, f_dqkv] = through_layers(gpu(), qkv.gpu(), dout.gpu(), s);
+    std::vector<float> det_out, det_dqkv;
+    for (bool deterministic : {true, false}) {
+      SCOPED_TRACE(deterministic ? "deterministic backward" : "dQ accumulated");
+      CudaContext ctx(0, /*allow_tf32=*/false);
+      CudnnAttention cudnn(ctx.stream(), deterministic);
+      ASSERT_TRUE(cudnn.takes(B, Tn, C, H)) << "cuDNN refused the shape (see stderr)";
+      DeviceArray<bf16> c_out(gpu(), NC), c_stats(gpu(), buf.saved), c_sum(gpu(), buf.scratch);
+      DeviceArray<bf16> c_dqkv(gpu(), 3 * NC);
+      auto run = [&] {
+        cudnn.forward(c_out.data(), reinterpret_cast<float*>(c_stats.data()), qkv.gpu(), B, Tn, C,
+                      H);
+        cudnn.backward(c_dqkv.data(), reinterpret_cast<float*>(c_sum.data()), dout.gpu(), qkv.gpu(),
+                       reinterpret_cast<const float*>(c_stats.data()), c_out.data(), B, Tn, C, H);
+        ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
+      };
+      run();
+      const std::vector<float> o = download_f(gpu(), c_out), d = download_f(gpu(), c_dqkv);
+      expect_flash_close(o, f_out, "cuDNN out vs flash");
+      expect_flash_close(d, f_dqkv, "cuDNN dqkv vs flash");
+      if (deterministic) {
+        run();
+        EXPECT_EQ(download_f(gpu(), c_out), o);
+        EXPECT_EQ(download_f(gpu(), c_dqkv), d);
+        det_out = o;
+        det_dqkv = d;
+      }
+    }
+    if (s.with_cpu) {
+      const auto [c_out, c_dqkv] = through_layers(cpu(), qkv.cpu(), dout.cpu(), s);
+      expect_flash_close(det_out, c_out, "cuDNN out vs cpu");
+      expect_flash_close(det_dqkv, c_dqkv, "cuDNN dqkv vs cpu");
+    }
+    // Through the layers of a compute made with the switch on (another context on the same
+    // device: the inputs above serve).
+    ::setenv("RM_CUDNN_ATTENTION", "1", 1);
+    std::unique_ptr<Compute> switched = make_cuda_compute(0, /*allow_tf32=*/false);
+    const auto [l_out, l_dqkv] = through_layers(*switched, qkv.gpu(), dout.gpu(), s);
+    ::unsetenv("RM_CUDNN_ATTENTION");  // read at the context's first attention call
+    EXPECT_EQ(l_out, det_out) << "the layers did not take cuDNN";
+    EXPECT_EQ(l_dqkv, det_dqkv);
+  }
+}
+#endif
 
 // ---- Compute: memory, GEMM, optimizer, reductions, casts ---------------------------------------
 

@@ -8,6 +8,14 @@
 
 #include "kernels/cuda/cublas_check.h"
 #include "kernels/cuda/cuda_check.h"
+#if RM_HAVE_CUDNN
+#include "kernels/cuda/cudnn_library.h"
+#include "kernels/cuda/cudnn_sdpa.h"
+#else
+namespace rm::cuda {
+class CudnnAttention {};  // never made: cudnn_attention() is null without cuDNN
+}  // namespace rm::cuda
+#endif
 
 namespace rm::cuda {
 namespace {
@@ -69,6 +77,7 @@ void CudaContext::release() noexcept {
   if (bias_side_.stream != nullptr) {
     report(cudaStreamSynchronize(bias_side_.stream), "cudaStreamSynchronize");
   }
+  cudnn_attention_.reset();  // after the syncs above: frees its workspace and handle
   lt_.reset();  // waits for the compute stream before it frees its workspace
   if (staging_ != nullptr) report(cudaFreeHost(staging_), "cudaFreeHost");
   if (results_ != nullptr) report(cudaFree(results_), "cudaFree");
@@ -94,6 +103,34 @@ void CudaContext::release() noexcept {
   bias_side_ = SideStream{};
   side_stream_ = nullptr;
   stream_ = nullptr;
+}
+
+CudnnAttention* CudaContext::cudnn_attention() {
+  if (cudnn_attention_tried_) return cudnn_attention_.get();
+#if RM_HAVE_CUDNN
+  const int mode = cudnn_attention_mode();  // a bad value throws, every call, until fixed
+  cudnn_attention_tried_ = true;
+  if (mode == 0) return nullptr;
+  try {
+    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_, mode == 1);
+    std::fprintf(stderr, "ringmaster: attention through cuDNN %zu (%s), RM_CUDNN_ATTENTION=%d\n",
+                 cudnn().get_version(), mode == 1 ? "deterministic backward" : "dQ accumulated",
+                 mode);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr,
+                 "ringmaster: RM_CUDNN_ATTENTION=%d but %s; attention runs the flash "
+                 "kernels\n",
+                 mode, e.what());
+  }
+#else
+  cudnn_attention_tried_ = true;
+  if (const char* v = std::getenv("RM_CUDNN_ATTENTION"); v != nullptr && std::strcmp(v, "0") != 0) {
+    std::fprintf(stderr,
+                 "ringmaster: RM_CUDNN_ATTENTION is set but this build has no cuDNN; "
+                 "attention runs the flash kernels\n");
+  }
+#endif
+  return cudnn_attention_.get();
 }
 
 void CudaContext::fetch(void* host_dst, const void* src, size_t bytes) {

@@ -23,6 +23,8 @@
 
 namespace rm::cuda {
 
+class CudnnAttention;  // cudnn_sdpa.h (built where cuDNN's headers were found: RM_HAVE_CUDNN)
+
 // Where device reductions leave their results.
 struct DeviceResults {
   CrossEntropyStatus cross_entropy;
@@ -63,6 +65,12 @@ class CudaContext {
            sort_scratch_.moves() + adamw_table_.moves();
   }
 
+  // cuDNN's attention on the compute stream, made on the first call when RM_CUDNN_ATTENTION
+  // asks for it (cudnn_sdpa.h: cudnn_attention_mode(), whose std::invalid_argument for a bad
+  // value propagates); null when not asked for, in a build without cuDNN, or when cuDNN cannot
+  // be loaded (said once on stderr: the flash kernels run instead).
+  CudnnAttention* cudnn_attention();
+
   // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
   // queued on the compute stream is done; returns when the bytes are there.
   static constexpr size_t kStagingBytes = 64;
@@ -78,6 +86,8 @@ class CudaContext {
   SideStream bias_side_;
   Blas blas_;
   std::unique_ptr<LtGemm> lt_;
+  std::unique_ptr<CudnnAttention> cudnn_attention_;
+  bool cudnn_attention_tried_ = false;
   DeviceResults* results_ = nullptr;
   void* staging_ = nullptr;  // pinned, kStagingBytes
   DeviceScratch attention_scratch_;

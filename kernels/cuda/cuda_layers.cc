@@ -18,6 +18,9 @@
 #include "kernels/cuda/launch_util.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/residual.h"
+#if RM_HAVE_CUDNN
+#include "kernels/cuda/cudnn_sdpa.h"
+#endif
 
 namespace rm::cuda {
 namespace {
@@ -146,6 +149,14 @@ void CudaLayers<T>::attention_forward(T* out, T* att, const T* qkv, int B, int T
   check_sizes("attention_forward", {B, Tn, C, H});
   if constexpr (std::is_same_v<T, bf16>) {
     if (use_flash(C, H)) {
+#if RM_HAVE_CUDNN
+      // cuDNN only where the flash kernels apply: the same buffers (attention_buffers) serve.
+      CudnnAttention* cudnn = ctx_.cudnn_attention();
+      if (cudnn != nullptr && cudnn->takes(B, Tn, C, H)) {
+        cudnn->forward(out, reinterpret_cast<float*>(att), qkv, B, Tn, C, H);
+        return;
+      }
+#endif
       flash_attention_forward(out, att, qkv, B, Tn, C, H, ctx_.stream());
       return;
     }
@@ -161,6 +172,14 @@ void CudaLayers<T>::attention_backward(T* dqkv, T* datt_scratch, const T* dout, 
   check_sizes("attention_backward", {B, Tn, C, H});
   if constexpr (std::is_same_v<T, bf16>) {
     if (use_flash(C, H)) {
+#if RM_HAVE_CUDNN
+      CudnnAttention* cudnn = ctx_.cudnn_attention();
+      if (cudnn != nullptr && cudnn->takes(B, Tn, C, H)) {  // as the forward decided
+        cudnn->backward(dqkv, reinterpret_cast<float*>(datt_scratch), dout, qkv,
+                        reinterpret_cast<const float*>(att), out, B, Tn, C, H);
+        return;
+      }
+#endif
       flash_attention_backward(dqkv, datt_scratch, dout, qkv, att, out, B, Tn, C, H, ctx_.stream());
       return;
     }

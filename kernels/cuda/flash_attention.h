@@ -23,18 +23,14 @@
 //    up to 128, any B and Tn (rows past Tn are zero-padded and masked). Pointers must be 16-byte
 //    aligned (allocate() gives 256); std::invalid_argument otherwise.
 //
-// Why our own kernels and not cuDNN's SDPA graphs: cuDNN's backend API expresses the fused
-// attention as a graph of ~15 (forward) / ~30 (backward) primitive nodes, each with tensor
-// descriptors and attributes whose acceptance only cuDNN on a GPU can check -- nothing of it can
-// be validated on our GPU-less machines. These kernels are small, their arithmetic is on the host
-// (flash_attention_plan.h, unit-tested with an emulation of the tile loops), and they are
-// checked against the materialised path and the cpu reference on a GPU
-// (cuda_compute_gpu_test.cc, FlashAttention*). Looked at again on 2026-11-29: cuDNN 9.19's
-// headers also declare single SDPA operations (CUDNN_BACKEND_OPERATION_SDPA_FWD/BWD_DESCRIPTOR,
-// the front end's "unified" SDPA), but the front end takes those only for cuDNN >= 9.21 when a
-// diagonal bound -- its causal mask -- is set, so a causal mask on 9.19 still means the graph of
-// primitives. Tensor and operation descriptors do finalize on a machine without a GPU (the
-// operation graph and its engines do not), so part of such a graph could be checked here.
+// Why our own kernels beside cuDNN's: cuDNN's fused attention on cuDNN 9.19 is a graph of ~15
+// (forward) / 21-22 (backward) primitive operations whose acceptance only cuDNN on a GPU decides,
+// and a GPU has been lent rarely. These kernels are small, their arithmetic is on the host
+// (flash_attention_plan.h, unit-tested with an emulation of the tile loops), and they are checked
+// against the materialised path and the cpu reference on a GPU (cuda_compute_gpu_test.cc,
+// FlashAttention*). Since 2026-11-29 cuDNN's graphs are written too (sdpa_graph.h, cudnn_sdpa.h,
+// opt-in with RM_CUDNN_ATTENTION until a sitting measures them); where cuDNN refuses a shape,
+// these kernels run.
 #pragma once
 
 #include <cuda_runtime_api.h>

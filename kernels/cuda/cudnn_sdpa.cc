@@ -1,0 +1,451 @@
+#include "kernels/cuda/cudnn_sdpa.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cudnn_library.h"
+
+namespace rm::cuda {
+namespace {
+
+using sdpa::DataType;
+using sdpa::OpKind;
+using sdpa::PointwiseMode;
+using sdpa::Role;
+
+[[noreturn]] void cudnn_fail(cudnnStatus_t status, const std::string& what) {
+  const CudnnLibrary& lib = cudnn();
+  char detail[512] = {0};
+  lib.last_error_string(detail, sizeof detail);
+  throw std::runtime_error("cuDNN: " + what + ": " + lib.error_string(status) +
+                           (detail[0] != '\0' ? std::string(" (") + detail + ")" : ""));
+}
+
+void cudnn_check(cudnnStatus_t status, const std::string& what) {
+  if (status != CUDNN_STATUS_SUCCESS) cudnn_fail(status, what);
+}
+
+// One backend descriptor, destroyed with its owner.
+class BackendDescriptor {
+ public:
+  BackendDescriptor(cudnnBackendDescriptorType_t type, const std::string& what) : what_(what) {
+    cudnn_check(cudnn().create_descriptor(type, &d_), "creating " + what_);
+  }
+  ~BackendDescriptor() {
+    if (d_ != nullptr) cudnn().destroy_descriptor(d_);
+  }
+  BackendDescriptor(const BackendDescriptor&) = delete;
+  BackendDescriptor& operator=(const BackendDescriptor&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+  template <typename V>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+           const V* values) {
+    cudnn_check(cudnn().set_attribute(d_, name, type, count, values),
+                what_ + ": attribute " + std::to_string(static_cast<int>(name)));
+  }
+  void set(cudnnBackendAttributeName_t name, const BackendDescriptor& d) {
+    cudnnBackendDescriptor_t raw = d.get();
+    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+  }
+  void finalize() { cudnn_check(cudnn().finalize(d_), "finalizing " + what_); }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+  std::string what_;
+};
+
+cudnnDataType_t data_type(DataType t) {
+  switch (t) {
+    case DataType::kFloat:
+      return CUDNN_DATA_FLOAT;
+    case DataType::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DataType::kInt32:
+      return CUDNN_DATA_INT32;
+    case DataType::kBool:
+      return CUDNN_DATA_BOOLEAN;
+  }
+  throw std::logic_error("cudnn_sdpa: data type");
+}
+
+cudnnPointwiseMode_t pointwise_mode(PointwiseMode m) {
+  switch (m) {
+    case PointwiseMode::kAdd:
+      return CUDNN_POINTWISE_ADD;
+    case PointwiseMode::kSub:
+      return CUDNN_POINTWISE_SUB;
+    case PointwiseMode::kMul:
+      return CUDNN_POINTWISE_MUL;
+    case PointwiseMode::kDiv:
+      return CUDNN_POINTWISE_DIV;
+    case PointwiseMode::kExp:
+      return CUDNN_POINTWISE_EXP;
+    case PointwiseMode::kLog:
+      return CUDNN_POINTWISE_LOG;
+    case PointwiseMode::kIdentity:
+      return CUDNN_POINTWISE_IDENTITY;
+    case PointwiseMode::kGenIndex:
+      return CUDNN_POINTWISE_GEN_INDEX;
+    case PointwiseMode::kCmpGe:
+      return CUDNN_POINTWISE_CMP_GE;
+    case PointwiseMode::kBinarySelect:
+      return CUDNN_POINTWISE_BINARY_SELECT;
+  }
+  throw std::logic_error("cudnn_sdpa: pointwise mode");
+}
+
+// The execution plan and the operation graph name the handle in cuDNN < 9.8 (deprecated since,
+// still honoured); set as the front end does.
+void set_handle(BackendDescriptor& d, cudnnBackendAttributeName_t name, cudnnHandle_t handle) {
+  d.set(name, CUDNN_TYPE_HANDLE, 1, &handle);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+constexpr cudnnBackendAttributeName_t kOperationGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+constexpr cudnnBackendAttributeName_t kExecutionPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+struct CudnnGraph::Impl {
+  sdpa::Graph graph;
+  std::vector<std::unique_ptr<BackendDescriptor>> tensors;  // by uid - 1
+  std::vector<std::unique_ptr<BackendDescriptor>> owned;    // operations and their settings
+  std::vector<cudnnBackendDescriptor_t> operations;
+  std::unique_ptr<BackendDescriptor> op_graph;
+  std::vector<std::unique_ptr<BackendDescriptor>> configs;
+  std::unique_ptr<BackendDescriptor> plan;
+  int64_t workspace = 0;
+  std::vector<float> scalars;  // by-value values, by uid - 1 (their addresses go to cuDNN)
+
+  const BackendDescriptor& tensor(int64_t uid) const {
+    return *tensors.at(static_cast<size_t>(uid - 1));
+  }
+
+  BackendDescriptor& own(cudnnBackendDescriptorType_t type, const std::string& what) {
+    owned.push_back(std::make_unique<BackendDescriptor>(type, what));
+    return *owned.back();
+  }
+
+  void build_tensor(const sdpa::Tensor& t) {
+    auto d =
+        std::make_unique<BackendDescriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor " + t.name);
+    const cudnnDataType_t type = data_type(t.type);
+    const int64_t alignment = 16;
+    const bool is_virtual = t.is_virtual, by_value = t.by_value;
+    d->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    d->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t.dims.data());
+    d->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t.strides.data());
+    d->set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid);
+    d->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    d->set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+    d->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    d->finalize();
+    tensors.push_back(std::move(d));
+  }
+
+  void build_op(const sdpa::Op& op) {
+    const std::string what = "operation " + op.name;
+    const cudnnDataType_t compute = data_type(op.compute);
+    switch (op.kind) {
+      case OpKind::kMatmul: {
+        BackendDescriptor& desc = own(CUDNN_BACKEND_MATMUL_DESCRIPTOR, what + " (matmul)");
+        desc.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+        desc.finalize();
+        BackendDescriptor& o = own(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
+        o.set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, tensor(op.inputs.at(0)));
+        o.set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, tensor(op.inputs.at(1)));
+        o.set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, tensor(op.output));
+        o.set(CUDNN_ATTR_OPERATION_MATMUL_DESC, desc);
+        o.finalize();
+        operations.push_back(o.get());
+        return;
+      }
+      case OpKind::kPointwise: {
+        BackendDescriptor& desc = own(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what + " (pointwise)");
+        const cudnnPointwiseMode_t mode = pointwise_mode(op.pointwise);
+        desc.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+        desc.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+        if (op.pointwise == PointwiseMode::kGenIndex) {
+          desc.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &op.axis);
+        }
+        desc.finalize();
+        BackendDescriptor& o = own(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
+        o.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, desc);
+        o.set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensor(op.inputs.at(0)));
+        if (op.inputs.size() >= 2)
+          o.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, tensor(op.inputs[1]));
+        o.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, tensor(op.output));
+        if (op.inputs.size() >= 3)
+          o.set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, tensor(op.inputs[2]));
+        const float one = 1.0f;
+        o.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one);
+        o.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
+        o.finalize();
+        operations.push_back(o.get());
+        return;
+      }
+      case OpKind::kReduction: {
+        BackendDescriptor& desc = own(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what + " (reduction)");
+        const cudnnReduceTensorOp_t reduce =
+            op.reduce == sdpa::ReduceMode::kMax ? CUDNN_REDUCE_TENSOR_MAX : CUDNN_REDUCE_TENSOR_ADD;
+        desc.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+        desc.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce);
+#if CUDNN_VERSION >= 91100
+        if (cudnn().get_version() >= 91100) {  // as the front end: not asked to be deterministic
+          const bool deterministic = false;
+          desc.set(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &deterministic);
+        }
+#endif
+        desc.finalize();
+        BackendDescriptor& o = own(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
+        o.set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, desc);
+        o.set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, tensor(op.inputs.at(0)));
+        o.set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, tensor(op.output));
+        o.finalize();
+        operations.push_back(o.get());
+        return;
+      }
+      case OpKind::kReshape: {
+        BackendDescriptor& o = own(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, what);
+        o.set(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, tensor(op.inputs.at(0)));
+        o.set(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, tensor(op.output));
+        o.finalize();
+        operations.push_back(o.get());
+        return;
+      }
+    }
+  }
+
+  void build_graph(cudnnHandle_t handle) {
+    op_graph = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
+                                                   "the operation graph");
+    op_graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                  static_cast<int64_t>(operations.size()), operations.data());
+    if (handle != nullptr) set_handle(*op_graph, kOperationGraphHandle, handle);
+    op_graph->finalize();
+  }
+};
+
+CudnnGraph::CudnnGraph(sdpa::Graph graph) : impl_(std::make_unique<Impl>()) {
+  impl_->graph = std::move(graph);
+  impl_->scalars.resize(impl_->graph.tensors.size(), 0.0f);
+  for (const sdpa::Tensor& t : impl_->graph.tensors) {
+    impl_->build_tensor(t);
+    if (t.by_value) impl_->scalars[static_cast<size_t>(t.uid - 1)] = t.value;
+  }
+  for (const sdpa::Op& op : impl_->graph.ops) impl_->build_op(op);
+  impl_->build_graph(nullptr);
+}
+
+CudnnGraph::~CudnnGraph() = default;
+
+const sdpa::Graph& CudnnGraph::graph() const {
+  return impl_->graph;
+}
+bool CudnnGraph::planned() const {
+  return impl_->plan != nullptr;
+}
+int64_t CudnnGraph::workspace_bytes() const {
+  return impl_->workspace;
+}
+
+void CudnnGraph::plan(cudnnHandle_t handle) {
+  Impl& m = *impl_;
+  m.build_graph(handle);  // again, naming the handle (as the front end does for cuDNN < 9.8)
+  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
+  cudnnBackendDescriptor_t graph = m.op_graph->get();
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  heuristics.finalize();
+  int64_t count = 0;
+  cudnn_check(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+              "counting the engine configurations");
+  if (count <= 0) throw std::runtime_error("cuDNN: no engine takes the attention graph");
+  m.configs.clear();
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    m.configs.push_back(std::make_unique<BackendDescriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                                                            "engine configuration"));
+    raw.push_back(m.configs.back()->get());
+  }
+  int64_t got = 0;
+  cudnn_check(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
+              "reading the engine configurations");
+  std::string refusals;
+  for (int64_t i = 0; i < got; ++i) {
+    auto plan = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
+                                                    "execution plan " + std::to_string(i));
+    try {
+      set_handle(*plan, kExecutionPlanHandle, handle);
+      plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *m.configs[static_cast<size_t>(i)]);
+      plan->finalize();
+    } catch (const std::runtime_error& e) {
+      refusals += std::string("\n  ") + e.what();
+      continue;
+    }
+    int64_t workspace = 0, n = 0;
+    cudnn_check(cudnn().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                      CUDNN_TYPE_INT64, 1, &n, &workspace),
+                "reading the plan's workspace size");
+    m.plan = std::move(plan);
+    m.workspace = workspace;
+    return;
+  }
+  throw std::runtime_error("cuDNN: none of " + std::to_string(got) +
+                           " engine configurations plans the attention graph:" + refusals);
+}
+
+void CudnnGraph::execute(cudnnHandle_t handle, const std::map<Role, const void*>& bound,
+                         void* workspace) const {
+  const Impl& m = *impl_;
+  if (m.plan == nullptr) throw std::logic_error("CudnnGraph::execute before plan()");
+  std::vector<int64_t> uids;
+  std::vector<void*> pointers;
+  for (const sdpa::Tensor& t : m.graph.tensors) {
+    if (t.is_virtual) continue;
+    uids.push_back(t.uid);
+    if (t.by_value) {
+      pointers.push_back(const_cast<float*>(&m.scalars[static_cast<size_t>(t.uid - 1)]));
+      continue;
+    }
+    const auto it = bound.find(t.role);
+    if (it == bound.end() || it->second == nullptr) {
+      throw std::invalid_argument("CudnnGraph::execute: no memory for " + t.name);
+    }
+    pointers.push_back(const_cast<void*>(it->second));
+  }
+  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
+           uids.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+           static_cast<int64_t>(pointers.size()), pointers.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  pack.finalize();
+  cudnn_check(cudnn().execute(handle, m.plan->get(), pack.get()), "executing the attention");
+}
+
+int cudnn_attention_mode() {
+  const char* v = std::getenv("RM_CUDNN_ATTENTION");
+  if (v == nullptr || std::strcmp(v, "") == 0 || std::strcmp(v, "0") == 0) return 0;
+  if (std::strcmp(v, "1") == 0) return 1;
+  if (std::strcmp(v, "2") == 0) return 2;
+  throw std::invalid_argument(std::string("RM_CUDNN_ATTENTION=") + v +
+                              ": expected 0 (off), 1 (cuDNN, deterministic backward) or 2 " +
+                              "(cuDNN, dQ accumulated as llm.c's)");
+}
+
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
+    : deterministic_(deterministic) {
+  cudnn_check(cudnn().create(&handle_), "creating a handle");
+  const cudnnStatus_t s = cudnn().set_stream(handle_, stream);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    cudnn().destroy(handle_);
+    cudnn_fail(s, "setting the handle's stream");
+  }
+}
+
+CudnnAttention::~CudnnAttention() {
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  for (void* w : retired_) cudaFree(w);
+  plans_.clear();
+  if (handle_ != nullptr) cudnn().destroy(handle_);
+}
+
+namespace {
+size_t cudnn_align256(size_t n) {
+  return (n + 255) / 256 * 256;
+}
+}  // namespace
+
+CudnnAttention::Planned& CudnnAttention::planned(int B, int Tn, int C, int H) {
+  const auto key = std::make_tuple(B, Tn, C, H);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  Planned p;
+  p.forward = std::make_unique<CudnnGraph>(sdpa::sdpa_forward_graph(B, Tn, C, H));
+  p.backward = std::make_unique<CudnnGraph>(sdpa::sdpa_backward_graph(B, Tn, C, H, deterministic_));
+  p.forward->plan(handle_);
+  p.backward->plan(handle_);
+  const size_t need = cudnn_align256(static_cast<size_t>(
+                          std::max(p.forward->workspace_bytes(), p.backward->workspace_bytes()))) +
+                      sizeof(float) * sdpa::sdpa_dq_accum_floats(B, Tn, C, H, deterministic_);
+  if (need > workspace_bytes_) {
+    void* grown = nullptr;
+    const cudaError_t e = cudaMalloc(&grown, need);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("cuDNN attention: no " + std::to_string(need) +
+                               " bytes of workspace on the GPU: " + cudaGetErrorString(e));
+    }
+    // The smaller one stays allocated until the destructor: a recorded step graph
+    // (worker/step_graph.h) may still name it.
+    if (workspace_ != nullptr) retired_.push_back(workspace_);
+    workspace_ = grown;
+    workspace_bytes_ = need;
+  }
+  return plans_.emplace(key, std::move(p)).first->second;
+}
+
+void CudnnAttention::prepare(int B, int Tn, int C, int H) {
+  planned(B, Tn, C, H);
+}
+
+bool CudnnAttention::takes(int B, int Tn, int C, int H) {
+  const auto key = std::make_tuple(B, Tn, C, H);
+  const auto known = takes_.find(key);
+  if (known != takes_.end()) return known->second;
+  bool ok = sdpa::sdpa_shape_supported(B, Tn, C, H);
+  if (ok) {
+    try {
+      prepare(B, Tn, C, H);
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr,
+                   "ringmaster: cuDNN's attention refused B=%d Tn=%d C=%d H=%d (%s); "
+                   "that shape runs the flash kernels\n",
+                   B, Tn, C, H, e.what());
+      ok = false;
+    }
+  }
+  takes_[key] = ok;
+  return ok;
+}
+
+void CudnnAttention::forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C,
+                             int H) {
+  const Planned& p = planned(B, Tn, C, H);
+  const sdpa::SdpaOffsets off = sdpa::sdpa_offsets(C);
+  p.forward->execute(handle_,
+                     {{Role::kQ, qkv},
+                      {Role::kK, qkv + off.k},
+                      {Role::kV, qkv + off.v},
+                      {Role::kO, out},
+                      {Role::kStats, stats}},
+                     workspace_);
+}
+
+void CudnnAttention::backward(bf16* dqkv, float* softmax_sum, const bf16* dout, const bf16* qkv,
+                              const float* stats, const bf16* out, int B, int Tn, int C, int H) {
+  const Planned& p = planned(B, Tn, C, H);
+  const sdpa::SdpaOffsets off = sdpa::sdpa_offsets(C);
+  const size_t ws = cudnn_align256(
+      static_cast<size_t>(std::max(p.forward->workspace_bytes(), p.backward->workspace_bytes())));
+  std::map<Role, const void*> bound = {{Role::kQ, qkv},           {Role::kK, qkv + off.k},
+                                       {Role::kV, qkv + off.v},   {Role::kO, out},
+                                       {Role::kDO, dout},         {Role::kStats, stats},
+                                       {Role::kDQ, dqkv},         {Role::kDK, dqkv + off.k},
+                                       {Role::kDV, dqkv + off.v}, {Role::kSoftmaxSum, softmax_sum}};
+  if (!deterministic_) bound[Role::kDQAccum] = static_cast<char*>(workspace_) + ws;
+  p.backward->execute(handle_, bound, workspace_);
+}
+
+}  // namespace rm::cuda

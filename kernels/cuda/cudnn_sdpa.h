@@ -1,0 +1,97 @@
+// The attention graphs of sdpa_graph.h run through cuDNN's graph API (the C backend, opened by
+// cudnn_library.h): descriptors, execution plans, and the bf16 attention's forward and backward.
+//
+//  - CudnnGraph builds and finalizes every tensor and operation descriptor and the operation
+//    graph in its constructor. That needs the cuDNN library but no GPU, so a wrong attribute, type
+//    or count fails on any machine with cuDNN (cudnn_sdpa_test.cc). plan() (engine heuristics,
+//    mode A, then the first configuration whose execution plan finalizes) needs the GPU.
+//  - CudnnAttention keeps one planned forward and backward per shape, planned together on first
+//    sight, so a shape either runs both through cuDNN or throws before anything is queued (the
+//    two paths' saved statistics differ: sdpa_graph.h). Its workspace is allocated then; one
+//    outgrown by a later shape is kept until the end (a recorded step graph may name it).
+//
+// Switch: RM_CUDNN_ATTENTION (cudnn_attention_mode()). cuda_layers.cc takes cuDNN where it is set
+// and the shape is one the flash kernels take too (so the buffers planned are the same), and
+// falls back to the flash kernels, saying why once, where cuDNN refuses the graph.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <cudnn_graph.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kernels/bf16.h"
+#include "kernels/cuda/sdpa_graph.h"
+
+namespace rm::cuda {
+
+class CudnnGraph {
+ public:
+  // std::runtime_error naming the operation or tensor cuDNN refused, with its message.
+  explicit CudnnGraph(sdpa::Graph graph);
+  ~CudnnGraph();
+  CudnnGraph(const CudnnGraph&) = delete;
+  CudnnGraph& operator=(const CudnnGraph&) = delete;
+
+  const sdpa::Graph& graph() const;
+  // std::runtime_error listing each configuration's refusal when none plans.
+  void plan(cudnnHandle_t handle);
+  bool planned() const;
+  int64_t workspace_bytes() const;  // after plan()
+  // Every bound tensor of the graph must be given (std::invalid_argument otherwise). Queued on
+  // the handle's stream.
+  void execute(cudnnHandle_t handle, const std::map<sdpa::Role, const void*>& bound,
+               void* workspace) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// RM_CUDNN_ATTENTION: unset or "0": off (the flash kernels); "1": cuDNN, with the backward whose
+// dQ is a plain product (deterministic: reruns bit-identical, as the rest of the backend); "2":
+// cuDNN with dQ accumulated from several blocks (llm.c + cuDNN's graph; last bits vary between
+// runs). Anything else: std::invalid_argument naming the variable.
+int cudnn_attention_mode();
+
+class CudnnAttention {
+ public:
+  CudnnAttention(cudaStream_t stream, bool deterministic);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Builds and plans both graphs for the shape unless done before; std::runtime_error (nothing
+  // queued) if cuDNN refuses either or the GPU lacks the memory for their workspace.
+  void prepare(int B, int Tn, int C, int H);
+  // Whether the shape runs through cuDNN: a shape sdpa_shape_supported() takes and prepare()
+  // planned. A shape cuDNN refused is said once on stderr and answered false from then on, so
+  // a forward and its backward always take the same path.
+  bool takes(int B, int Tn, int C, int H);
+  // stats: float [B,H,Tn]; out and qkv as flash_attention_forward's.
+  void forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int H);
+  // dqkv OVERWRITTEN; softmax_sum: float [B,H,Tn] scratch.
+  void backward(bf16* dqkv, float* softmax_sum, const bf16* dout, const bf16* qkv,
+                const float* stats, const bf16* out, int B, int Tn, int C, int H);
+
+ private:
+  struct Planned {
+    std::unique_ptr<CudnnGraph> forward, backward;
+  };
+  Planned& planned(int B, int Tn, int C, int H);
+
+  cudnnHandle_t handle_ = nullptr;
+  bool deterministic_;
+  std::map<std::tuple<int, int, int, int>, Planned> plans_;
+  std::map<std::tuple<int, int, int, int>, bool> takes_;
+  void* workspace_ = nullptr;  // the largest any plan needs, plus dQ's accumulator
+  size_t workspace_bytes_ = 0;
+  std::vector<void*> retired_;  // outgrown workspaces, freed by the destructor
+};
+
+}  // namespace rm::cuda
