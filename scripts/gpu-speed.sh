@@ -63,7 +63,7 @@ PY
 
 # 1. GPU tests.
 if want tests; then
-  if timeout 300 kernels_cuda_gpu_test > "$OUT/gpu_test.log" 2>&1; then
+  if timeout 420 kernels_cuda_gpu_test > "$OUT/gpu_test.log" 2>&1; then
     if grep -q '\[  SKIPPED \]' "$OUT/gpu_test.log"; then
       verdict kernels_cuda_gpu_test FAIL "skips on a GPU machine"
     else

@@ -798,10 +798,11 @@ TEST_F(FlashAttentionTest, RejectsRowFragmentsTheHeadSizeDoesNotTake) {
 }
 
 #if RM_HAVE_CUDNN
-// cuDNN's fused attention (cudnn_sdpa.h) on the shapes the model gives it, both backwards,
-// against the flash kernels (the layers without RM_CUDNN_ATTENTION) and, at the smallest shape,
-// the cpu backend; the deterministic backward's reruns give the same bits. Then through the
-// layers of a context made with RM_CUDNN_ATTENTION=1: the same bits as the direct calls.
+// cuDNN's fused attention (cudnn_sdpa.h) against the flash kernels (the layers without
+// RM_CUDNN_ATTENTION): the deterministic backward at three shapes, its reruns giving the same
+// bits; the accumulating one at GPT-2's; at the smallest, the cpu backend too, and the layers of a
+// context made with RM_CUDNN_ATTENTION=1 (the same bits as the direct calls). Ten plans, each a
+// runtime compilation: the test takes seconds.
 TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
   const char* saved = std::getenv("RM_CUDNN_ATTENTION");
   ASSERT_TRUE(saved == nullptr || std::string(saved) == "0") << "run without the switch";
@@ -817,6 +818,7 @@ TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
     const auto [f_out, f_dqkv] = through_layers(gpu(), qkv.gpu(), dout.gpu(), s);
     std::vector<float> det_out, det_dqkv;
     for (bool deterministic : {true, false}) {
+      if (!deterministic && Tn != 1024) continue;
       SCOPED_TRACE(deterministic ? "deterministic backward" : "dQ accumulated");
       CudaContext ctx(0, /*allow_tf32=*/false);
       CudnnAttention cudnn(ctx.stream(), deterministic);
@@ -824,8 +826,8 @@ TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
       DeviceArray<bf16> c_out(gpu(), NC), c_stats(gpu(), buf.saved), c_sum(gpu(), buf.scratch);
       DeviceArray<bf16> c_dqkv(gpu(), 3 * NC);
       auto run = [&] {
-        cudnn.forward(c_out.data(), reinterpret_cast<float*>(c_stats.data()), qkv.gpu(), B, Tn, C,
-                      H);
+        ASSERT_TRUE(cudnn.forward(c_out.data(), reinterpret_cast<float*>(c_stats.data()), qkv.gpu(),
+                                  B, Tn, C, H));
         cudnn.backward(c_dqkv.data(), reinterpret_cast<float*>(c_sum.data()), dout.gpu(), qkv.gpu(),
                        reinterpret_cast<const float*>(c_stats.data()), c_out.data(), B, Tn, C, H);
         ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
@@ -842,19 +844,24 @@ TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
         det_dqkv = d;
       }
     }
-    if (s.with_cpu) {
-      const auto [c_out, c_dqkv] = through_layers(cpu(), qkv.cpu(), dout.cpu(), s);
-      expect_flash_close(det_out, c_out, "cuDNN out vs cpu");
-      expect_flash_close(det_dqkv, c_dqkv, "cuDNN dqkv vs cpu");
-    }
+    if (!s.with_cpu) continue;
+    const auto [c_out, c_dqkv] = through_layers(cpu(), qkv.cpu(), dout.cpu(), s);
+    expect_flash_close(det_out, c_out, "cuDNN out vs cpu");
+    expect_flash_close(det_dqkv, c_dqkv, "cuDNN dqkv vs cpu");
     // Through the layers of a compute made with the switch on (another context on the same
-    // device: the inputs above serve).
-    ::setenv("RM_CUDNN_ATTENTION", "1", 1);
-    std::unique_ptr<Compute> switched = make_cuda_compute(0, /*allow_tf32=*/false);
-    const auto [l_out, l_dqkv] = through_layers(*switched, qkv.gpu(), dout.gpu(), s);
-    ::unsetenv("RM_CUDNN_ATTENTION");  // read at the context's first attention call
-    EXPECT_EQ(l_out, det_out) << "the layers did not take cuDNN";
-    EXPECT_EQ(l_dqkv, det_dqkv);
+    // device: the inputs above serve). The switch is read at the context's first attention call.
+    struct Switch {
+      Switch() { ::setenv("RM_CUDNN_ATTENTION", "1", 1); }
+      ~Switch() { ::unsetenv("RM_CUDNN_ATTENTION"); }
+    };
+    std::pair<std::vector<float>, std::vector<float>> layers;
+    {
+      const Switch on;
+      std::unique_ptr<Compute> switched = make_cuda_compute(0, /*allow_tf32=*/false);
+      layers = through_layers(*switched, qkv.gpu(), dout.gpu(), s);
+    }
+    EXPECT_EQ(layers.first, det_out) << "the layers did not take cuDNN";
+    EXPECT_EQ(layers.second, det_dqkv);
   }
 }
 #endif

@@ -152,8 +152,8 @@ void CudaLayers<T>::attention_forward(T* out, T* att, const T* qkv, int B, int T
 #if RM_HAVE_CUDNN
       // cuDNN only where the flash kernels apply: the same buffers (attention_buffers) serve.
       CudnnAttention* cudnn = ctx_.cudnn_attention();
-      if (cudnn != nullptr && cudnn->takes(B, Tn, C, H)) {
-        cudnn->forward(out, reinterpret_cast<float*>(att), qkv, B, Tn, C, H);
+      if (cudnn != nullptr && cudnn->takes(B, Tn, C, H) &&
+          cudnn->forward(out, reinterpret_cast<float*>(att), qkv, B, Tn, C, H)) {
         return;
       }
 #endif

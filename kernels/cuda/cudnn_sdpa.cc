@@ -99,17 +99,17 @@ cudnnPointwiseMode_t pointwise_mode(PointwiseMode m) {
   throw std::logic_error("cudnn_sdpa: pointwise mode");
 }
 
-// The execution plan and the operation graph name the handle in cuDNN < 9.8 (deprecated since,
-// still honoured); set as the front end does.
-void set_handle(BackendDescriptor& d, cudnnBackendAttributeName_t name, cudnnHandle_t handle) {
-  d.set(name, CUDNN_TYPE_HANDLE, 1, &handle);
-}
-
+// The operation graph names the handle as the front end's does when given one (llm.c gives it):
+// required before cuDNN 9.8, deprecated since, still honoured. The execution plan does not: the
+// front end sets only its engine configuration (its handle serves deserialization only).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 constexpr cudnnBackendAttributeName_t kOperationGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
-constexpr cudnnBackendAttributeName_t kExecutionPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
 #pragma GCC diagnostic pop
+
+// The graphs of sdpa_graph.h were compared with the front end's for cuDNN 9.19; before 9.10 its
+// lowering differs (the mask's value, a dQ accumulator the caller zeroes).
+constexpr size_t kOldestCudnn = 91000;
 
 }  // namespace
 
@@ -223,25 +223,31 @@ struct CudnnGraph::Impl {
     }
   }
 
-  void build_graph(cudnnHandle_t handle) {
+  // Every descriptor anew (no operation is shared by two operation graphs), the graph naming
+  // `handle` when there is one.
+  void build(cudnnHandle_t handle) {
+    op_graph.reset();
+    operations.clear();
+    owned.clear();
+    tensors.clear();
+    scalars.assign(graph.tensors.size(), 0.0f);
+    for (const sdpa::Tensor& t : graph.tensors) {
+      build_tensor(t);
+      if (t.by_value) scalars[static_cast<size_t>(t.uid - 1)] = t.value;
+    }
+    for (const sdpa::Op& op : graph.ops) build_op(op);
     op_graph = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
                                                    "the operation graph");
     op_graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                   static_cast<int64_t>(operations.size()), operations.data());
-    if (handle != nullptr) set_handle(*op_graph, kOperationGraphHandle, handle);
+    if (handle != nullptr) op_graph->set(kOperationGraphHandle, CUDNN_TYPE_HANDLE, 1, &handle);
     op_graph->finalize();
   }
 };
 
 CudnnGraph::CudnnGraph(sdpa::Graph graph) : impl_(std::make_unique<Impl>()) {
   impl_->graph = std::move(graph);
-  impl_->scalars.resize(impl_->graph.tensors.size(), 0.0f);
-  for (const sdpa::Tensor& t : impl_->graph.tensors) {
-    impl_->build_tensor(t);
-    if (t.by_value) impl_->scalars[static_cast<size_t>(t.uid - 1)] = t.value;
-  }
-  for (const sdpa::Op& op : impl_->graph.ops) impl_->build_op(op);
-  impl_->build_graph(nullptr);
+  impl_->build(nullptr);
 }
 
 CudnnGraph::~CudnnGraph() = default;
@@ -258,7 +264,9 @@ int64_t CudnnGraph::workspace_bytes() const {
 
 void CudnnGraph::plan(cudnnHandle_t handle) {
   Impl& m = *impl_;
-  m.build_graph(handle);  // again, naming the handle (as the front end does for cuDNN < 9.8)
+  m.plan.reset();
+  m.configs.clear();
+  m.build(handle);  // anew, the graph naming the handle as llm.c's does
   BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
   cudnnBackendDescriptor_t graph = m.op_graph->get();
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
@@ -270,7 +278,6 @@ void CudnnGraph::plan(cudnnHandle_t handle) {
                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
               "counting the engine configurations");
   if (count <= 0) throw std::runtime_error("cuDNN: no engine takes the attention graph");
-  m.configs.clear();
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
     m.configs.push_back(std::make_unique<BackendDescriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
@@ -286,7 +293,6 @@ void CudnnGraph::plan(cudnnHandle_t handle) {
     auto plan = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
                                                     "execution plan " + std::to_string(i));
     try {
-      set_handle(*plan, kExecutionPlanHandle, handle);
       plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *m.configs[static_cast<size_t>(i)]);
       plan->finalize();
     } catch (const std::runtime_error& e) {
@@ -346,6 +352,11 @@ int cudnn_attention_mode() {
 
 CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
     : deterministic_(deterministic) {
+  if (cudnn().get_version() < kOldestCudnn) {
+    throw std::runtime_error(cudnn().path + " is cuDNN " + std::to_string(cudnn().get_version()) +
+                             ", older than the " + std::to_string(kOldestCudnn) +
+                             " the attention graphs are written for");
+  }
   cudnn_check(cudnn().create(&handle_), "creating a handle");
   const cudnnStatus_t s = cudnn().set_stream(handle_, stream);
   if (s != CUDNN_STATUS_SUCCESS) {
@@ -400,37 +411,53 @@ void CudnnAttention::prepare(int B, int Tn, int C, int H) {
   planned(B, Tn, C, H);
 }
 
+void CudnnAttention::refuse(int B, int Tn, int C, int H, const std::string& why) {
+  (void)cudaGetLastError();  // a refused plan may leave a launch error the next check would see
+  std::fprintf(stderr,
+               "ringmaster: cuDNN's attention refused B=%d Tn=%d C=%d H=%d (%s); that shape runs "
+               "the flash kernels\n",
+               B, Tn, C, H, why.c_str());
+  takes_[std::make_tuple(B, Tn, C, H)] = false;
+}
+
 bool CudnnAttention::takes(int B, int Tn, int C, int H) {
   const auto key = std::make_tuple(B, Tn, C, H);
   const auto known = takes_.find(key);
   if (known != takes_.end()) return known->second;
-  bool ok = sdpa::sdpa_shape_supported(B, Tn, C, H);
-  if (ok) {
-    try {
-      prepare(B, Tn, C, H);
-    } catch (const std::runtime_error& e) {
-      std::fprintf(stderr,
-                   "ringmaster: cuDNN's attention refused B=%d Tn=%d C=%d H=%d (%s); "
-                   "that shape runs the flash kernels\n",
-                   B, Tn, C, H, e.what());
-      ok = false;
-    }
+  if (!sdpa::sdpa_shape_supported(B, Tn, C, H)) return takes_[key] = false;
+  try {
+    prepare(B, Tn, C, H);
+  } catch (const std::runtime_error& e) {
+    refuse(B, Tn, C, H, e.what());
+    return false;
   }
-  takes_[key] = ok;
-  return ok;
+  std::fprintf(stderr,
+               "ringmaster: cuDNN's attention planned for B=%d Tn=%d C=%d H=%d, workspace %.1f "
+               "MiB\n",
+               B, Tn, C, H, static_cast<double>(workspace_bytes_) / (1 << 20));
+  return takes_[key] = true;
 }
 
-void CudnnAttention::forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C,
+bool CudnnAttention::forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C,
                              int H) {
   const Planned& p = planned(B, Tn, C, H);
   const sdpa::SdpaOffsets off = sdpa::sdpa_offsets(C);
-  p.forward->execute(handle_,
-                     {{Role::kQ, qkv},
-                      {Role::kK, qkv + off.k},
-                      {Role::kV, qkv + off.v},
-                      {Role::kO, out},
-                      {Role::kStats, stats}},
-                     workspace_);
+  const auto key = std::make_tuple(B, Tn, C, H);
+  try {
+    p.forward->execute(handle_,
+                       {{Role::kQ, qkv},
+                        {Role::kK, qkv + off.k},
+                        {Role::kV, qkv + off.v},
+                        {Role::kO, out},
+                        {Role::kStats, stats}},
+                       workspace_);
+  } catch (const std::runtime_error& e) {
+    if (ran_.count(key) != 0) throw;
+    refuse(B, Tn, C, H, e.what());
+    return false;
+  }
+  ran_.insert(key);
+  return true;
 }
 
 void CudnnAttention::backward(bf16* dqkv, float* softmax_sum, const bf16* dout, const bf16* qkv,

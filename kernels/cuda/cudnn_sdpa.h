@@ -20,6 +20,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -67,14 +68,19 @@ class CudnnAttention {
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   // Builds and plans both graphs for the shape unless done before; std::runtime_error (nothing
-  // queued) if cuDNN refuses either or the GPU lacks the memory for their workspace.
+  // queued) if cuDNN refuses either or the GPU lacks the memory for their workspace. The
+  // constructor throws std::runtime_error for a cuDNN older than 9.10 (see cudnn_sdpa.cc).
   void prepare(int B, int Tn, int C, int H);
   // Whether the shape runs through cuDNN: a shape sdpa_shape_supported() takes and prepare()
   // planned. A shape cuDNN refused is said once on stderr and answered false from then on, so
   // a forward and its backward always take the same path.
   bool takes(int B, int Tn, int C, int H);
-  // stats: float [B,H,Tn]; out and qkv as flash_attention_forward's.
-  void forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int H);
+  // Says why on stderr and answers takes() false for the shape from now on.
+  void refuse(int B, int Tn, int C, int H, const std::string& why);
+  // stats: float [B,H,Tn]; out and qkv as flash_attention_forward's. False when cuDNN failed the
+  // shape's first execution: the shape is refused (nothing of its backward has run, and the
+  // caller's flash forward rewrites the statistics); a later failure throws std::runtime_error.
+  bool forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int H);
   // dqkv OVERWRITTEN; softmax_sum: float [B,H,Tn] scratch.
   void backward(bf16* dqkv, float* softmax_sum, const bf16* dout, const bf16* qkv,
                 const float* stats, const bf16* out, int B, int Tn, int C, int H);
@@ -89,6 +95,7 @@ class CudnnAttention {
   bool deterministic_;
   std::map<std::tuple<int, int, int, int>, Planned> plans_;
   std::map<std::tuple<int, int, int, int>, bool> takes_;
+  std::set<std::tuple<int, int, int, int>> ran_;  // shapes whose forward ran through cuDNN
   void* workspace_ = nullptr;  // the largest any plan needs, plus dQ's accumulator
   size_t workspace_bytes_ = 0;
   std::vector<void*> retired_;  // outgrown workspaces, freed by the destructor

@@ -2,7 +2,8 @@
 // descriptor and the operation graph of sdpa_graph.h's forward and both backwards finalize with
 // the cuDNN library of the toolkit (cuDNN checks each attribute's type and count, each
 // operation's operand shapes and the graph's connectivity there). Engine heuristics and plans
-// need a GPU: CudaLayersTest.CudnnAttention* in cuda_compute_gpu_test.cc.
+// need a GPU: FlashAttentionTest.CudnnAttentionMatchesTheFlashKernels in
+// cuda_compute_gpu_test.cc.
 #include "kernels/cuda/cudnn_sdpa.h"
 
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
 // same memory) on host memory laid out with the graph's own dims and strides, and the results
 // are compared with the cpu attention. A wrong stride, a swapped operand, a mask on the wrong
 // axis or a missing scale fails here. What only a GPU checks: that cuDNN's engines take the graph
-// (cudnn_sdpa.h; CudaLayersTest.CudnnAttention* in cuda_compute_gpu_test.cc).
+// (cudnn_sdpa.h; FlashAttentionTest.CudnnAttentionMatchesTheFlashKernels).
 #include "kernels/cuda/sdpa_graph.h"
 
 #include <gtest/gtest.h>
