@@ -9,7 +9,9 @@
 #   kill0      a rank SIGKILLed, max_restarts 0: the job ends FAILED with the reason in its log
 #   memkill    kill with checkpoint.memory_every 1: the requeued job resumes from memory, the step
 #              before the kill, not the older disk checkpoint, with the same weights
-#   watchdog   a rank SIGSTOPped: the other's watchdog ends the job within step_timeout_s + a few s
+#   watchdog   a rank SIGSTOPped: the other's watchdog ends the job within step_timeout_s + a few s;
+#              its first start is killed too, so the stop strikes after a start retry (a retry
+#              drops only the faults at start-up: worker/fault_injection.h)
 #   cancel     plain scancel: the ranks save and stop, and the job stays CANCELLED (no requeue);
 #              submitting the same job again resumes it
 #   startcrash a rank SIGKILLed at start-up (before every rank is up), max_restarts 0: the batch
@@ -215,7 +217,7 @@ case $case in
     ;;
   watchdog)
     job 3000 0 "resilience: {step_timeout_s: 4}" \
-      "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'stop:1:50'}}"
+      "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'kill:1:0,stop:1:50'}}"
     submit
     wait_file_lines "$dir/run/metrics.jsonl" 49 120 || { show_logs; fail "the job did not start"; }
     t0=$(date +%s.%N)
@@ -226,6 +228,8 @@ case $case in
     grep -h "watchdog" "$dir"/run/logs/rank-0.log | head -3
     grep -q "watchdog.*all_reduce(seq=" "$dir/run/logs/rank-0.log" ||
       { show_logs; fail "rank 0's watchdog did not name the collective it waited for"; }
+    grep -q '"event": "start_retry", "reason": "start_failed"' "$dir/run/events.jsonl" ||
+      { show_logs; fail "the first start was not retried"; }
     ;;
   cancel)
     job 4000 1000 "cluster: {nodes: 2, tasks_per_node: 1, time: '10'}"

@@ -41,8 +41,9 @@
 // Faults strike only the first attempt of a run, unless a fault ends in @ATTEMPT: the attempt
 // is RM_RESTART_COUNT (set by the supervisor of `ringmaster run`) or SLURM_RESTART_COUNT (a
 // requeued Slurm job), 0 when neither is set; kill:1:9@1 kills rank 1 at step 9 of the first
-// restart. None strikes when RM_START_RETRY (the batch script starting ranks again that died
-// starting) is other than 0.
+// restart. When RM_START_RETRY (the batch script starting ranks again that died starting) is
+// other than 0, none at 0 strikes (start-up) and the later ones still do (no step or save of the
+// attempt had run).
 // e.g. RM_TEST_FAULT=stop:1:3 stops rank 1 at the start of step 3; RM_TEST_FAULT=savekill:0:5
 // kills rank 0 as its 5th phase event begins. Each fault prints one line to stderr, starting
 // "ringmaster: [rank R] RM_TEST_FAULT: ", as it strikes.
