@@ -387,9 +387,10 @@ CudnnAttention::Planned& CudnnAttention::planned(int B, int Tn, int C, int H) {
   p.backward = std::make_unique<CudnnGraph>(sdpa::sdpa_backward_graph(B, Tn, C, H, deterministic_));
   p.forward->plan(handle_);
   p.backward->plan(handle_);
-  const size_t need = cudnn_align256(static_cast<size_t>(
-                          std::max(p.forward->workspace_bytes(), p.backward->workspace_bytes()))) +
-                      sizeof(float) * sdpa::sdpa_dq_accum_floats(B, Tn, C, H, deterministic_);
+  p.dq_accum_offset = cudnn_align256(
+      static_cast<size_t>(std::max(p.forward->workspace_bytes(), p.backward->workspace_bytes())));
+  const size_t need =
+      p.dq_accum_offset + sizeof(float) * sdpa::sdpa_dq_accum_floats(B, Tn, C, H, deterministic_);
   if (need > workspace_bytes_) {
     void* grown = nullptr;
     const cudaError_t e = cudaMalloc(&grown, need);
@@ -407,10 +408,6 @@ CudnnAttention::Planned& CudnnAttention::planned(int B, int Tn, int C, int H) {
   return plans_.emplace(key, std::move(p)).first->second;
 }
 
-void CudnnAttention::prepare(int B, int Tn, int C, int H) {
-  planned(B, Tn, C, H);
-}
-
 void CudnnAttention::refuse(int B, int Tn, int C, int H, const std::string& why) {
   (void)cudaGetLastError();  // a refused plan may leave a launch error the next check would see
   std::fprintf(stderr,
@@ -426,7 +423,7 @@ bool CudnnAttention::takes(int B, int Tn, int C, int H) {
   if (known != takes_.end()) return known->second;
   if (!sdpa::sdpa_shape_supported(B, Tn, C, H)) return takes_[key] = false;
   try {
-    prepare(B, Tn, C, H);
+    planned(B, Tn, C, H);
   } catch (const std::runtime_error& e) {
     refuse(B, Tn, C, H, e.what());
     return false;
@@ -464,14 +461,12 @@ void CudnnAttention::backward(bf16* dqkv, float* softmax_sum, const bf16* dout, 
                               const float* stats, const bf16* out, int B, int Tn, int C, int H) {
   const Planned& p = planned(B, Tn, C, H);
   const sdpa::SdpaOffsets off = sdpa::sdpa_offsets(C);
-  const size_t ws = cudnn_align256(
-      static_cast<size_t>(std::max(p.forward->workspace_bytes(), p.backward->workspace_bytes())));
   std::map<Role, const void*> bound = {{Role::kQ, qkv},           {Role::kK, qkv + off.k},
                                        {Role::kV, qkv + off.v},   {Role::kO, out},
                                        {Role::kDO, dout},         {Role::kStats, stats},
                                        {Role::kDQ, dqkv},         {Role::kDK, dqkv + off.k},
                                        {Role::kDV, dqkv + off.v}, {Role::kSoftmaxSum, softmax_sum}};
-  if (!deterministic_) bound[Role::kDQAccum] = static_cast<char*>(workspace_) + ws;
+  if (!deterministic_) bound[Role::kDQAccum] = static_cast<char*>(workspace_) + p.dq_accum_offset;
   p.backward->execute(handle_, bound, workspace_);
 }
 

@@ -67,13 +67,12 @@ class CudnnAttention {
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  // Builds and plans both graphs for the shape unless done before; std::runtime_error (nothing
-  // queued) if cuDNN refuses either or the GPU lacks the memory for their workspace. The
-  // constructor throws std::runtime_error for a cuDNN older than 9.10 (see cudnn_sdpa.cc).
-  void prepare(int B, int Tn, int C, int H);
-  // Whether the shape runs through cuDNN: a shape sdpa_shape_supported() takes and prepare()
-  // planned. A shape cuDNN refused is said once on stderr and answered false from then on, so
-  // a forward and its backward always take the same path.
+  // The constructor throws std::runtime_error for a cuDNN older than 9.10 (see cudnn_sdpa.cc).
+
+  // Whether the shape runs through cuDNN: a shape sdpa_shape_supported() takes whose two graphs
+  // cuDNN planned (at the first call for the shape, with their workspace). A shape cuDNN refused
+  // is said once on stderr and answered false from then on, so a forward and its backward
+  // always take the same path.
   bool takes(int B, int Tn, int C, int H);
   // Says why on stderr and answers takes() false for the shape from now on.
   void refuse(int B, int Tn, int C, int H, const std::string& why);
@@ -88,7 +87,10 @@ class CudnnAttention {
  private:
   struct Planned {
     std::unique_ptr<CudnnGraph> forward, backward;
+    size_t dq_accum_offset = 0;  // bytes into the workspace, past what the plans use
   };
+  // Builds and plans both graphs for the shape unless done before; std::runtime_error (nothing
+  // queued) if cuDNN refuses either or the GPU lacks the memory for their workspace.
   Planned& planned(int B, int Tn, int C, int H);
 
   cudnnHandle_t handle_ = nullptr;

@@ -25,13 +25,9 @@ class Builder {
     return add(std::move(t));
   }
   int64_t intermediate(std::string name, DataType type, Dims dims, Dims strides) {
-    Tensor t;
-    t.name = std::move(name);
-    t.type = type;
-    t.dims = dims;
-    t.strides = strides;
-    t.is_virtual = true;
-    return add(std::move(t));
+    const int64_t uid = tensor(std::move(name), type, dims, strides, Role::kNone);
+    g_.tensors.back().is_virtual = true;
+    return uid;
   }
   int64_t scalar(std::string name, float value) {
     Tensor t;
