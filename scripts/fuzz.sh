@@ -9,7 +9,10 @@
 #   RM_FUZZ_SECONDS  seconds per target (default 60); the run takes targets x this, plus the
 #                    build (~5 min from scratch on 2 cores, seconds when nothing changed)
 #   RM_FUZZ_BUILD    the clang build directory (default build-fuzz)
-#   RM_FUZZ_JOBS     compile jobs (default 2)
+#   RM_FUZZ_JOBS     compile jobs, and targets fuzzed at once (default 2: the run takes
+#                    ceil(targets / 2) x RM_FUZZ_SECONDS; each fuzzer is one process)
+#   RM_FUZZ_BUILD_ONLY=1  build, run nothing (CI builds at the lowest priority during
+#                    `make test`, .ci/run)
 #
 # Each target fuzzes a working corpus, RM_FUZZ_BUILD/fuzz-runs/TARGET/corpus, kept between runs
 # so coverage accumulates, plus its seed corpus in the repository, which libFuzzer only reads:
@@ -61,6 +64,14 @@ if ! log=$(cmake --build "$build" -j "$jobs" --target fuzz_targets 2>&1); then
   exit 2
 fi
 build_seconds=$((SECONDS - started))
+if [[ ${RM_FUZZ_BUILD_ONLY:-0} == 1 ]]; then
+  echo "fuzz: built in ${build_seconds}s (RM_FUZZ_BUILD_ONLY: nothing run)"
+  exit 0
+fi
+if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz: RM_FUZZ_JOBS must be a positive number, got '$jobs'" >&2
+  exit 2
+fi
 
 # ---- Run ---------------------------------------------------------------------------------------
 # Targets as cmake/fuzz.cmake registered them: NAME<TAB>SEED CORPUS<TAB>MAX_LEN.
@@ -85,24 +96,42 @@ trap 'rm -rf "$scratch"' EXIT
 export RM_FUZZ_SCRATCH=$scratch
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
-echo "fuzz: ${#targets[@]} targets x ${seconds}s (build took ${build_seconds}s)"
+# fuzz_target NAME CORPUS MAX_LEN: one fuzzer run, its exit status written to fuzz-runs/NAME/rc.
+fuzz_target() {
+  local name=$1 corpus=$2 max_len=$3 runs=$build/fuzz-runs/$1 rc=0
+  # -timeout: one input running this long is a hang. The outer timeout only guards against a
+  # fuzzer that stops answering altogether (its own clock runs inside the process).
+  timeout -k 10 $((seconds + 120)) "$build/fuzz/$name" \
+    -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$runs/artifacts/" \
+    "$runs/corpus" "$corpus" >"$runs/fuzz.log" 2>&1 || rc=$?
+  echo "$rc" >"$runs/rc"
+}
+
+echo "fuzz: ${#targets[@]} targets x ${seconds}s, $jobs at once (build took ${build_seconds}s)"
+running=0
+for t in "${targets[@]}"; do
+  IFS=$'\t' read -r name corpus max_len <<<"$t"
+  runs=$build/fuzz-runs/$name
+  rm -rf "$runs/artifacts" "$runs/rc"
+  mkdir -p "$runs/corpus" "$runs/artifacts"
+  if [[ $running -ge $jobs ]]; then
+    wait -n || true  # a fuzzer's status is in its rc file
+    running=$((running - 1))
+  fi
+  echo "fuzz: $name for ${seconds}s (log: $runs/fuzz.log)"
+  fuzz_target "$name" "$corpus" "$max_len" &
+  running=$((running + 1))
+done
+wait || true
+
 report=()
 findings=()
 for t in "${targets[@]}"; do
   IFS=$'\t' read -r name corpus max_len <<<"$t"
   runs=$build/fuzz-runs/$name
   artifacts=$runs/artifacts
-  mkdir -p "$runs/corpus"
-  rm -rf "$artifacts"
-  mkdir -p "$artifacts"
-  echo "fuzz: $name for ${seconds}s (log: $runs/fuzz.log)"
-  # -timeout: one input running this long is a hang. The outer timeout only guards against a
-  # fuzzer that stops answering altogether (its own clock runs inside the process).
-  rc=0
-  timeout -k 10 $((seconds + 120)) "$build/fuzz/$name" \
-    -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/" \
-    "$runs/corpus" "$corpus" >"$runs/fuzz.log" 2>&1 || rc=$?
+  rc=$(cat "$runs/rc" 2>/dev/null || echo 255)
 
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$runs/fuzz.log" | tail -1)
   if [[ -z $execs ]]; then  # no final stats (killed): the last status line's count

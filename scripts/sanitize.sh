@@ -5,6 +5,9 @@
 # ringmaster children of the CLI tests are instrumented too).
 #   scripts/sanitize.sh [asan|tsan|all]    all by default; JOBS (2) build and ctest jobs;
 #                                          CMAKE_FLAGS are passed to cmake (CI: -DRM_WERROR=ON)
+#   scripts/sanitize.sh build              both builds only, nothing run: CI makes them at the
+#                                          lowest priority while `make test` runs (.ci/run), and
+#                                          the `all` after it finds them up to date
 #   scripts/sanitize.sh list [BUILD_DIR]   builds and runs nothing: each test program of a
 #                                          configured build (build-asan/, else build/) and
 #                                          whether it runs under ASan, or why not
@@ -210,15 +213,31 @@ reports_dir() {
   echo "$root/$1/sanitizer-reports"
 }
 
-asan() {
-  local dir=build-asan t0 t1 t2 logs
-  mkdir -p $dir
-  logs=$(reports_dir $dir)
+# The sanitizers' options of each build, for its tests and for the build itself (which runs the
+# test programs to list their tests). A fresh report folder each time: a report of an earlier
+# build's listing comes again when the tests run the same program.
+asan_env() {
+  local logs
+  mkdir -p build-asan
+  logs=$(reports_dir build-asan)
   export ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan:log_exe_name=1"
   export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0"
   # The same log_path here: UBSan parses its options after ASan's, and without one there it sets
   # the report path back to stderr for ASan's reports too.
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/asan:log_exe_name=1"
+}
+tsan_env() {
+  local logs
+  mkdir -p build-tsan
+  logs=$(reports_dir build-tsan)
+  export TSAN_OPTIONS="suppressions=$root/tests/sanitizers/tsan.supp:second_deadlock_stack=1:log_path=$logs/tsan:log_exe_name=1"
+  export OMP_THREAD_LIMIT=1
+}
+unset_env() { unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS OMP_THREAD_LIMIT; }
+
+asan() {
+  local dir=build-asan t0 t1 t2
+  asan_env
   t0=$(now)
   # `|| return`: set -e does not apply inside a function called as `asan || status=1`.
   configure_and_build $dir address,undefined "${ASAN_TARGETS[@]}" || return 1
@@ -227,17 +246,14 @@ asan() {
   local status=0
   run_tests $dir . "$ASAN_EXCLUDE" || status=$?
   t2=$(now)
-  unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+  unset_env
   echo "sanitize: asan+ubsan build $((t1 - t0)) s, tests $((t2 - t1)) s" >&2
   return $status
 }
 
 tsan() {
-  local dir=build-tsan t0 t1 t2 logs
-  mkdir -p $dir
-  logs=$(reports_dir $dir)
-  export TSAN_OPTIONS="suppressions=$root/tests/sanitizers/tsan.supp:second_deadlock_stack=1:log_path=$logs/tsan:log_exe_name=1"
-  export OMP_THREAD_LIMIT=1
+  local dir=build-tsan t0 t1 t2
+  tsan_env
   t0=$(now)
   configure_and_build $dir thread "${TSAN_TARGETS[@]}" || return 1
   t1=$(now)
@@ -246,7 +262,7 @@ tsan() {
   # that randomise mmap with 32 bits (vm.mmap_rnd_bits=32); setarch -R is harmless elsewhere.
   run_tests $dir "$TSAN_TESTS" "" setarch "$(uname -m)" -R || status=$?
   t2=$(now)
-  unset TSAN_OPTIONS OMP_THREAD_LIMIT
+  unset_env
   echo "sanitize: tsan build $((t1 - t0)) s, tests $((t2 - t1)) s" >&2
   return $status
 }
@@ -260,6 +276,12 @@ case $which in
     ;;
   asan) asan ;;
   tsan) tsan ;;
+  build)
+    t0=$(now)
+    (asan_env && configure_and_build build-asan address,undefined "${ASAN_TARGETS[@]}")
+    (tsan_env && configure_and_build build-tsan thread "${TSAN_TARGETS[@]}")
+    echo "sanitize: both builds made in $(($(now) - t0)) s (nothing run)" >&2
+    ;;
   all)
     status=0
     asan || status=1
@@ -267,7 +289,7 @@ case $which in
     exit $status
     ;;
   *)
-    echo "usage: scripts/sanitize.sh [asan|tsan|all] | list [BUILD_DIR]" >&2
+    echo "usage: scripts/sanitize.sh [asan|tsan|all|build] | list [BUILD_DIR]" >&2
     exit 2
     ;;
 esac
