@@ -6,11 +6,12 @@
 #   scripts/fuzz.sh job_fuzz ...    only these
 #
 # Environment:
-#   RM_FUZZ_SECONDS  seconds per target (default 60); the run takes targets x this, plus the
-#                    build (~5 min from scratch on 2 cores, seconds when nothing changed)
+#   RM_FUZZ_SECONDS  seconds per target (default 60); the run takes ceil(targets /
+#                    RM_FUZZ_JOBS) x this, plus the build (~5 min from scratch on 2 cores,
+#                    seconds when nothing changed)
 #   RM_FUZZ_BUILD    the clang build directory (default build-fuzz)
-#   RM_FUZZ_JOBS     compile jobs, and targets fuzzed at once (default 2: the run takes
-#                    ceil(targets / 2) x RM_FUZZ_SECONDS; each fuzzer is one process)
+#   RM_FUZZ_JOBS     compile jobs, and targets fuzzed at once (default 2; each fuzzer is one
+#                    process)
 #   RM_FUZZ_BUILD_ONLY=1  build, run nothing (CI builds at the lowest priority during
 #                    `make test`, .ci/run)
 #
@@ -34,6 +35,10 @@ jobs=${RM_FUZZ_JOBS:-2}
 [[ $build == /* ]] || build=$repo/$build
 if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz: RM_FUZZ_SECONDS must be a positive number of seconds, got '$seconds'" >&2
+  exit 2
+fi
+if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz: RM_FUZZ_JOBS must be a positive number, got '$jobs'" >&2
   exit 2
 fi
 
@@ -67,10 +72,6 @@ build_seconds=$((SECONDS - started))
 if [[ ${RM_FUZZ_BUILD_ONLY:-0} == 1 ]]; then
   echo "fuzz: built in ${build_seconds}s (RM_FUZZ_BUILD_ONLY: nothing run)"
   exit 0
-fi
-if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
-  echo "fuzz: RM_FUZZ_JOBS must be a positive number, got '$jobs'" >&2
-  exit 2
 fi
 
 # ---- Run ---------------------------------------------------------------------------------------
