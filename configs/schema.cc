@@ -144,6 +144,17 @@ std::vector<KeySpec> build_schema() {
              "at 4096). Each chunk after the first adds a read and write of the embedding's "
              "gradient (vocab_size x width floats), and the loss and that gradient are summed "
              "in a different order (not bit-identical to 0). Ignored by mlp."),
+      RM_KEY(model.init_from, any(),
+             "Start from these weights instead of the seed's random ones (fine-tuning): a "
+             "checkpoint directory, a run directory (its newest checkpoint, which must verify), a "
+             "`.safetensors` file as `ringmaster ckpt export` writes it (gpt: GPT-2's layout and "
+             "names, so Hugging Face's GPT-2 weights load) or an llm.c model file "
+             "(`gpt2_124M.bin`, fp32 or bf16). Only the weights are taken; the optimizer, step and "
+             "data order start afresh. Every tensor must match the model's shape (and the "
+             "number of heads, where the source says it), but `wpe` may have more rows than "
+             "model.seq_len (its first rows are taken). Read once, at a run's first start: a run "
+             "that resumes continues from its own checkpoint. Relative to the working directory; "
+             "empty = none."),
 
       RM_KEY(data.format, one_of_its_choices(),
              "`text`: any file, one token per byte; `tokens`: llm.c .bin shards of uint16 token "

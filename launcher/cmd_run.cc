@@ -42,6 +42,7 @@ int cmd_run(const RunArgs& args) {
     JobPlacement where;
     where.ranks = job_args.nproc;
     where.ranks_here = ranks_on_busiest_host(job_args.hosts, job_args.nproc);
+    where.verifies_initial_weights = true;
     const CheckedJob checked = check_job(job_args.job, job_args.sets, where);
     const JobConfig& job = checked.job;
     prepare_run(job, args.fresh);

@@ -25,6 +25,7 @@
 #include "launcher/slurm_script.h"
 #include "observe/run_events.h"
 #include "planning/memory_fit.h"
+#include "worker/initial_weights.h"
 #include "worker/training_data.h"
 
 namespace rm {
@@ -35,6 +36,7 @@ int cmd_submit(const SubmitArgs& args) {
   return report_errors([&] {
     const JobConfig job = load_job(args.job.job, args.job.sets, kRanksFromCluster);
     open_training_data(job);
+    check_initial_weights(job, VerifyLevel::kChecksums);
     // Checked like `run` checks this host, against a node: what was submitted must not die of
     // std::bad_alloc after a day in the queue.
     const ClusterConfig& cluster = job.cluster;

@@ -6,6 +6,7 @@
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
 #include "planning/host_memory.h"
+#include "worker/initial_weights.h"
 
 namespace rm {
 
@@ -14,6 +15,7 @@ int cmd_validate(const JobArgs& args) {
     JobArgs job_args = args;
     resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
     const JobConfig job = load_job_args(job_args);
+    check_initial_weights(job, VerifyLevel::kChecksums);
     // The backend the ranks would take, without insisting on it: a cuda job validates on a
     // machine without a GPU (it may be meant for a cluster); its GPU memory is then unchecked.
     const Backend b = job.parallel.backend;

@@ -83,6 +83,10 @@ class GptModel final : public Model {
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
   static ModelFootprint footprint(const ModelConfig& config, int max_batch,
                                   const AttentionBuffers& attention, size_t classifier);
+  // The flat parameter layout of a model of this shape, without building it.
+  static ParamLayout param_layout(const ModelConfig& config) {
+    return lay_out(config, config.layers).params;
+  }
 
  private:
   template <typename M, typename... A>

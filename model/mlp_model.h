@@ -54,6 +54,10 @@ class MlpModel final : public Model {
   // What a model of this shape needs (model.h), from the code that lays out and plans a live
   // one, without building it.
   static ModelFootprint footprint(const ModelConfig& config, int max_batch);
+  // The flat parameter layout of a model of this shape, without building it.
+  static ParamLayout param_layout(const ModelConfig& config) {
+    return lay_out(config, config.layers).params;
+  }
 
  private:
   template <typename M, typename... A>

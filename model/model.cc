@@ -79,6 +79,16 @@ ModelFootprint ModelFootprint::unbounded() {
   return f;
 }
 
+ParamLayout model_param_layout(const ModelConfig& config) {
+  switch (config.type) {  // the layout does not depend on the compute precision
+    case ModelType::kGpt:
+      return GptModel<float>::param_layout(config);
+    case ModelType::kMlp:
+      return MlpModel<float>::param_layout(config);
+  }
+  throw std::invalid_argument("unknown model.type");
+}
+
 ModelFootprint model_footprint(const ModelConfig& config, int max_batch, Precision precision) {
   const bool use_bf16 = precision == Precision::kBf16;
   switch (config.type) {

@@ -128,6 +128,10 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch,
                                   Compute* compute = nullptr,
                                   Precision precision = Precision::kFp32);
 
+// The parameter layout (names, shapes, offsets) of the model make_model() would build, without
+// building it: what a file of weights is matched against before a run starts.
+ParamLayout model_param_layout(const ModelConfig& config);
+
 // The footprint of the model make_model() would build (its own allocations only: not those of
 // the kernels behind its Compute). Allocates nothing large.
 ModelFootprint model_footprint(const ModelConfig& config, int max_batch, Precision precision);

@@ -6,6 +6,7 @@
 
 #include "configs/job_loader.h"
 #include "planning/host_memory.h"
+#include "worker/initial_weights.h"
 
 namespace rm {
 
@@ -26,6 +27,8 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
     }
     c.fit = check_memory_fit(c.job, where.ranks, where.ranks_here, c.device.kind, c.capacity);
   }
+  check_initial_weights(
+      c.job, where.verifies_initial_weights ? VerifyLevel::kChecksums : VerifyLevel::kStructure);
   return c;
 }
 

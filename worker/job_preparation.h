@@ -6,6 +6,8 @@
 //   3. the device (worker/device_select.h: the backend the job asks for, and a GPU per rank);
 //   4. memory: the ranks sharing this host need no more RAM (or GPU memory) than it has
 //      (planning/memory_fit.h).
+//   5. the initial weights (model.init_from, worker/initial_weights.h): found, and every tensor
+//      matched to the model; their checksums read too where JobPlacement says so.
 // Each throws the error type the error report turns into one message and exit 2
 // (base/error_report.h), before anything is written. The run directory comes after, through
 // one function too (base/run_dir.h: prepare_run), called by the launcher, by a lone rank, and
@@ -32,6 +34,9 @@ struct JobPlacement {
   // A rank names the host it found itself on in a memory refusal ("host h0", "node n1" under
   // Slurm); the launcher, which has not placed the ranks yet, says "this host".
   bool names_host = false;
+  // Check 5 reads every byte of a checkpoint named by model.init_from (its checksums): once per
+  // job, by whoever starts it (`run`, a lone rank); the ranks under it check the structure.
+  bool verifies_initial_weights = false;
 };
 
 struct CheckedJob {
@@ -42,7 +47,7 @@ struct CheckedJob {
   MemoryFit fit;            // the estimate and its verdict (unset if not checked)
 };
 
-// Runs checks 1-4 above for the job file `path` with `sets` overrides; throws on the first
+// Runs checks 1-5 above for the job file `path` with `sets` overrides; throws on the first
 // that fails.
 CheckedJob check_job(const std::string& path, const std::vector<std::string>& sets,
                      const JobPlacement& where);

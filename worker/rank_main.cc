@@ -165,6 +165,16 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
                         (start == kStartUnfinished && job.checkpoint.memory_every > 0);
   const auto restore_began = std::chrono::steady_clock::now();
   const int64_t steps_done = resuming ? trainer.resume(from) : 0;
+  // model.init_from: at a run's first start only. A run that resumed goes on from its own
+  // weights; a restart before its first checkpoint starts from init_from again.
+  if (!job.model.init_from.empty()) {
+    if (steps_done == 0) {
+      trainer.load_initial_weights();
+    } else if (rank0) {
+      std::printf("ringmaster: model.init_from not read: the run goes on from its own step %lld\n",
+                  static_cast<long long>(steps_done));
+    }
+  }
   const double restore_s = resuming ? seconds_since(restore_began) : 0;
   std::unique_ptr<MetricsLog> metrics;
   // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
@@ -267,6 +277,7 @@ int run_alone(const RankArgs& args) {
     JobPlacement where;
     where.ranks = args.nproc;
     where.names_host = true;
+    where.verifies_initial_weights = true;
     CheckedJob checked = check_job(args.job, args.sets, where);
     const JobConfig& job = checked.job;
     const StartKind start = prepare(job, args);

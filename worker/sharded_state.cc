@@ -95,6 +95,16 @@ void ShardedState::init_params(uint64_t seed) {
   refresh_compute_params();
 }
 
+void ShardedState::load_params(const ParamReader& read) {
+  const bool direct = compute_.host_accessible();
+  const size_t begin = full_params_ ? 0 : shard_begin_;
+  std::vector<float> host(direct ? 0 : params_.size());
+  float* dst = direct ? params_.data() : host.data();
+  read(begin, begin + params_.size(), dst);
+  if (!direct) compute_.upload(params_.data(), host.data(), params_.size() * sizeof(float));
+  refresh_compute_params();
+}
+
 std::vector<size_t> ShardedState::counts_in(size_t begin, size_t end) const {
   std::vector<size_t> counts(shard_counts_.size());
   size_t offset = 0;

@@ -86,6 +86,11 @@ class ShardedState final : public ParamAccess {
 
   // Initialises parameters from the seed (identically on every rank).
   void init_params(uint64_t seed);
+  // Sets this rank's parameters (all, or its shard under ZeRO-3) from `read(begin, end, dst)`,
+  // which fills elements [begin, end) of the flat buffer into host memory (model.init_from);
+  // the optimizer's moments stay as they are. Not collective.
+  using ParamReader = std::function<void(size_t begin, size_t end, float* dst)>;
+  void load_params(const ParamReader& read);
 
   // Call order per optimizer step: begin_step, then per micro-batch begin_micro_batch and the
   // model's forward_backward, then finish_backward, the step's loss into

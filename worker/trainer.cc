@@ -14,6 +14,7 @@
 #include "model/lr_schedule.h"
 #include "observe/run_events.h"
 #include "worker/fault_injection.h"
+#include "worker/initial_weights.h"
 #include "worker/memory_salvage.h"
 #include "worker/step_agreement.h"
 #include "worker/watchdog.h"
@@ -311,6 +312,28 @@ void Trainer::salvage_shrunk_layout() {
                      {{"from_ranks", old_ranks},
                       {"step", salvaged.step ? nlohmann::json(*salvaged.step) : nlohmann::json()},
                       {"account", salvaged.account}, {"skipped", salvaged.skipped}});
+  }
+}
+
+void Trainer::load_initial_weights() {
+  try {
+    // The launcher checked every checksum before the ranks started (check_job); here each piece
+    // is checked again as it is read.
+    InitialWeights source(job_.model.init_from, job_.model, model_->layout(),
+                          VerifyLevel::kStructure);
+    state_->load_params(
+        [&](size_t begin, size_t end, float* dst) { source.read(begin, end, dst); });
+    if (comm_.rank() == 0) {
+      if (options_.verbose) {
+        std::printf("ringmaster: weights from %s: %s\n", job_.model.init_from.c_str(),
+                    source.description().c_str());
+        std::fflush(stdout);
+      }
+      append_run_event(job_.run_dir, "initialized", source.event_fields());
+    }
+  } catch (const InitialWeightsError& e) {
+    if (comm_.size() == 1) throw;
+    comm_.abort(e.what());  // the peers may be waiting in a collective already
   }
 }
 

@@ -95,6 +95,11 @@ class Trainer {
   // instead when no disk checkpoint is newer; rank 0 says which, from where, and what it
   // passed over. Collective.
   int64_t resume(const std::string& path);
+  // A run's first start with model.init_from: the parameters from there instead of the seed's
+  // (worker/initial_weights.h), each rank reading its own part; rank 0 says what it read and
+  // records it in events.jsonl ("initialized"). A source that fails to read ends the job: exit
+  // 2 on one rank, else every rank at once (Communicator::abort). Collective.
+  void load_initial_weights();
   // A run that starts anew, or has finished: removes this rank's in-memory checkpoint segment.
   void discard_memory_checkpoints();
   // Waits for the last checkpoint to be on disk.

@@ -1,0 +1,210 @@
+// model.init_from through the real binary (worker/initial_weights.h): a run that starts from
+// another run's checkpoint, or from the file `ckpt export` wrote of it, on another number of
+// ranks in another shard mode, holds exactly those weights; a killed fine-tune resumes from its
+// own checkpoint, not from where it began; a damaged or mismatched source stops the run before
+// anything is written.
+//
+// "Exactly those weights": the run to check trains with a learning rate of 1e-30, so every AdamW
+// update and weight decay moves no float32 weight by as much as half an ulp, and its final
+// weights.bin must be the source's byte for byte -- any tensor misplaced, mistransposed or left
+// at its random init shows.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "testing/temp_dir.h"
+#include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+using test::slurp;
+
+// The small GPT of these tests; `steps` and anything else by --set.
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", R"(name: finetune
+run_dir: )" + dir.file("source") + R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 30, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
+optimizer: {lr: 0.003, warmup_steps: 5}
+checkpoint: {every: 10, async: false}
+)");
+}
+
+// --set arguments for a run into RUN_DIR from SOURCE that changes no weight (see the top).
+std::string frozen(const TempDir& dir, const std::string& run_dir, const std::string& source) {
+  return " --set run_dir=" + dir.file(run_dir) + " --set model.init_from=" + source +
+         " --set optimizer.lr=1e-30 --set optimizer.min_lr=0 --set train.steps=3";
+}
+
+// The float payload of a weights.bin (after its 24-byte header: magic, count, checksum).
+std::string payload(const std::string& weights_bin) {
+  return slurp(weights_bin).substr(24);
+}
+
+// Whether two byte strings are equal (EXPECT_EQ would print them whole).
+::testing::AssertionResult same(const std::string& a, const std::string& b) {
+  if (a == b) return ::testing::AssertionSuccess();
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return ::testing::AssertionFailure()
+         << a.size() << " and " << b.size() << " bytes, the first difference at byte " << i;
+}
+
+class InitFromCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_ = job_file(dir_);
+    const auto r = run_cli("run " + job_, dir_.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  TempDir dir_;
+  std::string job_;
+};
+
+TEST_F(InitFromCli, ARunDirectoryOnTwoRanksGivesItsWeightsExactly) {
+  const auto r =
+      run_cli("run " + job_ + " --nproc 2" + frozen(dir_, "b", dir_.file("source")), dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ringmaster: weights from " + dir_.file("source") + ": checkpoint " +
+                       dir_.file("source/checkpoints/step_00000030") +
+                       " (step 30 of 1 rank, shard none), 28 tensors"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(same(payload(dir_.file("b/weights.bin")), payload(dir_.file("source/weights.bin"))));
+  const std::string events = slurp(dir_.file("b/events.jsonl"));
+  EXPECT_NE(events.find("\"event\":\"initialized\""), std::string::npos) << events;
+  EXPECT_NE(events.find("\"step\":30"), std::string::npos) << events;
+}
+
+TEST_F(InitFromCli, AnExportedFileOnTwoFullyShardedRanksGivesItsWeightsExactly) {
+  const std::string file = dir_.file("source.safetensors");
+  ASSERT_EQ(run_cli("ckpt export " + dir_.file("source/checkpoints/step_00000030") + " -o " + file,
+                    dir_.path())
+                .exit_code,
+            0);
+  const auto r =
+      run_cli("run " + job_ + " --nproc 2 --set parallel.shard=full" + frozen(dir_, "c", file),
+              dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("safetensors, GPT-2 layout, 28 tensors"), std::string::npos) << r.out;
+  EXPECT_TRUE(same(payload(dir_.file("c/weights.bin")), payload(dir_.file("source/weights.bin"))));
+}
+
+TEST_F(InitFromCli, AShorterContextTakesTheFirstRowsOfThePositionEmbedding) {
+  const std::string file = dir_.file("source.safetensors");
+  ASSERT_EQ(run_cli("ckpt export " + dir_.file("source") + "/checkpoints/step_00000030 -o " + file,
+                    dir_.path())
+                .exit_code,
+            0);
+  const auto r =
+      run_cli("run " + job_ + frozen(dir_, "short", file) + " --set model.seq_len=16", dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(wpe: the first 16 of its 32 rows)"), std::string::npos) << r.out;
+  // wte [256, 32] comes first, then wpe: the first 16 of its 32 rows, then every block as it was.
+  const std::string a = payload(dir_.file("source/weights.bin"));
+  const std::string b = payload(dir_.file("short/weights.bin"));
+  const size_t wte = 256 * 32 * 4, wpe_short = 16 * 32 * 4, wpe_long = 32 * 32 * 4;
+  ASSERT_EQ(b.size() + (wpe_long - wpe_short), a.size());
+  EXPECT_TRUE(same(b.substr(0, wte + wpe_short), a.substr(0, wte + wpe_short)));
+  EXPECT_TRUE(same(b.substr(wte + wpe_short), a.substr(wte + wpe_long)));
+}
+
+TEST_F(InitFromCli, AKilledFineTuneResumesFromItsOwnCheckpoint) {
+  const std::string tune = " --set model.init_from=" + dir_.file("source");
+  const auto straight =
+      run_cli("run " + job_ + tune + " --set run_dir=" + dir_.file("straight"), dir_.path());
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const std::string killed = " --set run_dir=" + dir_.file("killed");
+  EXPECT_NE(
+      run_cli("run " + job_ + tune + killed, dir_.path(), "RM_TEST_FAULT=kill:0:14").exit_code, 0);
+  const auto resumed = run_cli("run " + job_ + tune + killed, dir_.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("model.init_from not read: the run goes on from its own step 10"),
+            std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(resumed.out.find("weights from"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(
+      same(slurp(dir_.file("straight/weights.bin")), slurp(dir_.file("killed/weights.bin"))));
+  EXPECT_TRUE(test::each_step_once(dir_.file("killed/metrics.jsonl"), 30));
+  // And the fine-tune did start from the source: its first loss is near the trained model's
+  // last, far below a fresh model's first (ln 256 = 5.5 nats on bytes).
+  const auto tuned = test::losses_by_step(dir_.file("straight/metrics.jsonl"));
+  const auto source = test::losses_by_step(dir_.file("source/metrics.jsonl"));
+  EXPECT_LT(tuned.at(1), source.at(1) - 1.0) << tuned.at(1) << " " << source.at(1);
+  EXPECT_NEAR(tuned.at(1), source.at(30), 0.3) << tuned.at(1) << " " << source.at(30);
+}
+
+TEST_F(InitFromCli, ADamagedSourceStopsTheRunBeforeAnythingIsWritten) {
+  const std::string shard = dir_.file("source/checkpoints/step_00000030/shard_00000.bin");
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(1000);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(1000);
+    f.write(&c, 1);
+  }
+  const auto r =
+      run_cli("run " + job_ + " --nproc 2" + frozen(dir_, "d", dir_.file("source")), dir_.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(
+      r.err.find("model.init_from: " + dir_.file("source") + ": " + shard + ": checksum mismatch"),
+      std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("d")));
+  // `validate` and `submit` say the same (submit: before sbatch is looked for).
+  const auto v = run_cli("validate " + job_ + frozen(dir_, "d", dir_.file("source")), dir_.path());
+  EXPECT_EQ(v.exit_code, 2);
+  EXPECT_NE(v.err.find("checksum mismatch"), std::string::npos) << v.err;
+  const auto s = run_cli("submit " + job_ + " --dry-run" + frozen(dir_, "d", dir_.file("source")),
+                         dir_.path());
+  EXPECT_EQ(s.exit_code, 2);
+  EXPECT_NE(s.err.find("checksum mismatch"), std::string::npos) << s.err;
+}
+
+TEST_F(InitFromCli, AMismatchedOrMisplacedSourceIsRefusedByName) {
+  struct Case {
+    std::string sets, says;
+  };
+  const std::string src = dir_.file("source");
+  for (const Case& c : {
+           Case{" --set model.width=64",
+                "tensor 'wte' is [256, 32], the model's wte needs [256, 64] (model.vocab_size x "
+                "model.width)"},
+           Case{" --set model.layers=3",
+                "no tensor 'h.2.ln_1.weight' [32] among its 28: another model? (this job's is gpt: "
+                "3 layers, width 32, vocab_size 256, seq_len 32)"},
+           Case{" --set model.layers=1", "holds 12 tensors the model has no place for"},
+           Case{" --set model.seq_len=64",
+                "tensor 'wpe' is [32, 32], the model's wpe needs [64, 32]"},
+           Case{" --set model.heads=4",
+                "its model has 2 attention heads, this job's model.heads is 4 (the shapes would "
+                "match, the model would not)"},
+       }) {
+    const auto r = run_cli("run " + job_ + frozen(dir_, "m", src) + c.sets, dir_.path());
+    EXPECT_EQ(r.exit_code, 2) << c.sets;
+    EXPECT_NE(r.err.find("model.init_from: " + src + ": " + c.says), std::string::npos)
+        << c.sets << "\n"
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("m"))) << c.sets;
+  }
+  const auto own = run_cli("run " + job_ + " --fresh --set model.init_from=" + src, dir_.path());
+  EXPECT_EQ(own.exit_code, 2);
+  EXPECT_NE(own.err.find("inside this job's run_dir"), std::string::npos) << own.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_.file("source/weights.bin")));
+  const auto bin =
+      run_cli("validate " + job_ + frozen(dir_, "m", src + "/weights.bin"), dir_.path());
+  EXPECT_EQ(bin.exit_code, 2);
+  EXPECT_NE(bin.err.find("a weights.bin holds no tensor names or shapes"), std::string::npos)
+      << bin.err;
+}
+
+}  // namespace
+}  // namespace rm

@@ -1,0 +1,450 @@
+#include "worker/initial_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "configs/job_loader.h"
+#include "io/posix_io.h"
+#include "model/model.h"
+
+namespace rm {
+namespace fs = std::filesystem;
+namespace {
+
+std::string dims(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// GPT-2's Conv1D matrices, stored [in, out] by Hugging Face and [out, in] by Ringmaster.
+bool conv1d(const std::string& name) {
+  return ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_proj.weight") ||
+         ends_with(name, "mlp.c_fc.weight") || ends_with(name, "mlp.c_proj.weight");
+}
+
+// What in a GPT-2 file holds no weights: the causal-mask buffers older exports carry.
+bool mask_buffer(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+// The job keys a tensor's shape comes from, for a mismatch's message.
+std::string shape_keys(const ModelConfig& c, const std::string& name) {
+  if (c.type == ModelType::kGpt) {
+    if (name == "wte") return "model.vocab_size x model.width";
+    if (name == "wpe") return "at least model.seq_len rows of model.width";
+    return "model.width";
+  }
+  return "model.vocab_size, model.mlp_embed, model.mlp_context, model.width";
+}
+
+// The job's model in a few words, for a source that is another model.
+std::string model_summary(const ModelConfig& c) {
+  const std::string common = std::to_string(c.layers) + " layers, width " +
+                             std::to_string(c.width) + ", vocab_size " +
+                             std::to_string(c.vocab_size);
+  if (c.type == ModelType::kGpt) return "gpt: " + common + ", seq_len " + std::to_string(c.seq_len);
+  return "mlp: " + common + ", mlp_embed " + std::to_string(c.mlp_embed) + ", mlp_context " +
+         std::to_string(c.mlp_context);
+}
+
+// The first 8 bytes of a file (fewer if it is shorter), to tell its kind.
+std::string leading_bytes(const std::string& path) {
+  char bytes[8] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(bytes, sizeof bytes);
+  return std::string(bytes, static_cast<size_t>(in.gcount()));
+}
+
+constexpr int32_t kLlmcMagic = 20240326;
+constexpr uint64_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
+
+}  // namespace
+
+InitialWeights::InitialWeights(const std::string& path, const ModelConfig& config,
+                               const ParamLayout& layout, VerifyLevel level)
+    : path_(path), source_(path), layout_(layout) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) fail("no such file or directory");
+  try {
+    if (fs::is_directory(st)) {
+      if (fs::exists(fs::path(path) / "manifest.json")) {
+        open_checkpoint(path, config, level);
+      } else if (fs::is_directory(fs::path(path) / "checkpoints")) {
+        // A run directory: its newest committed checkpoint, which must verify. Not the newest
+        // that verifies: every rank must take the one the launcher checked, and a damaged
+        // newest one is worth stopping for, not silently passing over.
+        std::optional<CheckpointInfo> newest;
+        for (const CheckpointInfo& c : list_checkpoints(path, VerifyLevel::kStructure)) {
+          if (c.committed) newest = c;
+        }
+        if (!newest) fail("a run directory without a committed checkpoint");
+        open_checkpoint(newest->path, config, level);
+      } else {
+        fail(
+            "a directory, but neither a checkpoint (no manifest.json) nor a run directory "
+            "(no checkpoints/)");
+      }
+    } else if (fs::is_regular_file(st)) {
+      const std::string lead = leading_bytes(path);
+      int32_t magic = 0;
+      if (lead.size() >= sizeof magic) std::memcpy(&magic, lead.data(), sizeof magic);
+      if (lead == "RMWGHT01") {
+        fail(
+            "a weights.bin holds no tensor names or shapes to match: name its run directory "
+            "(its newest checkpoint) instead, or a file `ringmaster ckpt export` wrote");
+      } else if (magic == kLlmcMagic) {
+        open_llmc(config);
+      } else {
+        safetensors_ = read_safetensors_header(path);
+        open_safetensors(config);
+      }
+    } else {
+      fail("neither a file nor a directory");
+    }
+  } catch (const InitialWeightsError&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // CheckpointError, IoError: they name the file
+    fail(e.what());
+  }
+  if (!crop_note_.empty()) description_ += " (" + crop_note_ + ")";
+}
+
+InitialWeights::~InitialWeights() = default;
+
+void InitialWeights::fail(const std::string& what) const {
+  throw InitialWeightsError("model.init_from: " + path_ + ": " + what);
+}
+
+void InitialWeights::open_checkpoint(const std::string& dir, const ModelConfig& config,
+                                     VerifyLevel level) {
+  kind_ = "checkpoint";
+  source_ = dir;
+  checkpoint_ = std::make_unique<CheckpointReader>(dir);
+  if (level == VerifyLevel::kChecksums) {
+    checkpoint_->verify_all();
+  } else {
+    checkpoint_->check_files();
+  }
+  const Manifest& m = checkpoint_->manifest();
+  if (!m.find_buffer("params")) fail(dir + ": the checkpoint has no \"params\" buffer");
+  std::map<std::string, const TensorInfo*> tensors;
+  for (const TensorInfo& t : m.tensors) {
+    if (t.dtype != "f32") fail(dir + ": tensor '" + t.name + "' is " + t.dtype + ", not f32");
+    tensors[t.name] = &t;
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, t] : tensors) shapes[name] = t->shape;
+  // Ringmaster's own names and layouts (another model type's names do not match).
+  match(
+      config, shapes, [](const std::string& name) { return std::vector<std::string>{name}; },
+      false);
+  for (Match& x : matches_) x.source_offset = tensors.at(x.source)->offset;
+  if (config.type == ModelType::kGpt) {  // the heads are in the job the checkpoint records
+    int64_t heads = -1;
+    try {
+      heads = load_job_from_string(m.job, dir + "/manifest.json's job").model.heads;
+    } catch (const std::exception&) {
+      // A job of an older schema: its shapes matched, which is what can be checked.
+    }
+    if (heads > 0) check_heads(config, heads);
+  }
+  step_ = m.step;
+  description_ = "checkpoint " + dir + " (step " + std::to_string(m.step) + " of " +
+                 std::to_string(m.world_size) + " rank" + (m.world_size == 1 ? "" : "s") +
+                 ", shard " + m.shard_mode + "), " + std::to_string(matches_.size()) + " tensors";
+}
+
+void InitialWeights::open_safetensors(const ModelConfig& config) {
+  kind_ = "safetensors";
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::string> dtypes;
+  for (const SafetensorsEntry& e : safetensors_.tensors) {
+    shapes[e.name] = e.shape;
+    dtypes[e.name] = e.dtype;
+  }
+  const bool gpt = config.type == ModelType::kGpt;
+  match(
+      config, shapes,
+      [gpt](const std::string& name) {
+        if (!gpt) return std::vector<std::string>{name};
+        const std::string hf = name == "wte" || name == "wpe" ? name + ".weight" : name;
+        return std::vector<std::string>{"transformer." + hf, hf};  // GPT2LMHeadModel's, GPT2Model's
+      },
+      gpt);
+  for (const Match& m : matches_) {
+    if (dtypes[m.source] != "F32") {
+      fail("tensor '" + m.source + "' is " + dtypes[m.source] + ": only F32 tensors are read");
+    }
+  }
+  if (gpt && safetensors_.metadata.count("gpt2_config")) {  // ours, and transformers' exports
+    const nlohmann::json c =
+        nlohmann::json::parse(safetensors_.metadata.at("gpt2_config"), nullptr, false);
+    if (c.is_object() && c.contains("n_head") && c["n_head"].is_number_integer()) {
+      check_heads(config, c["n_head"].get<int64_t>());
+    }
+  }
+  const std::string head = "lm_head.weight";
+  if (gpt && shapes.count(head)) {
+    const Match& wte = *std::find_if(matches_.begin(), matches_.end(),
+                                     [](const Match& m) { return m.target->name == "wte"; });
+    if (shapes[head] != wte.source_shape || dtypes[head] != "F32") {
+      fail("tensor '" + head + "' is " + dtypes[head] + " " + dims(shapes[head]) + ", not " +
+           wte.source + "'s F32 " + dims(wte.source_shape) +
+           ": Ringmaster's GPT ties its head to wte");
+    }
+    tied_head_ = head;
+  }
+  description_ = std::string("safetensors, ") + (gpt ? "GPT-2 layout, " : "") +
+                 std::to_string(matches_.size()) + " tensors";
+}
+
+void InitialWeights::check_heads(const ModelConfig& config, int64_t heads) const {
+  if (heads != config.heads) {
+    fail("its model has " + std::to_string(heads) + " attention heads, this job's model.heads is " +
+         std::to_string(config.heads) + " (the shapes would match, the model would not)");
+  }
+}
+
+void InitialWeights::open_llmc(const ModelConfig& config) {
+  kind_ = "llm.c";
+  io::Fd fd = io::open_read(source_);
+  const uint64_t size = io::regular_file_size(fd.get(), source_);
+  if (size < kLlmcHeaderBytes) fail("an llm.c model file's magic, but shorter than its header");
+  int32_t h[256];
+  io::pread_exact(fd.get(), h, sizeof h, 0, source_);
+  const int32_t version = h[1];
+  if (version != 1 && version != 3 && version != 5) {
+    fail("an llm.c model file of version " + std::to_string(version) +
+         ", not 1 or 3 (fp32) or 5 (bf16)");
+  }
+  // Bounded before any product is formed: nothing here trusts the header.
+  const int64_t maxT = h[2], V = h[3], L = h[4], NH = h[5], C = h[6];
+  const int64_t Vp = version == 1 ? V : h[7];
+  for (const int64_t v : {maxT, V, L, NH, C, Vp}) {
+    if (v < 1 || v > (1 << 24)) {
+      fail("an llm.c model file with a header value of " + std::to_string(v));
+    }
+  }
+  if (Vp < V) {
+    fail("an llm.c model file whose padded vocabulary " + std::to_string(Vp) +
+         " is smaller than its vocabulary " + std::to_string(V));
+  }
+  if (config.type != ModelType::kGpt) {
+    fail("an llm.c GPT-2 model file, and this job's model.type is mlp");
+  }
+  llmc_element_bytes_ = version == 5 ? 2 : 4;
+  // The file's tensors in its order (llm.c's fill_in_parameter_sizes), under Ringmaster's names.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, uint64_t> offsets;
+  uint64_t at = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, uint64_t elements) {
+    shapes[name] = std::move(shape);
+    offsets[name] = at;
+    at += elements;
+  };
+  add("wte", {V, C}, static_cast<uint64_t>(Vp * C));  // the padding rows follow, unread
+  add("wpe", {maxT, C}, static_cast<uint64_t>(maxT * C));
+  struct Kind {
+    const char* name;
+    int64_t rows, cols;  // cols 0: a vector
+  };
+  const Kind kinds[] = {{"ln_1.weight", C, 0},
+                        {"ln_1.bias", C, 0},
+                        {"attn.c_attn.weight", 3 * C, C},
+                        {"attn.c_attn.bias", 3 * C, 0},
+                        {"attn.c_proj.weight", C, C},
+                        {"attn.c_proj.bias", C, 0},
+                        {"ln_2.weight", C, 0},
+                        {"ln_2.bias", C, 0},
+                        {"mlp.c_fc.weight", 4 * C, C},
+                        {"mlp.c_fc.bias", 4 * C, 0},
+                        {"mlp.c_proj.weight", C, 4 * C},
+                        {"mlp.c_proj.bias", C, 0}};
+  for (const Kind& k : kinds) {
+    const uint64_t each = static_cast<uint64_t>(k.rows * (k.cols ? k.cols : 1));
+    for (int64_t l = 0; l < L; ++l) {
+      std::vector<int64_t> shape = {k.rows};
+      if (k.cols) shape.push_back(k.cols);
+      add("h." + std::to_string(l) + "." + k.name, std::move(shape), each);
+    }
+  }
+  add("ln_f.weight", {C}, static_cast<uint64_t>(C));
+  add("ln_f.bias", {C}, static_cast<uint64_t>(C));
+  const uint64_t want = kLlmcHeaderBytes + at * llmc_element_bytes_;
+  if (size != want) {
+    fail("an llm.c model file of " + std::to_string(size) + " bytes, where its header (" +
+         std::to_string(L) + " layers, width " + std::to_string(C) + ", vocabulary " +
+         std::to_string(V) + " padded to " + std::to_string(Vp) + ", " + std::to_string(maxT) +
+         " positions, " + (version == 5 ? "bf16" : "fp32") + ") says " + std::to_string(want));
+  }
+  match(
+      config, shapes, [](const std::string& name) { return std::vector<std::string>{name}; },
+      false);
+  for (Match& x : matches_) x.source_offset = offsets.at(x.source);
+  check_heads(config, NH);
+  description_ = "llm.c model file, version " + std::to_string(version) + " (" +
+                 (version == 5 ? "bf16" : "fp32") + "), " + std::to_string(matches_.size()) +
+                 " tensors";
+}
+
+template <typename Shapes, typename Rename>
+void InitialWeights::match(const ModelConfig& config, const Shapes& shapes, Rename rename,
+                           bool gpt2_file) {
+  const bool gpt = config.type == ModelType::kGpt;
+  std::map<std::string, bool> used;
+  for (const auto& [name, shape] : shapes) used[name] = false;
+  for (const TensorSpec& t : layout_.tensors()) {
+    Match m{&t, "", {}, 0, gpt2_file && conv1d(t.name)};
+    const std::vector<std::string> names = rename(t.name);
+    for (const std::string& n : names) {
+      if (shapes.count(n)) {
+        m.source = n;
+        break;
+      }
+    }
+    if (m.source.empty()) {
+      fail("no tensor '" + names.front() + "'" +
+           (names.front() == t.name ? "" : " for the model's " + t.name) + " " + dims(t.shape) +
+           " among its " + std::to_string(shapes.size()) + ": another model? (this job's is " +
+           model_summary(config) + ")");
+    }
+    used[m.source] = true;
+    m.source_shape = shapes.at(m.source);
+    std::vector<int64_t> want = t.shape;
+    if (m.transpose) std::swap(want[0], want[1]);
+    const std::vector<int64_t>& got = m.source_shape;
+    const bool cropped_wpe = gpt && t.name == "wpe" && got.size() == 2 && want.size() == 2 &&
+                             got[1] == want[1] && got[0] > want[0];
+    if (got != want && !cropped_wpe) {
+      fail("tensor '" + m.source + "' is " + dims(got) + ", the model's " + t.name + " needs " +
+           dims(want) + " (" + shape_keys(config, t.name) + ")");
+    }
+    if (cropped_wpe) {
+      crop_note_ = "wpe: the first " + std::to_string(want[0]) + " of its " +
+                   std::to_string(got[0]) + " rows";
+    }
+    matches_.push_back(std::move(m));
+  }
+  std::vector<std::string> extra;
+  for (const auto& [name, is_used] : used) {
+    if (!is_used && !(gpt2_file && (mask_buffer(name) || name == "lm_head.weight"))) {
+      extra.push_back(name);
+    }
+  }
+  if (!extra.empty()) {
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 4; ++i) list += (i ? ", " : "") + extra[i];
+    if (extra.size() > 4) list += ", ...";
+    fail("holds " + std::to_string(extra.size()) + " tensor" + (extra.size() == 1 ? "" : "s") +
+         " the model has no place for (" + list + "): another model? (this job's is " +
+         model_summary(config) + ")");
+  }
+}
+
+std::vector<float> InitialWeights::whole(const Match& m) {
+  std::vector<float> src = read_safetensors_f32(source_, safetensors_, m.source);
+  const TensorSpec& t = *m.target;
+  if (m.transpose) {  // [in, out] -> [out, in]
+    const int64_t out = t.shape[0], in = t.shape[1];
+    std::vector<float> dst(src.size());
+    for (int64_t i = 0; i < in; ++i) {
+      for (int64_t o = 0; o < out; ++o) dst[o * in + i] = src[i * out + o];
+    }
+    return dst;
+  }
+  src.resize(t.numel);  // wpe: its first seq_len rows
+  return src;
+}
+
+void InitialWeights::read(size_t begin, size_t end, float* dst) {
+  try {
+    for (const Match& m : matches_) {
+      const size_t off = m.target->offset, lo = std::max(begin, off);
+      const size_t hi = std::min(end, off + m.target->numel);
+      if (lo >= hi) continue;
+      float* out = dst + (lo - begin);
+      if (llmc_element_bytes_ > 0) {  // contiguous, [out, in]; a cropped tensor is a prefix
+        read_llmc(m.source_offset + (lo - off), hi - lo, out);
+        continue;
+      }
+      if (checkpoint_) {  // nothing transposed; a cropped wpe is a prefix of the source's
+        checkpoint_->read_range("params", m.source_offset + (lo - off),
+                                m.source_offset + (hi - off), out);
+        continue;
+      }
+      const std::vector<float> values = whole(m);
+      std::copy(values.begin() + (lo - off), values.begin() + (hi - off), out);
+      if (!tied_head_.empty() && m.target->name == "wte") {
+        const std::vector<float> head = read_safetensors_f32(source_, safetensors_, tied_head_);
+        if (std::memcmp(head.data() + (lo - off), out, (hi - lo) * sizeof(float)) != 0) {
+          fail("'" + tied_head_ + "' differs from '" + m.source +
+               "': an untied output layer, and Ringmaster's GPT ties its head to wte");
+        }
+      }
+    }
+  } catch (const InitialWeightsError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    fail(e.what());
+  }
+}
+
+void InitialWeights::read_llmc(uint64_t first, size_t count, float* dst) {
+  io::Fd fd = io::open_read(source_);
+  const uint64_t at = kLlmcHeaderBytes + first * llmc_element_bytes_;
+  if (llmc_element_bytes_ == 4) {
+    io::pread_exact(fd.get(), dst, count * sizeof(float), at, source_);
+    return;
+  }
+  // bf16: the upper half of a float32's bits, widened exactly; a piece at a time.
+  std::vector<uint16_t> piece(std::min<size_t>(count, size_t{1} << 20));
+  for (size_t done = 0; done < count; done += piece.size()) {
+    const size_t n = std::min(piece.size(), count - done);
+    io::pread_exact(fd.get(), piece.data(), n * 2, at + done * 2, source_);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(piece[i]) << 16;
+      std::memcpy(dst + done + i, &bits, sizeof bits);
+    }
+  }
+}
+
+nlohmann::json InitialWeights::event_fields() const {
+  nlohmann::json f = {{"from", path_}, {"kind", kind_}, {"tensors", matches_.size()}};
+  if (source_ != path_) f["checkpoint"] = source_;
+  if (step_ >= 0) f["step"] = step_;
+  return f;
+}
+
+void check_initial_weights(const JobConfig& job, VerifyLevel level) {
+  const std::string& from = job.model.init_from;
+  if (from.empty()) return;
+  std::error_code ec;
+  auto normal = [&ec](const std::string& p) {  // absolute, links resolved, no trailing "/"
+    fs::path n = fs::weakly_canonical(fs::absolute(p), ec);
+    return n.has_filename() ? n : n.parent_path();
+  };
+  const fs::path source = normal(from), run_dir = normal(job.run_dir);
+  const auto [end, at] =
+      std::mismatch(run_dir.begin(), run_dir.end(), source.begin(), source.end());
+  if (!ec && end == run_dir.end()) {
+    throw InitialWeightsError("model.init_from: " + from + ": inside this job's run_dir (" +
+                              job.run_dir +
+                              "): a run does not start from its own weights (run it again to "
+                              "resume it, or give the new run a run_dir of its own)");
+  }
+  const ParamLayout layout = model_param_layout(job.model);
+  InitialWeights(from, job.model, layout, level);
+}
+
+}  // namespace rm

@@ -1,0 +1,120 @@
+// A run's starting weights taken from another model (`model.init_from`): fine-tuning a trained
+// run, or GPT-2's published weights, instead of the seed's random ones. Only the weights: the
+// Adam moments, the step, the learning-rate schedule and the data order start afresh, as after
+// nanoGPT's init_from or a DeepSpeed load without its optimizer states. Read at a run's first
+// start only: a run that resumes (its own disk or in-memory checkpoint) never reads them again,
+// so a requeued fine-tune goes on from where it stopped, not from the weights it began with.
+//
+// The source, by what PATH is:
+//   a checkpoint directory (holds manifest.json): its "params" buffer, written by any number of
+//     ranks in any shard mode; each piece's checksum is checked as it is read;
+//   a run directory (holds checkpoints/): its newest checkpoint that verifies, as above;
+//   a .safetensors file: what `ringmaster ckpt export` writes (model/model_export.h) -- for gpt,
+//     Hugging Face GPT2LMHeadModel's names and [in, out] Conv1D matrices (transposed here), also
+//     with GPT2Model's names (no "transformer." prefix), so GPT-2's published model.safetensors
+//     loads; F32 tensors only;
+//   an llm.c model file (gpt2_124M.bin, what llm.c's train_gpt2.py and its trainers write: a
+//     header of 256 int32s, magic 20240326, version 1 or 3 in fp32, 5 in bf16; then wte over the
+//     padded vocabulary, wpe, and each kind of block tensor for all layers in turn, matrices
+//     [out, in] as Ringmaster's). The padding rows of wte are not read.
+// Matching: every tensor of the job's model must be in the source under its name with its shape,
+// with one exception: `wpe` (gpt's position embedding) may have more rows than model.seq_len,
+// and its first seq_len rows are taken (GPT-2, trained at 1024 tokens, fine-tuned at fewer, as
+// nanoGPT's crop_block_size does). Where the source says its model's number of attention heads
+// (a checkpoint's job, the gpt2_config an export carries, an llm.c header) it must be
+// model.heads: the shapes do not show it. A source tensor the model has no place for is an error
+// (the source would be another model), except what holds no weights -- GPT-2's attn.bias and
+// attn.masked_bias mask buffers -- and lm_head.weight, which must equal wte, as Ringmaster's GPT
+// ties the two (an untied head is refused when it is read).
+//
+// Errors are InitialWeightsError, an InputError (exit 2): "model.init_from: PATH: what is wrong".
+// Not thread-safe; blocking file I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/input_error.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/safetensors_writer.h"
+#include "configs/job_config.h"
+#include "model/param_layout.h"
+
+namespace rm {
+
+class InitialWeightsError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+class InitialWeights {
+ public:
+  // Opens `path` and matches it to `layout`, the parameters of a model of `config`. For a
+  // checkpoint, `level` says how much is checked now: kStructure (the files are there with their
+  // sizes) or kChecksums (every byte read and checked: once per job, before any rank starts).
+  InitialWeights(const std::string& path, const ModelConfig& config, const ParamLayout& layout,
+                 VerifyLevel level);
+  ~InitialWeights();
+  InitialWeights(const InitialWeights&) = delete;
+  InitialWeights& operator=(const InitialWeights&) = delete;
+
+  // Elements [begin, end) of the model's flat parameter buffer (layout order) into dst. Reads
+  // only the source tensors that overlap the range (a whole tensor where it must be transposed,
+  // cropped or compared).
+  void read(size_t begin, size_t end, float* dst);
+
+  // What was found, for the log: "checkpoint step 200 of 4 ranks (shard full), 16 tensors" or
+  // "safetensors, GPT-2 layout, 148 tensors (wpe: the first 256 of its 1024 rows)".
+  const std::string& description() const { return description_; }
+  // The same for events.jsonl: {"from", "kind", "step" (checkpoints), "tensors"}.
+  nlohmann::json event_fields() const;
+
+ private:
+  struct Match {
+    const TensorSpec* target;
+    std::string source;                 // the tensor's name in the source
+    std::vector<int64_t> source_shape;  // as the source stores it
+    uint64_t source_offset = 0;  // elements: in a checkpoint's "params" buffer, an llm.c file
+    bool transpose = false;      // the source holds it [in, out] (GPT-2's Conv1D)
+  };
+  [[noreturn]] void fail(const std::string& what) const;
+  void open_checkpoint(const std::string& dir, const ModelConfig& config, VerifyLevel level);
+  void open_safetensors(const ModelConfig& config);
+  void open_llmc(const ModelConfig& config);
+  // A source that says how many attention heads its GPT has: they must be the job's.
+  void check_heads(const ModelConfig& config, int64_t heads) const;
+  // Matches every layout tensor to a source tensor of `shapes` (name -> shape), under the first
+  // of the names `rename` gives it that the source has. gpt2_file: a GPT-2 file's Conv1D
+  // matrices are transposed, and its mask buffers and lm_head.weight have no place to take.
+  template <typename Shapes, typename Rename>
+  void match(const ModelConfig& config, const Shapes& shapes, Rename rename, bool gpt2_file);
+  // A source tensor's values in the model's layout (transposed, cropped) as a whole.
+  std::vector<float> whole(const Match& m);
+  // `count` elements of an llm.c file from element `first` of its parameters, as floats.
+  void read_llmc(uint64_t first, size_t count, float* dst);
+
+  std::string path_;    // as the job gives it
+  std::string source_;  // the file or checkpoint directory read
+  const ParamLayout& layout_;
+  std::vector<Match> matches_;  // in layout order
+  std::string kind_;            // "checkpoint", "safetensors" or "llm.c"
+  int64_t step_ = -1;           // checkpoints
+  std::string description_;
+  std::string crop_note_;  // "wpe: the first 256 of its 1024 rows", when cropped
+  std::unique_ptr<CheckpointReader> checkpoint_;
+  SafetensorsHeader safetensors_;
+  std::string tied_head_;       // safetensors: the name of an lm_head.weight to compare with wte
+  int llmc_element_bytes_ = 0;  // llm.c: 4 (fp32) or 2 (bf16); 0: not an llm.c file
+};
+
+// The job's initial weights checked, nothing read beyond `level`: `check_job` and the commands
+// that check a job before it runs. A no-op when model.init_from is empty. Also refuses a source
+// inside the job's own run directory (that run resumes; it does not start from itself).
+void check_initial_weights(const JobConfig& job, VerifyLevel level);
+
+}  // namespace rm
