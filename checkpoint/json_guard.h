@@ -1,4 +1,5 @@
-// A pre-scan of JSON text before nlohmann builds a tree of it (internal to checkpoint/).
+// A pre-scan of JSON text before nlohmann builds a tree of it (checkpoint/'s readers, and
+// worker/initial_weights.cc for the JSON inside a safetensors file's metadata).
 //
 // nlohmann holds every value in 16 bytes plus, for object members, a map node: ~100 bytes per
 // value, so 64 MiB of "[0,0,0,...]" or {"k1":0,"k2":0,...} would become 0.5-1 GiB of tree. Its

@@ -64,10 +64,10 @@ TEST(Overrides, BadValues) {
   EXPECT_EQ(one_error(kMinimalJob, {"data.train=[a.bin"}),
             "--set data.train: cannot read '[a.bin' as YAML: end of sequence flow not found");
   EXPECT_EQ(one_error(kMinimalJob, {"model.width"}), "--set model.width: expected key.path=value");
-  EXPECT_EQ(
-      one_error(kMinimalJob, {"model=5"}),
-      "--set model: is a section: expected a map of its keys (type, vocab_size, seq_len, "
-      "layers, heads, width, mlp_embed, mlp_context, recompute, classifier_chunk_tokens), got '5'");
+  EXPECT_EQ(one_error(kMinimalJob, {"model=5"}),
+            "--set model: is a section: expected a map of its keys (type, vocab_size, seq_len, "
+            "layers, heads, width, mlp_embed, mlp_context, recompute, classifier_chunk_tokens, "
+            "init_from), got '5'");
 }
 
 TEST(Overrides, Lists) {

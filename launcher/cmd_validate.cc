@@ -15,7 +15,7 @@ int cmd_validate(const JobArgs& args) {
     JobArgs job_args = args;
     resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
     const JobConfig job = load_job_args(job_args);
-    check_initial_weights(job, VerifyLevel::kChecksums);
+    const std::string weights = check_initial_weights(job, VerifyLevel::kChecksums);
     // The backend the ranks would take, without insisting on it: a cuda job validates on a
     // machine without a GPU (it may be meant for a cluster); its GPU memory is then unchecked.
     const Backend b = job.parallel.backend;
@@ -28,6 +28,9 @@ int cmd_validate(const JobArgs& args) {
                 args.job.c_str(), job.name.c_str(), choice_name(job.model.type), job_args.nproc,
                 job_args.nproc == 1 ? "" : "s", job.run_dir.c_str(),
                 fit.summary(capacity).c_str());
+    if (!weights.empty()) {
+      std::printf("weights from %s: %s\n", job.model.init_from.c_str(), weights.c_str());
+    }
     return kExitOk;
   });
 }

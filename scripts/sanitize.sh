@@ -101,7 +101,8 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   kernels_cpu_test device_arena_test timed_compute_test io_test data_test configs_test checkpoint_test worker_test
   base_test model_test planning_test observe_test memory_estimate_test
   device_step_test step_graph_test memory_checkpoint_cli_test
-  manifest_fuzz_corpus_test safetensors_fuzz_corpus_test job_fuzz_corpus_test
+  manifest_fuzz_corpus_test safetensors_fuzz_corpus_test llmc_model_file_fuzz_corpus_test
+  job_fuzz_corpus_test
   token_shard_fuzz_corpus_test
   collectives_self_test collectives_nccl_plan_test collectives_test collectives_fault_test
   dp_equivalence_test grad_reduce_test stream_order_test

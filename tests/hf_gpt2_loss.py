@@ -8,6 +8,16 @@ GPT-2's. transformers itself is not a Debian package; this is its GPT-2 forward 
 usage: hf_gpt2_loss.py MODEL.safetensors TEXT_FILE WINDOWS
 prints the mean cross-entropy (nats per token) over the first WINDOWS non-overlapping windows of
 n_positions bytes, as `ringmaster eval --max-tokens WINDOWS*n_positions` scores them.
+
+usage: hf_gpt2_loss.py --random OUT.safetensors LAYERS HEADS WIDTH POSITIONS SEED TEXT_FILE
+       WINDOWS WINDOW
+makes a GPT-2 of that shape over bytes (vocabulary 256) with random weights (every tensor, the
+layer norms too), writes it the way GPT-2's published model.safetensors is written -- GPT2Model's
+names (no "transformer.", no lm_head), the causal-mask buffers h.N.attn.bias, metadata
+{"format": "pt"} and nothing else -- and prints its loss over WINDOWS windows of WINDOW bytes
+(WINDOW <= POSITIONS: the first rows of wpe, as for any shorter input): what `model.init_from`
+must reproduce from a file it did not write.
+
 Exits 77 (ctest's skip) when PyTorch is not installed.
 """
 import json
@@ -123,7 +133,55 @@ class GPT2LMHeadModel(nn.Module):
         return self.lm_head(t.ln_f(x))
 
 
+def write_safetensors(path, tensors, metadata):
+    """The safetensors layout (8-byte header length, JSON header, data), F32 only."""
+    header, blobs, at = {"__metadata__": metadata}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def loss_on(model, text_path, windows, T):
+    with open(text_path, "rb") as f:
+        data = torch.tensor(list(f.read(windows * T + 1)), dtype=torch.long)
+    assert data.numel() == windows * T + 1, "text file too short"
+    inputs = data[:-1].view(windows, T)
+    targets = data[1:].view(windows, T)
+    with torch.no_grad():
+        logits = model(inputs)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1)).item()
+
+
+def random_model(argv):
+    out, layers, heads, width, positions, seed, text_path, windows, T = argv
+    cfg = {"vocab_size": 256, "n_positions": int(positions), "n_embd": int(width),
+           "n_layer": int(layers), "n_head": int(heads), "layer_norm_epsilon": 1e-5}
+    torch.manual_seed(int(seed))
+    model = GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Large enough that the model is far from uniform (ln 256 = 5.55 nats): a tensor
+            # misplaced or mistransposed moves the loss by far more than the check's tolerance.
+            gain = name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight"))
+            p.copy_(torch.randn_like(p) * 0.3 + (1.0 if gain else 0.0))
+    state = {k[len("transformer."):]: v for k, v in model.state_dict().items()
+             if k.startswith("transformer.")}
+    n = cfg["n_positions"]
+    for i in range(cfg["n_layer"]):
+        state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+    write_safetensors(out, state, {"format": "pt"})
+    print(f"loss={loss_on(model, text_path, int(windows), int(T)):.6f}")
+
+
 def main():
+    if sys.argv[1] == "--random":
+        return random_model(sys.argv[2:])
     path, text_path, windows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tensors, metadata = read_safetensors(path)
     cfg = json.loads(metadata["gpt2_config"])
@@ -133,16 +191,7 @@ def main():
     if not torch.equal(tensors["lm_head.weight"], tensors["transformer.wte.weight"]):
         sys.exit("lm_head.weight differs from transformer.wte.weight (they are tied)")
 
-    T = cfg["n_positions"]
-    with open(text_path, "rb") as f:
-        data = torch.tensor(list(f.read(windows * T + 1)), dtype=torch.long)
-    assert data.numel() == windows * T + 1, "text file too short"
-    inputs = data[:-1].view(windows, T)
-    targets = data[1:].view(windows, T)
-    with torch.no_grad():
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-    print(f"loss={loss.item():.6f}")
+    print(f"loss={loss_on(model, text_path, windows, cfg['n_positions']):.6f}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@
 // at its random init shows.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,6 +23,7 @@
 #include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
+#include "tests/required_parts.h"
 
 namespace rm {
 namespace {
@@ -80,6 +87,15 @@ TEST_F(InitFromCli, ARunDirectoryOnTwoRanksGivesItsWeightsExactly) {
   const std::string events = slurp(dir_.file("b/events.jsonl"));
   EXPECT_NE(events.find("\"event\":\"initialized\""), std::string::npos) << events;
   EXPECT_NE(events.find("\"step\":30"), std::string::npos) << events;
+}
+
+TEST_F(InitFromCli, ValidateSaysWhatItWouldRead) {
+  const auto r = run_cli("validate " + job_ + frozen(dir_, "v", dir_.file("source")), dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("weights from " + dir_.file("source") + ": checkpoint " +
+                       dir_.file("source/checkpoints/step_00000030") + " (step 30"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(InitFromCli, AnExportedFileOnTwoFullyShardedRanksGivesItsWeightsExactly) {
@@ -204,6 +220,48 @@ TEST_F(InitFromCli, AMismatchedOrMisplacedSourceIsRefusedByName) {
   EXPECT_EQ(bin.exit_code, 2);
   EXPECT_NE(bin.err.find("a weights.bin holds no tensor names or shapes"), std::string::npos)
       << bin.err;
+}
+
+// The decisive check against a file Ringmaster did not write: PyTorch makes a GPT-2 with
+// random weights, writes it as GPT-2's published model.safetensors is written (GPT2Model's
+// names, mask buffers, 64 positions) and scores a text at 32 tokens a window
+// (tests/hf_gpt2_loss.py --random); a run started from that file, its weights unchanged, scores
+// the same text the same through `ringmaster eval`.
+TEST(InitFromTorch, GptTwoWeightsWrittenByPyTorchScoreTheSame) {
+  const char* python = "/usr/bin/python3";  // Debian's, where python3-torch installs
+  if (::access(python, X_OK) != 0) RM_SKIP_UNLESS_REQUIRED("torch", python << " not found");
+  TempDir dir;
+  const std::string file = dir.file("gpt2.safetensors"), torch_out = dir.file("torch.out");
+  const int windows = 20, window = 32;
+  const int status =
+      std::system((std::string(python) + " tests/hf_gpt2_loss.py --random " + file +
+                   " 2 2 32 64 7 data/tinyshakespeare.txt " + std::to_string(windows) + " " +
+                   std::to_string(window) + " >" + torch_out + " 2>&1")
+                      .c_str());
+  const std::string torch = slurp(torch_out);
+  ASSERT_TRUE(WIFEXITED(status)) << torch;
+  if (WEXITSTATUS(status) == 77)
+    RM_SKIP_UNLESS_REQUIRED("torch", "PyTorch not installed: " << torch);
+  ASSERT_EQ(WEXITSTATUS(status), 0) << torch;
+  double torch_loss = 0, rm_loss = 0;
+  ASSERT_EQ(std::sscanf(torch.c_str(), "loss=%lf", &torch_loss), 1) << torch;
+
+  const std::string job = job_file(dir);
+  const auto r =
+      run_cli("run " + job + frozen(dir, "gpt2", file) + " --set train.steps=1", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("safetensors, GPT-2 layout, 28 tensors (wpe: the first 32 of its 64 rows)"),
+            std::string::npos)
+      << r.out;
+  const auto ev = run_cli("eval " + dir.file("gpt2") +
+                              " --data data/tinyshakespeare.txt "
+                              "--max-tokens " +
+                              std::to_string(windows * window),
+                          dir.path());
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  ASSERT_EQ(std::sscanf(ev.out.c_str(), "loss=%lf", &rm_loss), 1) << ev.out;
+  EXPECT_GT(torch_loss, 6.5) << "the random model should be far from uniform (5.55)";
+  EXPECT_NEAR(rm_loss, torch_loss, 1e-4 * torch_loss);
 }
 
 }  // namespace

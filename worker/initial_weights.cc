@@ -6,9 +6,11 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
+#include "checkpoint/json_guard.h"
+#include "checkpoint/llmc_model_file.h"
 #include "configs/job_loader.h"
-#include "io/posix_io.h"
 #include "model/model.h"
 
 namespace rm {
@@ -65,9 +67,6 @@ std::string leading_bytes(const std::string& path) {
   return std::string(bytes, static_cast<size_t>(in.gcount()));
 }
 
-constexpr int32_t kLlmcMagic = 20240326;
-constexpr uint64_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
-
 }  // namespace
 
 InitialWeights::InitialWeights(const std::string& path, const ModelConfig& config,
@@ -96,14 +95,11 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
             "(no checkpoints/)");
       }
     } else if (fs::is_regular_file(st)) {
-      const std::string lead = leading_bytes(path);
-      int32_t magic = 0;
-      if (lead.size() >= sizeof magic) std::memcpy(&magic, lead.data(), sizeof magic);
-      if (lead == "RMWGHT01") {
+      if (leading_bytes(path) == "RMWGHT01") {
         fail(
             "a weights.bin holds no tensor names or shapes to match: name its run directory "
             "(its newest checkpoint) instead, or a file `ringmaster ckpt export` wrote");
-      } else if (magic == kLlmcMagic) {
+      } else if (looks_like_llmc_model_file(path)) {
         open_llmc(config);
       } else {
         safetensors_ = read_safetensors_header(path);
@@ -115,12 +111,17 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
   } catch (const InitialWeightsError&) {
     throw;
   } catch (const std::runtime_error& e) {  // CheckpointError, IoError: they name the file
-    fail(e.what());
+    fail(without_path(e.what()));
   }
   if (!crop_note_.empty()) description_ += " (" + crop_note_ + ")";
 }
 
 InitialWeights::~InitialWeights() = default;
+
+std::string InitialWeights::without_path(const std::string& what) const {
+  const std::string prefix = path_ + ": ";  // fail() names the source already
+  return what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
+}
 
 void InitialWeights::fail(const std::string& what) const {
   throw InitialWeightsError("model.init_from: " + path_ + ": " + what);
@@ -187,9 +188,12 @@ void InitialWeights::open_safetensors(const ModelConfig& config) {
       fail("tensor '" + m.source + "' is " + dtypes[m.source] + ": only F32 tensors are read");
     }
   }
-  if (gpt && safetensors_.metadata.count("gpt2_config")) {  // ours, and transformers' exports
-    const nlohmann::json c =
-        nlohmann::json::parse(safetensors_.metadata.at("gpt2_config"), nullptr, false);
+  // `ckpt export` writes a gpt2_config; Hugging Face's own files carry none. A hostile one is
+  // not parsed (json_guard.h), and one that does not parse is not a model description.
+  const auto config_text = safetensors_.metadata.find("gpt2_config");
+  if (gpt && config_text != safetensors_.metadata.end() &&
+      check_json_shape(config_text->second).empty()) {
+    const nlohmann::json c = nlohmann::json::parse(config_text->second, nullptr, false);
     if (c.is_object() && c.contains("n_head") && c["n_head"].is_number_integer()) {
       check_heads(config, c["n_head"].get<int64_t>());
     }
@@ -218,84 +222,64 @@ void InitialWeights::check_heads(const ModelConfig& config, int64_t heads) const
 
 void InitialWeights::open_llmc(const ModelConfig& config) {
   kind_ = "llm.c";
-  io::Fd fd = io::open_read(source_);
-  const uint64_t size = io::regular_file_size(fd.get(), source_);
-  if (size < kLlmcHeaderBytes) fail("an llm.c model file's magic, but shorter than its header");
-  int32_t h[256];
-  io::pread_exact(fd.get(), h, sizeof h, 0, source_);
-  const int32_t version = h[1];
-  if (version != 1 && version != 3 && version != 5) {
-    fail("an llm.c model file of version " + std::to_string(version) +
-         ", not 1 or 3 (fp32) or 5 (bf16)");
-  }
-  // Bounded before any product is formed: nothing here trusts the header.
-  const int64_t maxT = h[2], V = h[3], L = h[4], NH = h[5], C = h[6];
-  const int64_t Vp = version == 1 ? V : h[7];
-  for (const int64_t v : {maxT, V, L, NH, C, Vp}) {
-    if (v < 1 || v > (1 << 24)) {
-      fail("an llm.c model file with a header value of " + std::to_string(v));
-    }
-  }
-  if (Vp < V) {
-    fail("an llm.c model file whose padded vocabulary " + std::to_string(Vp) +
-         " is smaller than its vocabulary " + std::to_string(V));
-  }
+  llmc_ = std::make_unique<LlmcModelFile>(read_llmc_header(source_));
+  const LlmcModelFile& f = *llmc_;
   if (config.type != ModelType::kGpt) {
     fail("an llm.c GPT-2 model file, and this job's model.type is mlp");
   }
-  llmc_element_bytes_ = version == 5 ? 2 : 4;
-  // The file's tensors in its order (llm.c's fill_in_parameter_sizes), under Ringmaster's names.
+  // The header names the model: the job's, or one message saying what differs.
+  auto differs = [this](const std::string& file_says, const char* key, int64_t job) {
+    fail(file_says + ", this job's " + key + " is " + std::to_string(job));
+  };
+  if (f.num_layers != config.layers) {
+    differs("its model has " + std::to_string(f.num_layers) + " layers", "model.layers",
+            config.layers);
+  }
+  if (f.channels != config.width) {
+    differs("its model is " + std::to_string(f.channels) + " wide", "model.width", config.width);
+  }
+  if (f.vocab_size != config.vocab_size) {
+    differs("its vocabulary has " + std::to_string(f.vocab_size) + " tokens", "model.vocab_size",
+            config.vocab_size);
+  }
+  check_heads(config, f.num_heads);
+  // Ringmaster's names for llm.c's tensors (gpt_model.cc's layout, llm.c's order).
+  static const std::map<std::string, LlmcTensor> kBlock = {
+      {"ln_1.weight", LlmcTensor::kLn1w},
+      {"ln_1.bias", LlmcTensor::kLn1b},
+      {"attn.c_attn.weight", LlmcTensor::kQkvw},
+      {"attn.c_attn.bias", LlmcTensor::kQkvb},
+      {"attn.c_proj.weight", LlmcTensor::kAttprojw},
+      {"attn.c_proj.bias", LlmcTensor::kAttprojb},
+      {"ln_2.weight", LlmcTensor::kLn2w},
+      {"ln_2.bias", LlmcTensor::kLn2b},
+      {"mlp.c_fc.weight", LlmcTensor::kFcw},
+      {"mlp.c_fc.bias", LlmcTensor::kFcb},
+      {"mlp.c_proj.weight", LlmcTensor::kFcprojw},
+      {"mlp.c_proj.bias", LlmcTensor::kFcprojb}};
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, uint64_t> offsets;
-  uint64_t at = 0;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, uint64_t elements) {
-    shapes[name] = std::move(shape);
-    offsets[name] = at;
-    at += elements;
+  auto add = [&](const std::string& name, const LlmcSpan& span) {
+    shapes[name] =
+        span.cols ? std::vector<int64_t>{span.rows, span.cols} : std::vector<int64_t>{span.rows};
+    offsets[name] = span.offset;
   };
-  add("wte", {V, C}, static_cast<uint64_t>(Vp * C));  // the padding rows follow, unread
-  add("wpe", {maxT, C}, static_cast<uint64_t>(maxT * C));
-  struct Kind {
-    const char* name;
-    int64_t rows, cols;  // cols 0: a vector
-  };
-  const Kind kinds[] = {{"ln_1.weight", C, 0},
-                        {"ln_1.bias", C, 0},
-                        {"attn.c_attn.weight", 3 * C, C},
-                        {"attn.c_attn.bias", 3 * C, 0},
-                        {"attn.c_proj.weight", C, C},
-                        {"attn.c_proj.bias", C, 0},
-                        {"ln_2.weight", C, 0},
-                        {"ln_2.bias", C, 0},
-                        {"mlp.c_fc.weight", 4 * C, C},
-                        {"mlp.c_fc.bias", 4 * C, 0},
-                        {"mlp.c_proj.weight", C, 4 * C},
-                        {"mlp.c_proj.bias", C, 0}};
-  for (const Kind& k : kinds) {
-    const uint64_t each = static_cast<uint64_t>(k.rows * (k.cols ? k.cols : 1));
-    for (int64_t l = 0; l < L; ++l) {
-      std::vector<int64_t> shape = {k.rows};
-      if (k.cols) shape.push_back(k.cols);
-      add("h." + std::to_string(l) + "." + k.name, std::move(shape), each);
+  add("wte", llmc_span(f, LlmcTensor::kWte));
+  add("wpe", llmc_span(f, LlmcTensor::kWpe));
+  for (int64_t l = 0; l < f.num_layers; ++l) {  // the job's layer count, checked above
+    for (const auto& [suffix, kind] : kBlock) {
+      add("h." + std::to_string(l) + "." + suffix, llmc_span(f, kind, l));
     }
   }
-  add("ln_f.weight", {C}, static_cast<uint64_t>(C));
-  add("ln_f.bias", {C}, static_cast<uint64_t>(C));
-  const uint64_t want = kLlmcHeaderBytes + at * llmc_element_bytes_;
-  if (size != want) {
-    fail("an llm.c model file of " + std::to_string(size) + " bytes, where its header (" +
-         std::to_string(L) + " layers, width " + std::to_string(C) + ", vocabulary " +
-         std::to_string(V) + " padded to " + std::to_string(Vp) + ", " + std::to_string(maxT) +
-         " positions, " + (version == 5 ? "bf16" : "fp32") + ") says " + std::to_string(want));
-  }
+  add("ln_f.weight", llmc_span(f, LlmcTensor::kLnfw));
+  add("ln_f.bias", llmc_span(f, LlmcTensor::kLnfb));
   match(
       config, shapes, [](const std::string& name) { return std::vector<std::string>{name}; },
       false);
   for (Match& x : matches_) x.source_offset = offsets.at(x.source);
-  check_heads(config, NH);
-  description_ = "llm.c model file, version " + std::to_string(version) + " (" +
-                 (version == 5 ? "bf16" : "fp32") + "), " + std::to_string(matches_.size()) +
-                 " tensors";
+  description_ = "llm.c model file, version " + std::to_string(f.version) + " (" +
+                 (f.element_bytes == 2 ? "bf16" : "fp32") + "), " +
+                 std::to_string(matches_.size()) + " tensors";
 }
 
 template <typename Shapes, typename Rename>
@@ -374,8 +358,8 @@ void InitialWeights::read(size_t begin, size_t end, float* dst) {
       const size_t hi = std::min(end, off + m.target->numel);
       if (lo >= hi) continue;
       float* out = dst + (lo - begin);
-      if (llmc_element_bytes_ > 0) {  // contiguous, [out, in]; a cropped tensor is a prefix
-        read_llmc(m.source_offset + (lo - off), hi - lo, out);
+      if (llmc_) {  // contiguous, [out, in]; a cropped tensor is a prefix
+        read_llmc_parameters(source_, *llmc_, m.source_offset + (lo - off), hi - lo, out);
         continue;
       }
       if (checkpoint_) {  // nothing transposed; a cropped wpe is a prefix of the source's
@@ -396,26 +380,7 @@ void InitialWeights::read(size_t begin, size_t end, float* dst) {
   } catch (const InitialWeightsError&) {
     throw;
   } catch (const std::runtime_error& e) {
-    fail(e.what());
-  }
-}
-
-void InitialWeights::read_llmc(uint64_t first, size_t count, float* dst) {
-  io::Fd fd = io::open_read(source_);
-  const uint64_t at = kLlmcHeaderBytes + first * llmc_element_bytes_;
-  if (llmc_element_bytes_ == 4) {
-    io::pread_exact(fd.get(), dst, count * sizeof(float), at, source_);
-    return;
-  }
-  // bf16: the upper half of a float32's bits, widened exactly; a piece at a time.
-  std::vector<uint16_t> piece(std::min<size_t>(count, size_t{1} << 20));
-  for (size_t done = 0; done < count; done += piece.size()) {
-    const size_t n = std::min(piece.size(), count - done);
-    io::pread_exact(fd.get(), piece.data(), n * 2, at + done * 2, source_);
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t bits = static_cast<uint32_t>(piece[i]) << 16;
-      std::memcpy(dst + done + i, &bits, sizeof bits);
-    }
+    fail(without_path(e.what()));
   }
 }
 
@@ -426,9 +391,9 @@ nlohmann::json InitialWeights::event_fields() const {
   return f;
 }
 
-void check_initial_weights(const JobConfig& job, VerifyLevel level) {
+std::string check_initial_weights(const JobConfig& job, VerifyLevel level) {
   const std::string& from = job.model.init_from;
-  if (from.empty()) return;
+  if (from.empty()) return "";
   std::error_code ec;
   auto normal = [&ec](const std::string& p) {  // absolute, links resolved, no trailing "/"
     fs::path n = fs::weakly_canonical(fs::absolute(p), ec);
@@ -444,7 +409,7 @@ void check_initial_weights(const JobConfig& job, VerifyLevel level) {
                               "resume it, or give the new run a run_dir of its own)");
   }
   const ParamLayout layout = model_param_layout(job.model);
-  InitialWeights(from, job.model, layout, level);
+  return InitialWeights(from, job.model, layout, level).description();
 }
 
 }  // namespace rm

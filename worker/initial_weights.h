@@ -13,10 +13,8 @@
 //     Hugging Face GPT2LMHeadModel's names and [in, out] Conv1D matrices (transposed here), also
 //     with GPT2Model's names (no "transformer." prefix), so GPT-2's published model.safetensors
 //     loads; F32 tensors only;
-//   an llm.c model file (gpt2_124M.bin, what llm.c's train_gpt2.py and its trainers write: a
-//     header of 256 int32s, magic 20240326, version 1 or 3 in fp32, 5 in bf16; then wte over the
-//     padded vocabulary, wpe, and each kind of block tensor for all layers in turn, matrices
-//     [out, in] as Ringmaster's). The padding rows of wte are not read.
+//   an llm.c model file (gpt2_124M.bin: checkpoint/llmc_model_file.h), fp32 or bf16; the
+//     padding rows of its vocabulary are not read.
 // Matching: every tensor of the job's model must be in the source under its name with its shape,
 // with one exception: `wpe` (gpt's position embedding) may have more rows than model.seq_len,
 // and its first seq_len rows are taken (GPT-2, trained at 1024 tokens, fine-tuned at fewer, as
@@ -41,6 +39,7 @@
 
 #include "base/input_error.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
 #include "configs/job_config.h"
 #include "model/param_layout.h"
@@ -83,6 +82,8 @@ class InitialWeights {
     bool transpose = false;      // the source holds it [in, out] (GPT-2's Conv1D)
   };
   [[noreturn]] void fail(const std::string& what) const;
+  // An error's message without a leading "PATH: " when PATH is the source's (fail adds it).
+  std::string without_path(const std::string& what) const;
   void open_checkpoint(const std::string& dir, const ModelConfig& config, VerifyLevel level);
   void open_safetensors(const ModelConfig& config);
   void open_llmc(const ModelConfig& config);
@@ -95,8 +96,6 @@ class InitialWeights {
   void match(const ModelConfig& config, const Shapes& shapes, Rename rename, bool gpt2_file);
   // A source tensor's values in the model's layout (transposed, cropped) as a whole.
   std::vector<float> whole(const Match& m);
-  // `count` elements of an llm.c file from element `first` of its parameters, as floats.
-  void read_llmc(uint64_t first, size_t count, float* dst);
 
   std::string path_;    // as the job gives it
   std::string source_;  // the file or checkpoint directory read
@@ -109,12 +108,13 @@ class InitialWeights {
   std::unique_ptr<CheckpointReader> checkpoint_;
   SafetensorsHeader safetensors_;
   std::string tied_head_;       // safetensors: the name of an lm_head.weight to compare with wte
-  int llmc_element_bytes_ = 0;  // llm.c: 4 (fp32) or 2 (bf16); 0: not an llm.c file
+  std::unique_ptr<LlmcModelFile> llmc_;  // an llm.c file's header; null for other sources
 };
 
 // The job's initial weights checked, nothing read beyond `level`: `check_job` and the commands
-// that check a job before it runs. A no-op when model.init_from is empty. Also refuses a source
-// inside the job's own run directory (that run resumes; it does not start from itself).
-void check_initial_weights(const JobConfig& job, VerifyLevel level);
+// that check a job before it runs. Returns what was found (InitialWeights::description), or ""
+// when model.init_from is empty. Also refuses a source inside the job's own run directory (that
+// run resumes; it does not start from itself).
+std::string check_initial_weights(const JobConfig& job, VerifyLevel level);
 
 }  // namespace rm

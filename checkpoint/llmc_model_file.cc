@@ -1,0 +1,186 @@
+#include "checkpoint/llmc_model_file.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "io/posix_io.h"
+
+namespace rm {
+namespace {
+
+constexpr uint64_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
+
+[[noreturn]] void refuse_llmc(const std::string& path, const std::string& what) {
+  throw CheckpointError(path + ": " + what);
+}
+
+// Elements of one layer's tensor of `kind` (kLn1w .. kFcprojb) for `channels`.
+uint64_t llmc_layer_elements(LlmcTensor kind, uint64_t c) {
+  switch (kind) {
+    case LlmcTensor::kQkvw:
+      return 3 * c * c;
+    case LlmcTensor::kQkvb:
+      return 3 * c;
+    case LlmcTensor::kAttprojw:
+      return c * c;
+    case LlmcTensor::kFcw:
+      return 4 * c * c;
+    case LlmcTensor::kFcb:
+      return 4 * c;
+    case LlmcTensor::kFcprojw:
+      return 4 * c * c;
+    default:
+      return c;  // the layernorms' weights and biases, attprojb, fcprojb
+  }
+}
+
+}  // namespace
+
+bool looks_like_llmc_model_file(const std::string& path) {
+  try {
+    io::Fd fd = io::open_read(path);
+    if (io::regular_file_size(fd.get(), path) < sizeof(int32_t)) return false;
+    int32_t magic = 0;
+    io::pread_exact(fd.get(), &magic, sizeof magic, 0, path);
+    return magic == kLlmcMagic;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+LlmcModelFile read_llmc_header(const std::string& path) {
+  io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  if (size < kLlmcHeaderBytes) {
+    refuse_llmc(path, std::to_string(size) + " bytes, shorter than an llm.c model file's header (" +
+                          std::to_string(kLlmcHeaderBytes) + ")");
+  }
+  int32_t h[256];
+  io::pread_exact(fd.get(), h, sizeof h, 0, path);
+  if (h[0] != kLlmcMagic)
+    refuse_llmc(path, "not an llm.c model file (magic " + std::to_string(h[0]) + ")");
+  LlmcModelFile f;
+  f.version = h[1];
+  if (f.version != 1 && f.version != 3 && f.version != 5) {
+    refuse_llmc(path, "an llm.c model file of version " + std::to_string(f.version) +
+                          ", not 1 or 3 (fp32) or 5 (bf16)");
+  }
+  f.max_seq_len = h[2];
+  f.vocab_size = h[3];
+  f.num_layers = h[4];
+  f.num_heads = h[5];
+  f.channels = h[6];
+  f.padded_vocab_size = f.version == 1 ? f.vocab_size : h[7];
+  f.element_bytes = f.version == 5 ? 2 : 4;
+  const struct {
+    const char* name;
+    int64_t value;
+  } fields[] = {{"max_seq_len", f.max_seq_len}, {"vocab_size", f.vocab_size},
+                {"num_layers", f.num_layers},   {"num_heads", f.num_heads},
+                {"channels", f.channels},       {"padded_vocab_size", f.padded_vocab_size}};
+  for (const auto& field : fields) {
+    if (field.value < 1 || field.value > (int64_t{1} << 24)) {
+      refuse_llmc(path, std::string("an llm.c model file whose ") + field.name + " is " +
+                            std::to_string(field.value) + " (not in 1 .. 2^24)");
+    }
+  }
+  if (f.padded_vocab_size < f.vocab_size) {
+    refuse_llmc(path, "an llm.c model file whose padded_vocab_size " +
+                          std::to_string(f.padded_vocab_size) + " is smaller than its vocab_size " +
+                          std::to_string(f.vocab_size));
+  }
+  // 128 bits: each size is below 2^25, a layer's matrices below 2^53, all layers below 2^78.
+  using u128 = unsigned __int128;
+  const u128 c = static_cast<u128>(f.channels);
+  const u128 elements = static_cast<u128>(f.padded_vocab_size) * c +
+                        static_cast<u128>(f.max_seq_len) * c +
+                        static_cast<u128>(f.num_layers) * (12 * c * c + 13 * c) + 2 * c;
+  const u128 want = kLlmcHeaderBytes + elements * static_cast<u128>(f.element_bytes);
+  if (want != size) {
+    const std::string says =
+        want >> 63 ? std::string("more than 2^63") : std::to_string(static_cast<uint64_t>(want));
+    refuse_llmc(path,
+                "an llm.c model file of " + std::to_string(size) + " bytes, where its header (" +
+                    std::to_string(f.num_layers) + " layers, " + std::to_string(f.channels) +
+                    " channels, vocabulary " + std::to_string(f.vocab_size) + " padded to " +
+                    std::to_string(f.padded_vocab_size) + ", " + std::to_string(f.max_seq_len) +
+                    " positions, " + (f.element_bytes == 2 ? "bf16" : "fp32") + ") says " + says);
+  }
+  f.parameters = static_cast<uint64_t>(elements);
+  return f;
+}
+
+LlmcSpan llmc_span(const LlmcModelFile& f, LlmcTensor tensor, int64_t layer) {
+  // Every product below is at most the file's parameter count, checked to fit.
+  const uint64_t c = static_cast<uint64_t>(f.channels);
+  const uint64_t layers = static_cast<uint64_t>(f.num_layers);
+  const bool per_layer_kind = tensor != LlmcTensor::kWte && tensor != LlmcTensor::kWpe &&
+                              tensor != LlmcTensor::kLnfw && tensor != LlmcTensor::kLnfb;
+  if (layer < 0 || (per_layer_kind ? layer >= f.num_layers : layer != 0)) {
+    throw std::out_of_range("llmc_span: layer " + std::to_string(layer));
+  }
+  const int64_t C = f.channels;
+  uint64_t at = static_cast<uint64_t>(f.padded_vocab_size) * c;  // after wte
+  switch (tensor) {
+    case LlmcTensor::kWte:
+      return {0, f.vocab_size, C};
+    case LlmcTensor::kWpe:
+      return {at, f.max_seq_len, C};
+    default:
+      break;
+  }
+  at += static_cast<uint64_t>(f.max_seq_len) * c;
+  for (int k = static_cast<int>(LlmcTensor::kLn1w); k <= static_cast<int>(LlmcTensor::kFcprojb);
+       ++k) {
+    const LlmcTensor kind = static_cast<LlmcTensor>(k);
+    if (kind == tensor) {
+      const uint64_t offset = at + static_cast<uint64_t>(layer) * llmc_layer_elements(kind, c);
+      switch (kind) {
+        case LlmcTensor::kQkvw:
+          return {offset, 3 * C, C};
+        case LlmcTensor::kQkvb:
+          return {offset, 3 * C, 0};
+        case LlmcTensor::kAttprojw:
+          return {offset, C, C};
+        case LlmcTensor::kFcw:
+          return {offset, 4 * C, C};
+        case LlmcTensor::kFcb:
+          return {offset, 4 * C, 0};
+        case LlmcTensor::kFcprojw:
+          return {offset, C, 4 * C};
+        default:
+          return {offset, C, 0};
+      }
+    }
+    at += layers * llmc_layer_elements(kind, c);
+  }
+  return {tensor == LlmcTensor::kLnfw ? at : at + c, C, 0};
+}
+
+void read_llmc_parameters(const std::string& path, const LlmcModelFile& f, uint64_t first,
+                          uint64_t count, float* dst) {
+  if (first > f.parameters || count > f.parameters - first) {
+    refuse_llmc(path, "parameters [" + std::to_string(first) + ", +" + std::to_string(count) +
+                          ") past the file's " + std::to_string(f.parameters));
+  }
+  io::Fd fd = io::open_read(path);
+  const uint64_t at = kLlmcHeaderBytes + first * f.element_bytes;
+  if (f.element_bytes == 4) {
+    io::pread_exact(fd.get(), dst, count * sizeof(float), at, path);
+    return;
+  }
+  // bf16: the upper half of a float32's bits, widened exactly; a piece at a time.
+  std::vector<uint16_t> piece(std::min<uint64_t>(count, uint64_t{1} << 20));
+  for (uint64_t done = 0; done < count; done += piece.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece.size(), count - done));
+    io::pread_exact(fd.get(), piece.data(), n * 2, at + done * 2, path);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(piece[i]) << 16;
+      std::memcpy(dst + done + i, &bits, sizeof bits);
+    }
+  }
+}
+
+}  // namespace rm
