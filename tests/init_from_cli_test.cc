@@ -70,6 +70,15 @@ class InitFromCli : public ::testing::Test {
     const auto r = run_cli("run " + job_, dir_.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
+  // `ckpt export` of the source's last checkpoint; its path.
+  std::string export_source() {
+    const std::string file = dir_.file("source.safetensors");
+    const auto r =
+        run_cli("ckpt export " + dir_.file("source/checkpoints/step_00000030") + " -o " + file,
+                dir_.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return file;
+  }
   TempDir dir_;
   std::string job_;
 };
@@ -99,11 +108,7 @@ TEST_F(InitFromCli, ValidateSaysWhatItWouldRead) {
 }
 
 TEST_F(InitFromCli, AnExportedFileOnTwoFullyShardedRanksGivesItsWeightsExactly) {
-  const std::string file = dir_.file("source.safetensors");
-  ASSERT_EQ(run_cli("ckpt export " + dir_.file("source/checkpoints/step_00000030") + " -o " + file,
-                    dir_.path())
-                .exit_code,
-            0);
+  const std::string file = export_source();
   const auto r =
       run_cli("run " + job_ + " --nproc 2 --set parallel.shard=full" + frozen(dir_, "c", file),
               dir_.path());
@@ -113,11 +118,7 @@ TEST_F(InitFromCli, AnExportedFileOnTwoFullyShardedRanksGivesItsWeightsExactly) 
 }
 
 TEST_F(InitFromCli, AShorterContextTakesTheFirstRowsOfThePositionEmbedding) {
-  const std::string file = dir_.file("source.safetensors");
-  ASSERT_EQ(run_cli("ckpt export " + dir_.file("source") + "/checkpoints/step_00000030 -o " + file,
-                    dir_.path())
-                .exit_code,
-            0);
+  const std::string file = export_source();
   const auto r =
       run_cli("run " + job_ + frozen(dir_, "short", file) + " --set model.seq_len=16", dir_.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
