@@ -8,7 +8,9 @@
 // The source, by what PATH is:
 //   a checkpoint directory (holds manifest.json): its "params" buffer, written by any number of
 //     ranks in any shard mode; each piece's checksum is checked as it is read;
-//   a run directory (holds checkpoints/): its newest checkpoint that verifies, as above;
+//   a run directory (holds checkpoints/): its newest committed checkpoint, as above, which must
+//     verify (a damaged newest one is refused, not passed over: every rank must read the one
+//     the launcher checked);
 //   a .safetensors file: what `ringmaster ckpt export` writes (model/model_export.h) -- for gpt,
 //     Hugging Face GPT2LMHeadModel's names and [in, out] Conv1D matrices (transposed here), also
 //     with GPT2Model's names (no "transformer." prefix), so GPT-2's published model.safetensors
@@ -53,9 +55,10 @@ class InitialWeightsError : public InputError {
 
 class InitialWeights {
  public:
-  // Opens `path` and matches it to `layout`, the parameters of a model of `config`. For a
-  // checkpoint, `level` says how much is checked now: kStructure (the files are there with their
-  // sizes) or kChecksums (every byte read and checked: once per job, before any rank starts).
+  // Opens `path` and matches it to `layout` (which must outlive this), the parameters of a
+  // model of `config`. For a checkpoint, `level` says how much is checked now: kStructure (the
+  // files are there with their sizes) or kChecksums (every byte read and checked: once per job,
+  // before any rank starts).
   InitialWeights(const std::string& path, const ModelConfig& config, const ParamLayout& layout,
                  VerifyLevel level);
   ~InitialWeights();
@@ -67,8 +70,9 @@ class InitialWeights {
   // cropped or compared).
   void read(size_t begin, size_t end, float* dst);
 
-  // What was found, for the log: "checkpoint step 200 of 4 ranks (shard full), 16 tensors" or
-  // "safetensors, GPT-2 layout, 148 tensors (wpe: the first 256 of its 1024 rows)".
+  // What was found, for the log: "checkpoint DIR (step 200 of 4 ranks, shard full), 16 tensors",
+  // "safetensors, GPT-2 layout, 148 tensors (wpe: the first 256 of its 1024 rows)", "llm.c
+  // model file, version 3 (fp32), 148 tensors".
   const std::string& description() const { return description_; }
   // The same for events.jsonl: {"from", "kind", "step" (checkpoints), "tensors"}.
   nlohmann::json event_fields() const;

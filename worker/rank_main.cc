@@ -173,6 +173,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     } else if (rank0) {
       std::printf("ringmaster: model.init_from not read: the run goes on from its own step %lld\n",
                   static_cast<long long>(steps_done));
+      std::fflush(stdout);
     }
   }
   const double restore_s = resuming ? seconds_since(restore_began) : 0;

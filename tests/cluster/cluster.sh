@@ -113,12 +113,17 @@ up() {
 # later on a link that is down).
 wait_links_up() {
   local deadline=$((SECONDS + 30))
-  while read -r h; do
-    until ip -n "$(host_ns "$h")" link show eth0 | grep -q 'state UP'; do
-      ((SECONDS < deadline)) || die "host $h: eth0 not up after 30 s"
-      sleep 0.05
-    done
-  done <"$state/hosts"
+  while read -r h; do wait_link_up "$h" eth0 "$deadline"; done <"$state/hosts"
+}
+
+# wait_link_up HOST DEV DEADLINE: until HOST's DEV has its carrier (LOWER_UP: a veth whose peer
+# is up, or link_delay's TAP while it is held open, which reports no "state UP"), else dies at
+# DEADLINE (in $SECONDS).
+wait_link_up() {
+  until ip -n "$(host_ns "$1")" link show "$2" | grep -q 'LOWER_UP'; do
+    ((SECONDS < $3)) || die "host $1: $2 not up after 30 s"
+    sleep 0.05
+  done
 }
 
 down() {
@@ -270,14 +275,19 @@ unshape() {
 # A host's link: its veth's switch end, or while the delay line runs, its TAP. A TAP's switch end
 # is link_delay's file descriptor, so its host end goes down: the host sees its link down (sends
 # fail at once) rather than lose carrier.
+# set_link HOST up|down. Up returns once the host's side reports the link up again: a carrier
+# comes back asynchronously, and a run started at once could find the host unreachable (seen
+# under CI's load: mpirun's daemon on the healed host did not answer within 15 s).
 set_link() {
-  local h
+  local h dev=eth0
   h=$(host_short "${1:?host}")
   if [[ -f $state/link_delay.pid ]]; then
+    dev=eth1
     ip -n "$(host_ns "$h")" link set eth1 "$2"
   else
     ip -n "$switch" link set "p$h" "$2"
   fi
+  [[ $2 != up ]] || wait_link_up "$h" "$dev" $((SECONDS + 30))
 }
 
 cmd=${1:-}
