@@ -46,7 +46,6 @@ enum class LlmcTensor {
   kLnfw,
   kLnfb,
 };
-inline constexpr int kLlmcTensorKinds = 16;
 
 struct LlmcModelFile {
   int version = 0;
