@@ -85,8 +85,10 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
     if (cfg.data.train.empty())
       add("data.train", "no training data: give at least one file or glob");
   });
-  when({"data.format", "model.vocab_size"}, [&] {
-    if (cfg.data.format == DataFormat::kText && m.vocab_size < 256) {
+  when({"data.format", "model.vocab_size", "data.tokenizer"}, [&] {
+    // With a tokenizer, the data's vocabulary is the tokenizer's: checked when it is read
+    // (worker/training_data.h), as this layer reads no files.
+    if (cfg.data.format == DataFormat::kText && cfg.data.tokenizer.empty() && m.vocab_size < 256) {
       add("model.vocab_size", "must be >= 256 for data.format text (a token is a byte), got " +
                                   std::to_string(m.vocab_size));
     }

@@ -36,6 +36,7 @@ struct DataConfig {
   std::vector<std::string> train;  // file paths or globs (relative to the working directory)
   std::vector<std::string> val;    // optional; empty -> split train by val_fraction
   double val_fraction = 0.1;
+  std::string tokenizer;  // a GPT-2 BPE tokenizer's directory; empty -> a byte a token
 };
 
 struct TrainConfig {

@@ -167,6 +167,14 @@ std::vector<KeySpec> build_schema() {
              "data."),
       RM_KEY(data.val_fraction, between(0, 0.5),
              "Share of the training data held out for validation when data.val is empty."),
+      RM_KEY(data.tokenizer, any(),
+             "A GPT-2 byte-pair tokenizer: a directory holding `encoder.json` and `vocab.bpe` "
+             "(OpenAI's names) or `vocab.json` and `merges.txt` (Hugging Face's). With "
+             "data.format text, the files are encoded with it as a run starts (every rank "
+             "encodes them: `ringmaster tokenize` makes token shards once, for large data); "
+             "with either format, `ringmaster sample` and `eval` read and print text through "
+             "it. model.vocab_size must be at least its vocabulary (50257 for GPT-2's). "
+             "Relative to the working directory; empty = one token per byte."),
 
       RM_KEY(train.steps, at_least(1), "Optimizer steps to train for."),
       RM_KEY(train.global_batch, at_least(1),

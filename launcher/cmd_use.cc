@@ -1,8 +1,10 @@
 // Using a trained model: `ringmaster sample PATH` and `ringmaster eval PATH --data F`, where PATH
-// is a run directory or a checkpoint (launcher/loaded_run.h).
+// is a run directory or a checkpoint (launcher/loaded_run.h). Text passes through the job's
+// data.tokenizer (or --tokenizer DIR) where there is one.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "base/error_report.h"
@@ -10,6 +12,9 @@
 #include "launcher/cmd_common.h"
 #include "launcher/loaded_run.h"
 #include "model/generate.h"
+#include "worker/data/data_error.h"
+#include "worker/data/encoded_text.h"
+#include "worker/data/token_shard.h"
 #include "worker/evaluate.h"
 #include "worker/mpi_bootstrap.h"
 #include "worker/training_data.h"
@@ -40,6 +45,19 @@ std::vector<int> encode_prompt(const std::string& prompt, int vocab) {
   return tokens;
 }
 
+// The tokenizer text goes through: --tokenizer, else the run's data.tokenizer; none = a byte a
+// token (byte-level models) or token ids.
+std::optional<BpeTokenizer> text_tokenizer(const std::string& flag, const LoadedRun& run) {
+  if (!flag.empty()) return load_tokenizer_for(flag, run.model->vocab_size(), "--tokenizer");
+  try {
+    return load_job_tokenizer(run.job);
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) +
+                    " (the run's job names it relative to the directory the run was started "
+                    "in: run this from there, or give --tokenizer DIR)");
+  }
+}
+
 // On stderr, so that stdout stays the output alone (a sample can be piped).
 void describe_source(const LoadedRun& run) {
   if (run.step >= 0) {
@@ -57,16 +75,34 @@ int cmd_sample(const SampleArgs& args) {
     LoadedRun run = load_trained_model(args.run_dir, 1);
     describe_source(run);
     configure_threads(run.job.parallel.threads_per_rank, 1);
+    std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
     std::vector<int> prompt;
-    try {
-      prompt = encode_prompt(args.prompt, run.model->vocab_size());
-    } catch (const std::invalid_argument& e) {
-      print_error(e.what());
-      return kExitBadInput;
+    if (tokenizer) {
+      prompt = tokenizer->encode(args.prompt);
+      if (prompt.empty()) {
+        print_error("--prompt: empty");
+        return kExitBadInput;
+      }
+    } else {
+      try {
+        prompt = encode_prompt(args.prompt, run.model->vocab_size());
+      } catch (const std::invalid_argument& e) {
+        print_error(e.what());
+        return kExitBadInput;
+      }
     }
     const std::vector<int> out =
         generate(*run.model, run.params.data(), prompt, args.tokens, args.temperature, args.seed);
-    if (run.model->vocab_size() == 256) {
+    if (tokenizer) {
+      // A model's vocabulary may be larger than the tokenizer's (padded): such an id, which
+      // training never asked for, is shown by number.
+      std::string text(args.prompt);
+      for (int t : out) {
+        const std::string& bytes = tokenizer->token_bytes(t);
+        text += bytes.empty() ? "<|" + std::to_string(t) + "|>" : bytes;
+      }
+      std::printf("%s\n", text.c_str());
+    } else if (run.model->vocab_size() == 256) {
       std::string text(args.prompt);
       for (int t : out) text.push_back(static_cast<char>(t));
       std::printf("%s\n", text.c_str());
@@ -83,13 +119,26 @@ int cmd_eval(const EvalArgs& args) {
     LoadedRun run = load_trained_model(args.run_dir, 0);
     describe_source(run);
     configure_threads(run.job.parallel.threads_per_rank, 1);
-    auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size());
+    std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
+    auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size(),
+                               tokenizer ? &*tokenizer : nullptr);
     const int per_window = run.model->targets_per_sample();
     // Whole windows only, at least one: --max-tokens is an upper bound.
     const uint64_t max_windows =
         args.max_tokens > 0 ? std::max<uint64_t>(1, args.max_tokens / per_window) : 0;
     const EvalResult r = evaluate_windows(*run.model, run.params.data(), *data, max_windows);
     std::printf("loss=%.6f tokens=%lld\n", r.mean_loss, static_cast<long long>(r.targets));
+    return kExitOk;
+  });
+}
+
+int cmd_tokenize(const TokenizeArgs& args) {
+  return report_errors([&] {
+    BpeTokenizer tokenizer = load_tokenizer_for(args.tokenizer, 65536, "--tokenizer");
+    const EncodedText encoded = encode_text_file(args.text, tokenizer);
+    const std::vector<uint16_t>& tokens = *encoded.tokens;
+    write_token_shard(args.output, tokens);
+    std::printf("%s: %zu tokens of %s\n", args.output.c_str(), tokens.size(), args.text.c_str());
     return kExitOk;
   });
 }

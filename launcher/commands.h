@@ -69,6 +69,7 @@ struct SampleArgs {
   int tokens = 200;
   double temperature = 0.8;
   uint64_t seed = 1337;
+  std::string tokenizer;  // empty = the run's data.tokenizer
 };
 int cmd_sample(const SampleArgs& args);
 
@@ -76,8 +77,18 @@ struct EvalArgs {
   std::string run_dir;
   std::string data;
   int64_t max_tokens = 0;  // 0 = the whole file
+  std::string tokenizer;   // empty = the run's data.tokenizer
 };
 int cmd_eval(const EvalArgs& args);
+
+// `ringmaster tokenize TEXT --tokenizer DIR -o SHARD`: one text file encoded into one llm.c
+// token shard (data.format: tokens), written atomically.
+struct TokenizeArgs {
+  std::string text;
+  std::string tokenizer;
+  std::string output;
+};
+int cmd_tokenize(const TokenizeArgs& args);
 
 struct BenchTrainArgs {
   JobArgs job;

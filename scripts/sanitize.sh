@@ -108,7 +108,7 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   dp_equivalence_test grad_reduce_test stream_order_test
   report_test node_memory_test gpu_peak_test restart_placement_test mpi_session_dir_test child_process_test
   cli_test cpu_kernels_cli_test memory_fit_cli_test recompute_cli_test hosts_cli_test plan_cli_test resume_cli_test
-  init_from_cli_test
+  init_from_cli_test tokenizer_cli_test gpt2_tokenizer_reference_test bpe_tokenizer_fuzz_corpus_test
   console_cli_test events_cli_test report_cli_test metrics_cli_test trace_cli_test
   run_lock_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
   ckpt_cli_test bench_ckpt_cli_test stop_signal_cli_test nan_rollback_cli_test restart_cli_test

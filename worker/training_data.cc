@@ -5,6 +5,7 @@
 
 #include "io/posix_io.h"
 #include "worker/data/data_error.h"
+#include "worker/data/encoded_text.h"
 #include "worker/data/token_shard.h"
 
 namespace rm {
@@ -22,12 +23,59 @@ TokenSource open_source(const JobConfig& job, const std::vector<std::string>& gl
   return s;
 }
 
+TokenSource open_encoded(const JobConfig& job, const std::vector<EncodedText>& files,
+                         int tokenizer_vocab, double begin, double end) {
+  TokenSource s = TokenSource::open_encoded(files, tokenizer_vocab, begin, end);
+  s.set_vocab_size(job.model.vocab_size);
+  return s;
+}
+
 }  // namespace
+
+BpeTokenizer load_tokenizer_for(const std::string& dir, int model_vocab,
+                                const std::string& named_by) {
+  std::optional<BpeTokenizer> t;
+  try {
+    t.emplace(BpeTokenizer::load(dir));
+  } catch (const DataError& e) {
+    throw DataError(named_by + ": " + e.what());
+  }
+  if (t->vocab_size() > model_vocab) {
+    throw DataError(named_by + ": " + dir + " has a vocabulary of " +
+                    std::to_string(t->vocab_size()) + " tokens, more than the model's " +
+                    std::to_string(model_vocab) + " (model.vocab_size)");
+  }
+  return std::move(*t);
+}
+
+std::optional<BpeTokenizer> load_job_tokenizer(const JobConfig& job) {
+  if (job.data.tokenizer.empty()) return std::nullopt;
+  return load_tokenizer_for(job.data.tokenizer, job.model.vocab_size, "data.tokenizer");
+}
 
 TrainingData open_training_data(const JobConfig& job) {
   const DataConfig& d = job.data;
   const int T = job.model.seq_len;
   TrainingData out;
+  std::optional<BpeTokenizer> tokenizer = load_job_tokenizer(job);
+  if (tokenizer && d.format == DataFormat::kText) {
+    // Each file encoded once; the train and validation sources share its tokens.
+    const int V = tokenizer->vocab_size();
+    const std::vector<EncodedText> train = encode_text_globs(d.train, *tokenizer);
+    if (!d.val.empty()) {
+      const std::vector<EncodedText> val = encode_text_globs(d.val, *tokenizer);
+      out.train = std::make_unique<WindowDataset>(open_encoded(job, train, V, 0, 1), T, "train");
+      out.val = std::make_unique<WindowDataset>(open_encoded(job, val, V, 0, 1), T, "val");
+    } else {
+      const double split = 1.0 - d.val_fraction;
+      out.train =
+          std::make_unique<WindowDataset>(open_encoded(job, train, V, 0, split), T, "train");
+      if (d.val_fraction > 0) {
+        out.val = std::make_unique<WindowDataset>(open_encoded(job, train, V, split, 1), T, "val");
+      }
+    }
+    return out;
+  }
   if (!d.val.empty()) {
     out.train = std::make_unique<WindowDataset>(open_source(job, d.train, 0, 1), T, "train");
     out.val = std::make_unique<WindowDataset>(open_source(job, d.val, 0, 1), T, "val");
@@ -41,7 +89,8 @@ TrainingData open_training_data(const JobConfig& job) {
   return out;
 }
 
-std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab) {
+std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab,
+                                              BpeTokenizer* tokenizer) {
   // A token shard starts with llm.c's magic number; anything else is text.
   // Read through io/: a FIFO or a device is refused at once instead of waited on.
   int32_t magic = 0;
@@ -53,8 +102,11 @@ std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_l
   } catch (const IoError& e) {
     throw DataError(e.what());
   }
-  TokenSource s = magic == kTokenShardMagic ? TokenSource::open_shards({path})
-                                            : TokenSource::open_text(path);
+  TokenSource s =
+      magic == kTokenShardMagic ? TokenSource::open_shards({path})
+      : tokenizer != nullptr
+          ? TokenSource::open_encoded({encode_text_file(path, *tokenizer)}, tokenizer->vocab_size())
+          : TokenSource::open_text(path);
   s.set_vocab_size(vocab);
   return std::make_unique<WindowDataset>(std::move(s), seq_len, "eval");
 }

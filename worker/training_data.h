@@ -1,15 +1,19 @@
 // Opens the train and validation datasets a job's `data` section names.
 //
-// data.train and data.val are lists of globs: text files read as bytes (format: text) or llm.c
-// token shards (format: tokens). Validation data is data.val when given, else the last
-// val_fraction of every training file (none when val_fraction is 0).
+// data.train and data.val are lists of globs: text files (format: text), read as bytes or
+// encoded with data.tokenizer, or llm.c token shards (format: tokens). Validation data is
+// data.val when given, else the last val_fraction of every training file (none when
+// val_fraction is 0).
 // Errors (missing file, bad shard header, too little data, a token id outside the vocabulary
 // when it is read) throw rm::DataError naming the file.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "configs/job_config.h"
+#include "worker/data/bpe_tokenizer.h"
 #include "worker/data/dataset.h"
 
 namespace rm {
@@ -21,8 +25,18 @@ struct TrainingData {
 
 TrainingData open_training_data(const JobConfig& job);
 
-// Opens FILE (a token shard if it starts with llm.c's magic number, else text) as an
-// evaluation dataset of seq_len windows for a model with `vocab` tokens.
-std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab);
+// The tokenizer in `dir` for a model of `model_vocab` tokens. Throws DataError
+// "NAMED_BY: ..." (the key or flag that named it) for a tokenizer that does not load, or
+// whose vocabulary is larger than the model's.
+BpeTokenizer load_tokenizer_for(const std::string& dir, int model_vocab,
+                                const std::string& named_by);
+// The job's data.tokenizer for its model; none when the key is empty.
+std::optional<BpeTokenizer> load_job_tokenizer(const JobConfig& job);
+
+// Opens FILE (a token shard if it starts with llm.c's magic number, else text: encoded with
+// `tokenizer` when given, else a byte a token) as an evaluation dataset of seq_len windows for
+// a model with `vocab` tokens.
+std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab,
+                                              BpeTokenizer* tokenizer = nullptr);
 
 }  // namespace rm

@@ -77,6 +77,24 @@ TokenSource TokenSource::open_shards(const std::vector<std::string>& globs, doub
   return source;
 }
 
+TokenSource TokenSource::open_encoded(const std::vector<EncodedText>& files, int vocab_size,
+                                      double begin_fraction, double end_fraction) {
+  check_fractions(begin_fraction, end_fraction);
+  if (vocab_size < 1 || vocab_size > 65536) {
+    throw std::invalid_argument("TokenSource::open_encoded: vocab_size must be in [1, 65536]");
+  }
+  TokenSource source;
+  source.format_vocab_size_ = source.vocab_limit_ = vocab_size;
+  for (const EncodedText& file : files) {
+    source.encoded_.push_back(file.tokens);
+    const std::vector<uint16_t>& tokens = *file.tokens;
+    source.add_segment(file.path,
+                       tokens.empty() ? nullptr : reinterpret_cast<const uint8_t*>(tokens.data()),
+                       tokens.size(), 2, begin_fraction, end_fraction);
+  }
+  return source;
+}
+
 void TokenSource::add_segment(const std::string& path, const uint8_t* tokens, uint64_t file_tokens,
                               int width, double begin_fraction, double end_fraction) {
   const uint64_t begin = split_point(begin_fraction, file_tokens);

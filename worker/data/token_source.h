@@ -18,9 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "worker/data/encoded_text.h"
 #include "worker/data/mapped_file.h"
 #include "worker/data/token_shard.h"
 
@@ -38,7 +40,11 @@ class TokenSource {
   // here, so a bad shard fails at start-up.
   static TokenSource open_shards(const std::vector<std::string>& globs, double begin_fraction = 0.0,
                                  double end_fraction = 1.0);
-  // All three throw DataError for unusable files and std::invalid_argument unless
+  // Text files encoded with a tokenizer (encoded_text.h), one segment per file; the
+  // format's vocabulary is `vocab_size`, the tokenizer's. The source shares the tokens.
+  static TokenSource open_encoded(const std::vector<EncodedText>& files, int vocab_size,
+                                  double begin_fraction = 0.0, double end_fraction = 1.0);
+  // All four throw DataError for unusable files and std::invalid_argument unless
   // 0 <= begin_fraction <= end_fraction <= 1.
 
   TokenSource(TokenSource&&) noexcept = default;
@@ -48,7 +54,8 @@ class TokenSource {
   uint64_t segment_size(size_t segment) const { return segments_.at(segment).size; }
   const std::string& segment_path(size_t segment) const { return segments_.at(segment).path; }
   uint64_t total_tokens() const { return total_tokens_; }
-  // 256 for text, 65536 for shards: what the format can hold, not what a model needs.
+  // 256 for text, 65536 for shards, the tokenizer's for encoded text: what the format can
+  // hold, not what a model needs.
   int format_vocab_size() const { return format_vocab_size_; }
 
   // Writes tokens [pos, pos + count) of `segment` to dst as int32.
@@ -85,6 +92,7 @@ class TokenSource {
   // Owners of the mappings that segments point into (moving them keeps the addresses).
   std::vector<MappedFile> text_files_;
   std::vector<TokenShard> shards_;
+  std::vector<std::shared_ptr<const std::vector<uint16_t>>> encoded_;
   std::vector<Segment> segments_;
   uint64_t total_tokens_ = 0;
   int format_vocab_size_ = 0;
