@@ -16,23 +16,24 @@ constexpr uint64_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
   throw CheckpointError(path + ": " + what);
 }
 
-// Elements of one layer's tensor of `kind` (kLn1w .. kFcprojb) for `channels`.
-uint64_t llmc_layer_elements(LlmcTensor kind, uint64_t c) {
+// The shape of one layer's tensor of `kind` (kLn1w .. kFcprojb) for C channels, at `offset`:
+// the one place the block's sizes are written (llm.c's fill_in_parameter_sizes).
+LlmcSpan llmc_layer_span(LlmcTensor kind, int64_t C, uint64_t offset) {
   switch (kind) {
     case LlmcTensor::kQkvw:
-      return 3 * c * c;
+      return {offset, 3 * C, C};
     case LlmcTensor::kQkvb:
-      return 3 * c;
+      return {offset, 3 * C, 0};
     case LlmcTensor::kAttprojw:
-      return c * c;
+      return {offset, C, C};
     case LlmcTensor::kFcw:
-      return 4 * c * c;
+      return {offset, 4 * C, C};
     case LlmcTensor::kFcb:
-      return 4 * c;
+      return {offset, 4 * C, 0};
     case LlmcTensor::kFcprojw:
-      return 4 * c * c;
+      return {offset, C, 4 * C};
     default:
-      return c;  // the layernorms' weights and biases, attprojb, fcprojb
+      return {offset, C, 0};  // the layernorms' weights and biases, attprojb, fcprojb
   }
 }
 
@@ -135,26 +136,11 @@ LlmcSpan llmc_span(const LlmcModelFile& f, LlmcTensor tensor, int64_t layer) {
   for (int k = static_cast<int>(LlmcTensor::kLn1w); k <= static_cast<int>(LlmcTensor::kFcprojb);
        ++k) {
     const LlmcTensor kind = static_cast<LlmcTensor>(k);
+    const uint64_t per_layer = llmc_layer_span(kind, C, 0).elements();
     if (kind == tensor) {
-      const uint64_t offset = at + static_cast<uint64_t>(layer) * llmc_layer_elements(kind, c);
-      switch (kind) {
-        case LlmcTensor::kQkvw:
-          return {offset, 3 * C, C};
-        case LlmcTensor::kQkvb:
-          return {offset, 3 * C, 0};
-        case LlmcTensor::kAttprojw:
-          return {offset, C, C};
-        case LlmcTensor::kFcw:
-          return {offset, 4 * C, C};
-        case LlmcTensor::kFcb:
-          return {offset, 4 * C, 0};
-        case LlmcTensor::kFcprojw:
-          return {offset, C, 4 * C};
-        default:
-          return {offset, C, 0};
-      }
+      return llmc_layer_span(kind, C, at + static_cast<uint64_t>(layer) * per_layer);
     }
-    at += layers * llmc_layer_elements(kind, c);
+    at += layers * per_layer;
   }
   return {tensor == LlmcTensor::kLnfw ? at : at + c, C, 0};
 }

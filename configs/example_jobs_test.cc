@@ -15,6 +15,7 @@ using testing::repo_path;
 // Each example and its data-parallel ranks. A new configs/*.yaml must be added here.
 const std::map<std::string, int> kExamples = {
     {"gpt2-124m.yaml", 64},  // 8 nodes x 8 GPUs: 512 = 4 x 64 x 2 accumulation steps
+    {"gpt2-finetune.yaml", 1},
     {"mlp.yaml", 1},
     {"shakespeare.yaml", 1},
 };
@@ -47,6 +48,16 @@ TEST(ExampleJobs, Shakespeare) {
   EXPECT_NO_THROW(load_job(repo_path("configs/shakespeare.yaml"), {}, 1)) << "1 or 2 ranks";
   // The data file the default job names is in the repository.
   EXPECT_TRUE(std::filesystem::exists(repo_path(c.data.train[0])));
+}
+
+TEST(ExampleJobs, Gpt2FineTune) {
+  // What docs/tokenizers.md and the file's own instructions rely on: GPT-2's files in gpt2/.
+  const JobConfig c = load_job(repo_path("configs/gpt2-finetune.yaml"));
+  EXPECT_EQ(c.model.vocab_size, 50257);
+  EXPECT_EQ(c.model.width, 768);
+  EXPECT_EQ(c.model.init_from, "gpt2/model.safetensors");
+  EXPECT_EQ(c.data.tokenizer, "gpt2");
+  EXPECT_EQ(c.data.format, DataFormat::kText);
 }
 
 TEST(ExampleJobs, Mlp) {

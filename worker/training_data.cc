@@ -9,28 +9,6 @@
 #include "worker/data/token_shard.h"
 
 namespace rm {
-namespace {
-
-// Both formats: a list of globs, split into train and validation by fraction unless the job
-// names validation files. Tokens outside the model's vocabulary fail when read, naming the file
-// and position, instead of indexing past the embedding table.
-TokenSource open_source(const JobConfig& job, const std::vector<std::string>& globs,
-                        double begin, double end) {
-  TokenSource s = job.data.format == DataFormat::kText
-                      ? TokenSource::open_text_globs(globs, begin, end)
-                      : TokenSource::open_shards(globs, begin, end);
-  s.set_vocab_size(job.model.vocab_size);
-  return s;
-}
-
-TokenSource open_encoded(const JobConfig& job, const std::vector<EncodedText>& files,
-                         int tokenizer_vocab, double begin, double end) {
-  TokenSource s = TokenSource::open_encoded(files, tokenizer_vocab, begin, end);
-  s.set_vocab_size(job.model.vocab_size);
-  return s;
-}
-
-}  // namespace
 
 BpeTokenizer load_tokenizer_for(const std::string& dir, int model_vocab,
                                 const std::string& named_by) {
@@ -56,35 +34,37 @@ std::optional<BpeTokenizer> load_job_tokenizer(const JobConfig& job) {
 TrainingData open_training_data(const JobConfig& job) {
   const DataConfig& d = job.data;
   const int T = job.model.seq_len;
-  TrainingData out;
   std::optional<BpeTokenizer> tokenizer = load_job_tokenizer(job);
-  if (tokenizer && d.format == DataFormat::kText) {
-    // Each file encoded once; the train and validation sources share its tokens.
-    const int V = tokenizer->vocab_size();
-    const std::vector<EncodedText> train = encode_text_globs(d.train, *tokenizer);
-    if (!d.val.empty()) {
-      const std::vector<EncodedText> val = encode_text_globs(d.val, *tokenizer);
-      out.train = std::make_unique<WindowDataset>(open_encoded(job, train, V, 0, 1), T, "train");
-      out.val = std::make_unique<WindowDataset>(open_encoded(job, val, V, 0, 1), T, "val");
-    } else {
-      const double split = 1.0 - d.val_fraction;
-      out.train =
-          std::make_unique<WindowDataset>(open_encoded(job, train, V, 0, split), T, "train");
-      if (d.val_fraction > 0) {
-        out.val = std::make_unique<WindowDataset>(open_encoded(job, train, V, split, 1), T, "val");
-      }
-    }
-    return out;
+  // Text with a tokenizer: each file encoded once, here; the train and validation sources that
+  // split it share its tokens.
+  const bool encoded = tokenizer && d.format == DataFormat::kText;
+  std::vector<EncodedText> encoded_train;
+  std::vector<EncodedText> encoded_val;
+  if (encoded) {
+    encoded_train = encode_text_globs(d.train, *tokenizer);
+    if (!d.val.empty()) encoded_val = encode_text_globs(d.val, *tokenizer);
   }
+  // The tokens [begin, end) of each training (or validation) file. Tokens outside the model's
+  // vocabulary fail when read, naming the file and position, instead of indexing past the
+  // embedding table.
+  const auto source = [&](const char* role, bool val_files, double begin, double end) {
+    const std::vector<std::string>& globs = val_files ? d.val : d.train;
+    TokenSource s = encoded ? TokenSource::open_encoded(val_files ? encoded_val : encoded_train,
+                                                        tokenizer->vocab_size(), begin, end)
+                    : d.format == DataFormat::kText
+                        ? TokenSource::open_text_globs(globs, begin, end)
+                        : TokenSource::open_shards(globs, begin, end);
+    s.set_vocab_size(job.model.vocab_size);
+    return std::make_unique<WindowDataset>(std::move(s), T, role);
+  };
+  TrainingData out;
   if (!d.val.empty()) {
-    out.train = std::make_unique<WindowDataset>(open_source(job, d.train, 0, 1), T, "train");
-    out.val = std::make_unique<WindowDataset>(open_source(job, d.val, 0, 1), T, "val");
+    out.train = source("train", false, 0, 1);
+    out.val = source("val", true, 0, 1);
   } else {
     const double split = 1.0 - d.val_fraction;
-    out.train = std::make_unique<WindowDataset>(open_source(job, d.train, 0, split), T, "train");
-    if (d.val_fraction > 0) {
-      out.val = std::make_unique<WindowDataset>(open_source(job, d.train, split, 1), T, "val");
-    }
+    out.train = source("train", false, 0, split);
+    if (d.val_fraction > 0) out.val = source("val", false, split, 1);
   }
   return out;
 }

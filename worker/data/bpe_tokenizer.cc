@@ -18,10 +18,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Ids above this are refused: the vocabulary is a table indexed by id.
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
+// Ids from this on are refused: the vocabulary is a table indexed by id (32 MiB of it at most).
+// Training stores ids as uint16 anyway (at most 65536); this bound only keeps a hostile file
+// from asking for gigabytes.
+constexpr int64_t kMaxVocab = int64_t{1} << 20;
 // Pieces remembered by encode; cleared when full (a corpus's distinct words are fewer).
 constexpr size_t kMaxCachedPieces = size_t{1} << 18;
+// A piece is merged with int indices (and ~20 bytes of bookkeeping a byte).
+constexpr size_t kMaxPieceBytes = size_t{1} << 30;
 
 // GPT-2's byte alphabet (encoder.py's bytes_to_unicode): the printable bytes stand for
 // themselves, the other 68 for U+0100 onwards, in byte order.
@@ -218,6 +222,12 @@ void BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out)
   std::vector<int32_t> merged;
   for (const TextPiece& p : pieces) {
     const std::string_view piece = text.substr(p.offset, p.size);
+    if (piece.size() > kMaxPieceBytes) {
+      throw DataError("the text has a run of " + std::to_string(piece.size()) +
+                      " bytes without a break between words (letters, digits, punctuation or "
+                      "whitespace alone), more than the " +
+                      std::to_string(kMaxPieceBytes) + " the tokenizer merges at once");
+    }
     if (piece.size() == 1) {  // nothing to merge
       out.push_back(byte_token_[static_cast<uint8_t>(piece[0])]);
       continue;

@@ -36,7 +36,7 @@ class BpeTokenizer {
   // that leaves out a byte or repeats an id, or a merge of tokens the vocabulary lacks.
   static BpeTokenizer load(const std::string& dir);
 
-  // From the two files' contents; `origin` names them in messages.
+  // From the two files' contents; vocab_name and merges_name name them in messages.
   static BpeTokenizer from_strings(std::string_view vocab_json, std::string_view merges,
                                    const std::string& vocab_name, const std::string& merges_name);
 
@@ -44,6 +44,7 @@ class BpeTokenizer {
   int vocab_size() const { return static_cast<int>(token_bytes_.size()); }
   const std::string& directory() const { return directory_; }
 
+  // Throws DataError for a piece of over 1 GiB (one word, one run of spaces).
   std::vector<int32_t> encode(std::string_view text);
   // Appends the tokens of `text` to `out`.
   void encode_into(std::string_view text, std::vector<int32_t>& out);

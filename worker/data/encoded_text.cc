@@ -18,7 +18,11 @@ std::vector<uint16_t> encode_to_uint16(const std::string& path, std::string_view
                         path + " cannot be encoded with it");
   }
   std::vector<int32_t> ids;
-  tokenizer.encode_into(text, ids);
+  try {
+    tokenizer.encode_into(text, ids);
+  } catch (const DataError& e) {
+    throw DataError(path, e.what());
+  }
   return std::vector<uint16_t>(ids.begin(), ids.end());
 }
 
