@@ -22,10 +22,13 @@
 namespace rm {
 namespace {
 
-// Byte-level models take the prompt as text; others take whitespace-separated token ids.
-std::vector<int> encode_prompt(const std::string& prompt, int vocab) {
+// A prompt through the tokenizer where there is one; byte-level models take it as text, others
+// as whitespace-separated token ids.
+std::vector<int> encode_prompt(const std::string& prompt, int vocab, BpeTokenizer* tokenizer) {
   std::vector<int> tokens;
-  if (vocab == 256) {
+  if (tokenizer != nullptr) {
+    tokens = tokenizer->encode(prompt);
+  } else if (vocab == 256) {
     for (unsigned char c : prompt) tokens.push_back(c);
   } else {
     std::istringstream in(prompt);
@@ -77,34 +80,27 @@ int cmd_sample(const SampleArgs& args) {
     configure_threads(run.job.parallel.threads_per_rank, 1);
     std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
     std::vector<int> prompt;
-    if (tokenizer) {
-      prompt = tokenizer->encode(args.prompt);
-      if (prompt.empty()) {
-        print_error("--prompt: empty");
-        return kExitBadInput;
-      }
-    } else {
-      try {
-        prompt = encode_prompt(args.prompt, run.model->vocab_size());
-      } catch (const std::invalid_argument& e) {
-        print_error(e.what());
-        return kExitBadInput;
-      }
+    try {
+      prompt =
+          encode_prompt(args.prompt, run.model->vocab_size(), tokenizer ? &*tokenizer : nullptr);
+    } catch (const std::invalid_argument& e) {
+      print_error(e.what());
+      return kExitBadInput;
     }
     const std::vector<int> out =
         generate(*run.model, run.params.data(), prompt, args.tokens, args.temperature, args.seed);
-    if (tokenizer) {
-      // A model's vocabulary may be larger than the tokenizer's (padded): such an id, which
-      // training never asked for, is shown by number.
+    if (tokenizer || run.model->vocab_size() == 256) {
       std::string text(args.prompt);
       for (int t : out) {
+        if (!tokenizer) {
+          text.push_back(static_cast<char>(t));
+          continue;
+        }
+        // A model's vocabulary may be larger than the tokenizer's (padded): such an id, which
+        // training never asked for, is shown by number.
         const std::string& bytes = tokenizer->token_bytes(t);
         text += bytes.empty() ? "<|" + std::to_string(t) + "|>" : bytes;
       }
-      std::printf("%s\n", text.c_str());
-    } else if (run.model->vocab_size() == 256) {
-      std::string text(args.prompt);
-      for (int t : out) text.push_back(static_cast<char>(t));
       std::printf("%s\n", text.c_str());
     } else {
       for (int t : out) std::printf("%d ", t);

@@ -3,7 +3,8 @@
 //
 // Input: the merges file (as vocab.bpe or merges.txt hold it), a NUL byte, then the text; no
 // NUL = merges only. The vocabulary is the 256 bytes and a fixed set of longer tokens (English
-// pieces, multi-byte UTF-8), so that merges the fuzzer writes can name real tokens.
+// pieces, multi-byte UTF-8), so that merges the fuzzer writes can name real tokens (the seeds'
+// merges, written in GPT-2's byte alphabet: "Ġ" the space, "Ċ" the newline).
 //
 // Contract (fuzz/fuzz_target.h): accepted = the merges load; rejected = DataError whose message
 // starts with the input's name. When they load, the text must encode to ids inside the
@@ -22,39 +23,21 @@
 #include "fuzz/fuzz_target.h"
 #include "worker/data/bpe_tokenizer.h"
 #include "worker/data/data_error.h"
+#include "worker/data/tokenizer_files_test_util.h"
 
 namespace rm {
 namespace {
 
-// The vocabulary, as encoder.json writes it (GPT-2's byte alphabet: "Ġ" is the space, "Ċ"
-// the newline; "Ã©" is é's two bytes, "ä¸Ń" 中's three).
+// The vocabulary: the bytes, then these merged tokens (English pieces, UTF-8's "é" and "中").
 std::string vocabulary_json() {
-  std::string json = "{";
-  int id = 0;
-  const auto add = [&](const std::string& written) {
-    std::string escaped;
-    for (char c : written) {
-      if (c == '"' || c == '\\') escaped += '\\';
-      escaped += c;
-    }
-    json += (id == 0 ? "\"" : ", \"") + escaped + "\": " + std::to_string(id);
-    ++id;
-  };
-  for (uint32_t b = 0, extra = 256; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const uint32_t cp = printable ? b : extra++;
-    if (cp < 0x80) {
-      add(std::string(1, static_cast<char>(cp)));
-    } else {
-      add(std::string{static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))});
-    }
-  }
-  for (const char* token :
-       {"Ġt", "Ġth", "Ġthe", "he",   "in", "er",  "an", "and", "Ġand", "ou",  "ll",
-        "'s", "ĊĊ",  "ĠĠ",   "ĠĠĠĠ", "Ã©", "ĠÃ©", "ä¸", "ä¸Ń", "12",   "123", "Ġ12"}) {
-    add(token);
-  }
-  return json + "}";
+  return tokenizer_files(
+             {{" ", "t"},        {" t", "h"},      {" th", "e"},         {"h", "e"},
+              {"i", "n"},        {"e", "r"},       {"a", "n"},           {"an", "d"},
+              {" ", "and"},      {"o", "u"},       {"l", "l"},           {"'", "s"},
+              {"\n", "\n"},      {" ", " "},       {"  ", "  "},         {"\xc3", "\xa9"},
+              {" ", "\xc3\xa9"}, {"\xe4", "\xb8"}, {"\xe4\xb8", "\xad"}, {"1", "2"},
+              {"12", "3"},       {" ", "12"}})
+      .vocab_json;
 }
 
 }  // namespace
