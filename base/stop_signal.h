@@ -10,15 +10,33 @@
 // A second SIGTERM or SIGINT takes its default action (SA_RESETHAND), so a second Ctrl-C or
 // SIGTERM still kills a run whose save hangs. Repeated SIGUSR1s are one request: Slurm's notice
 // can reach a rank twice (scancel --full: directly and through the batch script).
+//
+// SIGUSR1, the notice that Slurm, the batch script and the supervisor send, is recorded from a
+// rank's first instruction (catch_stop_notice_early), before its job is even read: a rank takes
+// seconds to minutes to start (MPI, the data, the device, the restore), and a notice that came
+// then would otherwise end it (SIGUSR1's default action). A notice recorded while the rank
+// started stops it after its first step, like any other. (The batch script and the supervisor
+// hold a notice until the ranks are up, launcher/child_process.h: srun and mpirun drop one that
+// comes before the ranks exist, and one that reaches a rank before its first instruction ends
+// it. This catches a notice sent to the ranks directly.)
 #pragma once
 
 #include <string>
 
 namespace rm {
 
-// Installs the handlers for SIGTERM, SIGUSR1 and SIGINT (process-wide; call once, before any
-// thread is started so that every thread inherits the mask).
+// A rank's first instruction: records SIGUSR1 from now on. SIGTERM and SIGINT keep their
+// default action (a rank killed while it starts has trained nothing to save) until the job says
+// what they do: then exactly one of the two calls below.
+void catch_stop_notice_early();
+
+// checkpoint.on_signal: installs the handlers for SIGTERM, SIGUSR1 and SIGINT (process-wide).
+// A SIGUSR1 recorded since catch_stop_notice_early stays recorded.
 void install_stop_signal_handlers();
+
+// checkpoint.on_signal false: SIGUSR1 takes its default action again, and one recorded since
+// catch_stop_notice_early is raised now, ending the process as it would have when it came.
+void release_stop_notice();
 
 // The first stop signal received (SIGTERM, SIGUSR1 or SIGINT), or 0. Async-signal-safe read.
 int stop_signal_received();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace rm {
@@ -22,6 +23,11 @@ volatile sig_atomic_t g_child_pid = 0;
 volatile sig_atomic_t g_forward_as_usr1 = 0;
 volatile sig_atomic_t g_signals_seen[NSIG] = {};
 volatile sig_atomic_t g_any_signal = 0;
+volatile sig_atomic_t g_notice_due = 0;  // a stop is to be passed on as SIGUSR1 (wait_child)
+
+// How long a stop passed on as SIGUSR1 is held for the ranks to start (run_child) when nothing
+// says they have: by then srun or mpirun has long started them.
+constexpr std::chrono::seconds kNoticeHoldLimit{30};
 
 // Saves and restores errno: write(2) and kill(2) may set it, and the interrupted code may be
 // between a failing call and its errno check (run_child's waitpid loop reads errno; so may
@@ -50,7 +56,12 @@ void forward_to_child(int sig) {
     static const char msg[] =
         "ringmaster: signal received: passing it on to the job (send it again to kill it)\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
-    ::kill(pid, g_forward_as_usr1 ? SIGUSR1 : sig);
+    // As SIGUSR1, it is sent by wait_child once the ranks are up (see run_child).
+    if (g_forward_as_usr1) {
+      g_notice_due = 1;
+    } else {
+      ::kill(pid, sig);
+    }
   } else {
     static const char msg[] = "ringmaster: second signal: killing the job\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -85,27 +96,36 @@ int children_running(pid_t parent, const std::string& exe) {
   return n;
 }
 
-// Waits for `pid` to exit; with linger_limit_s > 0, kills its group once it has outlived its
-// ranks by that long (see run_child).
-int wait_child(pid_t pid, double linger_limit_s) {
+// Waits for `pid` to exit, passing a stop on as SIGUSR1 once the ranks are up (see run_child);
+// with linger_limit_s > 0, kills its group once it has outlived its ranks by that long. Polls:
+// a blocking waitpid would sleep through the notice (SA_RESTART).
+int wait_child(pid_t pid, double linger_limit_s, const std::function<bool()>& ranks_started) {
+  using time_point = std::chrono::steady_clock::time_point;
   int status = 0;
-  if (linger_limit_s <= 0) {
-    while (::waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    }
-    return status;
-  }
-  const std::string exe = self_path();
+  const std::string exe = linger_limit_s > 0 ? self_path() : "";
   bool had_ranks = false;
-  std::chrono::steady_clock::time_point ranks_gone{};
+  time_point ranks_gone{};
+  time_point notice_due{};
+  bool notice_sent = false;
   for (;;) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid) return status;
     if (done < 0 && errno != EINTR) {
       throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
     }
-    const int ranks = children_running(pid, exe);
     const auto now = std::chrono::steady_clock::now();
+    if (g_notice_due != 0 && !notice_sent) {
+      if (notice_due == time_point{}) notice_due = now;
+      if ((ranks_started && ranks_started()) || now - notice_due >= kNoticeHoldLimit) {
+        ::kill(pid, SIGUSR1);
+        notice_sent = true;
+      }
+    }
+    if (linger_limit_s <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    const int ranks = children_running(pid, exe);
     if (ranks > 0) {
       had_ranks = true;
       ranks_gone = {};
@@ -151,7 +171,7 @@ bool stop_signal_seen() {
 }
 
 int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
-              double linger_limit_s) {
+              double linger_limit_s, const std::function<bool()>& ranks_started) {
   std::vector<std::string> args = argv;
   std::vector<char*> c;
   for (std::string& a : args) c.push_back(a.data());
@@ -195,7 +215,7 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
   ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
   g_child_pid = pid;
   ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-  const int status = wait_child(pid, linger_limit_s);
+  const int status = wait_child(pid, linger_limit_s, ranks_started);
   g_child_pid = 0;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -12,6 +12,7 @@
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "base/run_dir.h"
+#include "base/stop_signal.h"
 #include "launcher/cmd_common.h"
 #include "launcher/mpi_session_dir.h"
 #include "launcher/supervisor.h"
@@ -26,6 +27,8 @@ int cmd_run(const RunArgs& args) {
   const RankArgs rank{args.job.job, args.job.sets, args.job.nproc, args.fresh, args.from};
   const bool supervised = std::getenv(kRestartCountEnv) != nullptr;
   if (launched_by_mpi() || (supervised && !args.worker)) {
+    // First of all: a stop notice that comes while the rank starts is kept for its first step.
+    catch_stop_notice_early();
     sweep_mpi_session_bases_from_rank();
     return rank_main(rank);
   }

@@ -130,7 +130,8 @@ int cmd_eval(const EvalArgs& args) {
 
 int cmd_tokenize(const TokenizeArgs& args) {
   return report_errors([&] {
-    BpeTokenizer tokenizer = load_tokenizer_for(args.tokenizer, 65536, "--tokenizer");
+    // No model to fit: the encoding refuses a vocabulary that uint16 ids cannot hold.
+    BpeTokenizer tokenizer = load_tokenizer_for(args.tokenizer, 0, "--tokenizer");
     const EncodedText encoded = encode_text_file(args.text, tokenizer);
     const std::vector<uint16_t>& tokens = *encoded.tokens;
     write_token_shard(args.output, tokens);

@@ -55,13 +55,37 @@ rm_step=
 rm_step_ended=0
 rm_signalled=0
 rm_terminated=0
+rm_holder=
+# Passes the stop on to the step once every rank is up (rank 0's "started" event), or after 30 s
+# at most: srun drops a signal that comes before it has started the ranks (seen: Slurm's
+# time-limit USR1 0.13 s into the job), and a rank signalled while it is being started dies of
+# it. A rank acts on a stop only after a step, so holding it costs nothing. The holder ignores
+# the signals Slurm sends to every process of the job (scancel --full).
+rm_notify_step() {
+  [[ -z $rm_step ]] && return  # srun is not started yet: the launch below notices rm_signalled
+  if [[ $(rm_started) != "$rm_started_before" ]]; then
+    kill -s "$rm_stop_signal" "$rm_step" 2>/dev/null
+    return
+  fi
+  [[ -n $rm_holder ]] && return
+  (
+    trap '' USR1 TERM INT
+    for (( i = 0; i < 300; i++ )); do
+      [[ $(rm_started) != "$rm_started_before" ]] && break
+      kill -0 "$rm_step" 2>/dev/null || exit 0
+      sleep 0.1
+    done
+    kill -s "$rm_stop_signal" "$rm_step" 2>/dev/null
+  ) &
+  rm_holder=$!
+}
 rm_forward() {  # the signal this script received
   [[ $rm_step_ended == 1 ]] && return  # the ranks are done; Slurm is ending this run
   rm_signalled=1
   [[ $1 == TERM ]] && rm_terminated=1
   rm_say "received SIG$1; asking the ranks to checkpoint and stop (SIG$rm_stop_signal)"
   rm_event signal "SIG$1"
-  if [[ -n $rm_step ]]; then kill -s "$rm_stop_signal" "$rm_step" 2>/dev/null; fi
+  rm_notify_step
 }
 trap 'rm_forward USR1' USR1
 trap 'rm_forward TERM' TERM
@@ -80,6 +104,7 @@ while :; do
   rm_started_before=$(rm_started)
   RM_START_RETRY=$rm_start_retry srun --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
   rm_step=$!
+  [[ $rm_signalled == 1 ]] && rm_notify_step  # the signal came before srun did
   # `wait` returns early when a trapped signal arrives; wait again until the step has ended.
   # The last `wait` gives the step's own exit code even if the step ended during the trap.
   while :; do
@@ -98,6 +123,7 @@ while :; do
   break
 done
 rm_step_ended=1
+if [[ -n $rm_holder ]]; then kill -s KILL "$rm_holder" 2>/dev/null; fi
 
 rm_requeue() {  # REASON
   # Said before asking: Slurm ends this run as soon as the requeue is accepted.

@@ -112,6 +112,18 @@ bool restart_without(const JobConfig& job, const std::vector<std::string>& down,
 // restart goes on without them where the hosts left can take the job (restart_without), else
 // waits for them to come back, up to host_wait_s(). Returns 0 when the job can start, else the
 // exit code to leave with.
+// How many times the run's ranks have all started (the "started" events in events.jsonl); -1
+// when the file cannot be read.
+long started_events(const std::string& run_dir) {
+  try {
+    long n = 0;
+    for (const nlohmann::json& e : read_run_events(run_dir)) n += e.value("event", "") == "started";
+    return n;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   if (launch.hostfile.empty()) return 0;
   const std::vector<HostSlots> hosts = read_hostfile(launch.hostfile);
@@ -191,9 +203,18 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
                    command[0].c_str());
     }
     command.insert(command.end(), args.begin(), args.end());
-    const int code =
-        alone ? run_child(command, forwarding)
-              : run_mpirun(launch, args, forwarding, launch.hostfile.empty() ? 0 : kMpirunLingerS);
+    // Rank 0 writes a "started" event once every rank is up: a stop notice passed on after that
+    // reaches them all and need not be repeated (child_process.h).
+    // (Unreadable, it stops the repeats at once.)
+    const long started_before = started_events(job.run_dir);
+    const auto ranks_started = [&] {
+      const long now = started_events(job.run_dir);
+      return now < 0 || now > started_before;
+    };
+    const int code = alone
+                         ? run_child(command, forwarding, 0, ranks_started)
+                         : run_mpirun(launch, args, forwarding,
+                                      launch.hostfile.empty() ? 0 : kMpirunLingerS, ranks_started);
     last_code = code;
     if (code == kExitOk || code == kExitBadInput || code == kExitStopped || stop_signal_seen()) {
       return code;

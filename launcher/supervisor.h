@@ -1,7 +1,7 @@
 // `ringmaster run` as a supervisor: it runs the training -- `mpirun -np N ringmaster run ...`
-// for N ranks (on this host or across a hostfile's), or `ringmaster run ...` in a child process for one -- and restarts it from the
-// newest verified checkpoint when it fails, up to resilience.max_restarts times (torchrun's
-// --max-restarts; 0 by default).
+// for N ranks (on this host or across a hostfile's), or `ringmaster run ...` in a child process
+// for one -- and restarts it from the newest verified checkpoint when it fails, up to
+// resilience.max_restarts times (torchrun's --max-restarts; 0 by default).
 //
 //   - Not restarted: success (0), bad input (2: it would fail again), a stop by signal (75),
 //     and any failure after this process received a stop signal (someone wants it stopped).
@@ -15,7 +15,8 @@
 //     the rank count before (RM_SHRUNK_FROM_RANKS, worker/memory_salvage.h); else it waits for
 //     them to come back, up to kHostWaitS (RM_HOST_WAIT_S overrides it), then fails naming them.
 //   - Signals: SIGTERM, SIGINT and SIGUSR1 are passed on (child_process.h) as SIGUSR1, the
-//     ranks' "checkpoint and stop", when checkpoint.on_signal, else as they came.
+//     ranks' "checkpoint and stop", when checkpoint.on_signal (held until rank 0's "started"
+//     event says every rank is up), else as they came.
 #pragma once
 
 #include <string>

@@ -5,6 +5,9 @@
 #   usr1       scancel --signal=USR1 --full mid-run: checkpoint, requeue, resume, finish
 #   preempt    an `urgent` job preempts it: the same, and the urgent job runs
 #   timelimit  cluster.time runs out: --signal=B:USR1 makes it save, requeue and finish
+#   earlynotice Slurm's USR1 to the batch script as the ranks are being started (srun drops a
+#              signal it gets before its ranks exist; a rank being started dies of one): the
+#              script holds it until the ranks are up, and they save, stop and are requeued
 #   kill       a rank SIGKILLed, max_restarts 1: requeued once, finishes with the same weights
 #   kill0      a rank SIGKILLed, max_restarts 0: the job ends FAILED with the reason in its log
 #   memkill    kill with checkpoint.memory_every 1: the requeued job resumes from memory, the step
@@ -167,6 +170,28 @@ case $case in
     requeued_after_signal SIGUSR1
     grep -q "RM_TEST_FAULT: slowstep" "$dir"/run/logs/slurm-"$jobid".out ||
       { show_logs; fail "the job's log lacks the fault line"; }
+    ;;
+  earlynotice)
+    # Rank 0 takes 5 s more to start on the first attempt (RM_TEST_FAULT slowstart): the notice,
+    # sent as soon as the script says it starts the ranks, comes before they are all up.
+    job 1000 500 "cluster: {nodes: 2, tasks_per_node: 1, time: '10', env: {RM_TEST_FAULT: 'slowstart:0:5000'}}"
+    submit
+    wait_file_match "$dir/run/events.jsonl" '"event": "slurm_start"' 120 ||
+      { show_logs; fail "the job did not start"; }
+    scancel --batch --signal=USR1 "$jobid"
+    reference
+    expect_state COMPLETED 300
+    same_weights_as_reference 1000
+    requeued_after_signal SIGUSR1
+    python3 - "$dir/run/events.jsonl" <<'PY' || { show_logs; fail "the notice did not come while the ranks started, or they did not stop cleanly"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+names = [e["event"] for e in ev]
+signal, started = names.index("signal"), names.index("started")
+stopped = next(e for e in ev if e["event"] == "stopped")  # rank 0 saved and stopped: no rank died
+print(f"notice at event {signal}, ranks up at event {started}, stopped after step {stopped['step']}")
+sys.exit(0 if signal < started and not any(e.get("reason") == "failed" for e in ev) else 1)
+PY
     ;;
   kill | memkill)
     memory=""

@@ -148,6 +148,92 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"sigusr1_to_one_of_two_ranks", 2, SIGUSR1, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The ranks of a run started in the background with rank `slow` sleeping `ms` at start-up, after
+// MPI and its checks (RM_TEST_FAULT slowstart), rank 0 also 25 ms a step (as spawn()).
+Child spawn_slow_start(const std::string& args, const TempDir& dir, int slow, int ms) {
+  return test::spawn_cli(
+      args, dir.path(), "bg",
+      "RM_TEST_FAULT=slowstep:0:25,slowstart:" + std::to_string(slow) + ":" + std::to_string(ms));
+}
+
+// The ranks of a `run --nproc N` child (supervisor -> mpirun -> ranks), once all N exist.
+std::vector<pid_t> ranks_of(const Child& child, size_t nproc) {
+  for (int i = 0; i < 3000; ++i) {
+    const auto mpirun = children_of(child.pid);
+    if (mpirun.size() == 1) {
+      const auto ranks = children_of(mpirun[0]);
+      if (ranks.size() == nproc) return ranks;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return {};
+}
+
+// The step of the run's "stopped" event (-1: none).
+int stopped_step(const std::string& run) {
+  std::smatch m;
+  const std::string events = test::slurp(run + "/events.jsonl");
+  if (!std::regex_search(events, m, std::regex(R"(\{"event":"stopped",[^}]*"step":([0-9]+))"))) {
+    return -1;
+  }
+  return std::stoi(m[1]);
+}
+
+// A notice that reaches the ranks while they start -- here both, while rank 1 is still starting
+// and rank 0 waits for it, both past MPI_Init -- is kept from the rank's first instruction, and
+// stops the run after its first step (before: SIGUSR1's default action ended the rank). The
+// resumed run ends with the weights of one never stopped.
+TEST(StopNoticeWhileStarting, RanksKeepItAndStopAfterTheFirstStep) {
+  TempDir dir;
+  const std::string job = job_file(dir, true);
+  ASSERT_EQ(run_cli("run " + job + " --nproc 2", dir.path()).exit_code, 0);
+  const std::string run = dir.file("stopped");
+  const std::string args = "run " + job + " --nproc 2 --set run_dir=" + run;
+  const Child child = spawn_slow_start(args, dir, 1, 3000);
+  ASSERT_TRUE(test::wait_for_text(child.err, "RM_TEST_FAULT: slowstart")) << test::slurp(child.err);
+  const std::vector<pid_t> ranks = ranks_of(child, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (pid_t rank : ranks) ASSERT_EQ(::kill(rank, SIGUSR1), 0);
+  const int code = wait_exit(child);
+  ASSERT_EQ(code, kStopped) << test::slurp(child.out) << test::slurp(child.err);
+  EXPECT_EQ(stopped_step(run), 1) << test::slurp(run + "/events.jsonl");
+  EXPECT_EQ(logged_steps(run + "/metrics.jsonl"), std::vector<int>{1});
+  const auto verify = run_cli("ckpt verify " + run + "/checkpoints/step_00000001", dir.path());
+  EXPECT_EQ(verify.exit_code, 0) << verify.err << verify.out;
+
+  const auto resumed = run_cli(args, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")))
+      << "stopped and resumed run differs from the uninterrupted one";
+}
+
+// Ctrl-C (SIGTERM alike) to `ringmaster run` the moment it has started mpirun, before any rank
+// exists: the launcher holds the notice until the ranks are up (child_process.h) instead of
+// passing it to an mpirun that would drop it (the run trained on to the end) or die of it.
+TEST(StopNoticeWhileStarting, LauncherHoldsItUntilTheRanksAreUp) {
+  TempDir dir;
+  const std::string job = job_file(dir, true);
+  const std::string run = dir.file("stopped");
+  const Child child =
+      spawn_slow_start("run " + job + " --nproc 2 --set run_dir=" + run, dir, 0, 2000);
+  bool mpirun_started = false;
+  for (int i = 0; i < 30000 && !mpirun_started; ++i) {
+    mpirun_started = !children_of(child.pid).empty();
+    if (!mpirun_started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(mpirun_started) << test::slurp(child.err);
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  const int code = wait_exit(child);
+  ASSERT_EQ(code, kStopped) << test::slurp(child.out) << test::slurp(child.err);
+  const int step = stopped_step(run);
+  EXPECT_GE(step, 1) << test::slurp(run + "/events.jsonl");
+  EXPECT_LT(step, 400);
+  char name[32];
+  std::snprintf(name, sizeof name, "/checkpoints/step_%08d", step);
+  const auto verify = run_cli("ckpt verify " + run + name, dir.path());
+  EXPECT_EQ(verify.exit_code, 0) << verify.err << verify.out;
+}
+
 // checkpoint.on_signal: false keeps the default action: the signal kills the run, which saves
 // nothing (the last periodic checkpoint is all there is).
 TEST(StopSignalOff, SignalKillsWithoutSaving) {
@@ -157,6 +243,25 @@ TEST(StopSignalOff, SignalKillsWithoutSaving) {
   ASSERT_TRUE(wait_for_steps(dir.file("straight/metrics.jsonl"), 30)) << test::slurp(child.err);
   ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
   EXPECT_EQ(wait_exit(child), 128 + SIGTERM);
+  EXPECT_TRUE(!fs::exists(dir.file("straight/checkpoints")) ||
+              fs::is_empty(dir.file("straight/checkpoints")));
+}
+
+// ...also for a SIGUSR1 that came while the ranks started, which they kept until the job said
+// what it does: it ends the rank then, as it would have when it came.
+TEST(StopSignalOff, NoticeWhileStartingStillKills) {
+  TempDir dir;
+  const std::string job = job_file(dir, false);
+  const Child child = spawn_slow_start("run " + job + " --nproc 2", dir, 1, 3000);
+  ASSERT_TRUE(test::wait_for_text(child.err, "RM_TEST_FAULT: slowstart")) << test::slurp(child.err);
+  const std::vector<pid_t> ranks = ranks_of(child, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (pid_t rank : ranks) ASSERT_EQ(::kill(rank, SIGUSR1), 0);
+  const int code = wait_exit(child);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(code, kStopped);
+  EXPECT_FALSE(fs::exists(dir.file("straight/metrics.jsonl")) &&
+               !logged_steps(dir.file("straight/metrics.jsonl")).empty());
   EXPECT_TRUE(!fs::exists(dir.file("straight/checkpoints")) ||
               fs::is_empty(dir.file("straight/checkpoints")));
 }

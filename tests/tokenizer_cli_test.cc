@@ -142,6 +142,21 @@ TEST(TokenizerCli, BadTokenizersStopBeforeAnythingIsWritten) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(dir.file("missing.txt")), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.bin")));
+  // 65537 tokens (every two-byte token but one): more than a shard's uint16 ids can name.
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (int i = 0; i < 65281; ++i) {
+    pairs.emplace_back(std::string(1, static_cast<char>(i / 256)),
+                       std::string(1, static_cast<char>(i % 256)));
+  }
+  const std::string big = write_tokenizer(dir, "big", pairs);
+  r = run_cli("tokenize data/tinyshakespeare.txt --tokenizer " + big + " -o " + dir.file("out.bin"),
+              dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(big + ": a vocabulary of 65537 tokens: token ids are stored as uint16 (at "
+                             "most 65536)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.bin")));
 }
 
 }  // namespace

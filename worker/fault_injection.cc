@@ -21,7 +21,18 @@ namespace rm {
 namespace {
 
 enum class Kind {
-  kNone, kStop, kKill, kSleep, kSaveKill, kNan, kSlowIo, kSlowStep, kMemKill, kReplStop, kReplKill
+  kNone,
+  kStop,
+  kKill,
+  kSleep,
+  kSaveKill,
+  kNan,
+  kSlowIo,
+  kSlowStep,
+  kSlowStart,
+  kMemKill,
+  kReplStop,
+  kReplKill
 };
 
 struct Fault {
@@ -29,7 +40,7 @@ struct Fault {
   const char* name = "";
   int rank = -1;
   long long at = -1;  // the step (stop, kill, sleep, nan), the phase event (savekill), the
-                      // delay in microseconds (slowio) or in milliseconds (slowstep)
+                      // delay in microseconds (slowio) or in milliseconds (slowstep, slowstart)
   long long delay_us = 0;
 };
 
@@ -42,6 +53,7 @@ Fault parse_one(const std::string& spec) {
   char extra = '\0';
   const int n =
       std::sscanf(spec.c_str(), "%15[a-z]:%d:%lld:%lld%c", kind, &rank, &at, &delay_us, &extra);
+  // clang-format off
   static const struct {
     const char* name;
     Kind kind;
@@ -52,9 +64,11 @@ Fault parse_one(const std::string& spec) {
                {"nan", Kind::kNan},
                {"slowio", Kind::kSlowIo},
                {"slowstep", Kind::kSlowStep},
+               {"slowstart", Kind::kSlowStart},
                {"memkill", Kind::kMemKill},
                {"replstop", Kind::kReplStop},
                {"replkill", Kind::kReplKill}};
+  // clang-format on
   for (const auto& k : kinds) {
     if (std::strcmp(kind, k.name) == 0) {
       f.kind = k.kind;
@@ -211,10 +225,20 @@ void maybe_inject_fault(int rank, int64_t step) {
       std::this_thread::sleep_for(std::chrono::milliseconds(f.at));
       continue;
     }
+    if (f.kind == Kind::kSlowStart && f.rank == rank && step == 0) {
+      std::fprintf(stderr, "ringmaster: [rank %d] RM_TEST_FAULT: slowstart, %lld ms at start-up\n",
+                   rank, f.at);
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(f.at));
+      continue;
+    }
     if (f.at != step || f.rank != rank) continue;
     if (f.kind == Kind::kStop) announce(rank, f), raise(SIGSTOP);
     if (f.kind == Kind::kKill) announce(rank, f), raise(SIGKILL);
-    if (f.kind == Kind::kSleep) announce(rank, f), sleep(3600);
+    // sleep_for sleeps on through signals (sleep(3) would return at a stop notice, which a rank
+    // records from its start: base/stop_signal.h).
+    if (f.kind == Kind::kSleep)
+      announce(rank, f), std::this_thread::sleep_for(std::chrono::hours(1));
   }
 }
 

@@ -27,6 +27,9 @@
 //   RM_TEST_FAULT=slowstep:RANK:MS        rank RANK sleeps MS milliseconds at the start of every
 //                                         step, inside the step's timing: a straggler, for the
 //                                         metrics' per-rank spread (step_agreement.h)
+//   RM_TEST_FAULT=slowstart:RANK:MS       rank RANK sleeps MS milliseconds once, at start-up
+//                                         (step 0's moment, after MPI and the rank's checks):
+//                                         ranks slow to start, for stop notices that come then
 //   RM_TEST_FAULT=memkill:RANK:STEP       SIGKILL in the middle of rank RANK's in-memory save
 //                                         (checkpoint.memory_every) of the state after step
 //                                         STEP: at its first chunk, copied and hashed, before the

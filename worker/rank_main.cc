@@ -142,7 +142,13 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       configure_threads(job.parallel.threads_per_rank, mpi != nullptr ? mpi->local_size() : 1);
   const RankDevices devices = make_rank_devices(choice, threads, job.parallel.timeout_s, mpi);
   Communicator& comm = devices.comm();
-  if (job.checkpoint.on_signal) install_stop_signal_handlers();
+  // SIGUSR1 has been recorded since the rank began (launcher/cmd_run.cc); now the job says what
+  // the stop signals do.
+  if (job.checkpoint.on_signal) {
+    install_stop_signal_handlers();
+  } else {
+    release_stop_notice();
+  }
   TrainerOptions options;
   options.verbose = rank0;
   options.compute = devices.compute.get();

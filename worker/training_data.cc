@@ -18,7 +18,7 @@ BpeTokenizer load_tokenizer_for(const std::string& dir, int model_vocab,
   } catch (const DataError& e) {
     throw DataError(named_by + ": " + e.what());
   }
-  if (t->vocab_size() > model_vocab) {
+  if (model_vocab > 0 && t->vocab_size() > model_vocab) {
     throw DataError(named_by + ": " + dir + " has a vocabulary of " +
                     std::to_string(t->vocab_size()) + " tokens, more than the model's " +
                     std::to_string(model_vocab) + " (model.vocab_size)");

@@ -25,9 +25,9 @@ struct TrainingData {
 
 TrainingData open_training_data(const JobConfig& job);
 
-// The tokenizer in `dir` for a model of `model_vocab` tokens. Throws DataError
-// "NAMED_BY: ..." (the key or flag that named it) for a tokenizer that does not load, or
-// whose vocabulary is larger than the model's.
+// The tokenizer in `dir` for a model of `model_vocab` tokens (0: no model, as for `tokenize`).
+// Throws DataError "NAMED_BY: ..." (the key or flag that named it) for a tokenizer that does not
+// load, or whose vocabulary is larger than the model's.
 BpeTokenizer load_tokenizer_for(const std::string& dir, int model_vocab,
                                 const std::string& named_by);
 // The job's data.tokenizer for its model; none when the key is empty.
