@@ -21,17 +21,17 @@ enum class SignalForwarding {
 //    the child gets (`forwarding`). A second SIGTERM or SIGINT is passed on as SIGKILL to
 //    the child's process group: the way out of a stuck job.
 //  - If this process dies (even by SIGKILL), the child gets SIGTERM (PR_SET_PDEATHSIG).
-// One child at a time; the handlers stay installed afterwards (stop_signal_seen() reads them).
 //  - A stop passed on as SIGUSR1 (kAsUsr1) is held until ranks_started() says that every rank is
 //    up, or 30 s at most: mpirun drops a signal that comes before it has started the ranks,
 //    and one it passes on while it forks a rank kills that rank before its first instruction
 //    (seen: "exited on signal 10"). A rank acts on a stop only after a step anyway, so holding
-//    it costs nothing (the ranks stop after their first step either way).
+//    it costs nothing: either way the ranks stop after their first step, or the first few.
 //  - linger_limit_s > 0 (mpirun across hosts): once the child has had children running this
 //    binary (the ranks on this host) and all of them have exited, the child gets that long to
 //    exit too, then its group is killed (SIGKILL) and run_child returns 128 + 9. After a rank
 //    aborts the job, mpirun waits for every remote daemon to acknowledge; one behind a cut link
 //    never does, and mpirun would wait for ever.
+// One child at a time; the handlers stay installed afterwards (stop_signal_seen() reads them).
 int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
               double linger_limit_s = 0, const std::function<bool()>& ranks_started = {});
 

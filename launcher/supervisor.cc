@@ -107,11 +107,6 @@ bool restart_without(const JobConfig& job, const std::vector<std::string>& down,
   return true;
 }
 
-// With a hostfile: every host must take a process before mpirun starts the job (mpirun would
-// wait forever for one that cannot). The first launch fails at once, naming the hosts; a
-// restart goes on without them where the hosts left can take the job (restart_without), else
-// waits for them to come back, up to host_wait_s(). Returns 0 when the job can start, else the
-// exit code to leave with.
 // How many times the run's ranks have all started (the "started" events in events.jsonl); -1
 // when the file cannot be read.
 long started_events(const std::string& run_dir) {
@@ -124,6 +119,11 @@ long started_events(const std::string& run_dir) {
   }
 }
 
+// With a hostfile: every host must take a process before mpirun starts the job (mpirun would
+// wait forever for one that cannot). The first launch fails at once, naming the hosts; a
+// restart goes on without them where the hosts left can take the job (restart_without), else
+// waits for them to come back, up to host_wait_s(). Returns 0 when the job can start, else the
+// exit code to leave with.
 int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   if (launch.hostfile.empty()) return 0;
   const std::vector<HostSlots> hosts = read_hostfile(launch.hostfile);
@@ -203,9 +203,8 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
                    command[0].c_str());
     }
     command.insert(command.end(), args.begin(), args.end());
-    // Rank 0 writes a "started" event once every rank is up: a stop notice passed on after that
-    // reaches them all and need not be repeated (child_process.h).
-    // (Unreadable, it stops the repeats at once.)
+    // Rank 0 writes a "started" event once every rank is up: a stop notice is held until then
+    // (child_process.h). An events.jsonl that cannot be read holds nothing.
     const long started_before = started_events(job.run_dir);
     const auto ranks_started = [&] {
       const long now = started_events(job.run_dir);
