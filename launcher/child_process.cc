@@ -115,8 +115,15 @@ int wait_child(pid_t pid, double linger_limit_s, const std::function<bool()>& ra
     }
     const auto now = std::chrono::steady_clock::now();
     if (g_notice_due != 0 && !notice_sent) {
+      const bool up = ranks_started && ranks_started();
+      if (!up && notice_due == time_point{}) {
+        std::fprintf(stderr,
+                     "ringmaster: the ranks are still starting: the stop is passed on once they "
+                     "are all up\n");
+        std::fflush(stderr);
+      }
       if (notice_due == time_point{}) notice_due = now;
-      if ((ranks_started && ranks_started()) || now - notice_due >= kNoticeHoldLimit) {
+      if (up || now - notice_due >= kNoticeHoldLimit) {
         ::kill(pid, SIGUSR1);
         notice_sent = true;
       }

@@ -68,6 +68,7 @@ rm_notify_step() {
     return
   fi
   [[ -n $rm_holder ]] && return
+  rm_say "the ranks are still starting: the stop is passed on once they are all up"
   (
     trap '' USR1 TERM INT
     for (( i = 0; i < 300; i++ )); do

@@ -183,6 +183,8 @@ case $case in
     expect_state COMPLETED 300
     same_weights_as_reference 1000
     requeued_after_signal SIGUSR1
+    grep -q "the ranks are still starting: the stop is passed on once they are all up" \
+      "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "the script did not say it held the notice"; }
     python3 - "$dir/run/events.jsonl" <<'PY' || { show_logs; fail "the notice did not come while the ranks started, or they did not stop cleanly"; }
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]

@@ -225,6 +225,10 @@ TEST(StopNoticeWhileStarting, LauncherHoldsItUntilTheRanksAreUp) {
   ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
   const int code = wait_exit(child);
   ASSERT_EQ(code, kStopped) << test::slurp(child.out) << test::slurp(child.err);
+  EXPECT_NE(test::slurp(child.err).find("the ranks are still starting: the stop is passed on once "
+                                        "they are all up"),
+            std::string::npos)
+      << test::slurp(child.err);
   const int step = stopped_step(run);
   EXPECT_GE(step, 1) << test::slurp(run + "/events.jsonl");
   EXPECT_LT(step, 400);
