@@ -149,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // The ranks of a run started in the background with rank `slow` sleeping `ms` at start-up, after
-// MPI and its checks (RM_TEST_FAULT slowstart), rank 0 also 25 ms a step (as spawn()).
+// MPI and its checks (RM_TEST_FAULT slowstart), rank 0 also 25 ms a step (as spawn()). The sleep
+// is the margin a loaded machine has to deliver the test's signal while the ranks start.
 Child spawn_slow_start(const std::string& args, const TempDir& dir, int slow, int ms) {
   return test::spawn_cli(
       args, dir.path(), "bg",
@@ -189,7 +190,7 @@ TEST(StopNoticeWhileStarting, RanksKeepItAndStopAfterTheFirstStep) {
   ASSERT_EQ(run_cli("run " + job + " --nproc 2", dir.path()).exit_code, 0);
   const std::string run = dir.file("stopped");
   const std::string args = "run " + job + " --nproc 2 --set run_dir=" + run;
-  const Child child = spawn_slow_start(args, dir, 1, 3000);
+  const Child child = spawn_slow_start(args, dir, 1, 5000);
   ASSERT_TRUE(test::wait_for_text(child.err, "RM_TEST_FAULT: slowstart")) << test::slurp(child.err);
   const std::vector<pid_t> ranks = ranks_of(child, 2);
   ASSERT_EQ(ranks.size(), 2u);
@@ -215,7 +216,7 @@ TEST(StopNoticeWhileStarting, LauncherHoldsItUntilTheRanksAreUp) {
   const std::string job = job_file(dir, true);
   const std::string run = dir.file("stopped");
   const Child child =
-      spawn_slow_start("run " + job + " --nproc 2 --set run_dir=" + run, dir, 0, 2000);
+      spawn_slow_start("run " + job + " --nproc 2 --set run_dir=" + run, dir, 0, 3000);
   bool mpirun_started = false;
   for (int i = 0; i < 30000 && !mpirun_started; ++i) {
     mpirun_started = !children_of(child.pid).empty();
@@ -256,7 +257,7 @@ TEST(StopSignalOff, SignalKillsWithoutSaving) {
 TEST(StopSignalOff, NoticeWhileStartingStillKills) {
   TempDir dir;
   const std::string job = job_file(dir, false);
-  const Child child = spawn_slow_start("run " + job + " --nproc 2", dir, 1, 3000);
+  const Child child = spawn_slow_start("run " + job + " --nproc 2", dir, 1, 5000);
   ASSERT_TRUE(test::wait_for_text(child.err, "RM_TEST_FAULT: slowstart")) << test::slurp(child.err);
   const std::vector<pid_t> ranks = ranks_of(child, 2);
   ASSERT_EQ(ranks.size(), 2u);
