@@ -72,6 +72,19 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
+// The ranks of a `run --nproc N` child (supervisor -> mpirun -> ranks), once all N exist.
+std::vector<pid_t> ranks_of(const Child& child, size_t nproc) {
+  for (int i = 0; i < 3000; ++i) {
+    const auto mpirun = children_of(child.pid);
+    if (mpirun.size() == 1) {
+      const auto ranks = children_of(mpirun[0]);
+      if (ranks.size() == nproc) return ranks;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return {};
+}
+
 struct Case {
   const char* name;
   int nproc;
@@ -97,9 +110,7 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   pid_t target = child.pid;
   if (c.one_rank_only) {
     // ringmaster (supervisor) -> mpirun -> ranks; signal the last rank found.
-    const auto mpirun = children_of(child.pid);
-    ASSERT_EQ(mpirun.size(), 1u);
-    const auto ranks = children_of(mpirun[0]);
+    const auto ranks = ranks_of(child, c.nproc);
     ASSERT_EQ(ranks.size(), static_cast<size_t>(c.nproc));
     target = ranks.back();
   }
@@ -155,19 +166,6 @@ Child spawn_slow_start(const std::string& args, const TempDir& dir, int slow, in
   return test::spawn_cli(
       args, dir.path(), "bg",
       "RM_TEST_FAULT=slowstep:0:25,slowstart:" + std::to_string(slow) + ":" + std::to_string(ms));
-}
-
-// The ranks of a `run --nproc N` child (supervisor -> mpirun -> ranks), once all N exist.
-std::vector<pid_t> ranks_of(const Child& child, size_t nproc) {
-  for (int i = 0; i < 3000; ++i) {
-    const auto mpirun = children_of(child.pid);
-    if (mpirun.size() == 1) {
-      const auto ranks = children_of(mpirun[0]);
-      if (ranks.size() == nproc) return ranks;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return {};
 }
 
 // The step of the run's "stopped" event (-1: none).
