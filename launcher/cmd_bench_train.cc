@@ -207,6 +207,7 @@ int cmd_bench_train(const BenchTrainArgs& args) {
     host_comm.barrier();
     const double memory_before = devices.compute->device_memory_used();
     std::vector<double> step_s, wait_ms, in_backward_ms;
+    const int64_t replayed_before = trainer.steps_replayed();
     for (int i = 0; i < args.steps; ++i) {
       const auto t0 = Clock::now();
       trainer.train_step(args.warmup + i);
@@ -238,6 +239,11 @@ int cmd_bench_train(const BenchTrainArgs& args) {
         100.0 * rank_rate / base.gemm_rate, peak_text, median(wait_ms),
         median(wait_ms) / (med * 1e3) * 100);
 
+    if (trainer.has_step_graphs()) {
+      // A recording that failed leaves the run call by call: say how the timed steps ran.
+      say("step graphs (RM_CUDA_GRAPH=1): %lld of the %d timed steps replayed one\n",
+          static_cast<long long>(trainer.steps_replayed() - replayed_before), args.steps);
+    }
     const OverlapStats& ov = trainer.state().overlap_stats();
     say("overlap (last step): %d gradient reductions, %d started and %d finished while backward "
         "was running; median %.1f ms per step inside communicator calls during backward\n",

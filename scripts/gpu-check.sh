@@ -158,8 +158,10 @@ for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 \
     verdict "train $name" SKIP "no default run to compare with"
   elif ! (export "$sw" && train "$name" 1 cuda bf16 none); then
     verdict "train $name" FAIL "$OUT/$name.log"
-  elif [[ $sw == RM_CUDA_GRAPH=1 ]] && ! grep -q 'replayed as one graph' "$OUT/$name.log"; then
-    verdict "train $name" FAIL "no graph: $OUT/$name.log"
+  elif [[ $sw == RM_CUDA_GRAPH=1 ]] &&
+       { ! grep -q 'recorded as one graph and run' "$OUT/$name.log" ||
+         grep -q 'recording step .* failed' "$OUT/$name.log"; }; then
+    verdict "train $name" FAIL "no graph replayed: $OUT/$name.log"
   else
     curve_verdict "$name" "$ref" default 0
   fi

@@ -5,8 +5,9 @@
 // the trainer records at the process's second step and replays afterwards, that the replayed
 // steps train the weights of the eager run bit for bit (so the recorded region holds all of the
 // step's device work and nothing that changes from step to step), that a dropped graph is
-// recorded again, that a failed recording leaves the run call by call, and when graphs are
-// refused.
+// recorded again, that a failed recording (at its first call or late in the backward) leaves the
+// run call by call with nothing of it behind, what the run says in each case, and when graphs
+// are refused.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -41,6 +42,12 @@ struct Tape {
     if (recording)
       throw std::logic_error(std::string(call) + " returns to the host while recording");
   }
+  // A call the backend cannot record, at its refuse_nth call of a recording (0: never).
+  int refuse_nth = 0, seen = 0;
+  void count(const char* call) {
+    if (recording && refuse_nth > 0 && ++seen == refuse_nth)
+      throw std::logic_error(std::string(call) + " cannot be recorded");
+  }
 };
 
 template <typename T>
@@ -54,6 +61,7 @@ class RecordingLayers final : public LayerKernels<T> {
   }
   void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B, int Tn,
                           int C) override {
+    tape_.count("embedding_backward");
     tape_.run([=, &k = k_] { k.embedding_backward(dwte, dwpe, dout, tokens, B, Tn, C); });
   }
   void context_embedding_forward(T* x, const int* tokens, const T* emb, int B, int Tn, int K,
@@ -170,6 +178,9 @@ class RecordingCompute final : public Compute {
   void drop() { graph_.clear(); }  // as when the backend's scratch moved
   // Uploads are refused while recording, as a call the backend cannot record would be.
   bool refuse_uploads = false;
+  // The backward's last call (the embedding's) is refused at that micro-batch of a recording
+  // (0: never): after the gradient buckets of the later layers were launched.
+  void refuse_embedding_backward(int micro_batch) { tape_.refuse_nth = micro_batch; }
 
   ComputeKind kind() const override { return inner_.kind(); }
   std::string describe() const override { return "recording " + inner_.describe(); }
@@ -294,33 +305,47 @@ struct RunResult {
   std::vector<double> losses, norms;
   std::vector<float> params;
   int captures = 0, recordings = 0, replays = 0;
+  int64_t replayed = 0;  // the trainer's count
+  std::string said;      // what the trainer printed
 };
 
+// How a recording fails: not at all, at its first call (the first micro-batch's token upload),
+// or at the backward's last call of the last micro-batch, after buckets went out.
+enum class Failure { kNone, kAtTheStart, kInTheLastBackward };
+
 // `steps` steps of graph_job on a cpu Compute, through a RecordingCompute when `graphs`;
-// `drop_after`: the graph is dropped after that many steps (0: never); `failing`: every
-// recording fails part-way.
-RunResult train(bool graphs, int steps, int drop_after = 0, bool failing = false) {
-  const JobConfig job = graph_job();
+// `drop_after`: the graph is dropped after that many steps (0: never); `failure`: how every
+// recording fails; `grad_reduce`: the type the gradient buckets travel in.
+RunResult train(bool graphs, int steps, int drop_after = 0, Failure failure = Failure::kNone,
+                Precision grad_reduce = Precision::kFp32) {
+  JobConfig job = graph_job();
+  job.parallel.grad_reduce = grad_reduce;
   ComputeOptions options;
   options.threads = 1;
   std::unique_ptr<Compute> cpu = make_compute(ComputeKind::kCpu, options);
   RecordingCompute recording(*cpu);
-  recording.refuse_uploads = failing;
+  recording.refuse_uploads = failure == Failure::kAtTheStart;
+  if (failure == Failure::kInTheLastBackward) {
+    recording.refuse_embedding_backward(job.train.global_batch / job.train.micro_batch);
+  }
   GraphEnv env(graphs ? "1" : "0");
   TrainingData data = open_training_data(job);
   auto comm = make_self_communicator();
   TrainerOptions trainer_options;
-  trainer_options.verbose = false;
+  trainer_options.verbose = true;
   trainer_options.compute = graphs ? static_cast<Compute*>(&recording) : cpu.get();
-  Trainer trainer(job, data, *comm, trainer_options);
   RunResult r;
+  testing::internal::CaptureStdout();
+  Trainer trainer(job, data, *comm, trainer_options);
   for (int step = 0; step < steps; ++step) {
     if (drop_after > 0 && step == drop_after) recording.drop();
     const StepMetrics m = trainer.train_step(step);
     r.losses.push_back(m.loss);
     r.norms.push_back(m.grad_norm);
   }
+  r.said = testing::internal::GetCapturedStdout();
   r.params = trainer.state().full_params();
+  r.replayed = trainer.steps_replayed();
   r.captures = recording.captures;
   r.recordings = recording.recordings;
   r.replays = recording.replays;
@@ -342,25 +367,50 @@ TEST(StepGraph, ReplayedStepsTrainTheEagerRunsWeightsBitForBit) {
   // Step 1 eager, step 2 recorded and run once, steps 3-6 replayed.
   EXPECT_EQ(graph.recordings, 1);
   EXPECT_EQ(graph.replays, 5);
+  EXPECT_EQ(graph.replayed, 5);
   expect_the_same_training(graph, eager);
   EXPECT_NE(eager.losses.front(), eager.losses.back()) << "the run did not train";
+  // Said once the graph exists and ran (what the GPU scripts look for), not before.
+  EXPECT_NE(graph.said.find("step 2 recorded as one graph and run"), std::string::npos)
+      << graph.said;
+  EXPECT_EQ(eager.said.find("recorded as one graph"), std::string::npos) << eager.said;
 }
 
 TEST(StepGraph, ADroppedGraphIsRecordedAgain) {
   const RunResult eager = train(false, 6), graph = train(true, 6, /*drop_after=*/4);
   EXPECT_EQ(graph.recordings, 2);  // steps 2 and 5
   EXPECT_EQ(graph.replays, 5);
+  EXPECT_EQ(graph.replayed, 5);
   expect_the_same_training(graph, eager);
 }
 
 // A recording that fails (a call the backend cannot record) costs the graphs, not the run: the
 // step runs call by call, as do the later ones, with the eager run's bits.
 TEST(StepGraph, AFailedRecordingRunsTheStepCallByCallAndTheRestToo) {
-  const RunResult eager = train(false, 5), graph = train(true, 5, 0, /*failing=*/true);
+  const RunResult eager = train(false, 5), graph = train(true, 5, 0, Failure::kAtTheStart);
   EXPECT_EQ(graph.captures, 1) << "step 2 tried, and no step after it";
   EXPECT_EQ(graph.recordings, 0);
   EXPECT_EQ(graph.replays, 0);
+  EXPECT_EQ(graph.replayed, 0);
   expect_the_same_training(graph, eager);
+  EXPECT_NE(graph.said.find("recording step 2 failed"), std::string::npos) << graph.said;
+  EXPECT_EQ(graph.said.find("recorded as one graph"), std::string::npos)
+      << "a run that never replayed says it did: " << graph.said;
+}
+
+// The same when it fails late, after most of the step was recorded (never run), the gradient
+// buckets' casts and reductions among it: nothing of the discarded recording may reach the step
+// that then runs call by call (a reduction left pending would complete into it; with bf16 on the
+// wire, its cast would put the step before's values over the gradients).
+TEST(StepGraph, ALateFailedRecordingLeavesNothingOfItBehind) {
+  for (const Precision wire : {Precision::kFp32, Precision::kBf16}) {
+    SCOPED_TRACE(wire == Precision::kBf16 ? "grad_reduce bf16" : "grad_reduce fp32");
+    const RunResult eager = train(false, 5, 0, Failure::kNone, wire);
+    const RunResult graph = train(true, 5, 0, Failure::kInTheLastBackward, wire);
+    EXPECT_EQ(graph.captures, 1);
+    EXPECT_EQ(graph.recordings, 0);
+    expect_the_same_training(graph, eager);
+  }
 }
 
 TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {

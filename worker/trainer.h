@@ -110,6 +110,10 @@ class Trainer {
   ShardedState& state() { return *state_; }
   const JobConfig& job() const { return job_; }
   const StepTiming& last_timing() const { return timing_; }
+  // Step graphs (RM_CUDA_GRAPH=1, step_graph.h): whether this job uses them, and how many steps
+  // so far ran as a replay of one (the step that recorded it included).
+  bool has_step_graphs() const { return graph_ != nullptr; }
+  int64_t steps_replayed() const { return steps_replayed_; }
   // Where the step loop is (the watchdog reads it; so may tests).
   const StepProgress& progress() const { return progress_; }
 
@@ -128,6 +132,7 @@ class Trainer {
   std::unique_ptr<StepGraph> graph_;  // RM_CUDA_GRAPH=1 where it applies (step_graph.h)
   bool record_graphs_ = true;         // false once a recording failed: eager from then on
   int64_t steps_run_ = 0;             // by this process
+  int64_t steps_replayed_ = 0;        // of them, as a step graph
   int64_t next_step_ = 0;
   StepTiming timing_;
   StepProgress progress_;  // marked on every phase: cheap, watched or not

@@ -95,7 +95,14 @@ class CudaCompute final : public Compute {
   }
   void replay() override {
     if (!has_graph()) throw std::logic_error("rm::cuda: replay without a current step graph");
-    RM_CUDA_CHECK(cudaGraphLaunch(graph_, ctx_.stream()), kThrow);
+    const cudaError_t rc = cudaGraphLaunch(graph_, ctx_.stream());
+    if (rc != cudaSuccess) {
+      // A graph that cannot launch is dropped, not kept: the trainer runs the step call by call
+      // and records no more, and has_graph() must not send the next step back to it.
+      cudaGraphExecDestroy(graph_);  // a launch that failed left nothing of it running
+      graph_ = nullptr;
+      kThrow("cudaGraphLaunch", cudaGetErrorString(rc));
+    }
   }
 
   // ---- Memory ------------------------------------------------------------------------------

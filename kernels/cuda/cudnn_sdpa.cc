@@ -17,12 +17,16 @@ using sdpa::OpKind;
 using sdpa::PointwiseMode;
 using sdpa::Role;
 
-[[noreturn]] void cudnn_fail(cudnnStatus_t status, const std::string& what) {
-  const CudnnLibrary& lib = cudnn();
+// " (cuDNN's own words on its last error)", or "" where it kept none.
+std::string cudnn_last_error() {
   char detail[512] = {0};
-  lib.last_error_string(detail, sizeof detail);
-  throw std::runtime_error("cuDNN: " + what + ": " + lib.error_string(status) +
-                           (detail[0] != '\0' ? std::string(" (") + detail + ")" : ""));
+  cudnn().last_error_string(detail, sizeof detail);
+  return detail[0] != '\0' ? std::string(" (") + detail + ")" : "";
+}
+
+[[noreturn]] void cudnn_fail(cudnnStatus_t status, const std::string& what) {
+  throw std::runtime_error("cuDNN: " + what + ": " + cudnn().error_string(status) +
+                           cudnn_last_error());
 }
 
 void cudnn_check(cudnnStatus_t status, const std::string& what) {
@@ -107,9 +111,12 @@ cudnnPointwiseMode_t pointwise_mode(PointwiseMode m) {
 constexpr cudnnBackendAttributeName_t kOperationGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
 #pragma GCC diagnostic pop
 
-// The graphs of sdpa_graph.h were compared with the front end's for cuDNN 9.19; before 9.10 its
-// lowering differs (the mask's value, a dQ accumulator the caller zeroes).
-constexpr size_t kOldestCudnn = 91000;
+// The graphs of sdpa_graph.h were compared with the front end's for cuDNN 9.19; before 9.16 its
+// lowering differs: through 9.15 the backward gets a padding mask with per-batch sequence
+// lengths as a workaround wherever T is not a multiple of 128, 9.10.0-9.10.1 have the bf16
+// forward refused for known bugs, and before 9.10 the mask's value and a dQ accumulator the
+// caller zeroes differ. Graphs the front end would not send are not sent: the flash kernels run.
+constexpr size_t kOldestCudnn = 91600;
 
 }  // namespace
 
@@ -277,7 +284,9 @@ void CudnnGraph::plan(cudnnHandle_t handle) {
   cudnn_check(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
               "counting the engine configurations");
-  if (count <= 0) throw std::runtime_error("cuDNN: no engine takes the attention graph");
+  if (count <= 0) {
+    throw std::runtime_error("cuDNN: no engine takes the attention graph" + cudnn_last_error());
+  }
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
     m.configs.push_back(std::make_unique<BackendDescriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
@@ -347,7 +356,7 @@ int cudnn_attention_mode() {
   if (std::strcmp(v, "2") == 0) return 2;
   throw std::invalid_argument(std::string("RM_CUDNN_ATTENTION=") + v +
                               ": expected 0 (off), 1 (cuDNN, deterministic backward) or 2 " +
-                              "(cuDNN, dQ accumulated as llm.c's)");
+                              "(cuDNN, dQ accumulated)");
 }
 
 CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)

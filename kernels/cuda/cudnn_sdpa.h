@@ -55,9 +55,10 @@ class CudnnGraph {
 };
 
 // RM_CUDNN_ATTENTION: unset or "0": off (the flash kernels); "1": cuDNN, with the backward whose
-// dQ is a plain product (deterministic: reruns bit-identical, as the rest of the backend); "2":
-// cuDNN with dQ accumulated from several blocks (llm.c + cuDNN's graph; last bits vary between
-// runs). Anything else: std::invalid_argument naming the variable.
+// dQ is a plain product (deterministic: reruns bit-identical, as the rest of the backend; the
+// graph llm.c + cuDNN runs, whose cudnn_att.cpp asks the front end for the deterministic
+// algorithm); "2": cuDNN with dQ accumulated from several blocks (the front end's default; last
+// bits vary between runs). Anything else: std::invalid_argument naming the variable.
 int cudnn_attention_mode();
 
 class CudnnAttention {
@@ -67,7 +68,7 @@ class CudnnAttention {
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  // The constructor throws std::runtime_error for a cuDNN older than 9.10 (see cudnn_sdpa.cc).
+  // The constructor throws std::runtime_error for a cuDNN older than 9.16 (see cudnn_sdpa.cc).
 
   // Whether the shape runs through cuDNN: a shape sdpa_shape_supported() takes whose two graphs
   // cuDNN planned (at the first call for the shape, with their workspace). A shape cuDNN refused

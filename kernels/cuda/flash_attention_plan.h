@@ -221,9 +221,12 @@ RM_HOST_DEVICE inline float flash_forward_prob(float score, float scale_log2, fl
   return flash_exp2(fmaf(score, scale_log2, -m));
 }
 
-// P[i,j] from the kept log-sum-exp (base 2); 0 where masked.
+// P[i,j] from the kept log-sum-exp (base 2); 0 where masked. One explicit fused multiply-add,
+// as in the forward: left as a multiply and a subtraction, whether ptxas fuses them is its
+// choice, made apart in each code path, and the dQ kernel takes the masked or the whole-tile path
+// per warp, so its row-fragment settings (RM_FLASH_DQ_FRAGMENTS) could differ in the last bit.
 RM_HOST_DEVICE inline float flash_prob(float score, float scale_log2, float lse2, bool visible) {
-  return visible ? flash_exp2(score * scale_log2 - lse2) : 0.0f;
+  return visible ? flash_exp2(fmaf(score, scale_log2, -lse2)) : 0.0f;
 }
 
 // dS[i,j] = P (dP - D_i), the gradient of the (unscaled-by-softmax) score; the scale 1/sqrt(hs)

@@ -22,7 +22,7 @@
 //  - The backward's softmax_sum is rowsum(dO * O), float [B,H,Tn,1], in memory of the caller's
 //    (the flash backward's scratch has that size); with `deterministic` off, dQ is accumulated
 //    in a float [B,H,Tn,hs] buffer (dq_accum) that cuDNN adds into from several blocks, so the
-//    result varies in its last bits from run to run, as llm.c + cuDNN's does.
+//    result varies in its last bits from run to run (llm.c + cuDNN runs the deterministic one).
 #pragma once
 
 #include <array>
