@@ -431,6 +431,16 @@ bool CudnnAttention::takes(int B, int Tn, int C, int H) {
   const auto known = takes_.find(key);
   if (known != takes_.end()) return known->second;
   if (!sdpa::sdpa_shape_supported(B, Tn, C, H)) return takes_[key] = false;
+  if (plans_.size() >= kMaxShapes) {
+    if (!said_full_) {
+      std::fprintf(stderr,
+                   "ringmaster: cuDNN's attention is planned for %zu shapes already; B=%d Tn=%d "
+                   "C=%d H=%d and any further shape run the flash kernels\n",
+                   kMaxShapes, B, Tn, C, H);
+      said_full_ = true;
+    }
+    return takes_[key] = false;
+  }
   try {
     planned(B, Tn, C, H);
   } catch (const std::runtime_error& e) {

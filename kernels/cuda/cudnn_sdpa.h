@@ -73,7 +73,11 @@ class CudnnAttention {
   // Whether the shape runs through cuDNN: a shape sdpa_shape_supported() takes whose two graphs
   // cuDNN planned (at the first call for the shape, with their workspace). A shape cuDNN refused
   // is said once on stderr and answered false from then on, so a forward and its backward
-  // always take the same path.
+  // always take the same path. At most kMaxShapes shapes are planned in a process (training
+  // and evaluation use one or two): text generation grows its context a token at a time, and
+  // planning each length (two runtime compilations) would cost far more than it saves; the
+  // shapes past them run the flash kernels, said once.
+  static constexpr size_t kMaxShapes = 4;
   bool takes(int B, int Tn, int C, int H);
   // Says why on stderr and answers takes() false for the shape from now on.
   void refuse(int B, int Tn, int C, int H, const std::string& why);
@@ -97,6 +101,7 @@ class CudnnAttention {
   cudnnHandle_t handle_ = nullptr;
   bool deterministic_;
   std::map<std::tuple<int, int, int, int>, Planned> plans_;
+  bool said_full_ = false;  // the shapes past kMaxShapes were said to run the flash kernels
   std::map<std::tuple<int, int, int, int>, bool> takes_;
   std::set<std::tuple<int, int, int, int>> ran_;  // shapes whose forward ran through cuDNN
   void* workspace_ = nullptr;  // the largest any plan needs, plus dQ's accumulator
