@@ -182,9 +182,11 @@ configure_and_build() {
 }
 
 # run_tests DIR INCLUDE EXCLUDE [WRAPPER...]: ctest on the subset (run by WRAPPER if given), then
-# fail on any sanitizer report.
+# fail on any sanitizer report. MPI's idle ranks yield, as under `make test` (the Makefile says
+# why: JOBS tests at a time start more ranks than there are cores).
 run_tests() {
   local dir=$1 include=$2 exclude=$3 status=0
+  export OMPI_MCA_mpi_yield_when_idle=1
   shift 3
   local args=(--output-on-failure -j "$JOBS" -R "$include")
   [[ -n $exclude ]] && args+=(-E "$exclude")
