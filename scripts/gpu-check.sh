@@ -94,8 +94,12 @@ fi
 
 # 3. Training: the CPU backend's curve, then the GPU in each shard mode, on 1 and all GPUs.
 COMMON="--set train.steps=$STEPS --set train.eval_every=0 --set checkpoint.every=0 --fresh"
+# The job's global batch (16) stays the CPU reference's on any number of ranks: past 2 ranks the
+# micro-batch shrinks to 16 / ranks (its 8 would need a global batch of 8 x ranks).
 train() {  # train NAME NPROC BACKEND PRECISION SHARD [GRAD_REDUCE]
-  "$RM" run "$JOB" --nproc "$2" $COMMON --set run_dir="$OUT/$1" --set parallel.backend="$3" \
+  local mb=$(($2 <= 2 ? 8 : 16 / $2))
+  "$RM" run "$JOB" --nproc "$2" $COMMON --set train.micro_batch=$mb --set run_dir="$OUT/$1" \
+    --set parallel.backend="$3" \
     --set parallel.precision="$4" --set parallel.shard="$5" \
     --set parallel.grad_reduce="${6:-fp32}" > "$OUT/$1.log" 2>&1
 }
@@ -128,6 +132,10 @@ for precision in fp32 bf16; do
     continue
   fi
   for nproc in 1 "$GPUS"; do
+    if (( 16 % nproc != 0 )); then
+      verdict "train cuda $precision on $nproc GPUs" SKIP "the job's 16 sequences a step do not split over $nproc ranks"
+      continue
+    fi
     for shard in none optimizer gradients full; do
       [[ $nproc == 1 && $shard != none ]] && continue
       for wire in fp32 bf16; do
