@@ -42,6 +42,15 @@ size_t cuda_device_memory(int device) {
 #endif
 }
 
+std::string cuda_device_uuid(int device) {
+#ifdef RM_HAVE_CUDA
+  return cuda::device_uuid(device);
+#else
+  (void)device;
+  return "";
+#endif
+}
+
 std::unique_ptr<Compute> make_compute(ComputeKind kind, const ComputeOptions& options) {
   if (kind == ComputeKind::kCpu) return cpu::make_cpu_compute(options.threads);
 #ifdef RM_HAVE_CUDA

@@ -33,6 +33,10 @@ int cuda_device_count(std::string* why = nullptr);
 // Bytes of memory of visible GPU `device`; 0 when there is no such GPU or no CUDA in this build.
 size_t cuda_device_memory(int device);
 
+// Visible GPU `device`'s UUID (32 hex digits): which physical GPU it is, whatever index
+// CUDA_VISIBLE_DEVICES gives it; "" when there is no such GPU or no CUDA in this build.
+std::string cuda_device_uuid(int device);
+
 // Throws std::runtime_error when the backend cannot start (no CUDA in this build, no such GPU).
 std::unique_ptr<Compute> make_compute(ComputeKind kind, const ComputeOptions& options);
 

@@ -4,7 +4,11 @@
 //
 //   cpu   the cpu backend.
 //   cuda  GPU `local rank` of the GPUs this process sees (CUDA_VISIBLE_DEVICES applies). No
-//         usable GPU, or more ranks on the node than GPUs, is a DeviceError.
+//         usable GPU is a DeviceError; so are more ranks on the node than GPUs, unless each rank
+//         may see GPUs of its own (a scheduler binding GPUs per task, as Slurm's
+//         --gpus-per-task does: every rank then sees one GPU, its own, as device 0): the rank
+//         takes its visible GPU `local rank` mod their number, and the ranks check by UUID
+//         that no two of a node took the same one (gpus_shared).
 //   auto  cuda when this node has a GPU for every local rank, the cpu when it has none; some
 //         GPUs but fewer than the local ranks is a DeviceError (silently training on the CPU of
 //         a GPU node would be the worse surprise).
@@ -14,6 +18,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "base/input_error.h"
 #include "configs/job_choices.h"
@@ -35,9 +40,19 @@ struct DeviceChoice {
 };
 
 // gpus: the GPUs this process sees; why_none: why there are none (when gpus == 0).
+// own_gpus_possible: the node's ranks may each see GPUs of their own (a rank started by MPI or
+// srun); false where they surely share this process's view (the launcher, for the ranks it
+// starts with its own environment).
 DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks, int gpus,
-                           const std::string& why_none);
+                           const std::string& why_none, bool own_gpus_possible = false);
 // The same, with the GPUs probed (kernels/compute_factory.h: cuda_device_count).
-DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks);
+DeviceChoice choose_device(Backend backend, int local_rank, int local_ranks,
+                           bool own_gpus_possible = false);
+
+// uuid_of_rank[r]: the UUID of the GPU rank r took (cuda_device_uuid); host_of_rank[r]: its
+// host. "" when no two ranks of a host took the same GPU, else the message of the DeviceError
+// that refuses the job, naming the first two ranks that did and the GPU.
+std::string gpus_shared(const std::vector<std::string>& uuid_of_rank,
+                        const std::vector<int>& host_of_rank);
 
 }  // namespace rm

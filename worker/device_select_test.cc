@@ -51,5 +51,42 @@ TEST(DeviceSelect, MoreRanksThanGpusIsAClearError) {
             "needs its own GPU: start at most 1 rank per node, or set parallel.backend: cpu");
 }
 
+// Under MPI or srun a node's ranks may each see a GPU of their own (Slurm's --gpus-per-task sets
+// CUDA_VISIBLE_DEVICES per task): fewer visible GPUs than ranks is then no error by itself; the
+// rank takes its visible GPU local rank mod their number, and the ranks compare UUIDs.
+TEST(DeviceSelect, RanksThatMayEachSeeTheirOwnGpuTakeTheirVisibleOne) {
+  for (const Backend backend : {Backend::kCuda, Backend::kAuto}) {
+    const DeviceChoice one = choose_device(backend, 3, 4, 1, "", /*own_gpus_possible=*/true);
+    EXPECT_EQ(one.kind, ComputeKind::kCuda);
+    EXPECT_EQ(one.device, 0);
+    EXPECT_NE(one.reason.find("1 GPU visible to this rank of 4 on the node"), std::string::npos)
+        << one.reason;
+    const DeviceChoice two = choose_device(backend, 3, 4, 2, "", true);
+    EXPECT_EQ(two.device, 1);
+  }
+  // As many GPUs as ranks: GPU local rank, as without the binding.
+  EXPECT_EQ(choose_device(Backend::kCuda, 3, 4, 4, "", true).device, 3);
+  // No GPU at all stays an error (cuda) or the CPU (auto).
+  EXPECT_THROW(choose_device(Backend::kCuda, 0, 2, 0, "none", true), DeviceError);
+  EXPECT_EQ(choose_device(Backend::kAuto, 0, 2, 0, "none", true).kind, ComputeKind::kCpu);
+}
+
+TEST(DeviceSelect, TwoRanksOfANodeOnOneGpuAreNamed) {
+  // Bound per task: four GPUs, one a rank, two hosts.
+  EXPECT_EQ(gpus_shared({"aa", "bb", "cc", "dd"}, {0, 0, 1, 1}), "");
+  // The same GPU seen by ranks of different hosts cannot be one GPU (UUIDs are unique): only
+  // a node's ranks are compared.
+  EXPECT_EQ(gpus_shared({"aa", "bb", "aa", "bb"}, {0, 0, 1, 1}), "");
+  // Four ranks on a node that sees one GPU: ranks 0 and 1 are the first pair on it.
+  EXPECT_EQ(gpus_shared({"aa", "aa", "aa", "aa"}, {0, 0, 0, 0}),
+            "ranks 0 and 1 are on the same node and would use the same GPU (UUID aa); each rank "
+            "needs its own GPU: start fewer ranks per node, or give each task its own GPU "
+            "(Slurm: --gpus-per-task=1)");
+  EXPECT_NE(gpus_shared({"aa", "bb", "cc", "bb"}, {0, 0, 0, 0}).find("ranks 1 and 3"),
+            std::string::npos);
+  // A rank without a GPU (no UUID) shares nothing.
+  EXPECT_EQ(gpus_shared({"", ""}, {0, 0}), "");
+}
+
 }  // namespace
 }  // namespace rm

@@ -15,7 +15,8 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
   CheckedJob c;
   c.job = load_job(path, sets, where.ranks);
   c.data = open_training_data(c.job);
-  c.device = choose_device(c.job.parallel.backend, where.local_rank, where.ranks_here);
+  c.device = choose_device(c.job.parallel.backend, where.local_rank, where.ranks_here,
+                           where.own_gpus_possible);
   if (where.checks_memory) {
     c.capacity.host = host_memory();
     c.capacity.gpu = c.device.kind == ComputeKind::kCuda ? gpu_memory() : 0;

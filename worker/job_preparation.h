@@ -29,6 +29,9 @@ struct JobPlacement {
   int ranks = 1;       // every rank of the job (the data-parallel count the job is loaded for)
   int local_rank = 0;  // this process among the ranks of its host: which GPU it takes
   int ranks_here = 1;  // ranks on this host (with a hostfile, on its busiest host)
+  // The host's ranks may each see GPUs of their own (device_select.h): a rank started by MPI;
+  // not the launcher, whose ranks inherit its view.
+  bool own_gpus_possible = false;
   // The memory check runs once per host: false on the other ranks of a host.
   bool checks_memory = true;
   // A rank names the host it found itself on in a memory refusal ("host h0", "node n1" under

@@ -20,6 +20,7 @@
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "io/io_error.h"
+#include "kernels/compute_factory.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fma_peak.h"
@@ -307,6 +308,7 @@ int run_with_mpi(const RankArgs& args) {
     where.ranks = mpi.world();
     where.local_rank = mpi.local_rank();
     where.ranks_here = mpi.local_size();
+    where.own_gpus_possible = true;
     where.checks_memory = mpi.local_rank() == 0;
     where.names_host = true;
     checked = check_job(args.job, args.sets, where);
@@ -326,6 +328,17 @@ int run_with_mpi(const RankArgs& args) {
   const int cuda_everywhere = agree_int(cuda_here, Agree::kMin, "the backend");
   if (cuda_here && !cuda_everywhere) {
     choice = DeviceChoice{ComputeKind::kCpu, -1, "auto: some node of the job has no GPU"};
+  }
+  if (cuda_everywhere && mpi.world() > 1) {
+    // Which physical GPU each rank took: two ranks of a node on one GPU (too few GPUs for the
+    // ranks, unless each was bound its own) is bad input, found before anything is written.
+    // Every rank sees the same list and leaves; rank 0 says why.
+    const std::string shared = gpus_shared(
+        gather_text(cuda_device_uuid(choice.device), "the ranks' GPUs"), mpi.host_of_rank());
+    if (!shared.empty()) {
+      if (mpi.rank() == 0) print_error(shared);
+      return kExitBadInput;
+    }
   }
   int start = kStartNew;
   status = report_errors([&] {

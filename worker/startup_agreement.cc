@@ -85,29 +85,42 @@ int broadcast_int(int value, int root, const char* what) {
   return value;
 }
 
-HostPlace place_on_host(const char* what) {
+std::vector<std::string> gather_text(const std::string& mine, const char* what) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  constexpr int kName = 256;  // HOST_NAME_MAX is 64 on Linux; room to spare, NUL-terminated
-  std::vector<char> names(static_cast<size_t>(kName) * static_cast<size_t>(size), '\0');
-  char* mine = names.data() + static_cast<size_t>(kName) * static_cast<size_t>(rank);
-  ::gethostname(mine, kName - 1);
+  std::vector<char> all(kGatherTextBytes * static_cast<size_t>(size), '\0');
+  std::memcpy(all.data() + kGatherTextBytes * static_cast<size_t>(rank), mine.data(),
+              std::min(mine.size(), kGatherTextBytes - 1));  // NUL-terminated
   MPI_Request request = MPI_REQUEST_NULL;
-  const int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, names.data(), kName, MPI_CHAR,
-                                MPI_COMM_WORLD, &request);
+  const int rc =
+      MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(),
+                     static_cast<int>(kGatherTextBytes), MPI_CHAR, MPI_COMM_WORLD, &request);
   if (rc != MPI_SUCCESS) fail(what, "MPI_Iallgather failed: " + mpi_error_text(rc));
   finish(&request, what);
+  std::vector<std::string> texts;
+  for (int r = 0; r < size; ++r) {
+    const char* text = all.data() + kGatherTextBytes * static_cast<size_t>(r);
+    texts.emplace_back(text, strnlen(text, kGatherTextBytes));
+  }
+  return texts;
+}
+
+HostPlace place_on_host(const char* what) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char mine[256] = {};  // HOST_NAME_MAX is 64 on Linux; room to spare
+  ::gethostname(mine, sizeof mine - 1);
+  const std::vector<std::string> names = gather_text(mine, what);
   HostPlace place{0, 0, {}};
   std::vector<std::string> hosts;  // in the order of their first rank
-  for (int r = 0; r < size; ++r) {
-    const char* name = names.data() + static_cast<size_t>(kName) * static_cast<size_t>(r);
-    const std::string host(name, strnlen(name, kName));
+  for (int r = 0; r < static_cast<int>(names.size()); ++r) {
+    const std::string& host = names[static_cast<size_t>(r)];
     const auto it = std::find(hosts.begin(), hosts.end(), host);
     place.host_of_rank.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(host);
-    if (std::strncmp(name, mine, kName) != 0) continue;
+    if (host != names[static_cast<size_t>(rank)]) continue;
     ++place.local_size;
     if (r < rank) ++place.local_rank;
   }

@@ -10,6 +10,8 @@
 // Every rank must make the same calls in the same order; main thread only.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <vector>
 
 namespace rm {
@@ -23,6 +25,9 @@ enum class Agree { kMax, kMin };
 int agree_int(int value, Agree how, const char* what);
 // Root's `value` on every rank.
 int broadcast_int(int value, int root, const char* what);
+// Every rank's `mine`, by rank (each cut to kGatherTextBytes - 1 bytes).
+inline constexpr size_t kGatherTextBytes = 256;
+std::vector<std::string> gather_text(const std::string& mine, const char* what);
 
 // This rank's place among the ranks on its host (same hostname): what MPI_Comm_split_type
 // (MPI_COMM_TYPE_SHARED) would give, from a non-blocking all-gather of host names instead, so

@@ -319,6 +319,21 @@ size_t device_memory(int device) {
   return prop.totalGlobalMem;
 }
 
+std::string device_uuid(int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) return "";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (const char byte : prop.uuid.bytes) {
+    const auto b = static_cast<unsigned char>(byte);
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
+
 std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32) {
   std::string why;
   const int count = visible_device_count(&why);

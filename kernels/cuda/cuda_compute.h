@@ -21,6 +21,9 @@ int visible_device_count(std::string* why);
 // Total memory of visible GPU `device` in bytes (cudaGetDeviceProperties: no context is
 // created); 0 when there is no such device.
 size_t device_memory(int device);
+// Visible GPU `device`'s UUID as 32 hex digits (cudaGetDeviceProperties: no context is created),
+// the same whatever CUDA_VISIBLE_DEVICES numbers it; "" when there is no such device.
+std::string device_uuid(int device);
 
 // Selects `device` (cudaSetDevice) for the calling thread and creates the streams and cuBLAS
 // handle. Throws std::runtime_error naming the device when it is not usable.
