@@ -464,7 +464,7 @@ void Trainer::roll_back(const StepMetrics& bad) {
 Trainer::Outcome Trainer::run() {
   // The clock starts now: model set up, checkpoint (if any) read back.
   progress_.enter(Phase::kStart, next_step_ + 1);
-  const std::unique_ptr<Watchdog> watchdog = Watchdog::start(job_, progress_, comm_);
+  const std::unique_ptr<Watchdog> watchdog = Watchdog::start(job_, progress_, comm_, &host_comm_);
   if (trace_) {
     // Time zero of every rank's trace: the exit of one barrier (trace_recorder.h, Clocks).
     host_comm_.barrier();

@@ -71,16 +71,24 @@ Watchdog::~Watchdog() {
 }
 
 std::unique_ptr<Watchdog> Watchdog::start(const JobConfig& job, const StepProgress& steps,
-                                          Communicator& comm) {
+                                          Communicator& comm, Communicator* host) {
   if (job.resilience.step_timeout_s <= 0) return nullptr;
   WatchdogOptions options;
   options.timeout_s = job.resilience.step_timeout_s;
+  options.host = host;
   return std::make_unique<Watchdog>(steps, comm, std::move(options));
 }
 
 uint64_t Watchdog::own_beats() const {
   // Each count only grows, so the sum changes exactly when one of them does.
-  return steps_.beats() + io_progress_count() + comm_.activity().progress();
+  const Communicator* host = second();
+  return steps_.beats() + io_progress_count() + comm_.activity().progress() +
+         (host != nullptr ? host->activity().progress() : 0);
+}
+
+uint64_t Watchdog::peer_beats(uint64_t own) {
+  Communicator* host = second();
+  return comm_.share_liveness(own) + (host != nullptr ? host->share_liveness(own) : 0);
 }
 
 void Watchdog::watch() {
@@ -92,12 +100,12 @@ void Watchdog::watch() {
                              std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(options_.timeout_s / 2)));
   uint64_t own = own_beats();
-  uint64_t peers = comm_.share_liveness(own);
+  uint64_t peers = peer_beats(own);
   auto last_progress = Clock::now(), last_poll = last_progress;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, poll, [this] { return stop_; })) {
     const uint64_t own_now = own_beats();
-    const uint64_t peers_now = comm_.share_liveness(own_now);
+    const uint64_t peers_now = peer_beats(own_now);
     const auto now = Clock::now();
     const bool suspended = now - last_poll > late;
     last_poll = now;
@@ -121,7 +129,12 @@ void Watchdog::watch() {
 
 std::string Watchdog::describe(double idle_s) const {
   const Phase phase = steps_.phase();
-  const CommActivity::Snapshot op = comm_.activity().snapshot();
+  CommActivity::Snapshot op = comm_.activity().snapshot();
+  if (const Communicator* host = second()) {
+    // The operation waited for, or else the one in flight, of either communicator.
+    const CommActivity::Snapshot h = host->activity().snapshot();
+    if ((h.blocked && !op.blocked) || (op.seq == 0 && h.seq != 0)) op = h;
+  }
   char head[192];
   std::snprintf(head, sizeof head,
                 "ringmaster: [rank %d/%d] watchdog: no progress for %.1f s "

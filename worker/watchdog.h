@@ -69,6 +69,11 @@ struct WatchdogOptions {
   // (print, flush, _Exit(kExitFailure)). If it returns, the watchdog stops watching. Tests
   // inject one to observe the line instead of exiting.
   std::function<void(const std::string& line)> on_fire;
+  // The rank's second communicator, where its collectives are on two (the cuda backend: NCCL
+  // for the gradients, which shares no liveness, and MPI for the host's collectives: the
+  // loss, a checkpoint's shards): its progress and its node's liveness count too, and the line
+  // names its operation when that is the one waited for. Null (or `comm` itself): one.
+  Communicator* host = nullptr;
 };
 
 class Watchdog {
@@ -81,13 +86,17 @@ class Watchdog {
   // The trainer's one call: a watchdog for job.resilience.step_timeout_s, or nullptr when it
   // is 0 (off).
   static std::unique_ptr<Watchdog> start(const JobConfig& job, const StepProgress& steps,
-                                         Communicator& comm);
+                                         Communicator& comm, Communicator* host = nullptr);
 
   // The line it prints after `idle_s` seconds without progress, as of now.
   std::string describe(double idle_s) const;
 
  private:
   uint64_t own_beats() const;
+  uint64_t peer_beats(uint64_t own);
+  Communicator* second() const {  // options_.host where it is another communicator
+    return options_.host != &comm_ ? options_.host : nullptr;
+  }
   void watch();
 
   const StepProgress& steps_;

@@ -208,6 +208,35 @@ TEST(Watchdog, PeerProgressCounts) {
       << fired.line();
 }
 
+// A rank with two communicators (cuda: NCCL, which shares no liveness, beside MPI for the host's
+// collectives): waiting in the host one for a peer that is busy but healthy -- its node's
+// liveness moving there -- does not fire; the host communicator's own progress counts too; and
+// when it fires, the line names the host operation it waits for, not NCCL's idle one.
+TEST(Watchdog, TheHostCommunicatorCountsBesideTheDevicesOne) {
+  FakeComm nccl, host;
+  StepProgress steps;
+  steps.enter(Phase::kCheckpointSave, 6);
+  const OpStamp op = stamp_op(4, "gather", 4096, 60);
+  host.activity_for_test().set_oldest(&op);
+  host.activity_for_test().set_blocked(true);
+  host.activity_for_test().set_peer(0);
+  Fired fired;
+  WatchdogOptions o = options(1.5, fired);
+  o.host = &host;
+  Watchdog watchdog(steps, nccl, std::move(o));
+  const auto t0 = Clock::now();
+  for (int i = 0; seconds_since(t0) < 3.5; ++i) {
+    if (i % 2 == 0) host.peers.fetch_add(1);                   // the busy peer's liveness
+    if (i % 2 == 1) host.activity_for_test().note_progress();  // a host collective moved
+    std::this_thread::sleep_for(milliseconds(80));
+  }
+  EXPECT_EQ(fired.count(), 0) << fired.line();
+  ASSERT_TRUE(fired.wait(std::chrono::seconds(5)));
+  EXPECT_NE(fired.line().find("waiting for gather(seq=4, bytes=4096) issued "), std::string::npos)
+      << fired.line();
+  EXPECT_NE(fired.line().find("(rank 0 is behind)"), std::string::npos) << fired.line();
+}
+
 // In a checkpoint phase the line names the checkpoint I/O last begun.
 TEST(Watchdog, CheckpointPhasesNameTheirIo) {
   auto comm = make_self_communicator();
