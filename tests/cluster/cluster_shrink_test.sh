@@ -69,6 +69,7 @@ grep -q '"event":"hosts_dropped"' "$dir/shrunk/events.jsonl" || fail "no hosts_d
 # not the 4-rank run's, but those of 4 ranks on h0 and h1 to step $step (a disk checkpoint every
 # step, the run killed at the start of the next) and then 2 ranks on h0 from its checkpoint.
 "$here/cluster.sh" heal h1
+wait_answers h1
 every=1 memory=0 restarts=0 job "$dir/twice" >"$dir/twice.yaml"
 (cd "$dir" && RM_TEST_FAULT=kill:0:$((step + 1)) timeout 400 "$here/cluster.sh" on h0 "$bin" run \
    twice.yaml --hosts "$hostfile" >twice.out 2>&1) && { cat "$dir/twice.out"; fail "the run to be killed was not"; }

@@ -40,6 +40,24 @@ wait_logged() {  # wait_logged RUN_DIR N: until the run has logged step N (90 s 
   done
 }
 segments() { "$here/cluster.sh" on "$1" sh -c 'ls /dev/shm | grep "^ringmaster-" || true'; }
+# wait_answers HOST: until mpirun on h0 starts a process on HOST (as the launcher probes a host
+# before a run), 90 s at most, else fails the test. After `cluster.sh heal` the link is up, yet
+# under CI's load the first probe has gone unanswered for 15 s (a fresh run then refuses the
+# host at once, by design); a test that means a healed host waits for it to answer.
+wait_answers() {
+  local root=() t0=$SECONDS
+  [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
+  while (( SECONDS - t0 < 90 )); do
+    if timeout -k 2 15 "$here/cluster.sh" on h0 mpirun "${root[@]}" --host "$RM_CLUSTER_NAME-$1" \
+        -np 1 true >/dev/null 2>&1; then
+      (( SECONDS - t0 < 2 )) || echo "($1 answered mpirun $((SECONDS - t0)) s after it was healed)"
+      return 0
+    fi
+    sleep 1
+  done
+  echo "FAIL: $1 did not answer mpirun within 90 s of its heal"
+  exit 1
+}
 once_each() {
   python3 - "$1/metrics.jsonl" "$2" <<'PY'
 import json, sys
