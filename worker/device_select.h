@@ -9,9 +9,9 @@
 //         --gpus-per-task does: every rank then sees one GPU, its own, as device 0): the rank
 //         takes its visible GPU `local rank` mod their number, and the ranks check by UUID
 //         that no two of a node took the same one (gpus_shared).
-//   auto  cuda when this node has a GPU for every local rank, the cpu when it has none; some
-//         GPUs but fewer than the local ranks is a DeviceError (silently training on the CPU of
-//         a GPU node would be the worse surprise).
+//   auto  cuda when this node has a GPU for every local rank (or each rank may see its own, as
+//         above), the cpu when it has none; some GPUs but fewer than the local ranks is a
+//         DeviceError (silently training on the CPU of a GPU node would be the worse surprise).
 // Every rank of a job must end on the same kind: choose_device is a function of node-wide facts
 // (the same on every rank of a node); agree_on_kind in the caller settles nodes that differ.
 #pragma once
