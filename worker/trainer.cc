@@ -128,15 +128,17 @@ StepMetrics Trainer::train_step(int64_t step) {
         graph_ && record_graphs_ && steps_run_ > 0 && graph_->can_record() ? graph_.get() : nullptr;
     try {
       queue_step(record);
-      if (record != nullptr) ++steps_replayed_;  // commit() ran the recording
-      if (record != nullptr && rank == 0 && options_.verbose) {
-        // Said when a graph exists and has run, not when one was asked for: what the sitting's
-        // scripts look for before they call a run's speed the graphs' (gpu-speed.sh).
-        std::printf(
-            "ringmaster: RM_CUDA_GRAPH=1: step %lld recorded as one graph and run; "
-            "the steps after it replay it\n",
-            static_cast<long long>(step + 1));
-        std::fflush(stdout);
+      if (record != nullptr) {
+        ++steps_replayed_;  // commit() ran the recording
+        if (rank == 0 && options_.verbose) {
+          // Said when a graph exists and has run, not when one was asked for: what the
+          // sitting's scripts look for before they call a run's speed the graphs' (gpu-speed.sh).
+          std::printf(
+              "ringmaster: RM_CUDA_GRAPH=1: step %lld recorded as one graph and run; "
+              "the steps after it replay it\n",
+              static_cast<long long>(step + 1));
+          std::fflush(stdout);
+        }
       }
     } catch (const std::exception& e) {
       if (record == nullptr) throw;
