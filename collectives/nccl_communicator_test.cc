@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/nccl/nccl_communicator.h"
@@ -95,6 +100,68 @@ TEST_F(NcclTest, UnevenReduceScatterAndAllGather) {
   }
   comm_->barrier();
   EXPECT_EQ(comm_->sequence(), 3u);
+}
+
+// allocate() zeroes the memory on the communicator's stream and waits for that alone: work held
+// up on another stream (here a host function that blocks until released; in a job, a
+// collective a stalled peer never joins) neither delays it nor hangs it, where the
+// cudaDeviceSynchronize it used to make waited for every stream.
+TEST_F(NcclTest, AllocateWaitsForItsOwnStreamNotTheWholeDevice) {
+  cudaStream_t busy = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking), cudaSuccess);
+  std::atomic<bool> release{false};
+  auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(busy, hold, &release), cudaSuccess);
+  // Released after 20 s at the latest, so that a regression fails below instead of hanging.
+  std::thread releaser([&] {
+    for (int i = 0; i < 2000 && !release.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    release = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const size_t floats = 1 << 20;
+  auto* memory = static_cast<float*>(comm_->allocate(floats * sizeof(float)));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const bool held = !release.load();  // read before we release it ourselves
+  release = true;
+  releaser.join();
+  EXPECT_TRUE(held) << "allocate returned only once the other stream was released";
+  EXPECT_LT(seconds, 10.0);
+  std::vector<float> host(floats, 1.0f);
+  ASSERT_EQ(cudaMemcpy(host.data(), memory, floats * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < floats; ++i) ASSERT_EQ(host[i], 0.0f) << "element " << i;
+  EXPECT_EQ(cudaStreamSynchronize(busy), cudaSuccess);
+  cudaStreamDestroy(busy);
+}
+
+// Rank 0 cannot make NCCL's unique id (CTest runs this with NCCL_SOCKET_IFNAME naming no
+// interface, collectives_nccl_startup_np2): every rank ends with rank 0's reason, none waits.
+// The id is shared before any CUDA call, so this runs without a GPU too (in CI).
+TEST(NcclStartup, EveryRankNamesWhyRankZeroCouldNotStartNccl) {
+  const char* interface = std::getenv("NCCL_SOCKET_IFNAME");
+  ASSERT_TRUE(interface != nullptr && std::string(interface).find("rm_no_such") == 0)
+      << "run this with NCCL_SOCKET_IFNAME=rm_no_such_interface (its CTest entry sets it)";
+  CommOptions options;
+  options.timeout_s = 30;
+  options.abort_on_error = false;  // throw, so that each rank's message can be checked
+  NcclOptions nccl;
+  nccl.device = 0;  // one GPU would do: the failure comes before the device is used
+  try {
+    make_nccl_communicator(MPI_COMM_WORLD, options, nccl);
+    FAIL() << "the communicator started without a network interface for NCCL";
+  } catch (const CollectiveError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0 could not start NCCL: ncclGetUniqueId failed"), std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("timed out"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

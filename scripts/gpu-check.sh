@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "usage: $0 [--steps N] [--build DIR]" >&2; exit 2 ;;
   esac
 done
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 RM="$BUILD/ringmaster"
 JOB=configs/shakespeare.yaml
@@ -72,33 +72,35 @@ for t in kernels/cuda/kernels_cuda_gpu_test kernels/cuda/kernels_cuda_host_test;
 done
 # The NCCL communicator under mpirun: ctest counts a run whose ranks skipped every test (gtest's
 # GTEST_SKIP inside mpirun) as passed, so the output is read here (ctest -V) and any skip fails.
-# One GPU per rank: a 1-GPU machine runs the 1-rank case and says the 2-rank one needs 2 GPUs.
-nccl_check() {  # nccl_check NP
-  local name="collectives_nccl_np$1" log="$OUT/collectives_nccl_np$1.log"
+# One GPU per rank: a 1-GPU machine runs the 1-rank case and says the 2-rank one needs 2 GPUs;
+# the start-up case (rank 0 cannot start NCCL) puts its 2 ranks on one GPU.
+nccl_check() {  # nccl_check CTEST_NAME WHAT
+  local name=$1 log="$OUT/$1.log"
   if ! (cd "$BUILD" && ctest -R "^$name\$" -V) > "$log" 2>&1; then
-    verdict "NCCL communicator tests ($1 rank(s))" FAIL "$log"
+    verdict "NCCL communicator $2" FAIL "$log"
   elif ! grep -q '\[  PASSED  \]' "$log"; then
-    verdict "NCCL communicator tests ($1 rank(s))" FAIL "no test ran (is $name built?): $log"
+    verdict "NCCL communicator $2" FAIL "no test ran (is $name built?): $log"
   elif grep -q '\[  SKIPPED \]' "$log"; then
-    verdict "NCCL communicator tests ($1 rank(s))" FAIL "tests skipped on a GPU machine: $log"
+    verdict "NCCL communicator $2" FAIL "tests skipped on a GPU machine: $log"
   else
-    verdict "NCCL communicator tests ($1 rank(s))" PASS "$(grep -c '\[       OK \]' "$log") test runs"
+    verdict "NCCL communicator $2" PASS "$(grep -c '\[       OK \]' "$log") test runs"
   fi
 }
-nccl_check 1
+nccl_check collectives_nccl_np1 "tests (1 rank)"
+nccl_check collectives_nccl_startup_np2 "start-up failure (2 ranks)"
 if [[ $GPUS -ge 2 ]]; then
-  nccl_check 2
+  nccl_check collectives_nccl_np2 "tests (2 ranks)"
 else
   verdict "NCCL communicator tests (2 ranks)" SKIP "needs 2 GPUs (this machine has $GPUS)"
 fi
 
 # 3. Training: the CPU backend's curve, then the GPU in each shard mode, on 1 and all GPUs.
-COMMON="--set train.steps=$STEPS --set train.eval_every=0 --set checkpoint.every=0 --fresh"
+COMMON=(--set train.steps="$STEPS" --set train.eval_every=0 --set checkpoint.every=0 --fresh)
 # The job's global batch (16) stays the CPU reference's on any number of ranks: past 2 ranks the
 # micro-batch shrinks to 16 / ranks (its 8 would need a global batch of 8 x ranks).
 train() {  # train NAME NPROC BACKEND PRECISION SHARD [GRAD_REDUCE]
   local mb=$(($2 <= 2 ? 8 : 16 / $2))
-  "$RM" run "$JOB" --nproc "$2" $COMMON --set train.micro_batch=$mb --set run_dir="$OUT/$1" \
+  "$RM" run "$JOB" --nproc "$2" "${COMMON[@]}" --set train.micro_batch=$mb --set run_dir="$OUT/$1" \
     --set parallel.backend="$3" \
     --set parallel.precision="$4" --set parallel.shard="$5" \
     --set parallel.grad_reduce="${6:-fp32}" > "$OUT/$1.log" 2>&1
@@ -162,6 +164,7 @@ ref="$OUT/cuda-bf16-np1-none/metrics.jsonl"
 for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 \
     RM_CUDA_CE_ROW_IN_SMEM=1; do
   name="cuda-bf16-np1-none-${sw%%=*}"
+  # shellcheck disable=SC2163  # sw is VAR=value: exported as it is
   if [[ ! -f $ref ]]; then
     verdict "train $name" SKIP "no default run to compare with"
   elif ! (export "$sw" && train "$name" 1 cuda bf16 none); then

@@ -3,7 +3,8 @@
 # environment (../shared/gpu/on-device.sh: ringmaster, kernels_cuda_gpu_test and the anchors on
 # PATH), from the checkout's root. Prints a verdict per check; the logs go to /tmp/gpu-speed and
 # come back as $OUT/logs.tgz beside $OUT/verdicts.txt (the device tool returns few files):
-#   1. kernels_cuda_gpu_test: every GPU test, none may skip
+#   1. kernels_cuda_gpu_test: every GPU test, none may skip; collectives_nccl_test on one rank,
+#      and rank 0 failing to start NCCL on two
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
 #      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
 #      RM_CUDA_GRAPH=1; two row fragments a warp in the flash dK/dV and dQ kernels,
@@ -72,6 +73,22 @@ if want tests; then
   else
     verdict kernels_cuda_gpu_test FAIL "$(grep -E '^\[  FAILED  \]' "$OUT/gpu_test.log" | head -5 | tr '\n' ' ')"
   fi
+  # The NCCL communicator with one rank, and its start-up where rank 0 cannot start NCCL (two
+  # ranks on the one GPU, no network interface NCCL may use): as gpu-check.sh runs them.
+  nccl_run() {  # nccl_run WHAT NP MPIRUN_ARGS...
+    local what=$1 np=$2 log="$OUT/nccl-np$2.log"
+    shift 2
+    if ! timeout 120 mpirun -np "$np" --oversubscribe "$@" > "$log" 2>&1; then
+      verdict "NCCL communicator $what" FAIL "$log"
+    elif grep -q '\[  SKIPPED \]' "$log" || ! grep -q '\[  PASSED  \]' "$log"; then
+      verdict "NCCL communicator $what" FAIL "skipped, or nothing ran ($log)"
+    else
+      verdict "NCCL communicator $what" PASS "$(grep -c '\[       OK \]' "$log") test runs"
+    fi
+  }
+  nccl_run "tests (1 rank)" 1 collectives_nccl_test '--gtest_filter=-NcclStartup.*'
+  nccl_run "start-up failure (2 ranks)" 2 -x NCCL_SOCKET_IFNAME=rm_no_such_interface \
+    collectives_nccl_test '--gtest_filter=NcclStartup.*'
 fi
 
 # 2. The loss curve against the CPU's.

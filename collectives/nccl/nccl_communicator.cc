@@ -81,6 +81,9 @@ class NcclCommunicator final : public Communicator {
 
  private:
   std::shared_ptr<Op> new_op(const char* name, size_t bytes);
+  // Rank 0's ncclUniqueId on every rank (an MPI broadcast polled against the timeout); throws,
+  // naming rank 0's reason on every rank, where rank 0 could not make one.
+  ncclUniqueId share_unique_id();
   // Polls until NCCL has enqueued the op's calls (non-blocking communicators may defer them).
   void await_enqueued(const Op& op);
   // Issues a plan's calls on buf (one NCCL group when there are several).
@@ -126,6 +129,9 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptio
   RM_MPI_CHECK(MPI_Comm_rank(mpi_comm_, &rank_), mpi_error);
   RM_MPI_CHECK(MPI_Comm_size(mpi_comm_, &size_), mpi_error);
   const SetupError setup_error{rank_};
+  // First, before any CUDA call: it needs no GPU, and a rank that cannot use its device should
+  // not leave the others waiting for this broadcast.
+  const ncclUniqueId id = share_unique_id();
 
   device_ = nccl_options.device;
   if (device_ < 0) {
@@ -148,9 +154,6 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptio
   RM_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming), setup_error);
   RM_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)), setup_error);
 
-  ncclUniqueId id;
-  if (rank_ == 0) RM_NCCL_CHECK(ncclGetUniqueId(&id), setup_error);
-  RM_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi_comm_), mpi_error);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   // Creation is an operation of its own (seq 0): it can time out like any other.
@@ -158,6 +161,44 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptio
   static_cast<OpStamp&>(init) = stamp_op(0, "nccl_init", 0, options_.timeout_s);
   RM_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), (OpError{this, &init}));
   await_enqueued(init);
+}
+
+ncclUniqueId NcclCommunicator::share_unique_id() {
+  // Rank 0's id, or why it has none, in one message: ncclGetUniqueId fails where NCCL finds no
+  // network interface for its bootstrap (a wrong NCCL_SOCKET_IFNAME, say), and every rank
+  // should then end naming that, not only rank 0 while the others wait for an id.
+  struct Message {
+    char failure[240] = {};  // empty: `id` is rank 0's
+    ncclUniqueId id = {};
+  } message;
+  if (rank_ == 0) {
+    const ncclResult_t rc = ncclGetUniqueId(&message.id);
+    if (rc != ncclSuccess) {
+      // NCCL's last error says what went wrong ("Bootstrap : no socket interface found"); the
+      // code's text only says to look ("invalid usage (run with NCCL_DEBUG=WARN for details)").
+      const char* last = ncclGetLastError(nullptr);
+      std::snprintf(message.failure, sizeof(message.failure), "ncclGetUniqueId failed: %s",
+                    last != nullptr && last[0] != '\0' ? last : ncclGetErrorString(rc));
+    }
+  }
+  // Polled against the collective timeout, so that a rank 0 that never gets here ends the job.
+  Op op;
+  static_cast<OpStamp&>(op) = stamp_op(0, "nccl_unique_id", sizeof(message), options_.timeout_s);
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int started = MPI_Ibcast(&message, sizeof(message), MPI_BYTE, 0, mpi_comm_, &request);
+  if (started != MPI_SUCCESS) fail(op, "failed: MPI_Ibcast: " + detail::mpi_error_string(started));
+  for (int done = 0; !done;) {
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) fail(op, "failed: MPI_Test: " + detail::mpi_error_string(rc));
+    if (!done && Clock::now() > op.deadline) {
+      fail(op, timed_out_text(op) + " waiting for rank 0's NCCL id");
+    }
+    if (!done) sched_yield();
+  }
+  if (message.failure[0] != '\0') {
+    fail(op, std::string("failed: rank 0 could not start NCCL: ") + message.failure);
+  }
+  return message.id;
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -192,8 +233,13 @@ void* NcclCommunicator::allocate(size_t bytes) {
   void* memory = nullptr;
   RM_CUDA_CHECK(cudaMalloc(&memory, std::max<size_t>(bytes, 1)), on_error);
   device_allocations_.push_back(memory);
-  RM_CUDA_CHECK(cudaMemset(memory, 0, bytes), on_error);
-  RM_CUDA_CHECK(cudaDeviceSynchronize(), on_error);  // start-up only; no stream sees it unset
+  // Zeroed on our stream and waited for like an operation, so that no stream sees the memory
+  // unset, without cudaDeviceSynchronize: that would also wait, with no timeout, for collectives
+  // queued before it, which a stalled peer never lets finish.
+  const std::shared_ptr<Op> op = new_op("allocate", bytes);
+  RM_CUDA_CHECK(cudaMemsetAsync(memory, 0, bytes, stream_), (OpError{this, op.get()}));
+  finish_issue(op);
+  wait_for(*op);
   return memory;
 }
 
