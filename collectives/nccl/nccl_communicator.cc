@@ -233,9 +233,10 @@ void* NcclCommunicator::allocate(size_t bytes) {
   void* memory = nullptr;
   RM_CUDA_CHECK(cudaMalloc(&memory, std::max<size_t>(bytes, 1)), on_error);
   device_allocations_.push_back(memory);
-  // Zeroed on our stream and waited for like an operation, so that no stream sees the memory
-  // unset, without cudaDeviceSynchronize: that would also wait, with no timeout, for collectives
-  // queued before it, which a stalled peer never lets finish.
+  // Zeroed on our stream (after what it and the compute stream have queued) and waited for as an
+  // operation, so that no stream sees the memory unset: within the timeout, ending the job like
+  // any collective, where cudaDeviceSynchronize would wait without one for every stream, a
+  // collective a stalled peer never lets finish included.
   const std::shared_ptr<Op> op = new_op("allocate", bytes);
   RM_CUDA_CHECK(cudaMemsetAsync(memory, 0, bytes, stream_), (OpError{this, op.get()}));
   finish_issue(op);
