@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one command for a GPU owner: builds Ringmaster with CUDA, runs the GPU tests, trains the
 # default job on the GPUs in every shard mode against the CPU backend's loss curve, and runs
-# the all-reduce benchmark over NCCL; prints a verdict per check and exits non-zero if any check failed.
+# bench train on one GPU and the all-reduce benchmark over NCCL; prints a verdict per check and
+# exits non-zero if any check failed.
 #
 #   scripts/gpu-check.sh [--steps N] [--build DIR]
 #
@@ -178,10 +179,14 @@ for sw in RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2 RM_FLASH_DQ_FRAGMENTS=2 \
   fi
 done
 
-# 4. Benchmarks: all-reduce busbw over NCCL beside raw NCCL on the same buffers.
-# (bench train has no cuBLAS baseline yet and refuses the cuda backend: the GPU's tokens/s are
-# in the training logs above.)
-verdict "bench train (cuda)" SKIP "no cuBLAS baseline yet; tokens/s in $OUT/cuda-*.log"
+# 4. Benchmarks: the default job's step on one GPU beside cuBLAS at its GEMM shapes (GPT-2's
+# shape and the peers: scripts/gpu-speed.sh), and all-reduce busbw over NCCL.
+if "$RM" bench train "$JOB" --set parallel.backend=cuda --set parallel.precision=bf16 \
+    --steps 10 > "$OUT/bench_train.log" 2>&1; then
+  verdict "bench train (cuda bf16)" PASS "$(grep -m1 '^train step' "$OUT/bench_train.log" | cut -c1-100)"
+else
+  verdict "bench train (cuda bf16)" FAIL "$OUT/bench_train.log"
+fi
 if [[ $GPUS -ge 2 ]]; then
   if "$RM" bench allreduce --np "$GPUS" --backend nccl > "$OUT/bench_allreduce.log" 2>&1; then
     verdict "bench allreduce (nccl, $GPUS ranks)" PASS "$OUT/bench_allreduce.log"

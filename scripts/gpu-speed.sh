@@ -79,11 +79,11 @@ if want tests; then
     local what=$1 np=$2 log="$OUT/nccl-np$2.log"
     shift 2
     if ! timeout 120 mpirun -np "$np" --oversubscribe "$@" > "$log" 2>&1; then
-      verdict "NCCL communicator $what" FAIL "$log"
+      verdict "NCCL $what" FAIL "$log"
     elif grep -q '\[  SKIPPED \]' "$log" || ! grep -q '\[  PASSED  \]' "$log"; then
-      verdict "NCCL communicator $what" FAIL "skipped, or nothing ran ($log)"
+      verdict "NCCL $what" FAIL "skipped, or nothing ran ($log)"
     else
-      verdict "NCCL communicator $what" PASS "$(grep -c '\[       OK \]' "$log") test runs"
+      verdict "NCCL $what" PASS "$(grep -c '\[       OK \]' "$log") test runs"
     fi
   }
   nccl_run "tests (1 rank)" 1 collectives_nccl_test '--gtest_filter=-NcclStartup.*'
@@ -111,11 +111,16 @@ if want curves; then
   # shared memory (RM_CUDA_CE_ROW_IN_SMEM=1). Each must give the default run's losses, bit for bit.
   for sw in "${SWITCHES[@]}"; do
     log="$OUT/curve-${sw/=/}.log"
+    rc=0
     timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw/=/}" \
-      --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1
+      --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1 || rc=$?
+    losses=$(grep -so '"loss":[^,]*' "/tmp/gs-${sw/=/}/metrics.jsonl")
+    default_losses=$(grep -so '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl)
     # A recording that failed leaves the run call by call, with the default's bits: the run must
     # say its graph was recorded and ran, and no recording failed.
-    if [[ $sw == RM_CUDA_GRAPH=1 ]] &&
+    if [[ $rc != 0 ]]; then
+      verdict "loss curve $sw" FAIL "exit $rc: $(tail -1 "$log" | cut -c1-160) ($log)"
+    elif [[ $sw == RM_CUDA_GRAPH=1 ]] &&
        { ! grep -q 'recorded as one graph and run' "$log" || grep -q 'recording step .* failed' "$log"; }; then
       verdict "loss curve $sw" FAIL "no graph replayed ($(grep -m1 'RM_CUDA_GRAPH' "$log" | cut -c1-160); $log)"
     elif [[ $sw == RM_CUDNN_ATTENTION=* ]]; then  # other kernels: the tolerance, not the bits
@@ -128,9 +133,10 @@ if want curves; then
       else
         verdict "loss curve $sw" FAIL "max |diff| to cpu $d ($log)"
       fi
-    elif cmp -s <(grep -o '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl) \
-                <(grep -o '"loss":[^,]*' "/tmp/gs-${sw/=/}/metrics.jsonl"); then
-      verdict "loss curve $sw" PASS "the default run's losses, bit for bit"
+    elif [[ -z $default_losses ]]; then  # two failed runs log the same nothing
+      verdict "loss curve $sw" FAIL "no default run's losses to compare with"
+    elif [[ $losses == "$default_losses" ]]; then
+      verdict "loss curve $sw" PASS "the default run's $(wc -l <<< "$losses") losses, bit for bit"
     else
       verdict "loss curve $sw" FAIL "losses differ ($log)"
     fi
@@ -162,8 +168,11 @@ if want bench; then
           timeout 240 env "${cmd[@]}" bench train configs/shakespeare.yaml "${gpt2[@]}" \
             --set train.global_batch=$B --set train.micro_batch=$B --steps 20 --warmup 3 > "$log" 2>&1 ||
             rc=$?
-          verdict "A/B B=$B $side ($i)" "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" \
-            "$(grep '^train step' "$log" | cut -c1-90)"
+          if [[ $rc == 0 ]]; then
+            verdict "A/B B=$B $side ($i)" PASS "$(grep '^train step' "$log" | cut -c1-90)"
+          else
+            verdict "A/B B=$B $side ($i)" FAIL "exit $rc: $(tail -1 "$log" | cut -c1-120)"
+          fi
         done
       done
     fi
@@ -193,6 +202,7 @@ if want switches; then
             --warmup 3 > "$log" 2>&1 || rc=$?
           ok=$([[ $rc == 0 ]] && echo PASS || echo FAIL)
           detail=$(grep '^train step' "$log" | cut -c1-90)
+          [[ $rc != 0 ]] && detail="exit $rc: $(tail -1 "$log" | cut -c1-120)"
           # With graphs on, every timed step must have been a replay (bench train says how many).
           replayed=$(grep -o '[0-9]* of the [0-9]* timed steps replayed' "$log" || true)
           [[ -n $replayed ]] && detail+="; graphs: $replayed"
