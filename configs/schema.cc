@@ -110,8 +110,8 @@ std::vector<KeySpec> build_schema() {
                      "Directory for checkpoints, logs and the resolved job (relative to the "
                      "working directory)."),
       RM_KEY(seed, any(),
-             "Seed of every random draw (init, shuffle, dropout); same seed = same run on any "
-             "number of ranks."),
+             "Seed of every random draw (the initial weights, the data order); the same seed "
+             "draws the same on any number of ranks."),
 
       RM_KEY(model.type, one_of_its_choices(),
              "Model family: `gpt` (decoder-only transformer) or `mlp` (next-token classifier "
