@@ -59,17 +59,16 @@ fi
 
 # 2. The GPU test binaries (they skip without a GPU; here nothing may skip: the GPU tests are the
 # only skips CI allows, tests/allowed_skips.txt, so that they run here is what covers them).
+# A suite a process (scripts/gtest-by-suite.sh): a kernel's illegal address poisons the CUDA
+# context for the rest of its process, and would fail every later suite with it.
 for t in kernels/cuda/kernels_cuda_gpu_test kernels/cuda/kernels_cuda_host_test; do
   name=$(basename "$t")
-  if "$BUILD/$t" > "$OUT/$name.log" 2>&1; then
-    if grep -q '\[  SKIPPED \]' "$OUT/$name.log"; then
-      verdict "$name" FAIL "tests skipped on a GPU machine: $OUT/$name.log"
-    else
-      verdict "$name" PASS "$(grep -c '\[       OK \]' "$OUT/$name.log") tests"
-    fi
-  else
-    verdict "$name" FAIL "$OUT/$name.log"
-  fi
+  suites=$(bash scripts/gtest-by-suite.sh "$BUILD/$t" "$OUT/$name" 2>&1 |
+           sed 's/ CRASH / FAIL crashed: /; s/ SKIP / FAIL skipped on a GPU machine: /')
+  grep -qE '^[^ ]+ (PASS|FAIL) ' <<< "$suites" || suites="$name FAIL ${suites:-no output}"
+  while read -r suite result detail; do
+    verdict "$name $suite" "$result" "$detail"
+  done <<< "$suites"
 done
 # The NCCL communicator under mpirun: ctest counts a run whose ranks skipped every test (gtest's
 # GTEST_SKIP inside mpirun) as passed, so the output is read here (ctest -V) and any skip fails.

@@ -3,8 +3,8 @@
 # environment (../shared/gpu/on-device.sh: ringmaster, kernels_cuda_gpu_test and the anchors on
 # PATH), from the checkout's root. Prints a verdict per check; the logs go to /tmp/gpu-speed and
 # come back as $OUT/logs.tgz beside $OUT/verdicts.txt (the device tool returns few files):
-#   1. kernels_cuda_gpu_test: every GPU test, none may skip; collectives_nccl_test on one rank,
-#      and rank 0 failing to start NCCL on two
+#   1. kernels_cuda_gpu_test, a suite a process: every GPU test, none may skip;
+#      collectives_nccl_test on one rank, and rank 0 failing to start NCCL on two
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
 #      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
 #      RM_CUDA_GRAPH=1; two row fragments a warp in the flash dK/dV and dQ kernels,
@@ -64,15 +64,16 @@ PY
 
 # 1. GPU tests.
 if want tests; then
-  if timeout 420 kernels_cuda_gpu_test > "$OUT/gpu_test.log" 2>&1; then
-    if grep -q '\[  SKIPPED \]' "$OUT/gpu_test.log"; then
-      verdict kernels_cuda_gpu_test FAIL "skips on a GPU machine"
-    else
-      verdict kernels_cuda_gpu_test PASS "$(grep -c '\[       OK \]' "$OUT/gpu_test.log") tests"
-    fi
-  else
-    verdict kernels_cuda_gpu_test FAIL "$(grep -E '^\[  FAILED  \]' "$OUT/gpu_test.log" | head -5 | tr '\n' ' ')"
-  fi
+  # A suite a process: a kernel's illegal address poisons the CUDA context for the rest of its
+  # process, and would fail every later suite with it (scripts/gtest-by-suite.sh).
+  suites=$(bash scripts/gtest-by-suite.sh "$(command -v kernels_cuda_gpu_test)" \
+             "$OUT/gpu-tests" 240 2>&1 |
+           sed 's/ CRASH / FAIL crashed: /; s/ SKIP / FAIL skipped on a GPU machine: /')
+  grep -qE '^[^ ]+ (PASS|FAIL) ' <<< "$suites" ||
+    suites="kernels_cuda_gpu_test FAIL ${suites:-no output}"
+  while read -r suite result detail; do
+    verdict "gpu tests $suite" "$result" "$detail"
+  done <<< "$suites"
   # The NCCL communicator with one rank, and its start-up where rank 0 cannot start NCCL (two
   # ranks on the one GPU, no network interface NCCL may use): as gpu-check.sh runs them.
   nccl_run() {  # nccl_run WHAT NP MPIRUN_ARGS...

@@ -1,0 +1,37 @@
+// A test program for scripts/gtest-by-suite.sh (gtest_by_suite_test.sh): one suite of each
+// outcome the script reports -- passing (plain and typed), failing, skipping, and one that dies
+// by a signal mid-suite, as a GPU test does on a sticky CUDA error. Not a test of its own.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+TEST(Passing, One) {
+  EXPECT_EQ(1 + 1, 2);
+}
+TEST(Passing, Two) {
+  EXPECT_TRUE(true);
+}
+
+TEST(Failing, Fails) {
+  EXPECT_EQ(1, 2) << "on purpose";
+}
+TEST(Failing, Passes) {
+  EXPECT_EQ(1, 1);
+}
+
+TEST(Dying, ByASignal) {
+  std::raise(SIGABRT);
+}
+TEST(Dying, NeverReached) {}
+
+TEST(Skipping, Skips) {
+  GTEST_SKIP() << "on purpose";
+}
+
+template <typename T>
+class TypedPassing : public ::testing::Test {};
+using Types = ::testing::Types<int, float>;
+TYPED_TEST_SUITE(TypedPassing, Types);
+TYPED_TEST(TypedPassing, Works) {
+  EXPECT_EQ(TypeParam(2) * TypeParam(2), TypeParam(4));
+}
