@@ -94,6 +94,9 @@ fi
 
 # 2. The loss curve against the CPU's.
 if want curves; then
+  # A warm machine keeps the last call's runs: a run that fails at start would leave them to be
+  # compared as its own.
+  rm -rf /tmp/gs-*
   job=(configs/shakespeare.yaml --fresh --set train.steps=300 --set train.eval_every=0
        --set checkpoint.every=0 --set train.log_every=25)
   timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cpu --set parallel.backend=cpu \
