@@ -100,6 +100,8 @@ COMMON=(--set train.steps="$STEPS" --set train.eval_every=0 --set checkpoint.eve
 # micro-batch shrinks to 16 / ranks (its 8 would need a global batch of 8 x ranks).
 train() {  # train NAME NPROC BACKEND PRECISION SHARD [GRAD_REDUCE]
   local mb=$(($2 <= 2 ? 8 : 16 / $2))
+  # An earlier check's run of this name would otherwise stand in for one that fails at start.
+  rm -rf "${OUT:?}/$1"
   "$RM" run "$JOB" --nproc "$2" "${COMMON[@]}" --set train.micro_batch=$mb --set run_dir="$OUT/$1" \
     --set parallel.backend="$3" \
     --set parallel.precision="$4" --set parallel.shard="$5" \
