@@ -78,7 +78,7 @@ nccl_check() {  # nccl_check CTEST_NAME WHAT
   local name=$1 log="$OUT/$1.log"
   if ! (cd "$BUILD" && ctest -R "^$name\$" -V) > "$log" 2>&1; then
     verdict "NCCL communicator $2" FAIL "$log"
-  elif ! grep -q '\[  PASSED  \]' "$log"; then
+  elif ! grep -q '\[       OK \]' "$log"; then  # gtest says PASSED of 0 tests too
     verdict "NCCL communicator $2" FAIL "no test ran (is $name built?): $log"
   elif grep -q '\[  SKIPPED \]' "$log"; then
     verdict "NCCL communicator $2" FAIL "tests skipped on a GPU machine: $log"
@@ -118,15 +118,16 @@ curve_verdict() {  # curve_verdict NAME REF WHAT TOL
     verdict "train $1" FAIL "max |loss - $3| $d > $4 ($OUT/$1.log)"
   fi
 }
-# Largest |loss difference| over the steps both metrics files log.
+# Largest |loss difference| of two metrics files; "inf" unless both log the same steps (a run
+# that died partway is not compared over the steps it reached).
 max_diff() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
 def losses(p):
-    return {j["step"]: j["loss"] for j in map(json.loads, open(p))}
+    try: return {j["step"]: j["loss"] for j in map(json.loads, open(p)) if "loss" in j}
+    except Exception: return {}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
-common = sorted(set(a) & set(b))
-print(max(abs(a[s] - b[s]) for s in common) if common else "inf")
+print(max(abs(a[s] - b[s]) for s in a) if a and set(a) == set(b) else "inf")
 PY
 }
 for precision in fp32 bf16; do

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gtest-by-suite.sh BINARY LOGDIR [TIMEOUT_S] -- runs a GoogleTest binary one test suite per
 # process and prints a line per suite:
-#   SUITE PASS <n> tests | SUITE FAIL <failed tests> | SUITE SKIP <skipped tests> |
-#   SUITE CRASH exit <code> in <the test running when it died>
+#   SUITE PASS <n> tests | SUITE FAIL <failed tests, or why> | SUITE SKIP <skipped tests> |
+#   SUITE CRASH exit <code> in <the test running when it died> | SUITE TIMEOUT after <s> in <test>
 # Why: on a GPU a kernel's illegal address is a sticky error that poisons the CUDA context for
 # the rest of the process, so one bad kernel would fail every later test of a single run and hide
 # which of them work. The GPU scripts (gpu-speed.sh, gpu-check.sh) run their test binaries
@@ -37,18 +37,28 @@ for suite in "${suites[@]}"; do
   timeout "$limit" "$bin" --gtest_filter="${suite}*" > "$log" 2>&1 || rc=$?
   failed=$(names FAILED "$log")
   skipped=$(names SKIPPED "$log")
-  if [[ $rc != 0 && $rc != 1 ]] || ! grep -q '^\[==========\] .* ran\.' "$log"; then
-    last=$(grep '^\[ RUN      \]' "$log" | tail -1 | sed 's/^\[ RUN      \] //')
+  passed=$(grep -c '^\[       OK \]' "$log")
+  last=$(grep '^\[ RUN      \]' "$log" | tail -1 | sed 's/^\[ RUN      \] //')
+  if [[ $rc == 124 ]]; then
+    echo "$name TIMEOUT after ${limit} s in ${last:-no test}"
+    status=1
+  elif [[ $rc != 0 && $rc != 1 ]] || ! grep -q '^\[==========\] .* ran\.' "$log"; then
     echo "$name CRASH exit $rc in ${last:-no test}"
     status=1
   elif [[ -n $failed ]]; then
     echo "$name FAIL $failed"
     status=1
+  elif [[ $rc != 0 ]]; then  # after the summary: an environment, an exit handler, a leak report
+    echo "$name FAIL exit $rc with every test passed (see $log)"
+    status=1
   elif [[ -n $skipped ]]; then
     echo "$name SKIP $skipped"
     status=1
+  elif [[ $passed == 0 ]]; then
+    echo "$name FAIL no test ran"
+    status=1
   else
-    echo "$name PASS $(grep -c '^\[       OK \]' "$log") tests"
+    echo "$name PASS $passed tests"
   fi
 done
 exit $status

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -170,7 +171,11 @@ ncclUniqueId NcclCommunicator::share_unique_id() {
   struct Message {
     char failure[240] = {};  // empty: `id` is rank 0's
     ncclUniqueId id = {};
-  } message;
+  };
+  // On the heap, and left there if the wait times out: MPI may still write into it afterwards
+  // (a broadcast cannot be cancelled), and the job is ending anyway.
+  auto owned = std::make_unique<Message>();
+  Message& message = *owned;
   if (rank_ == 0) {
     const ncclResult_t rc = ncclGetUniqueId(&message.id);
     if (rc != ncclSuccess) {
@@ -191,6 +196,7 @@ ncclUniqueId NcclCommunicator::share_unique_id() {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) fail(op, "failed: MPI_Test: " + detail::mpi_error_string(rc));
     if (!done && Clock::now() > op.deadline) {
+      (void)owned.release();
       fail(op, timed_out_text(op) + " waiting for rank 0's NCCL id");
     }
     if (!done) sched_yield();

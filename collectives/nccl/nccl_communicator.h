@@ -28,10 +28,11 @@ struct NcclOptions {
   void* compute_stream = nullptr;
 };
 
-// Collective over `comm` (duplicated). Shares rank 0's NCCL id first (before any CUDA call;
-// where rank 0 cannot make one, every rank throws with its reason), then selects the device
-// (cudaSetDevice) and creates the NCCL communicator, each wait within options.timeout_s. Throws
-// CollectiveError if there is no usable device.
+// Collective over `comm` (duplicated). Shares rank 0's NCCL id first, before any CUDA call:
+// where rank 0 cannot make one, its reason reaches every rank, which fails with it as with any
+// collective's failure (printed, then MPI_Abort; thrown with abort_on_error off). Then selects
+// the device (cudaSetDevice) and creates the NCCL communicator, each wait within
+// options.timeout_s. Throws CollectiveError if there is no usable device.
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, CommOptions options = {},
                                                      NcclOptions nccl_options = {});
 
