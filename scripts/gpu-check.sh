@@ -30,6 +30,8 @@ cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 RM="$BUILD/ringmaster"
 JOB=configs/shakespeare.yaml
+# shellcheck source=scripts/gpu-test-verdicts.sh
+source scripts/gpu-test-verdicts.sh
 declare -a VERDICTS=()
 FAILED=0
 
@@ -59,32 +61,17 @@ fi
 
 # 2. The GPU test binaries (they skip without a GPU; here nothing may skip: the GPU tests are the
 # only skips CI allows, tests/allowed_skips.txt, so that they run here is what covers them).
-# A suite a process (scripts/gtest-by-suite.sh): a kernel's illegal address poisons the CUDA
-# context for the rest of its process, and would fail every later suite with it.
 for t in kernels/cuda/kernels_cuda_gpu_test kernels/cuda/kernels_cuda_host_test; do
-  name=$(basename "$t")
-  suites=$(bash scripts/gtest-by-suite.sh "$BUILD/$t" "$OUT/$name" 2>&1 |
-           sed 's/ CRASH / FAIL crashed: /; s/ SKIP / FAIL skipped on a GPU machine: /')
-  grep -qE '^[^ ]+ (PASS|FAIL) ' <<< "$suites" || suites="$name FAIL ${suites:-no output}"
-  while read -r suite result detail; do
-    verdict "$name $suite" "$result" "$detail"
-  done <<< "$suites"
+  suite_verdicts "$(basename "$t")" "$BUILD/$t" "$OUT/$(basename "$t")"
 done
 # The NCCL communicator under mpirun: ctest counts a run whose ranks skipped every test (gtest's
 # GTEST_SKIP inside mpirun) as passed, so the output is read here (ctest -V) and any skip fails.
 # One GPU per rank: a 1-GPU machine runs the 1-rank case and says the 2-rank one needs 2 GPUs;
 # the start-up case (rank 0 cannot start NCCL) puts its 2 ranks on one GPU.
 nccl_check() {  # nccl_check CTEST_NAME WHAT
-  local name=$1 log="$OUT/$1.log"
-  if ! (cd "$BUILD" && ctest -R "^$name\$" -V) > "$log" 2>&1; then
-    verdict "NCCL communicator $2" FAIL "$log"
-  elif ! grep -q '\[       OK \]' "$log"; then  # gtest says PASSED of 0 tests too
-    verdict "NCCL communicator $2" FAIL "no test ran (is $name built?): $log"
-  elif grep -q '\[  SKIPPED \]' "$log"; then
-    verdict "NCCL communicator $2" FAIL "tests skipped on a GPU machine: $log"
-  else
-    verdict "NCCL communicator $2" PASS "$(grep -c '\[       OK \]' "$log") test runs"
-  fi
+  local rc=0
+  (cd "$BUILD" && ctest -R "^$1\$" -V) > "$OUT/$1.log" 2>&1 || rc=$?
+  gtest_log_verdict "NCCL communicator $2" "$rc" "$OUT/$1.log"
 }
 nccl_check collectives_nccl_np1 "tests (1 rank)"
 nccl_check collectives_nccl_startup_np2 "start-up failure (2 ranks)"

@@ -36,6 +36,8 @@ verdict() {
   printf '%-40s %-4s %s\n' "$1" "$2" "$3" | tee -a "$OUT/verdicts.txt" "$RESULT/verdicts.txt"
   [[ $2 == FAIL ]] && FAILED=1
 }
+# shellcheck source=scripts/gpu-test-verdicts.sh
+source "$(dirname "$0")/gpu-test-verdicts.sh"
 nvidia-smi -L | tee "$OUT/gpus.txt"
 
 # The shapes and switches the sections share.
@@ -64,28 +66,14 @@ PY
 
 # 1. GPU tests.
 if want tests; then
-  # A suite a process: a kernel's illegal address poisons the CUDA context for the rest of its
-  # process, and would fail every later suite with it (scripts/gtest-by-suite.sh).
-  suites=$(bash scripts/gtest-by-suite.sh "$(command -v kernels_cuda_gpu_test)" \
-             "$OUT/gpu-tests" 240 2>&1 |
-           sed 's/ CRASH / FAIL crashed: /; s/ SKIP / FAIL skipped on a GPU machine: /')
-  grep -qE '^[^ ]+ (PASS|FAIL) ' <<< "$suites" ||
-    suites="kernels_cuda_gpu_test FAIL ${suites:-no output}"
-  while read -r suite result detail; do
-    verdict "gpu tests $suite" "$result" "$detail"
-  done <<< "$suites"
+  suite_verdicts "gpu tests" "$(command -v kernels_cuda_gpu_test)" "$OUT/gpu-tests" 240
   # The NCCL communicator with one rank, and its start-up where rank 0 cannot start NCCL (two
   # ranks on the one GPU, no network interface NCCL may use): as gpu-check.sh runs them.
   nccl_run() {  # nccl_run WHAT NP MPIRUN_ARGS...
-    local what=$1 np=$2 log="$OUT/nccl-np$2.log"
+    local what=$1 np=$2 log="$OUT/nccl-np$2.log" rc=0
     shift 2
-    if ! timeout 120 mpirun -np "$np" --oversubscribe "$@" > "$log" 2>&1; then
-      verdict "NCCL $what" FAIL "$log"
-    elif grep -q '\[  SKIPPED \]' "$log" || ! grep -q '\[       OK \]' "$log"; then
-      verdict "NCCL $what" FAIL "skipped, or nothing ran ($log)"  # gtest says PASSED of 0 tests
-    else
-      verdict "NCCL $what" PASS "$(grep -c '\[       OK \]' "$log") test runs"
-    fi
+    timeout 120 mpirun -np "$np" --oversubscribe "$@" > "$log" 2>&1 || rc=$?
+    gtest_log_verdict "NCCL $what" "$rc" "$log"
   }
   nccl_run "tests (1 rank)" 1 collectives_nccl_test '--gtest_filter=-NcclStartup.*'
   nccl_run "start-up failure (2 ranks)" 2 -x NCCL_SOCKET_IFNAME=rm_no_such_interface \

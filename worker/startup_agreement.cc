@@ -110,7 +110,7 @@ std::vector<std::string> gather_text(const std::string& mine, const char* what) 
 HostPlace place_on_host(const char* what) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char mine[256] = {};  // HOST_NAME_MAX is 64 on Linux; room to spare
+  char mine[kGatherTextBytes] = {};  // HOST_NAME_MAX is 64 on Linux; room to spare
   ::gethostname(mine, sizeof mine - 1);
   const std::vector<std::string> names = gather_text(mine, what);
   HostPlace place{0, 0, {}};
