@@ -26,6 +26,7 @@ struct ModelConfig {
   int mlp_context = 8;       // MLP only: previous tokens that predict each next token
   bool recompute = false;    // GPT only: keep each block's input, recompute the rest in backward
   int classifier_chunk_tokens = 0;  // GPT only: logits for this many tokens at a time; 0 = all
+  double dropout = 0;  // GPT only: dropout probability on the embeddings and the branch outputs
   // Starting weights instead of the seed's (worker/initial_weights.h): a checkpoint, a run
   // directory or a .safetensors file; empty = none.
   std::string init_from;

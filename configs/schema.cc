@@ -110,7 +110,8 @@ std::vector<KeySpec> build_schema() {
                      "Directory for checkpoints, logs and the resolved job (relative to the "
                      "working directory)."),
       RM_KEY(seed, any(),
-             "Seed of every random draw (the initial weights, the data order); the same seed "
+             "Seed of every random draw (the initial weights, the data order, dropout's masks); "
+             "the same seed "
              "draws the same on any number of ranks."),
 
       RM_KEY(model.type, one_of_its_choices(),
@@ -144,6 +145,14 @@ std::vector<KeySpec> build_schema() {
              "at 4096). Each chunk after the first adds a read and write of the embedding's "
              "gradient (vocab_size x width floats), and the loss and that gradient are summed "
              "in a different order (not bit-identical to 0). Ignored by mlp."),
+      RM_KEY(model.dropout, between(0, 1, /*max_open=*/true),
+             "gpt: dropout probability in training on the embeddings' sum and on each block's "
+             "attention and MLP outputs before they join the residual stream (GPT-2's embd_pdrop "
+             "and resid_pdrop; the attention's probabilities are not dropped). A kept value is "
+             "scaled by 1 / (1 - p), as PyTorch's. Masks are keyed by (seed, global sample index, "
+             "site, position), so they are the same on any number of ranks, when model.recompute "
+             "runs a forward again, and on resume; p is rounded to a multiple of 1/65536. "
+             "Evaluation and sampling drop nothing. 0 = off. Ignored by mlp."),
       RM_KEY(model.init_from, any(),
              "Start from these weights instead of the seed's random ones (fine-tuning): a "
              "checkpoint directory, a run directory (its newest checkpoint, which must verify), a "

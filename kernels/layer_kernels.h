@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "kernels/bf16.h"
+#include "kernels/dropout_mask.h"
 
 namespace rm {
 
@@ -118,6 +119,11 @@ class LayerKernels {
 
   // out = a + b (out may alias a or b exactly).
   virtual void add(T* out, const T* a, const T* b, size_t n) = 0;
+
+  // Dropout over [B, Tn, C]: out = in * key.scale where the element is kept, else 0, rounded once
+  // to T; the masks are kernels/dropout_mask.h's, the same bits on every backend. out may alias
+  // in exactly. The same call on a gradient with the same key is dropout's backward.
+  virtual void dropout(T* out, const T* in, const DropoutKey& key, int B, int Tn, int C) = 0;
 
   // Softmax cross-entropy over logits[N,V]; targets < 0 are ignored. Returns the loss SUM.
   // The forward_backward form OVERWRITES the logits with (softmax - onehot) * grad_scale.

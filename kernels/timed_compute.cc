@@ -102,6 +102,9 @@ class TimedLayers final : public LayerKernels<T> {
   void add(T* out, const T* a, const T* b, size_t n) override {
     t_.timed("add " + std::to_string(n), false, [&] { k_.add(out, a, b, n); });
   }
+  void dropout(T* out, const T* in, const DropoutKey& key, int B, int Tn, int C) override {
+    t_.timed("dropout " + shape({B, Tn, C}), false, [&] { k_.dropout(out, in, key, B, Tn, C); });
+  }
   double cross_entropy_forward(const T* logits, const int* targets, int N, int V) override {
     return t_.timed("cross_entropy_forward " + shape({N, V}), true,
                     [&] { return k_.cross_entropy_forward(logits, targets, N, V); });

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/counter_rng.h"
+#include "kernels/counter_rng.h"
 #include "model/footprint_from_layout.h"
 #include "model/model_io.h"
 
@@ -109,6 +109,7 @@ GptModel<T>::GptModel(const ModelConfig& c, int max_batch, Compute* compute)
       L_(c.layers),
       max_batch_(max_batch),
       recompute_(c.recompute),
+      dropout_(dropout_key(c.dropout)),
       classifier_rows_(static_cast<int>(gpt_classifier_rows(c, max_batch))),
       k_(this->compute().template layers<T>()),
       memory_(this->compute()) {
@@ -173,11 +174,12 @@ void GptModel<T>::init_params(float* params, uint64_t seed) const {
 }
 
 template <typename T>
-void GptModel<T>::forward_to_head(ParamAccess& access, int B, int Tn) {
+void GptModel<T>::forward_to_head(ParamAccess& access, int B, int Tn, bool training) {
   if (B > max_batch_ || Tn > T_) throw std::logic_error("gpt: batch larger than planned");
   const int C = C_, N = B * Tn;
   p0_ = static_cast<const T*>(access.acquire_params(0));
   k_.embedding_forward(a_.encoded, a_.inputs, p0_ + wte_, p0_ + wpe_, B, Tn, C);
+  if (drops(training)) drop(a_.encoded, a_.encoded, embedding_site(), B, Tn);
   // Each block's output res3 = res2 + branch is made by the layernorm that reads it next (the
   // next block's ln_1, or ln_f), in one pass with it.
   for (int l = 0; l < L_; ++l) {
@@ -185,7 +187,7 @@ void GptModel<T>::forward_to_head(ParamAccess& access, int B, int Tn) {
     const BlockOffsets& w = blocks_[l];
     BlockActs& x = a_.blocks[l];
     stream_layernorm(l - 1, x.ln1, x.ln1_mean, x.ln1_rstd, p + w.ln1_w, p + w.ln1_b, N);
-    block_forward(l, p, l > 0 ? a_.blocks[l - 1].res3 : a_.encoded, B, Tn);
+    block_forward(l, p, l > 0 ? a_.blocks[l - 1].res3 : a_.encoded, B, Tn, training);
     access.release_params(1 + l);
   }
   const T* pf = static_cast<const T*>(access.acquire_params(final_unit()));
@@ -205,17 +207,29 @@ void GptModel<T>::stream_layernorm(int l, T* out, float* mean, float* rstd, cons
 }
 
 template <typename T>
-void GptModel<T>::block_forward(int l, const T* p, const T* residual, int B, int Tn) {
+void GptModel<T>::drop(T* out, const T* in, uint32_t site, int B, int Tn) {
+  DropoutKey key = dropout_;
+  key.seed = draws_.seed;
+  key.first_sample = draws_.first_sample;
+  key.site = site;
+  k_.dropout(out, in, key, B, Tn, C_);
+}
+
+template <typename T>
+void GptModel<T>::block_forward(int l, const T* p, const T* residual, int B, int Tn,
+                                bool training) {
   const int C = C_, N = B * Tn;
   const BlockOffsets& w = blocks_[l];
   BlockActs& x = a_.blocks[l];
   k_.linear_forward(x.qkv, x.ln1, p + w.qkv_w, p + w.qkv_b, N, C, 3 * C);
   k_.attention_forward(x.atty, x.att, x.qkv, B, Tn, C, H_);
   k_.linear_forward(a_.branch, x.atty, p + w.proj_w, p + w.proj_b, N, C, C);
+  if (drops(training)) drop(a_.branch, a_.branch, attention_site(l), B, Tn);
   k_.residual_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, residual, a_.branch,
                                 p + w.ln2_w, p + w.ln2_b, N, C);
   k_.linear_gelu_forward(x.fch_gelu, x.fch, x.ln2, p + w.fc_w, p + w.fc_b, N, C, 4 * C);
   k_.linear_forward(a_.branch, x.fch_gelu, p + w.fcproj_w, p + w.fcproj_b, N, 4 * C, C);
+  if (drops(training)) drop(a_.branch, a_.branch, mlp_site(l), B, Tn);
 }
 
 template <typename T>
@@ -253,17 +267,25 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
     // a_.branch is read by nothing.
     if (recompute_ && l < L_ - 1) {
       k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, N, C);
-      block_forward(l, p, residual, B, Tn);
+      block_forward(l, p, residual, B, Tn, /*training=*/true);
+    }
+    // A dropped branch's output gradient is the residual stream's through the same mask, made
+    // in a_.branch (free in the backward) and read by the branch's last linear.
+    const T* dbranch = a_.dresidual;
+    if (drops(true)) {
+      drop(a_.branch, a_.dresidual, mlp_site(l), B, Tn);
+      dbranch = a_.branch;
     }
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-    k_.linear_backward_into_gelu(a_.dfch, g + w.fcproj_w, g + w.fcproj_b, a_.dresidual,
-                                 x.fch_gelu, p + w.fcproj_w, x.fch, N, 4 * C, C);
+    k_.linear_backward_into_gelu(a_.dfch, g + w.fcproj_w, g + w.fcproj_b, dbranch, x.fch_gelu,
+                                 p + w.fcproj_w, x.fch, N, 4 * C, C);
     k_.linear_backward(a_.dln, g + w.fc_w, g + w.fc_b, a_.dfch, x.ln2, p + w.fc_w, N, C, 4 * C);
     k_.layernorm_backward(a_.dresidual, g + w.ln2_w, g + w.ln2_b, a_.dln, x.res2, p + w.ln2_w,
                           x.ln2_mean, x.ln2_rstd, N, C);
     // Attention branch: res2 = residual + proj(attention(qkv(ln1(residual)))).
-    k_.linear_backward(a_.datty, g + w.proj_w, g + w.proj_b, a_.dresidual, x.atty, p + w.proj_w, N,
-                       C, C);
+    if (drops(true)) drop(a_.branch, a_.dresidual, attention_site(l), B, Tn);
+    k_.linear_backward(a_.datty, g + w.proj_w, g + w.proj_b, dbranch, x.atty, p + w.proj_w, N, C,
+                       C);
     k_.attention_backward(a_.dqkv, a_.datt, a_.datty, x.qkv, x.att, x.atty, B, Tn, C, H_);
     k_.linear_backward(a_.dln, g + w.qkv_w, g + w.qkv_b, a_.dqkv, x.ln1, p + w.qkv_w, N, C, 3 * C);
     k_.layernorm_backward(a_.dresidual, g + w.ln1_w, g + w.ln1_b, a_.dln, residual, p + w.ln1_w,
@@ -271,6 +293,8 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
     access.release_params(1 + l);
     access.release_grads(1 + l);
   }
+  // The embeddings' dropout last: the stream's gradient is read by nothing after it.
+  if (drops(true)) drop(a_.dresidual, a_.dresidual, embedding_site(), B, Tn);
   k_.embedding_backward(g0 + wte_, g0 + wpe_, a_.dresidual, a_.inputs, B, Tn, C);
   access.release_grads(0);
   access.release_params(0);
@@ -278,9 +302,10 @@ void GptModel<T>::backward(ParamAccess& access, int B, float grad_scale) {
 
 template <typename T>
 void GptModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                         int B, float grad_scale) {
+                                         int B, float grad_scale, const MicroBatchKey& key) {
+  draws_ = key;
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
-  forward_to_head(access, B, T_);
+  forward_to_head(access, B, T_, /*training=*/true);
   backward(access, B, grad_scale);
 }
 
@@ -288,7 +313,7 @@ template <typename T>
 double GptModel<T>::forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                                  int B) {
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
-  forward_to_head(access, B, T_);
+  forward_to_head(access, B, T_, /*training=*/false);
   const int N = B * T_;
   double loss = 0;
   for (int r0 = 0; r0 < N; r0 += classifier_rows_) {
@@ -306,7 +331,7 @@ const float* GptModel<T>::next_token_logits(ParamAccess& access, const int* cont
   if (len < 1) throw std::invalid_argument("gpt: empty context");
   const int Tn = len < T_ ? len : T_;
   upload_tokens(compute(), a_.inputs, a_.targets, context + (len - Tn), nullptr, Tn);
-  forward_to_head(access, 1, Tn);
+  forward_to_head(access, 1, Tn, /*training=*/false);
   // The last position's logits are the ones read; the classifier runs over as many of the
   // last rows as the logits hold (all Tn of them unless model.classifier_chunk_tokens < Tn).
   const int first = std::max(0, Tn - classifier_rows_);

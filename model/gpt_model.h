@@ -22,6 +22,14 @@
 // of rows of V instead of all B x T of them: at GPT-2's vocabulary the logits are the largest
 // activation (B x T x 50257) and the chunk bounds them. The embedding's gradient is accumulated
 // chunk by chunk and the loss summed chunk by chunk, a different order of the same sums.
+//
+// With model.dropout p > 0, training drops elements at three kinds of site, as GPT-2's embd_pdrop
+// and resid_pdrop do (and nanoGPT's `dropout` bar its attention dropout): the embeddings' sum
+// (site 0) and each block's two branch outputs before they join the residual stream, the
+// attention's projection (site 1 + 2l) and the MLP's (site 2 + 2l). The attention's
+// probabilities are not dropped: the flash kernels never hold them. Masks are drawn, not
+// stored (kernels/dropout_mask.h, keyed by the micro-batch's MicroBatchKey and the site): the
+// backward, and a recomputed forward, draw them again. Evaluation and sampling drop nothing.
 #pragma once
 
 #include <vector>
@@ -64,7 +72,7 @@ class GptModel final : public Model {
   int targets_per_sample() const override { return T_; }
 
   void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
-                              float grad_scale) override;
+                              float grad_scale, const MicroBatchKey& key) override;
   double take_loss_sum() override { return k_.take_queued_loss(); }
   void queue_loss_copy(double* dst) override { k_.queue_loss_copy(dst); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets, int B) override;
@@ -129,13 +137,20 @@ class GptModel final : public Model {
 
   // Runs the forward pass over B sequences of Tn tokens of the uploaded inputs up to the final
   // layernorm (a_.lnf). Unit 0 (embeddings, tied LM head) is acquired into p0_ and left
-  // acquired; the caller releases it (backward does).
-  void forward_to_head(ParamAccess& access, int B, int Tn);
+  // acquired; the caller releases it (backward does). `training`: with dropout (draws_).
+  void forward_to_head(ParamAccess& access, int B, int Tn, bool training);
   // One block's forward from `residual` into x (its parameters p), B sequences of Tn tokens.
   // Block l from x.ln1 (already made from `residual`, its input) to a_.branch, the MLP's
   // output: res2 and ln_2 in one fused pass. The block's output res3 = res2 + a_.branch is left
   // to the layernorm that follows (forward_to_head).
-  void block_forward(int l, const T* p, const T* residual, int B, int Tn);
+  void block_forward(int l, const T* p, const T* residual, int B, int Tn, bool training);
+  // Dropout's sites (the header above) and its call: out = in with site's mask of this
+  // micro-batch (draws_); nothing when model.dropout is 0 or not training.
+  static uint32_t embedding_site() { return 0; }
+  static uint32_t attention_site(int l) { return 1 + 2 * static_cast<uint32_t>(l); }
+  static uint32_t mlp_site(int l) { return 2 + 2 * static_cast<uint32_t>(l); }
+  bool drops(bool training) const { return training && dropout_.threshold > 0; }
+  void drop(T* out, const T* in, uint32_t site, int B, int Tn);
   // The layernorm of the residual stream after block l (l < 0: the embedding's output a_.encoded)
   // into out, over N rows; after a block it also makes that block's res3 = res2 + a_.branch in the
   // same pass (LayerKernels::residual_layernorm_forward).
@@ -149,6 +164,8 @@ class GptModel final : public Model {
 
   int V_, T_, C_, H_, L_, max_batch_;
   bool recompute_;
+  DropoutKey dropout_;   // model.dropout's threshold and scale; the rest is draws_'s
+  MicroBatchKey draws_;  // the training micro-batch being run
   int classifier_rows_;  // gpt_classifier_rows: the logits' rows
   ParamLayout layout_;
   std::vector<ParamUnit> units_;

@@ -10,8 +10,8 @@
 #include <numeric>
 #include <set>
 
+#include "kernels/counter_rng.h"
 #include "model/adamw_optimizer.h"
-#include "model/counter_rng.h"
 
 namespace rm {
 namespace {
@@ -33,6 +33,35 @@ void random_tokens(std::vector<int>& t, int vocab, uint64_t salt) {
   }
 }
 
+// The two largest-gradient entries of every tensor of the model against central differences of
+// loss() with p changed (wte gets both the LM head and the embedding contributions, so the
+// tying is checked too).
+template <typename Loss>
+void expect_gradients_match_finite_differences(const Model& model, std::vector<float>& p,
+                                               const std::vector<float>& g, Loss loss) {
+  int checked = 0;
+  for (const TensorSpec& t : model.layout().tensors()) {
+    std::vector<size_t> idx(t.numel);
+    std::iota(idx.begin(), idx.end(), t.offset);
+    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
+                      [&](size_t a, size_t b) { return std::abs(g[a]) > std::abs(g[b]); });
+    for (int k = 0; k < 2; ++k) {
+      const size_t i = idx[k];
+      const float saved = p[i], h = 4e-3f;
+      p[i] = saved + h;
+      const double up = loss();
+      p[i] = saved - h;
+      const double down = loss();
+      p[i] = saved;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(g[i], numeric, 0.03 * std::abs(numeric) + 2e-3)
+          << t.name << " [" << i - t.offset << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * static_cast<int>(model.layout().tensors().size()));
+}
+
 TEST(GptModel, GradientsMatchFiniteDifferencesOfTheWholeModel) {
   const ModelConfig c = tiny_gpt();
   const int B = 2, N = B * c.seq_len;
@@ -46,28 +75,8 @@ TEST(GptModel, GradientsMatchFiniteDifferencesOfTheWholeModel) {
   random_tokens(tg, c.vocab_size, 2);
   model.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f);
 
-  // Check the two largest-gradient entries of every tensor (wte gets both the LM head and
-  // the embedding contributions, so the tying is checked too).
-  int checked = 0;
-  for (const TensorSpec& t : model.layout().tensors()) {
-    std::vector<size_t> idx(t.numel);
-    std::iota(idx.begin(), idx.end(), t.offset);
-    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
-                      [&](size_t a, size_t b) { return std::abs(g[a]) > std::abs(g[b]); });
-    for (int k = 0; k < 2; ++k) {
-      const size_t i = idx[k];
-      const float saved = p[i], h = 4e-3f;
-      p[i] = saved + h;
-      const double up = model.forward_loss(p.data(), in.data(), tg.data(), B);
-      p[i] = saved - h;
-      const double down = model.forward_loss(p.data(), in.data(), tg.data(), B);
-      p[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      EXPECT_NEAR(g[i], numeric, 0.03 * std::abs(numeric) + 2e-3) << t.name << " [" << i - t.offset << "]";
-      ++checked;
-    }
-  }
-  EXPECT_EQ(checked, 2 * static_cast<int>(model.layout().tensors().size()));
+  expect_gradients_match_finite_differences(
+      model, p, g, [&] { return model.forward_loss(p.data(), in.data(), tg.data(), B); });
 }
 
 TEST(GptModel, GradientsAccumulateAcrossCalls) {
@@ -171,6 +180,94 @@ TEST(GptModel, RecomputeGivesTheSameBitsFromLessMemory) {
   EXPECT_EQ(a_keep.released_, a_again.released_);
   EXPECT_TRUE(a_again.params_held_.empty());
   EXPECT_NE(std::count(g_again.begin(), g_again.end(), 0.0f), static_cast<long>(n));
+}
+
+// model.dropout: the backward is the forward's with its masks (finite differences of the training
+// loss under one key: a backward that drew other masks, or none, would not match). The loss is a
+// fixed function of the parameters for a fixed key, so the check is the whole model's.
+TEST(GptModel, DropoutGradientsMatchFiniteDifferencesOfTheTrainingLoss) {
+  ModelConfig c = tiny_gpt();
+  c.dropout = 0.2;
+  const int B = 2, N = B * c.seq_len;
+  GptModel model(c, B);
+  std::vector<float> p(model.layout().size()), g(p.size(), 0.0f), scratch(p.size());
+  model.init_params(p.data(), 3);
+  for (float& x : p) x *= 3.0f;
+  std::vector<int> in(N), tg(N);
+  random_tokens(in, c.vocab_size, 1);
+  random_tokens(tg, c.vocab_size, 2);
+  const MicroBatchKey key{11, 40};
+  model.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f, key);
+  expect_gradients_match_finite_differences(model, p, g, [&] {
+    return model.forward_backward(p.data(), scratch.data(), in.data(), tg.data(), B, 1.0f, key);
+  });
+}
+
+// Dropout acts in training only, draws by key (the same key the same loss, another key another),
+// and leaves evaluation and sampling to the bit as a model without it.
+TEST(GptModel, DropoutChangesTrainingByItsKeyAndNeverEvaluation) {
+  ModelConfig c = tiny_gpt();
+  ModelConfig d = c;
+  d.dropout = 0.3;
+  const int B = 2, N = B * c.seq_len;
+  GptModel plain(c, B), dropped(d, B);
+  std::vector<float> p(plain.layout().size()), g(p.size(), 0.0f);
+  plain.init_params(p.data(), 5);
+  std::vector<int> in(N), tg(N);
+  random_tokens(in, c.vocab_size, 3);
+  random_tokens(tg, c.vocab_size, 4);
+  const double base = plain.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f);
+  const double a =
+      dropped.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f, {1, 0});
+  const double a2 =
+      dropped.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f, {1, 0});
+  const double b =
+      dropped.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f, {1, 2});
+  const double s =
+      dropped.forward_backward(p.data(), g.data(), in.data(), tg.data(), B, 1.0f, {2, 0});
+  EXPECT_EQ(a, a2);
+  EXPECT_NE(a, base);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, s);
+  EXPECT_EQ(plain.forward_loss(p.data(), in.data(), tg.data(), B),
+            dropped.forward_loss(p.data(), in.data(), tg.data(), B));
+  const float* lp = plain.next_token_logits(p.data(), in.data(), c.seq_len);
+  const std::vector<float> want(lp, lp + c.vocab_size);
+  const float* ld = dropped.next_token_logits(p.data(), in.data(), c.seq_len);
+  EXPECT_EQ(want, std::vector<float>(ld, ld + c.vocab_size));
+}
+
+// A sequence draws by its global sample index, not by its place in a call: one call over
+// samples 10 and 11 gives what two calls of one sequence each give (the loss and every gradient,
+// up to the order of the two sequences' sums), which is what makes a run's masks the same on any
+// number of ranks and micro-batches. Recomputation draws them again to the bit.
+TEST(GptModel, DropoutDrawsBySampleIndexAndAgainWhenRecomputing) {
+  ModelConfig c = tiny_gpt();
+  c.dropout = 0.25;
+  ModelConfig r = c;
+  r.recompute = true;
+  const int N = 2 * c.seq_len;
+  GptModel model(c, 2), again(r, 2);
+  const size_t n = model.layout().size();
+  std::vector<float> p(n), whole(n, 0.0f), split(n, 0.0f), recomputed(n, 0.0f);
+  model.init_params(p.data(), 6);
+  for (float& x : p) x *= 3.0f;
+  std::vector<int> in(N), tg(N);
+  random_tokens(in, c.vocab_size, 7);
+  random_tokens(tg, c.vocab_size, 8);
+  const double l_whole =
+      model.forward_backward(p.data(), whole.data(), in.data(), tg.data(), 2, 1.0f, {9, 10});
+  const double l_split =
+      model.forward_backward(p.data(), split.data(), in.data(), tg.data(), 1, 1.0f, {9, 10}) +
+      model.forward_backward(p.data(), split.data(), in.data() + c.seq_len, tg.data() + c.seq_len,
+                             1, 1.0f, {9, 11});
+  EXPECT_NEAR(l_whole, l_split, 1e-5 * std::abs(l_whole));
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_NEAR(whole[i], split[i], 1e-5f + 1e-4f * std::abs(whole[i])) << i;
+  const double l_again =
+      again.forward_backward(p.data(), recomputed.data(), in.data(), tg.data(), 2, 1.0f, {9, 10});
+  EXPECT_EQ(l_whole, l_again);
+  EXPECT_EQ(whole, recomputed);
 }
 
 // model.classifier_chunk_tokens: the same loss, gradients, evaluation loss and sampling

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/counter_rng.h"
+#include "kernels/counter_rng.h"
 #include "model/footprint_from_layout.h"
 #include "model/model_io.h"
 
@@ -122,8 +122,8 @@ void MlpModel<T>::forward(ParamAccess& access, int B, int Tn) {
 }
 
 template <typename T>
-void MlpModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs,
-                                         const int* targets, int B, float grad_scale) {
+void MlpModel<T>::queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets,
+                                         int B, float grad_scale, const MicroBatchKey& /*key*/) {
   upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * T_);
   forward(access, B, T_);
   const int rows = B * T_;

@@ -41,8 +41,9 @@ class MlpModel final : public Model {
   int vocab_size() const override { return V_; }
   int targets_per_sample() const override { return T_; }
 
+  // The MLP draws nothing (model.dropout is gpt's): key is unused.
   void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
-                              float grad_scale) override;
+                              float grad_scale, const MicroBatchKey& key) override;
   double take_loss_sum() override { return k_.take_queued_loss(); }
   void queue_loss_copy(double* dst) override { k_.queue_loss_copy(dst); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets,

@@ -34,16 +34,17 @@ double Model::train_flops_per_sample() const {
 }
 
 double Model::forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
-                               float grad_scale) {
-  queue_forward_backward(access, inputs, targets, B, grad_scale);
+                               float grad_scale, const MicroBatchKey& key) {
+  queue_forward_backward(access, inputs, targets, B, grad_scale, key);
   return take_loss_sum();
 }
 
 double Model::forward_backward(const float* params, float* grads, const int* inputs,
-                               const int* targets, int B, float grad_scale) {
+                               const int* targets, int B, float grad_scale,
+                               const MicroBatchKey& key) {
   require_fp32(*this);
   FlatParamAccess access(units(), params, grads);
-  return forward_backward(access, inputs, targets, B, grad_scale);
+  return forward_backward(access, inputs, targets, B, grad_scale, key);
 }
 
 double Model::forward_loss(const float* params, const int* inputs, const int* targets, int B) {

@@ -15,6 +15,8 @@
 // - During backward, gradient units are released from the last unit to the first as soon as
 //   each is final, so a communicator can reduce them while backward continues.
 // - A model instance is not thread-safe: one step at a time.
+// - Training is random only where the job asks (model.dropout), and then only through draws keyed
+//   by the micro-batch (MicroBatchKey); evaluation and sampling draw nothing.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,15 @@
 #include "model/param_layout.h"
 
 namespace rm {
+
+// What keys a training micro-batch's random draws (dropout, kernels/dropout_mask.h): the job's
+// seed and the global index of the micro-batch's first sequence in the data order
+// (worker/data/sample_order.h). A sequence then draws the same on any number of ranks, in any
+// micro-batch of its step, when its forward is recomputed and when a run resumes.
+struct MicroBatchKey {
+  uint64_t seed = 0;
+  uint64_t first_sample = 0;
+};
 
 // One sgemm of a training step, for the benchmark's flop count and sgemm baseline.
 struct GemmShape {
@@ -84,7 +95,7 @@ class Model {
   // loss, at its end. A target >= vocab_size() throws std::out_of_range, from take_loss_sum() on
   // a device.
   virtual void queue_forward_backward(ParamAccess& access, const int* inputs, const int* targets,
-                                      int B, float grad_scale) = 0;
+                                      int B, float grad_scale, const MicroBatchKey& key) = 0;
   virtual double take_loss_sum() = 0;
   // The total so far into *dst, memory of the compute backend, without a wait and without
   // resetting it (NaN after a bad target): the loss a step's optimizer update is guarded by
@@ -92,7 +103,7 @@ class Model {
   virtual void queue_loss_copy(double* dst) = 0;
   // queue_forward_backward then take_loss_sum(): one micro-batch's loss sum.
   double forward_backward(ParamAccess& access, const int* inputs, const int* targets, int B,
-                          float grad_scale);
+                          float grad_scale, const MicroBatchKey& key = {});
   virtual double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                               int B) = 0;
   // Logits [vocab] for the token that follows context[0..len). len >= 1; only the last
@@ -101,8 +112,8 @@ class Model {
 
   // Conveniences over whole float buffers in the compute's memory (FlatParamAccess); fp32
   // models only.
-  double forward_backward(const float* params, float* grads, const int* inputs,
-                          const int* targets, int B, float grad_scale);
+  double forward_backward(const float* params, float* grads, const int* inputs, const int* targets,
+                          int B, float grad_scale, const MicroBatchKey& key = {});
   double forward_loss(const float* params, const int* inputs, const int* targets, int B);
   const float* next_token_logits(const float* params, const int* context, int len);
 

@@ -55,8 +55,8 @@ ModelExport export_gpt2(const ModelConfig& config, const Model& model, const flo
       {"n_inner", nullptr},
       {"activation_function", "gelu_new"},
       {"layer_norm_epsilon", 1e-5},
-      {"resid_pdrop", 0.0},
-      {"embd_pdrop", 0.0},
+      {"resid_pdrop", config.dropout},  // model.dropout's sites (model/gpt_model.h)
+      {"embd_pdrop", config.dropout},
       {"attn_pdrop", 0.0},
       {"tie_word_embeddings", true},
   };

@@ -14,7 +14,8 @@
 //   [out, in] (x @ W^T), so the four projection matrices are transposed. The q, k, v split of
 //   c_attn (thirds of the output, heads contiguous within each) is already GPT-2's. The
 //   metadata carry "gpt2_config", a JSON GPT2Config (n_positions = seq_len; gelu_new and
-//   layer_norm_epsilon 1e-5 are what the kernels compute; no dropout).
+//   layer_norm_epsilon 1e-5 are what the kernels compute; resid_pdrop and embd_pdrop are
+//   model.dropout, attn_pdrop 0).
 // mlp: Ringmaster's own tensor names and layouts (no well-known equivalent).
 #pragma once
 

@@ -104,6 +104,9 @@ class FlashLikeLayers final : public LayerKernels<bf16> {
     k_.gelu_backward(dinp, inp, dout, n);
   }
   void add(bf16* out, const bf16* a, const bf16* b, size_t n) override { k_.add(out, a, b, n); }
+  void dropout(bf16* out, const bf16* in, const DropoutKey& key, int B, int Tn, int C) override {
+    k_.dropout(out, in, key, B, Tn, C);
+  }
   double cross_entropy_forward(const bf16* logits, const int* targets, int N, int V) override {
     return k_.cross_entropy_forward(logits, targets, N, V);
   }
@@ -174,11 +177,12 @@ class FlashLikeCompute final : public Compute {
 
 // T = 128, 4 heads, width 32: one [B,H,T,T] array (131,072 elements at B = 2) is larger than
 // any other activation (the logits are 256 x 256), so its absence is visible.
-JobConfig job_of(int layers) {
+JobConfig job_of(int layers, double dropout = 0) {
   JobConfig job = test::small_gpt_job("none", /*bucket_mb=*/0.01);
   job.model.seq_len = 128;
   job.model.heads = 4;
   job.model.layers = layers;
+  job.model.dropout = dropout;
   job.parallel.precision = Precision::kBf16;
   job.data.train = {"data/tinyshakespeare.txt"};
   job.train.steps = 10;
@@ -195,8 +199,8 @@ struct StepRecord {
   std::vector<size_t> arrays;  // the activation arena's arrays, bytes
 };
 
-StepRecord record_steps(int layers, bool flash) {
-  const JobConfig job = job_of(layers);
+StepRecord record_steps(int layers, bool flash, double dropout = 0) {
+  const JobConfig job = job_of(layers, dropout);
   ComputeOptions options;
   options.threads = 1;
   std::unique_ptr<Compute> cpu = make_compute(ComputeKind::kCpu, options);
@@ -279,6 +283,25 @@ TEST(DeviceStep, CallsPerStepAreAFixedPartAndAPartPerBlock) {
               static_cast<long long>(fixed), static_cast<long long>(per_block));
   EXPECT_EQ(per_block, kCallsPerBlock);
   EXPECT_EQ(fixed, kFixedCalls);
+}
+
+// model.dropout: one call a site in the forward and one in the backward (the masks are drawn
+// again, never stored): per micro-batch 2 a block and 1 for the embeddings each way, so 2 x 4 =
+// 8 more a block and 2 x 2 = 4 more fixed; no allocation after the first step, no wait.
+TEST(DeviceStep, DropoutAddsACallASiteEachWayAndNoAllocationOrWait) {
+  const StepRecord two = record_steps(2, true, 0.1), three = record_steps(3, true, 0.1);
+  const int64_t n2 = static_cast<int64_t>(two.later_steps[0].size());
+  const int64_t per_block = static_cast<int64_t>(three.later_steps[0].size()) - n2;
+  EXPECT_EQ(per_block, kCallsPerBlock + 8);
+  EXPECT_EQ(n2 - 2 * per_block, kFixedCalls + 4);
+  EXPECT_EQ(two.later_allocations, 0);
+  int dropouts = 0;
+  for (const TimedCompute::Call& c : two.later_steps[0]) {
+    if (!starts_with(c.name, "dropout")) continue;
+    ++dropouts;
+    EXPECT_FALSE(c.host_sync) << c.name;
+  }
+  EXPECT_EQ(dropouts, 2 * (2 * 2 + 1) * 2);  // micro-batches x sites x (forward, backward)
 }
 
 TEST(DeviceStep, NoHostSynchronisationFromTheFirstForwardToTheOptimizerUpdate) {

@@ -19,20 +19,27 @@ namespace {
 
 using test::run_cli;
 
-std::string job_file(const TempDir& dir) {
+// extra_model: more keys of the model's map (", dropout: 0.2").
+std::string job_file(const TempDir& dir, const std::string& extra_model = "") {
   return dir.write("job.yaml", R"(name: resume
 run_dir: )" + dir.file("straight") +
                                    R"(
-model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32)" +
+                                   extra_model +
+                                   R"(}
 data: {train: data/tinyshakespeare.txt}
 train: {steps: 12, global_batch: 8, micro_batch: 2, eval_every: 0, log_every: 1}
 checkpoint: {every: 4, keep: 2, async: true}
 )");
 }
 
-TEST(ResumeCli, KilledRunResumesBitForBit) {
+class KilledRun : public ::testing::TestWithParam<const char*> {};
+
+// Also with model.dropout: the masks after the resume are those the straight run drew (keyed by
+// the sample, not by a generator's state that a restart would lose).
+TEST_P(KilledRun, ResumesBitForBit) {
   TempDir dir;
-  const std::string job = job_file(dir);
+  const std::string job = job_file(dir, GetParam());
   ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
   const std::string b = " --set run_dir=" + dir.file("killed");
   // Synchronous saves in the run that is killed, so that step 4's checkpoint is surely
@@ -51,6 +58,11 @@ TEST(ResumeCli, KilledRunResumesBitForBit) {
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
             test::losses_by_step(dir.file("killed/metrics.jsonl")));
 }
+
+INSTANTIATE_TEST_SUITE_P(ResumeCli, KilledRun, ::testing::Values("", ", dropout: 0.2"),
+                         [](const auto& info) {
+                           return std::string(info.param[0] == '\0' ? "Plain" : "WithDropout");
+                         });
 
 TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
   TempDir dir;

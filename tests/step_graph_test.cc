@@ -126,6 +126,9 @@ class RecordingLayers final : public LayerKernels<T> {
   void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override {
     tape_.run([=, &k = k_] { k.gelu_backward(dinp, inp, dout, n); });
   }
+  void dropout(T* out, const T* in, const DropoutKey& key, int B, int Tn, int C) override {
+    tape_.run([=, &k = k_] { k.dropout(out, in, key, B, Tn, C); });
+  }
   void add(T* out, const T* a, const T* b, size_t n) override {
     tape_.run([=, &k = k_] { k.add(out, a, b, n); });
   }
@@ -439,6 +442,10 @@ TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {
   traced.observability.trace = true;
   EXPECT_FALSE(StepGraph::wanted(traced, recording, "self", &why));
   EXPECT_NE(why.find("observability.trace"), std::string::npos) << why;
+  JobConfig dropped = job;
+  dropped.model.dropout = 0.1;  // the recorded step's masks would be replayed every step
+  EXPECT_FALSE(StepGraph::wanted(dropped, recording, "self", &why));
+  EXPECT_NE(why.find("model.dropout"), std::string::npos) << why;
 }
 
 }  // namespace

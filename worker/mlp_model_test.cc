@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "collectives/self_communicator.h"
-#include "model/counter_rng.h"
+#include "kernels/counter_rng.h"
 #include "testing/temp_dir.h"
 #include "worker/trainer.h"
 

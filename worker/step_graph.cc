@@ -21,6 +21,8 @@ bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string
     no = "parallel.shard is not none";
   } else if (job.observability.trace) {
     no = "observability.trace is on";
+  } else if (job.model.dropout > 0) {
+    no = "model.dropout draws new masks every step (a recorded step would replay its masks)";
   }
   if (why != nullptr) *why = no;
   return no.empty();

@@ -85,9 +85,14 @@ StepMetrics Trainer::train_step(int64_t step) {
   // and the AdamW kernel skips the update itself when either is not finite. The host reads them
   // once the step's work is all queued: on one GPU the step's only waits for the device.
   double data_ms = 0;
+  // Micro-batch j's first sequence in the global sample order: what its data and its random
+  // draws (model.dropout) are keyed by, the same on any number of ranks.
+  const auto first_sample = [&](int j) {
+    return static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
+           static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
+  };
   const auto fill = [&](int j, int* inputs, int* targets) {
-    const uint64_t first = static_cast<uint64_t>(batch_index(step)) * tc.global_batch +
-                           static_cast<uint64_t>(j * ranks + rank) * tc.micro_batch;
+    const uint64_t first = first_sample(j);
     progress_.enter(Phase::kData);
     const auto t_data = Clock::now();
     data_.train->fill_batch(job_.seed, first, tc.micro_batch, inputs, targets);
@@ -114,7 +119,8 @@ StepMetrics Trainer::train_step(int64_t step) {
         fill(j, inputs, targets);
         state_->begin_micro_batch(j == accum_steps_ - 1);
         progress_.enter(Phase::kForward);  // ShardedState marks backward
-        model_->queue_forward_backward(*state_, inputs, targets, tc.micro_batch, grad_scale);
+        model_->queue_forward_backward(*state_, inputs, targets, tc.micro_batch, grad_scale,
+                                       MicroBatchKey{job_.seed, first_sample(j)});
       }
       t_backward = Clock::now();
       progress_.enter(Phase::kGradientSync);

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/context_embedding.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/parallel_util.h"
 #include "kernels/elementwise_math.h"
 
@@ -129,6 +130,11 @@ void Bf16EmulatedLayers::gelu_backward(bf16* dinp, const bf16* inp, const bf16* 
 void Bf16EmulatedLayers::add(bf16* out, const bf16* a, const bf16* b, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= detail::kMinParallelElems)
   for (size_t i = 0; i < n; ++i) out[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
+}
+
+void Bf16EmulatedLayers::dropout(bf16* out, const bf16* in, const DropoutKey& key, int B, int Tn,
+                                 int C) {
+  cpu::dropout(out, in, key, B, static_cast<size_t>(Tn) * C);  // bf16 in and out: no widening
 }
 
 double Bf16EmulatedLayers::cross_entropy_forward(const bf16* logits, const int* targets, int N,

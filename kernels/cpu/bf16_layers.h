@@ -44,6 +44,7 @@ class Bf16EmulatedLayers final : public LayerKernels<bf16> {
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override;
   void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override;
   void add(bf16* out, const bf16* a, const bf16* b, size_t n) override;
+  void dropout(bf16* out, const bf16* in, const DropoutKey& key, int B, int Tn, int C) override;
   double cross_entropy_forward(const bf16* logits, const int* targets, int N, int V) override;
   double cross_entropy_forward_backward(bf16* logits_then_dlogits, const int* targets, int N,
                                         int V, float grad_scale) override;

@@ -9,6 +9,7 @@
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/context_embedding.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/kernels.h"
 
 namespace rm::cpu {
@@ -67,6 +68,9 @@ class CpuF32Layers final : public LayerKernels<float> {
   }
   void add(float* out, const float* a, const float* b, size_t n) override {
     cpu::add(out, a, b, n);
+  }
+  void dropout(float* out, const float* in, const DropoutKey& key, int B, int Tn, int C) override {
+    cpu::dropout(out, in, key, B, static_cast<size_t>(Tn) * C);
   }
   double cross_entropy_forward(const float* logits, const int* targets, int N, int V) override {
     return cpu::cross_entropy_forward(nullptr, logits, targets, N, V);

@@ -421,6 +421,27 @@ TYPED_TEST(CudaLayersTest, GeluAndAdd) {
   }
 }
 
+// Dropout draws the cpu backend's masks and gives its bits (the same multiply, one rounding),
+// over rows that are and are not a multiple of a draw's four elements, in place too.
+TYPED_TEST(CudaLayersTest, DropoutGivesTheCpuBackendsBits) {
+  using T = TypeParam;
+  const std::tuple<int, int, int> shapes[] = {{3, 5, 7}, {2, 64, 768}, {4, 1024, 768}};
+  for (const auto& [B, Tn, C] : shapes) {
+    SCOPED_TRACE(std::to_string(B) + " x " + std::to_string(Tn) + " x " + std::to_string(C));
+    const size_t n = static_cast<size_t>(B) * Tn * C;
+    DropoutKey key = dropout_key(0.1);
+    key.seed = 1337;
+    key.first_sample = 123456;
+    key.site = 7;
+    auto x = this->both(random_t<T>(n, 60)), out = this->both(std::vector<T>(n));
+    this->gl().dropout(out.gpu(), x.gpu(), key, B, Tn, C);
+    this->cl().dropout(out.cpu(), x.cpu(), key, B, Tn, C);
+    EXPECT_TRUE(close(out.gpu_f(), out.cpu_f(), {0, 0}));
+    this->gl().dropout(x.gpu(), x.gpu(), key, B, Tn, C);
+    EXPECT_TRUE(close(x.gpu_f(), out.cpu_f(), {0, 0})) << "in place";
+  }
+}
+
 TYPED_TEST(CudaLayersTest, CrossEntropy) {
   using T = TypeParam;
   for (int V : {5, 1000, 50257}) {

@@ -10,6 +10,7 @@
 #include "kernels/cuda/context_embedding.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gelu.h"
@@ -204,6 +205,12 @@ void CudaLayers<T>::gelu_backward(T* dinp, const T* inp, const T* dout, size_t n
 template <typename T>
 void CudaLayers<T>::add(T* out, const T* a, const T* b, size_t n) {
   cuda::add(out, a, b, n, ctx_.stream());
+}
+
+template <typename T>
+void CudaLayers<T>::dropout(T* out, const T* in, const DropoutKey& key, int B, int Tn, int C) {
+  check_sizes("dropout", {B, Tn, C});
+  cuda::dropout(out, in, key, B, static_cast<size_t>(Tn) * C, ctx_.stream());
 }
 
 template <typename T>

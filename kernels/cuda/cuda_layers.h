@@ -50,6 +50,7 @@ class CudaLayers final : public LayerKernels<T> {
   void gelu_forward(T* out, const T* inp, size_t n) override;
   void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override;
   void add(T* out, const T* a, const T* b, size_t n) override;
+  void dropout(T* out, const T* in, const DropoutKey& key, int B, int Tn, int C) override;
   double cross_entropy_forward(const T* logits, const int* targets, int N, int V) override;
   double cross_entropy_forward_backward(T* logits_then_dlogits, const int* targets, int N, int V,
                                         float grad_scale) override;

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "model/counter_rng.h"
+#include "kernels/counter_rng.h"
 #include "worker/data/data_error.h"
 #include "worker/data/sample_order.h"
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/counter_rng.h"
+#include "kernels/counter_rng.h"
 
 namespace rm {
 namespace {

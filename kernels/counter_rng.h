@@ -3,7 +3,8 @@
 // There is no generator state to carry, save, or advance, so a draw does not depend on call
 // order, on which rank or thread makes it, or on how many draws came before. Callers choose
 // the counter words: e.g. init uses (kInit, tensor id, element index), dropout uses
-// (kDropout, step, element index), the data order uses (kShuffle, epoch, round|value).
+// (kDropout, global sample index, site|word: kernels/dropout_mask.h), the data order uses
+// (kShuffle, epoch, round|value).
 //
 // Construction: the four words are absorbed one at a time by h = mix64(h + x * kGamma), where
 // mix64 is the SplitMix64 finaliser (Stafford's variant 13). For a fixed prefix the last step
@@ -60,6 +61,17 @@ RM_RNG_HD constexpr uint64_t rng_u64(uint64_t seed, RngPurpose purpose, uint64_t
   h = absorb(h, static_cast<uint64_t>(purpose));
   h = absorb(h, a);
   return absorb(h, b);
+}
+
+// rng_u64 in two parts, for many draws that share (seed, purpose, a) (dropout: one sequence's
+// elements): rng_u64(seed, purpose, a, b) == rng_continue(rng_prefix(seed, purpose, a), b), so
+// the prefix is computed once instead of once a draw.
+RM_RNG_HD constexpr uint64_t rng_prefix(uint64_t seed, RngPurpose purpose, uint64_t a) {
+  using rng_detail::absorb;
+  return absorb(absorb(absorb(0x6a09e667f3bcc909ULL, seed), static_cast<uint64_t>(purpose)), a);
+}
+RM_RNG_HD constexpr uint64_t rng_continue(uint64_t prefix, uint64_t b) {
+  return rng_detail::absorb(prefix, b);
 }
 
 // Uniform in [0, 1) with 24 random bits: every value is an exact float, and 1.0f never occurs.

@@ -1,4 +1,4 @@
-#include "model/counter_rng.h"
+#include "kernels/counter_rng.h"
 
 #include <gtest/gtest.h>
 
@@ -29,6 +29,15 @@ TEST(CounterRng, KnownValueIsStable) {
   EXPECT_EQ(rng_u64(1337, RngPurpose::kInit, 0, 0), 0xb00e65b647178af5ULL);
   EXPECT_EQ(rng_detail::mix64(0), 0u);  // the finaliser fixes 0, hence the start constant
   EXPECT_NE(rng_u64(0, RngPurpose::kInit, 0, 0), 0u);
+}
+
+TEST(CounterRng, APrefixContinuedIsTheWholeDraw) {
+  for (uint64_t a : {0ull, 1ull, 123456789ull}) {
+    const uint64_t prefix = rng_prefix(99, RngPurpose::kDropout, a);
+    for (uint64_t b : {0ull, 1ull, (5ull << 40) | 7ull}) {
+      EXPECT_EQ(rng_continue(prefix, b), rng_u64(99, RngPurpose::kDropout, a, b));
+    }
+  }
 }
 
 TEST(CounterRng, EveryKeyWordMatters) {
