@@ -75,6 +75,12 @@ void describe_source(const LoadedRun& run) {
 
 int cmd_sample(const SampleArgs& args) {
   return report_errors([&] {
+    try {
+      check_sampling_options(args.sampling);
+    } catch (const std::invalid_argument& e) {
+      print_error(std::string("sample: ") + e.what());
+      return kExitBadInput;
+    }
     LoadedRun run = load_trained_model(args.run_dir, 1);
     describe_source(run);
     configure_threads(run.job.parallel.threads_per_rank, 1);
@@ -88,7 +94,7 @@ int cmd_sample(const SampleArgs& args) {
       return kExitBadInput;
     }
     const std::vector<int> out =
-        generate(*run.model, run.params.data(), prompt, args.tokens, args.temperature, args.seed);
+        generate(*run.model, run.params.data(), prompt, args.tokens, args.sampling, args.seed);
     if (tokenizer || run.model->vocab_size() == 256) {
       std::string text(args.prompt);
       for (int t : out) {

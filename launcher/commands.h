@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "model/token_sampler.h"
+
 namespace rm {
 
 struct JobArgs {
@@ -67,7 +69,7 @@ struct SampleArgs {
   std::string run_dir;
   std::string prompt = "\n";
   int tokens = 200;
-  double temperature = 0.8;
+  SamplingOptions sampling;  // temperature, top_k, top_p
   uint64_t seed = 1337;
   std::string tokenizer;  // empty = the run's data.tokenizer
 };

@@ -98,7 +98,15 @@ int main(int argc, char** argv) {
   s->add_option("path", sample.run_dir, "run directory or checkpoint directory")->required();
   s->add_option("--prompt", sample.prompt, "text to continue");
   s->add_option("--tokens", sample.tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
-  s->add_option("--temperature", sample.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  s->add_option("--temperature", sample.sampling.temperature, "0 = greedy")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--top-k", sample.sampling.top_k,
+                "sample among the K most likely tokens only; 0 = all")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--top-p", sample.sampling.top_p,
+                "sample among the most likely tokens up to this much probability (nucleus); 1 = "
+                "all")
+      ->check(CLI::Range(0.0, 1.0));
   s->add_option("--seed", sample.seed, "sampling seed");
   s->add_option("--tokenizer", sample.tokenizer,
                 "GPT-2 tokenizer directory for the prompt and the output (default: the job's "

@@ -87,6 +87,23 @@ TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
   EXPECT_EQ(run_cli("sample " + run + " --prompt ROMEO: --tokens 50 --seed 4", dir.path()).out,
             s.out)
       << "the same seed gives the same text";
+  // Filtering that leaves one token is greedy: --top-k 1, or a nucleus smaller than any token.
+  const auto greedy =
+      run_cli("sample " + run + " --prompt ROMEO: --tokens 20 --temperature 0", dir.path());
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  for (const char* filter : {" --top-k 1", " --top-p 1e-6", " --top-k 3 --top-p 1e-6"}) {
+    const auto f =
+        run_cli("sample " + run + " --prompt ROMEO: --tokens 20 --seed 9" + filter, dir.path());
+    ASSERT_EQ(f.exit_code, 0) << filter << "\n" << f.err;
+    EXPECT_EQ(f.out, greedy.out) << filter;
+  }
+  const auto top_k =
+      run_cli("sample " + run + " --prompt ROMEO: --tokens 50 --seed 4 --top-k 20", dir.path());
+  ASSERT_EQ(top_k.exit_code, 0) << top_k.err;
+  EXPECT_EQ(top_k.out.size(), s.out.size());
+  const auto bad_p = run_cli("sample " + run + " --top-p 0", dir.path());
+  EXPECT_EQ(bad_p.exit_code, 2);
+  EXPECT_NE(bad_p.err.find("top-p must be in (0, 1]"), std::string::npos) << bad_p.err;
 
   const auto e =
       run_cli("eval " + run + " --data data/tinyshakespeare.txt --max-tokens 3200", dir.path());

@@ -42,6 +42,7 @@ void dropout_words(T* o, const T* x, const DropoutKey& key, uint64_t prefix, siz
 template <typename T>
 void dropout(T* out, const T* in, const DropoutKey& key, int B, size_t row) {
   constexpr size_t E = kDropoutElemsPerDraw;
+  if (B <= 0 || row == 0) return;
   const size_t words = (row + E - 1) / E;
   // Threads take blocks of kBlockWords draws over all sequences at once, so that short rows
   // (the default job's 16384 elements) still spread over the threads.

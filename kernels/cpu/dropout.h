@@ -2,7 +2,8 @@
 //
 // out = in * key.scale where sequence b's element is kept, else 0, rounded once to T (float or
 // bf16). out may alias in exactly. The same call on a gradient, with the same key, is dropout's
-// backward. Threading: OpenMP over each sequence's draws (small rows run inline).
+// backward. Threading: OpenMP over blocks of draws of all the sequences at once (a call of
+// fewer than detail::kMinParallelElems elements runs inline).
 #pragma once
 
 #include <cstddef>
