@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/posix_io.h"
+#include "kernels/bf16.h"
 
 namespace rm {
 namespace {
@@ -117,9 +119,7 @@ LlmcSpan llmc_span(const LlmcModelFile& f, LlmcTensor tensor, int64_t layer) {
   // Every product below is at most the file's parameter count, checked to fit.
   const uint64_t c = static_cast<uint64_t>(f.channels);
   const uint64_t layers = static_cast<uint64_t>(f.num_layers);
-  const bool per_layer_kind = tensor != LlmcTensor::kWte && tensor != LlmcTensor::kWpe &&
-                              tensor != LlmcTensor::kLnfw && tensor != LlmcTensor::kLnfb;
-  if (layer < 0 || (per_layer_kind ? layer >= f.num_layers : layer != 0)) {
+  if (layer < 0 || (llmc_per_layer(tensor) ? layer >= f.num_layers : layer != 0)) {
     throw std::out_of_range("llmc_span: layer " + std::to_string(layer));
   }
   const int64_t C = f.channels;
@@ -167,6 +167,90 @@ void read_llmc_parameters(const std::string& path, const LlmcModelFile& f, uint6
       std::memcpy(dst + done + i, &bits, sizeof bits);
     }
   }
+}
+
+std::string llmc_gpt2_name(LlmcTensor kind, int64_t layer) {
+  static const char* const kBlock[] = {
+      "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+      "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+      "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+  const int k = static_cast<int>(kind);
+  if (layer < 0 || (!llmc_per_layer(kind) && layer != 0)) {
+    throw std::out_of_range("llmc_gpt2_name: layer " + std::to_string(layer));
+  }
+  switch (kind) {
+    case LlmcTensor::kWte:
+      return "wte";
+    case LlmcTensor::kWpe:
+      return "wpe";
+    case LlmcTensor::kLnfw:
+      return "ln_f.weight";
+    case LlmcTensor::kLnfb:
+      return "ln_f.bias";
+    default:
+      return "h." + std::to_string(layer) + "." + kBlock[k - static_cast<int>(LlmcTensor::kLn1w)];
+  }
+}
+
+int64_t llmc_padded_vocab(int64_t vocab_size) {
+  return (vocab_size + 127) / 128 * 128;
+}
+
+void write_llmc_model_file(const std::string& path, LlmcModelFile f,
+                           const LlmcTensorSource& tensor) {
+  if (f.version != 3 && f.version != 5) {
+    refuse_llmc(path, "llm.c model files are written as version 3 (fp32) or 5 (bf16), not " +
+                          std::to_string(f.version));
+  }
+  for (const int64_t v :
+       {f.max_seq_len, f.vocab_size, f.padded_vocab_size, f.num_layers, f.num_heads, f.channels}) {
+    if (v < 1 || v > (int64_t{1} << 24) || f.padded_vocab_size < f.vocab_size) {
+      refuse_llmc(path,
+                  "no llm.c model file has this shape (a size outside 1 .. 2^24, or the "
+                  "padded vocabulary below the vocabulary)");
+    }
+  }
+  f.element_bytes = f.version == 5 ? 2 : 4;
+  const uint64_t c = static_cast<uint64_t>(f.channels);
+  f.parameters = static_cast<uint64_t>(f.padded_vocab_size) * c +
+                 static_cast<uint64_t>(f.max_seq_len) * c +
+                 static_cast<uint64_t>(f.num_layers) * (12 * c * c + 13 * c) + 2 * c;
+  int32_t header[256] = {};
+  const int64_t fields[] = {kLlmcMagic,   f.version,   f.max_seq_len, f.vocab_size,
+                            f.num_layers, f.num_heads, f.channels,    f.padded_vocab_size};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
+    header[i] = static_cast<int32_t>(fields[i]);
+  }
+  AtomicFileWriter out(path);
+  out.append(header, sizeof header);
+  // Each tensor in file order, converted a piece at a time (bf16: the float rounded to nearest
+  // even, as llm.c's train_gpt2.py writes its _bf16 files).
+  std::vector<uint16_t> half;
+  const auto put = [&](const float* data, uint64_t n) {
+    if (f.element_bytes == 4) {
+      out.append(data, n * sizeof(float));
+      return;
+    }
+    for (uint64_t done = 0; done < n; done += half.size()) {
+      half.resize(static_cast<size_t>(std::min<uint64_t>(n - done, uint64_t{1} << 20)));
+      for (size_t i = 0; i < half.size(); ++i) half[i] = to_bf16(data[done + i]).bits;
+      out.append(half.data(), half.size() * 2);
+    }
+  };
+  const auto put_span = [&](LlmcTensor kind, int64_t layer) {
+    put(tensor(kind, layer), llmc_span(f, kind, layer).elements());
+  };
+  put_span(LlmcTensor::kWte, 0);
+  const std::vector<float> padding((f.padded_vocab_size - f.vocab_size) * c, 0.0f);
+  put(padding.data(), padding.size());
+  put_span(LlmcTensor::kWpe, 0);
+  for (int k = static_cast<int>(LlmcTensor::kLn1w); k <= static_cast<int>(LlmcTensor::kFcprojb);
+       ++k) {
+    for (int64_t l = 0; l < f.num_layers; ++l) put_span(static_cast<LlmcTensor>(k), l);
+  }
+  put_span(LlmcTensor::kLnfw, 0);
+  put_span(LlmcTensor::kLnfb, 0);
+  out.commit();
 }
 
 }  // namespace rm

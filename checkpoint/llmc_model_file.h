@@ -1,5 +1,5 @@
 // llm.c's GPT-2 model files (gpt2_124M.bin, gpt2_124M_bf16.bin; what llm.c's train_gpt2.py and
-// its trainers write), read with every field checked:
+// its trainers write), read with every field checked, and written (`ckpt export --format llmc`):
 //
 //   int32[256]  header: [0] magic 20240326, [1] version, [2] max_seq_len, [3] vocab_size,
 //               [4] num_layers, [5] num_heads, [6] channels, [7] padded_vocab_size (versions
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "checkpoint/checkpoint_error.h"
@@ -46,6 +47,11 @@ enum class LlmcTensor {
   kLnfw,
   kLnfb,
 };
+
+// Whether llm.c keeps one `kind` a layer (kLn1w .. kFcprojb) or one in all (wte, wpe, ln_f).
+inline bool llmc_per_layer(LlmcTensor kind) {
+  return kind >= LlmcTensor::kLn1w && kind <= LlmcTensor::kFcprojb;
+}
 
 struct LlmcModelFile {
   int version = 0;
@@ -78,5 +84,25 @@ LlmcSpan llmc_span(const LlmcModelFile& file, LlmcTensor tensor, int64_t layer =
 // CheckpointError for a range past the parameters.
 void read_llmc_parameters(const std::string& path, const LlmcModelFile& file, uint64_t first,
                           uint64_t count, float* dst);
+
+// GPT-2's name of llm.c's tensor `kind` of `layer`, as its state dict has it without the
+// "transformer." prefix (and Ringmaster's GPT lays it out): "wte", "wpe", "h.<layer>.ln_1.weight",
+// "h.<layer>.attn.c_attn.weight", ..., "ln_f.bias". The same std::out_of_range as llmc_span for a
+// negative layer, or a non-zero one of wte, wpe, ln_f.
+std::string llmc_gpt2_name(LlmcTensor kind, int64_t layer = 0);
+
+// llm.c's padding of the vocabulary: up to a multiple of 128 (50257 -> 50304), as its
+// train_gpt2.py writes files.
+int64_t llmc_padded_vocab(int64_t vocab_size);
+
+// The file of a model of `shape` (version 3: fp32, or 5: bf16 rounded to nearest even; the
+// parameter count is worked out here), its tensors from `tensor(kind, layer)`: a pointer to
+// llmc_span(kind, layer).elements() floats (wte: vocab_size rows; the padding rows are written as
+// zeros, as llm.c's own files have them). Written atomically and durably (io/atomic_file.h), a
+// tensor at a time; throws CheckpointError for a shape read_llmc_header would refuse, IoError
+// for I/O.
+using LlmcTensorSource = std::function<const float*(LlmcTensor kind, int64_t layer)>;
+void write_llmc_model_file(const std::string& path, LlmcModelFile shape,
+                           const LlmcTensorSource& tensor);
 
 }  // namespace rm

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
 #include "io/atomic_file.h"
 #include "launcher/cmd_common.h"
@@ -158,9 +160,46 @@ int cmd_ckpt_inspect(const CkptArgs& args) {
   });
 }
 
+namespace {
+
+// The run's gpt as an llm.c model file (version 3, fp32, or 5, bf16), the vocabulary padded as
+// llm.c pads it; what llm.c's trainers and its train_gpt2.py's files hold. Returns a bad-input
+// exit code, having said why, for a model llm.c has no format for.
+int export_llmc(const LoadedRun& run, const CkptArgs& args) {
+  const ModelConfig& c = run.job.model;
+  if (c.type != ModelType::kGpt) {
+    print_error("ckpt export --format " + args.format +
+                ": llm.c's files hold GPT-2 models; this checkpoint's model.type is " +
+                choice_name(c.type));
+    return kExitBadInput;
+  }
+  LlmcModelFile shape;
+  shape.version = args.format == "llmc-bf16" ? 5 : 3;
+  shape.max_seq_len = c.seq_len;
+  shape.vocab_size = c.vocab_size;
+  shape.padded_vocab_size = llmc_padded_vocab(c.vocab_size);
+  shape.num_layers = c.layers;
+  shape.num_heads = c.heads;
+  shape.channels = c.width;
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const TensorSpec& t : run.model->layout().tensors()) by_name[t.name] = &t;
+  write_llmc_model_file(args.output, shape, [&](LlmcTensor kind, int64_t layer) {
+    return run.params.data() + by_name.at(llmc_gpt2_name(kind, layer))->offset;
+  });
+  std::printf(
+      "wrote %s: llm.c model file, version %d (%s), %zu tensors, vocabulary %d padded to "
+      "%lld, from %s\n",
+      args.output.c_str(), shape.version, shape.version == 5 ? "bf16" : "fp32", by_name.size(),
+      c.vocab_size, static_cast<long long>(shape.padded_vocab_size), run.source.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_ckpt_export(const CkptArgs& args) {
   return report_errors([&] {
     LoadedRun run = load_trained_model(args.path, 1);
+    if (args.format != "safetensors") return export_llmc(run, args);
     const ModelExport exported = export_model(run.job.model, *run.model, run.params.data());
     std::vector<SafetensorsTensor> tensors;
     uint64_t bytes = 0;

@@ -133,7 +133,7 @@ int cmd_bench_ckpt(const BenchCkptArgs& args);
 // noted, a run directory.
 struct CkptArgs {
   std::string path;
-  std::string format = "safetensors";  // export
+  std::string format = "safetensors";  // export: safetensors, llmc or llmc-bf16
   std::string output;                  // export: -o FILE
 };
 int cmd_ckpt_list(const CkptArgs& args);     // path: a run directory

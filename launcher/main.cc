@@ -196,8 +196,10 @@ int main(int argc, char** argv) {
   ci->add_option("path", ckpt_args.path, "checkpoint directory")->required();
   auto* ce = ckpt->add_subcommand("export", "write a checkpoint's model as one file");
   ce->add_option("path", ckpt_args.path, "checkpoint directory")->required();
-  ce->add_option("--format", ckpt_args.format, "output format")
-      ->check(CLI::IsMember({"safetensors"}));
+  ce->add_option("--format", ckpt_args.format,
+                 "safetensors (Hugging Face's GPT2LMHeadModel names), llmc (llm.c's model file, "
+                 "fp32) or llmc-bf16 (the same in bf16, for llm.c's GPU trainer)")
+      ->check(CLI::IsMember({"safetensors", "llmc", "llmc-bf16"}));
   ce->add_option("-o,--output", ckpt_args.output, "output file")->required();
 
   auto* docs = app.add_subcommand("docs", "print generated documentation");

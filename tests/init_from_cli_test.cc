@@ -117,6 +117,52 @@ TEST_F(InitFromCli, AnExportedFileOnTwoFullyShardedRanksGivesItsWeightsExactly) 
   EXPECT_TRUE(same(payload(dir_.file("c/weights.bin")), payload(dir_.file("source/weights.bin"))));
 }
 
+// `ckpt export --format llmc` writes llm.c's model file (what llm.c's trainers read; checked
+// against llm.c's own forward pass in the note of 2026-11-30), and init_from reads it back to
+// the bit on two ranks; the bf16 file is the same tensors in half the bytes.
+TEST_F(InitFromCli, AnLlmcExportOnTwoRanksGivesItsWeightsExactly) {
+  const std::string step = dir_.file("source/checkpoints/step_00000030");
+  const std::string file = dir_.file("source.bin"), half = dir_.file("source_bf16.bin");
+  const auto e = run_cli("ckpt export " + step + " --format llmc -o " + file, dir_.path());
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("llm.c model file, version 3 (fp32), 28 tensors, vocabulary 256 padded to "
+                       "256"),
+            std::string::npos)
+      << e.out;
+  const auto r = run_cli("run " + job_ + " --nproc 2" + frozen(dir_, "l", file), dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("llm.c model file, version 3 (fp32), 28 tensors"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(same(payload(dir_.file("l/weights.bin")), payload(dir_.file("source/weights.bin"))));
+  ASSERT_EQ(
+      run_cli("ckpt export " + step + " --format llmc-bf16 -o " + half, dir_.path()).exit_code, 0);
+  const auto header = std::filesystem::file_size(file) - std::filesystem::file_size(half);
+  EXPECT_EQ(std::filesystem::file_size(half) - 1024, header) << "bf16: half of fp32's parameters";
+  const auto b = run_cli("validate " + job_ + frozen(dir_, "b16", half), dir_.path());
+  EXPECT_NE(b.out.find("llm.c model file, version 5 (bf16), 28 tensors"), std::string::npos)
+      << b.out << b.err;
+}
+
+// llm.c's format holds GPT-2 models: exporting an MLP says so and writes nothing.
+TEST(LlmcExportCli, AnMlpIsRefusedAndNothingIsWritten) {
+  TempDir dir;
+  const std::string job = dir.write("mlp.yaml", R"(name: mlp
+run_dir: )" + dir.file("run") + R"(
+model: {type: mlp, seq_len: 16, layers: 1, width: 32, mlp_embed: 8, mlp_context: 4}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 2, global_batch: 4, micro_batch: 4, eval_every: 0}
+)");
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const auto r = run_cli("ckpt export " + dir.file("run/checkpoints/step_00000002") +
+                             " --format llmc -o " + dir.file("mlp.bin"),
+                         dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("llm.c's files hold GPT-2 models; this checkpoint's model.type is mlp"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("mlp.bin")));
+}
+
 TEST_F(InitFromCli, AShorterContextTakesTheFirstRowsOfThePositionEmbedding) {
   const std::string file = export_source();
   const auto r =

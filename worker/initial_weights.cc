@@ -243,20 +243,6 @@ void InitialWeights::open_llmc(const ModelConfig& config) {
             config.vocab_size);
   }
   check_heads(config, f.num_heads);
-  // Ringmaster's names for llm.c's tensors (gpt_model.cc's layout, llm.c's order).
-  static const std::map<std::string, LlmcTensor> kBlock = {
-      {"ln_1.weight", LlmcTensor::kLn1w},
-      {"ln_1.bias", LlmcTensor::kLn1b},
-      {"attn.c_attn.weight", LlmcTensor::kQkvw},
-      {"attn.c_attn.bias", LlmcTensor::kQkvb},
-      {"attn.c_proj.weight", LlmcTensor::kAttprojw},
-      {"attn.c_proj.bias", LlmcTensor::kAttprojb},
-      {"ln_2.weight", LlmcTensor::kLn2w},
-      {"ln_2.bias", LlmcTensor::kLn2b},
-      {"mlp.c_fc.weight", LlmcTensor::kFcw},
-      {"mlp.c_fc.bias", LlmcTensor::kFcb},
-      {"mlp.c_proj.weight", LlmcTensor::kFcprojw},
-      {"mlp.c_proj.bias", LlmcTensor::kFcprojb}};
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, uint64_t> offsets;
   auto add = [&](const std::string& name, const LlmcSpan& span) {
@@ -264,15 +250,13 @@ void InitialWeights::open_llmc(const ModelConfig& config) {
         span.cols ? std::vector<int64_t>{span.rows, span.cols} : std::vector<int64_t>{span.rows};
     offsets[name] = span.offset;
   };
-  add("wte", llmc_span(f, LlmcTensor::kWte));
-  add("wpe", llmc_span(f, LlmcTensor::kWpe));
-  for (int64_t l = 0; l < f.num_layers; ++l) {  // the job's layer count, checked above
-    for (const auto& [suffix, kind] : kBlock) {
-      add("h." + std::to_string(l) + "." + suffix, llmc_span(f, kind, l));
+  // GPT-2's names, which are the layout's (gpt_model.cc); f.num_layers is the job's, checked above.
+  for (int k = static_cast<int>(LlmcTensor::kWte); k <= static_cast<int>(LlmcTensor::kLnfb); ++k) {
+    const LlmcTensor kind = static_cast<LlmcTensor>(k);
+    for (int64_t l = 0; l < (llmc_per_layer(kind) ? f.num_layers : 1); ++l) {
+      add(llmc_gpt2_name(kind, l), llmc_span(f, kind, l));
     }
   }
-  add("ln_f.weight", llmc_span(f, LlmcTensor::kLnfw));
-  add("ln_f.bias", llmc_span(f, LlmcTensor::kLnfb));
   match(
       config, shapes, [](const std::string& name) { return std::vector<std::string>{name}; },
       false);
