@@ -23,12 +23,18 @@ std::string run_file(const std::string& run_dir, const char* name) {
 namespace {
 
 // Whether two resolved jobs train the same thing: everything but how it runs (parallel,
-// checkpoint, resilience, observability, cluster), which may change between a run and its resume (e.g. 4 ranks
-// in ZeRO-1 resumed on 2 ranks in ZeRO-3), and where it lives (name, run_dir: a run directory
-// that was moved or copied resumes from its new place).
+// checkpoint, resilience, observability, cluster), which may change between a run and its
+// resume (e.g. 4 ranks in ZeRO-1 resumed on 2 ranks in ZeRO-3), where it lives (name, run_dir: a
+// run directory that was moved or copied resumes from its new place), how long it trains
+// (train.steps: a run extended, or cut short) and how often it evaluates and logs.
 bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
   auto normal = [](const std::string& text) {
     JobConfig j = load_job_from_string(text, "config.yaml");
+    const TrainConfig defaults;
+    j.train.steps = defaults.steps;
+    j.train.eval_every = defaults.eval_every;
+    j.train.eval_batches = defaults.eval_batches;
+    j.train.log_every = defaults.log_every;
     j.name.clear();
     j.run_dir.clear();
     j.parallel = ParallelConfig();
@@ -45,9 +51,42 @@ bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
   }
 }
 
+// What a resumed run changes that it may (train.steps), for the run to say; empty when nothing.
+std::string changed_length(const std::string& previous_yaml, const std::string& resolved_yaml) {
+  try {
+    const JobConfig before = load_job_from_string(previous_yaml, "config.yaml");
+    const JobConfig now = load_job_from_string(resolved_yaml, "config.yaml");
+    if (before.train.steps == now.train.steps) return "";
+    const bool longer = now.train.steps > before.train.steps;
+    const std::string to = std::to_string(now.train.steps);
+    std::string line = "train.steps is " + to + ", where the run in this directory had " +
+                       std::to_string(before.train.steps) + ": it " +
+                       (longer ? "goes on from its newest checkpoint to step " + to
+                               : "trains no step past " + to +
+                                     " (from a checkpoint already past it, nothing more)");
+    if (!longer) return line;
+    switch (now.optimizer.schedule) {
+      case LrScheduleKind::kConstant:
+        return line;
+      case LrScheduleKind::kWsd:
+        return line + "; optimizer.schedule wsd: the learning rate is unchanged up to the new " +
+               "decay, so a run resumed before its old decay began goes on as if it had been " +
+               "this long from the start";
+      default:
+        return line + "; the learning-rate schedule now spans " + std::to_string(now.train.steps) +
+               " steps, so its rate from here on is the " +
+               "longer schedule's (optimizer.schedule wsd would have kept it)";
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 }  // namespace
 
-RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job) {
+RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
+                         std::string* changes) {
+  if (changes != nullptr) changes->clear();
   if (io::exists(run_dir) && !io::is_directory(run_dir)) {
     throw IoError(run_dir + ": run_dir is not a directory");
   }
@@ -73,9 +112,13 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   if (!has_checkpoints && !has_metrics && !has_weights) return RunStart::kNew;
   const std::string previous = run_file(run_dir, "config.yaml");
   const bool known = fs::exists(previous);
-  if (known && !same_training(io::read_file(previous), resolved_job)) {
-    throw IoError(run_dir + ": holds a run of a different job (" + previous +
-                  " differs); pass --fresh to start over, or set run_dir");
+  if (known) {
+    const std::string previous_job = io::read_file(previous);
+    if (!same_training(previous_job, resolved_job)) {
+      throw IoError(run_dir + ": holds a run of a different job (" + previous +
+                    " differs); pass --fresh to start over, or set run_dir");
+    }
+    if (changes != nullptr) *changes = changed_length(previous_job, resolved_job);
   }
   if (has_checkpoints) return RunStart::kResume;
   if (has_weights) {
@@ -91,9 +134,9 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   return RunStart::kRestartUnfinished;
 }
 
-RunStart prepare_run(const JobConfig& job, bool fresh) {
+RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes) {
   const std::string resolved = to_yaml(job);
-  const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved);
+  const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved, changes);
   write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
   return start;
 }

@@ -27,14 +27,20 @@ enum class RunStart {
 // (base/run_lock.h: refused, with IoError, while another run lives in it).
 //  - fresh: removes a previous run's checkpoints, metrics and weights (start over).
 //  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is
-//    accepted only for the same job (config.yaml trains the same thing as resolved_job), and
-//    one that holds a finished run without checkpoints (weights.bin) is refused, so nothing is
-//    overwritten by accident. Refusals throw IoError naming the directory and the way out.
+//    accepted only for the same job (config.yaml trains the same thing as resolved_job: it may
+//    differ in how it runs -- ranks, sharding, checkpoints, cluster -- and in train.steps, so that
+//    a run can be extended), and one that holds a finished run without checkpoints (weights.bin)
+//    is refused, so nothing is overwritten by accident. Refusals throw IoError naming the
+//    directory and the way out.
+//  - changes (may be null): one line for the run to print when train.steps differs from the
+//    run the directory holds (what the run will do, and what becomes of its learning-rate
+//    schedule); empty otherwise.
 // Writes nothing else.
-RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job);
+RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
+                         std::string* changes = nullptr);
 
 // prepare_run_dir() for the job, then writes the resolved job to RUN_DIR/config.yaml
 // (atomically).
-RunStart prepare_run(const JobConfig& job, bool fresh);
+RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes = nullptr);
 
 }  // namespace rm

@@ -18,7 +18,7 @@ namespace rm {
 enum class ModelType { kGpt, kMlp };                            // model.type
 enum class DataFormat { kText, kTokens };                       // data.format
 enum class OptimizerName { kAdamW };                            // optimizer.name
-enum class LrScheduleKind { kCosine, kLinear, kConstant };      // optimizer.schedule
+enum class LrScheduleKind { kCosine, kLinear, kConstant, kWsd };  // optimizer.schedule
 enum class Backend { kAuto, kCpu, kCuda };                      // parallel.backend
 enum class ShardMode { kNone, kOptimizer, kGradients, kFull };  // parallel.shard
 // The element type of parameters and activations (parallel.precision) or of the gradients on the
@@ -31,8 +31,8 @@ enum class OnNan { kSkip, kRollback, kAbort };                  // resilience.on
 constexpr std::array<std::string_view, 2> words_of(ModelType) { return {"gpt", "mlp"}; }
 constexpr std::array<std::string_view, 2> words_of(DataFormat) { return {"text", "tokens"}; }
 constexpr std::array<std::string_view, 1> words_of(OptimizerName) { return {"adamw"}; }
-constexpr std::array<std::string_view, 3> words_of(LrScheduleKind) {
-  return {"cosine", "linear", "constant"};
+constexpr std::array<std::string_view, 4> words_of(LrScheduleKind) {
+  return {"cosine", "linear", "constant", "wsd"};
 }
 constexpr std::array<std::string_view, 3> words_of(Backend) { return {"auto", "cpu", "cuda"}; }
 constexpr std::array<std::string_view, 4> words_of(ShardMode) {

@@ -55,6 +55,7 @@ struct OptimizerConfig {
   double min_lr = 1e-4;
   int64_t warmup_steps = 100;
   LrScheduleKind schedule = LrScheduleKind::kCosine;
+  double decay_fraction = 0.2;  // wsd: the share of train.steps, at the end, that decays
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;

@@ -30,6 +30,11 @@ Constraint between(double min, double max, bool max_open = false) {
   c.max_open = max_open;
   return c;
 }
+Constraint above_up_to(double min, double max) {
+  Constraint c = between(min, max);
+  c.min_open = true;
+  return c;
+}
 // A choice-valued key: its words are its enum's (configs/job_choices.h), filled in by
 // job_schema() from the field, so the table cannot list other words than the loader accepts.
 Constraint one_of_its_choices() {
@@ -201,7 +206,15 @@ std::vector<KeySpec> build_schema() {
              "Learning rate at the end of the decay; <= optimizer.lr."),
       RM_KEY(optimizer.warmup_steps, at_least(0), "Steps of linear warmup from 0 to optimizer.lr."),
       RM_KEY(optimizer.schedule, one_of_its_choices(),
-             "Decay from lr to min_lr over the steps after the warmup."),
+             "After the warmup: `cosine` or `linear` decay from lr to min_lr over the steps "
+             "left; `constant` lr; `wsd` (warmup-stable-decay, as MiniCPM's) lr until the last "
+             "optimizer.decay_fraction of train.steps, then linear decay to min_lr. With wsd a "
+             "run resumed with a larger train.steps before its decay began goes on exactly as "
+             "a run of that length from the start (the others' decay stretches, so its "
+             "learning rate jumps)."),
+      RM_KEY(optimizer.decay_fraction, above_up_to(0, 1),
+             "wsd: the share of train.steps, at the end, over which the learning rate decays "
+             "to min_lr. Ignored by the other schedules."),
       RM_KEY(optimizer.beta1, between(0, 1, true), "AdamW first-moment decay."),
       RM_KEY(optimizer.beta2, between(0, 1, true), "AdamW second-moment decay."),
       RM_KEY(optimizer.eps, above(0), "AdamW denominator epsilon."),

@@ -48,7 +48,9 @@ int cmd_run(const RunArgs& args) {
     where.verifies_initial_weights = true;
     const CheckedJob checked = check_job(job_args.job, job_args.sets, where);
     const JobConfig& job = checked.job;
-    prepare_run(job, args.fresh);
+    std::string changes;
+    prepare_run(job, args.fresh, &changes);
+    if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
     for (const auto& [name, value] : job.cluster.env) {
       ::setenv(name.c_str(), value.c_str(), 1);

@@ -62,7 +62,9 @@ int cmd_submit(const SubmitArgs& args) {
       std::fputs(script.c_str(), stdout);
       return kExitOk;
     }
-    prepare_run(job, args.fresh);
+    std::string changes;
+    prepare_run(job, args.fresh, &changes);
+    if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
     for (const char* sub : {"logs", "slurm"}) {
       std::error_code ec;
       fs::create_directories(run_dir / sub, ec);

@@ -10,9 +10,18 @@ double learning_rate(const OptimizerConfig& opt, int64_t step, int64_t total_ste
     return opt.lr * static_cast<double>(step + 1) / static_cast<double>(opt.warmup_steps);
   }
   if (opt.schedule == LrScheduleKind::kConstant) return opt.lr;
-  const int64_t decay_steps = std::max<int64_t>(1, total_steps - 1 - opt.warmup_steps);
-  const double progress =
-      std::clamp(static_cast<double>(step - opt.warmup_steps) / decay_steps, 0.0, 1.0);
+  // Where the decay starts: after the warmup, or for wsd at the last decay_fraction of the steps
+  // (at least one step), whichever is later.
+  int64_t start = opt.warmup_steps;
+  if (opt.schedule == LrScheduleKind::kWsd) {
+    const auto decaying = std::max<int64_t>(
+        1,
+        static_cast<int64_t>(std::llround(opt.decay_fraction * static_cast<double>(total_steps))));
+    start = std::max(start, total_steps - decaying);
+    if (step < start) return opt.lr;
+  }
+  const int64_t decay_steps = std::max<int64_t>(1, total_steps - 1 - start);
+  const double progress = std::clamp(static_cast<double>(step - start) / decay_steps, 0.0, 1.0);
   const double factor =
       opt.schedule == LrScheduleKind::kCosine ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
   return opt.min_lr + (opt.lr - opt.min_lr) * factor;

@@ -32,6 +32,28 @@ TEST(LrSchedule, CosineAndLinearDecayToMinLrAtTheLastStep) {
   EXPECT_NEAR(learning_rate(opt("linear"), 35, 111), 0.1 + 0.9 * 0.75, 1e-12);
 }
 
+// wsd: warmup, lr until the last 20% of 110 steps (22: from step 88), then linear to min_lr at
+// the last step; before step 88 the total does not matter (what lets a run be extended).
+TEST(LrSchedule, WsdHoldsLrThenDecaysLinearlyOverItsLastFraction) {
+  OptimizerConfig o = opt("wsd");
+  o.decay_fraction = 0.2;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 4, 110), 0.5);  // the warmup as the others'
+  EXPECT_DOUBLE_EQ(learning_rate(o, 10, 110), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 87, 110), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 88, 110), 1.0);  // the decay's first step: progress 0
+  EXPECT_NEAR(learning_rate(o, 98, 110), 0.1 + 0.9 * (1.0 - 10.0 / 21.0), 1e-12);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 109, 110), 0.1);
+  for (int64_t step = 0; step < 88; ++step) {
+    ASSERT_EQ(learning_rate(o, step, 110), learning_rate(o, step, 1000)) << step;
+  }
+  EXPECT_NE(learning_rate(opt("cosine"), 50, 110), learning_rate(opt("cosine"), 50, 1000));
+  // A decay longer than what follows the warmup starts after the warmup.
+  o.decay_fraction = 1.0;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 10, 110), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 109, 110), 0.1);
+  EXPECT_LT(learning_rate(o, 11, 110), 1.0);
+}
+
 TEST(LrSchedule, ConstantStaysAtLr) {
   EXPECT_DOUBLE_EQ(learning_rate(opt("constant"), 500, 111), 1.0);
 }

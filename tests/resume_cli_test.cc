@@ -83,6 +83,42 @@ TEST(ResumeCli, TwoRanksZero1ResumeOnOneRankFullySharded) {
   for (const auto& [step, loss] : a) EXPECT_NEAR(m.at(step), loss, 1e-5 * loss) << step;
 }
 
+// A run may be resumed with another train.steps. Under optimizer.schedule wsd the learning rate
+// before the decay does not depend on train.steps, so a run of 8 steps killed before its decay
+// (from step 6) and resumed with 16 ends with the weights and losses of 16 steps straight.
+TEST(ResumeCli, AWsdRunExtendedBeforeItsDecayIsTheLongerRunBitForBit) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string wsd =
+      " --set optimizer.schedule=wsd --set optimizer.decay_fraction=0.25 --set "
+      "optimizer.warmup_steps=2 --set train.steps=16";
+  ASSERT_EQ(run_cli("run " + job + wsd, dir.path()).exit_code, 0);
+  const std::string b = " --set run_dir=" + dir.file("extended");
+  const auto killed =
+      run_cli("run " + job + wsd + b + " --set train.steps=8 --set checkpoint.async=false",
+              dir.path(), "RM_TEST_FAULT=kill:0:6");
+  EXPECT_NE(killed.exit_code, 0);
+  const auto extended = run_cli("run " + job + wsd + b, dir.path());
+  ASSERT_EQ(extended.exit_code, 0) << extended.err;
+  EXPECT_NE(extended.out.find("train.steps is 16, where the run in this directory had 8: it goes "
+                              "on from its newest checkpoint to step 16; optimizer.schedule wsd"),
+            std::string::npos)
+      << extended.out;
+  EXPECT_NE(extended.out.find("step_00000004 (step 4)"), std::string::npos) << extended.out;
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
+            test::slurp(dir.file("extended/weights.bin")));
+  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
+            test::losses_by_step(dir.file("extended/metrics.jsonl")));
+  // Cut short again: said, and nothing past the new end is trained.
+  const auto shorter = run_cli("run " + job + wsd + b + " --set train.steps=12", dir.path());
+  ASSERT_EQ(shorter.exit_code, 0) << shorter.err;
+  EXPECT_NE(shorter.out.find("train.steps is 12, where the run in this directory had 16: it "
+                             "trains no step past 12"),
+            std::string::npos)
+      << shorter.out;
+  EXPECT_EQ(shorter.out.find("step     13/"), std::string::npos) << shorter.out;
+}
+
 TEST(ResumeCli, ADifferentJobNeedsFresh) {
   TempDir dir;
   const std::string job = job_file(dir);

@@ -61,7 +61,9 @@ enum StartKind : int {
 
 // Rank 0 only: prepares the run directory.
 StartKind prepare(const JobConfig& job, const RankArgs& args) {
-  const RunStart start = prepare_run(job, args.fresh);
+  std::string changes;  // said here when the worker runs alone (`run` has said it before mpirun)
+  const RunStart start = prepare_run(job, args.fresh, &changes);
+  if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
   if (start == RunStart::kRestartUnfinished && args.from.empty()) {
     std::printf("ringmaster: %s holds an unfinished run of this job that saved no checkpoint on "
                 "disk; %s\n",
