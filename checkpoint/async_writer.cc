@@ -226,7 +226,8 @@ SaveResult AsyncCheckpointWriter::write_and_commit(const SaveRequest& request) {
     result.committed_path = commit_checkpoint(request.run_dir, request.step, manifest);
     for (const ShardFileInfo& f : manifest.files) result.committed_bytes += f.size;
     if (request.keep > 0) {
-      result.removed = apply_retention(request.run_dir, request.keep, request.keep_every);
+      result.removed =
+          apply_retention(request.run_dir, request.keep, request.keep_every, request.keep_best);
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

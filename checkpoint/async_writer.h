@@ -74,6 +74,7 @@ struct SaveRequest {
   double collect_timeout_s = 600;
   int keep = 0;
   int64_t keep_every = 0;
+  bool keep_best = false;
   // If set, called after the save succeeded (and committed, on the committing rank), on the
   // thread that wrote it, with its result: a run's "checkpoint_saved" event. Must not throw.
   std::function<void(const SaveResult&)> on_saved;

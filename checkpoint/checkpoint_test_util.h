@@ -94,8 +94,10 @@ inline Manifest manifest_template(int64_t step, int world, uint64_t n) {
 
 // Saves step `step` as `world` ranks in this process (each rank's slices of every buffer,
 // uneven), the sync protocol: write_shard per rank, collect_shards, commit_checkpoint.
+// state: the manifest's state (null: the template's).
 inline std::string save_steps_checkpoint(const std::string& run_dir, int64_t step, int world,
-                                         uint64_t n) {
+                                         uint64_t n,
+                                         const nlohmann::json& state = nlohmann::json()) {
   std::vector<std::vector<float>> data;
   for (size_t b = 0; b < buffer_names().size(); ++b) data.push_back(buffer_at(step, b, n));
   const std::string tmp = prepare_checkpoint_dir(run_dir, step);
@@ -109,6 +111,7 @@ inline std::string save_steps_checkpoint(const std::string& run_dir, int64_t ste
     write_shard(tmp, step, r, mine);
   }
   Manifest m = manifest_template(step, world, n);
+  if (!state.is_null()) m.state = state;
   m.files = collect_shards(tmp, step, world, 0);
   return commit_checkpoint(run_dir, step, m);
 }

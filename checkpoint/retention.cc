@@ -35,7 +35,8 @@ std::vector<ScannedDir> scan_newest_first(const std::string& root) {
 
 }  // namespace
 
-std::vector<std::string> apply_retention(const std::string& run_dir, int keep, int64_t keep_every) {
+std::vector<std::string> apply_retention(const std::string& run_dir, int keep, int64_t keep_every,
+                                         bool keep_best) {
   if (keep < 1) {
     throw CheckpointError(run_dir + ": retention must keep at least one checkpoint (keep=" +
                           std::to_string(keep) + ")");
@@ -55,6 +56,24 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   }
   if (anchor == entries.size()) return removed;
 
+  // The best: of those marked so, from the anchor down (a newer one failed verification), the
+  // lowest validation loss, the newest of equals.
+  std::string best;
+  double best_loss = 0;
+  for (size_t i = anchor; keep_best && i < entries.size(); ++i) {
+    const std::string path = io::join(root, entries[i].name);
+    if (!entries[i].committed || !verify_checkpoint(path, VerifyLevel::kStructure).ok) continue;
+    const nlohmann::json& state = load_manifest(path).state;
+    if (!state.is_object() || !state.value("best", false)) continue;
+    const auto loss = state.find("best_val_loss");
+    if (loss == state.end() || !loss->is_number()) continue;
+    if (best.empty() || loss->get<double>() < best_loss) {
+      best = entries[i].name;
+      best_loss = loss->get<double>();
+    }
+  }
+  if (!best.empty()) io::replace_symlink(best, io::join(root, kBestLink));
+
   int kept = 1;  // the anchor
   std::vector<std::string> doomed;
   for (size_t i = anchor + 1; i < entries.size(); ++i) {
@@ -67,6 +86,10 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
       continue;
     }
     if (!verify_checkpoint(path, VerifyLevel::kStructure).ok) continue;  // leave for a person
+    if (e.name == best) {  // kept whatever; one of the keep newest if it is among them
+      if (kept < keep) ++kept;
+      continue;
+    }
     if (kept < keep) {
       ++kept;
     } else if (!(keep_every > 0 && e.step % keep_every == 0)) {

@@ -1,11 +1,17 @@
 // Retention: which checkpoints to delete once a newer one is committed.
 //
-// apply_retention(run_dir, keep, keep_every):
+// apply_retention(run_dir, keep, keep_every, keep_best):
 //   - the anchor is the newest committed checkpoint that verifies with checksums (normally the
 //     one just committed; it is read back once, which is the verification "a checkpoint is done
 //     when it is verified" asks for). No anchor: nothing is deleted.
 //   - kept: the anchor and the keep-1 next older checkpoints that verify structurally
-//     (manifest, files, sizes), plus every one whose step is divisible by keep_every (> 0).
+//     (manifest, files, sizes), plus every one whose step is divisible by keep_every (> 0), plus
+//     with keep_best the best: of the checkpoints up to the anchor that verify structurally and
+//     whose manifest state says "best": true with a numeric "best_val_loss" (checkpoint.keep_best
+//     marks a save so when its evaluation beat every earlier one), the lowest loss, the newest
+//     of equals. RUN_DIR/checkpoints/best is then made a symbolic link to it (kBestLink) before
+//     anything is deleted: a pointer for people and tools, made again at every retention from
+//     the manifests, which are what counts.
 //   - deleted: the other structurally valid checkpoints older than the anchor. Checkpoints newer
 //     than the anchor (they failed verification) and ones that fail even the structural check
 //     are left alone for a person to look at: retention bounds disk use, it does not destroy
@@ -26,8 +32,10 @@
 
 namespace rm {
 
+inline constexpr const char* kBestLink = "best";  // in RUN_DIR/checkpoints
+
 // Returns the paths removed (checkpoints and scratch directories).
 std::vector<std::string> apply_retention(const std::string& run_dir, int keep,
-                                         int64_t keep_every = 0);
+                                         int64_t keep_every = 0, bool keep_best = false);
 
 }  // namespace rm

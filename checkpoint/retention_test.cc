@@ -47,6 +47,44 @@ TEST(Retention, KeepEveryKeepsMilestones) {
                                                          "step_00000009", "step_00000010"}));
 }
 
+// checkpoint.keep_best: of the checkpoints marked best, the lowest loss is kept beside the newest
+// and linked as checkpoints/best (5 is marked too, worse: as after a resume that lost track).
+TEST(Retention, KeepBestKeepsTheLowestMarkedOneAndLinksIt) {
+  TempDir dir;
+  const auto best = [](double loss) {
+    return nlohmann::json{{"best", true}, {"best_val_loss", loss}};
+  };
+  for (int64_t s = 1; s <= 6; ++s) {
+    const nlohmann::json state = s == 2   ? best(2.0)
+                                 : s == 4 ? best(1.5)
+                                 : s == 5 ? best(1.8)
+                                          : nlohmann::json();
+    testutil::save_steps_checkpoint(dir.path(), s, 2, 64, state);
+  }
+  apply_retention(dir.path(), 1, 0, /*keep_best=*/true);
+  EXPECT_EQ(names(dir.path()),
+            (std::vector<std::string>{"best", "step_00000004", "step_00000006"}));
+  const std::string link = io::join(checkpoints_root(dir.path()), kBestLink);
+  char target[64] = {};
+  ASSERT_GT(::readlink(link.c_str(), target, sizeof target - 1), 0);
+  EXPECT_STREQ(target, "step_00000004");  // relative: a moved run directory keeps it
+  EXPECT_EQ(load_manifest(link).step, 4);
+  // A better one replaces it; the link moves before the old best goes.
+  testutil::save_steps_checkpoint(dir.path(), 7, 2, 64, best(1.0));
+  apply_retention(dir.path(), 1, 0, true);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"best", "step_00000007"}));
+  EXPECT_EQ(load_manifest(link).step, 7);
+  EXPECT_EQ(find_resume_checkpoint(dir.path())->step, 7);
+}
+
+TEST(Retention, MarksAreIgnoredWithoutKeepBest) {
+  TempDir dir;
+  testutil::save_steps_checkpoint(dir.path(), 1, 2, 64, {{"best", true}, {"best_val_loss", 1.0}});
+  save_steps(dir.path(), 2, 3);
+  apply_retention(dir.path(), 1);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000003"}));
+}
+
 TEST(Retention, NeverDeletesTheNewestVerifiedOne) {
   TempDir dir;
   save_steps(dir.path(), 1, 4);

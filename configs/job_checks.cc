@@ -74,6 +74,12 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
                                     std::to_string(cfg.train.eval_batches));
     }
   });
+  when({"checkpoint.keep_best", "train.eval_every"}, [&] {
+    if (cfg.checkpoint.keep_best && cfg.train.eval_every == 0) {
+      add("checkpoint.keep_best",
+          "needs evaluations to tell the best checkpoint: set train.eval_every > 0");
+    }
+  });
   const OptimizerConfig& o = cfg.optimizer;
   when({"optimizer.lr", "optimizer.min_lr"}, [&] {
     if (o.min_lr > o.lr) {

@@ -85,6 +85,14 @@ TEST(CrossField, MinLrAtMostLr) {
   EXPECT_TRUE(load_errors(with_train("optimizer:\n  lr: 1e-4\n  min_lr: 1e-4\n")).empty());
 }
 
+TEST(CrossField, KeepBestNeedsEvaluations) {
+  EXPECT_EQ(one_error(with_train("train:\n  eval_every: 0\ncheckpoint:\n  keep_best: true\n")),
+            "job.yaml:4:14: checkpoint.keep_best: needs evaluations to tell the best checkpoint: "
+            "set train.eval_every > 0");
+  EXPECT_TRUE(
+      load_errors(with_train("train:\n  eval_every: 5\ncheckpoint:\n  keep_best: true\n")).empty());
+}
+
 TEST(CrossField, TrainDataRequired) {
   EXPECT_EQ(one_error("data:\n  val: v.bin\n"),
             "job.yaml:1:1: data.train: no training data: give at least one file or glob");

@@ -78,6 +78,7 @@ struct CheckpointConfig {
   int64_t every = 0;  // steps; 0 = only at the end and on signals
   int keep = 3;
   int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
+  bool keep_best = false;  // save and keep the checkpoint of the lowest validation loss
   int64_t memory_every = 0;  // steps between in-memory checkpoints (/dev/shm); 0 = off
   bool async = true;
   bool on_signal = true;

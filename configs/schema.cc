@@ -246,6 +246,13 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(checkpoint.keep, at_least(1), "Newest verified checkpoints to keep."),
       RM_KEY(checkpoint.keep_every, at_least(0),
              "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
+      RM_KEY(checkpoint.keep_best, any(),
+             "Each evaluation (train.eval_every) that scores a lower validation loss than every "
+             "one before it also saves a checkpoint of its step, and that checkpoint is kept "
+             "beside the checkpoint.keep newest until a better one replaces it: "
+             "RUN_DIR/checkpoints/best links to it, for `sample`, `eval`, `ckpt export` and "
+             "model.init_from (what a run that overfits should be used from). Needs "
+             "train.eval_every > 0."),
       RM_KEY(checkpoint.memory_every, at_least(0),
              "Steps between in-memory checkpoints: each rank copies its slice of the state "
              "(what its disk shard holds) into shared memory on its host (/dev/shm), verified, so "

@@ -211,6 +211,21 @@ void rename_path(const std::string& from, const std::string& to) {
   }
 }
 
+void replace_symlink(const std::string& target, const std::string& link) {
+  const std::string tmp = link + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());  // a leftover of an interrupted call of this process id
+  if (::symlink(target.c_str(), tmp.c_str()) != 0) {
+    throw_errno(tmp, "cannot make a symbolic link to " + target, errno);
+  }
+  if (::rename(tmp.c_str(), link.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw_errno(tmp, "cannot rename to " + link, e);
+  }
+  const size_t slash = link.find_last_of('/');
+  fsync_directory(slash == std::string::npos ? "." : slash == 0 ? "/" : link.substr(0, slash));
+}
+
 bool exchange_paths(const std::string& a, const std::string& b) {
   if (fs().exchange(a.c_str(), b.c_str()) == 0) return true;
   if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) return false;

@@ -83,6 +83,11 @@ void make_dirs_durable(const std::string& path);
 std::vector<std::string> list_dir(const std::string& path);  // without "." and ".."
 void unlink_file(const std::string& path);                   // ENOENT is not an error
 void rename_path(const std::string& from, const std::string& to);
+// Makes `link` a symbolic link to `target` (relative to the link's directory, so a moved tree
+// keeps it), replacing whatever link was there in one rename, then fsyncs the directory. Not
+// through the FileSystem seam (file_system.h): only for derived pointers that the next writer
+// makes again from durable state (checkpoints/best, retention.h), never for what a resume needs.
+void replace_symlink(const std::string& target, const std::string& link);
 // Swaps two existing entries atomically (renameat2 RENAME_EXCHANGE); false where the file
 // system cannot, and then nothing changed.
 bool exchange_paths(const std::string& a, const std::string& b);

@@ -13,10 +13,12 @@
 #include <set>
 #include <string>
 
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/safetensors_writer.h"
 #include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
 #include "tests/required_parts.h"
 
 namespace rm {
@@ -323,6 +325,72 @@ TEST_F(CkptCli, SampleAndEvalReadCheckpoints) {
   const auto none = run_cli("sample " + unfinished, scratch_.path());
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("neither weights.bin"), std::string::npos) << none.err;
+}
+
+// checkpoint.keep_best: the job's learning rate warms up to far too high a value, so that its
+// validation loss is lowest before the end. The run keeps that step's checkpoint beside the
+// newest (checkpoint.keep 1), links it as checkpoints/best, and the tools read it there; a
+// resumed, extended run knows the best it must beat (no save for an evaluation that does not).
+TEST(CkptKeepBest, KeepsAndLinksTheLowestValidationLossAcrossAResume) {
+  TempDir dir;
+  std::ifstream text("data/tinyshakespeare.txt", std::ios::binary);
+  std::string head(4000, '\0');
+  text.read(head.data(), static_cast<std::streamsize>(head.size()));
+  const std::string data = dir.write("small.txt", head);
+  const std::string run = dir.file("run");
+  const std::string job = dir.write("job.yaml", "name: kb\nrun_dir: " + run + R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 32}
+data: {train: )" + data + R"(, val_fraction: 0.25}
+train: {steps: 120, global_batch: 8, micro_batch: 8, eval_every: 10, eval_batches: 4}
+optimizer: {lr: 0.2, warmup_steps: 120}
+checkpoint: {every: 0, keep: 1, keep_best: true}
+)");
+  const auto best_step = [&] {
+    const std::map<int, double> val = test::val_losses_by_step(run + "/metrics.jsonl");
+    int best = 0;
+    for (const auto& [step, loss] : val) {
+      if (best == 0 || loss < val.at(best)) best = step;
+    }
+    return best;
+  };
+  const auto listed = [&] {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(run + "/checkpoints")) {
+      out.insert(e.path().filename().string());
+    }
+    return out;
+  };
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const int best = best_step();
+  ASSERT_GT(best, 0);
+  ASSERT_LT(best, 120) << "the job no longer peaks early: the test checks nothing";
+  const std::string link = run + "/checkpoints/best";
+  EXPECT_EQ(fs::read_symlink(link).string(), step_dir_name(best));
+  EXPECT_EQ(listed(), (std::set<std::string>{"best", step_dir_name(best), step_dir_name(120)}));
+  const auto list = run_cli("ckpt list " + run, dir.path());
+  EXPECT_NE(list.out.find("the lowest validation loss: " + link + " -> " + step_dir_name(best)),
+            std::string::npos)
+      << list.out;
+  EXPECT_EQ(run_cli("ckpt verify " + run, dir.path()).exit_code, 0);
+  EXPECT_EQ(run_cli("eval " + link + " --data " + data, dir.path()).exit_code, 0);
+  const auto s = run_cli("sample " + link + " --tokens 5", dir.path());
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find("step " + std::to_string(best)), std::string::npos) << s.err;
+
+  const auto more = run_cli("run " + job + " --set train.steps=160", dir.path());
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  const std::map<int, double> val = test::val_losses_by_step(run + "/metrics.jsonl");
+  const int best_now = best_step();
+  EXPECT_EQ(fs::read_symlink(link).string(), step_dir_name(best_now));
+  const std::string events = test::slurp(run + "/events.jsonl");
+  double to_beat = val.at(best);  // what the checkpoint resumed from (step 120) recorded
+  for (int step = 130; step < 160; step += 10) {
+    const bool saved =
+        events.find("checkpoints/" + step_dir_name(step) + "\"") != std::string::npos;
+    EXPECT_EQ(saved, val.at(step) < to_beat)
+        << "step " << step << ": saved only if it beat " << to_beat;
+    to_beat = std::min(to_beat, val.at(step));
+  }
 }
 
 }  // namespace

@@ -57,19 +57,27 @@ inline ::testing::AssertionResult each_step_once(const std::string& metrics, int
   return ::testing::AssertionSuccess();
 }
 
-// step -> loss; a repeated step's last line wins and unparsable lines are skipped: check the
-// file with each_step_once() too.
-inline std::map<int, double> losses_by_step(const std::string& metrics) {
+// step -> the number `field` of each line that has one; a repeated step's last line wins and
+// unparsable lines are skipped: check the file with each_step_once() too.
+inline std::map<int, double> values_by_step(const std::string& metrics, const char* field) {
   std::map<int, double> out;
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["loss"].is_number()) {
-      out[j["step"].get<int>()] = j["loss"].get<double>();
+    if (j.is_object() && j.contains("step") && j.contains(field) && j[field].is_number()) {
+      out[j["step"].get<int>()] = j[field].get<double>();
     }
   }
   return out;
+}
+
+// step -> training loss, and step -> validation loss (the steps that evaluated).
+inline std::map<int, double> losses_by_step(const std::string& metrics) {
+  return values_by_step(metrics, "loss");
+}
+inline std::map<int, double> val_losses_by_step(const std::string& metrics) {
+  return values_by_step(metrics, "val_loss");
 }
 
 }  // namespace rm::test

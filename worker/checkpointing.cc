@@ -65,6 +65,7 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   r.writers = comm_.size();
   r.keep = job_.checkpoint.keep;
   r.keep_every = job_.checkpoint.keep_every;
+  r.keep_best = job_.checkpoint.keep_best;
   if (r.commit) {
     r.manifest = manifest_of(steps_done, state_.optimizer_steps(), comm_.size(), extra_state);
   }

@@ -380,6 +380,8 @@ int64_t Trainer::resume(const std::string& path) {
   // The batches skipped by rollbacks before the checkpoint are skipped again.
   skipped_batches_.clear();
   const nlohmann::json& state = checkpoints_->resumed_state();
+  best_step_ = state.value("best_step", int64_t{0});
+  best_val_loss_ = state.value("best_val_loss", 0.0);
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) {
@@ -410,7 +412,22 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
           {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
           {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
           {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
-          {"skipped_batches", skipped_batches_}};
+          {"skipped_batches", skipped_batches_},
+          // checkpoint.keep_best: what a resumed run must beat, and whether this is the best
+          // (retention keeps the newest checkpoint marked so).
+          {"best_val_loss", best_val_loss_},
+          {"best_step", best_step_},
+          {"best", best_step_ > 0 && best_step_ == steps_done}};
+}
+
+bool Trainer::is_new_best(int64_t step, double val_loss) {
+  // Every rank must take the same decision (a save is collective): rank 0's loss decides.
+  double v = val_loss;
+  host_comm_.broadcast(&v, 1, DType::kFloat64, 0)->wait();
+  if (!std::isfinite(v) || (best_step_ > 0 && !(v < best_val_loss_))) return false;
+  best_val_loss_ = v;
+  best_step_ = step;
+  return true;
 }
 
 void Trainer::roll_back(const StepMetrics& bad) {
@@ -505,8 +522,10 @@ Trainer::Outcome Trainer::run_steps() {
     }
     const bool last = step + 1 == tc.steps;
     const bool stop = stop_requested_ && !last;
+    bool new_best = false;
     if (data_.val && tc.eval_every > 0 && (m.step % tc.eval_every == 0 || last)) {
       m.val_loss = evaluate();
+      new_best = job_.checkpoint.keep_best && is_new_best(m.step, *m.val_loss);
     }
     // The step's metrics line before its checkpoint: once a checkpoint of step k is committed,
     // the line of step k is written, and a run resumed from k (which keeps lines 1..k) has
@@ -533,8 +552,8 @@ Trainer::Outcome Trainer::run_steps() {
         std::fflush(stdout);
       }
     }
-    if (checkpoints_ &&
-        (last || stop || (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
+    if (checkpoints_ && (last || stop || new_best ||
+                         (job_.checkpoint.every > 0 && m.step % job_.checkpoint.every == 0))) {
       progress_.enter(Phase::kCheckpointSave);
       // ...and durable before it: a power cut must not keep checkpoint k and lose lines 1..k.
       if (rank0 && options_.metrics) options_.metrics->sync();

@@ -141,10 +141,17 @@ class Trainer {
   // batch after the one it took before (batch_index); saved in checkpoints.
   static constexpr int kMaxRollbacks = 3;  // at one step
   std::vector<int64_t> skipped_batches_;
+  // checkpoint.keep_best: the lowest validation loss so far and its step (saved in checkpoints,
+  // so a resumed run knows what to beat); 0 = none yet.
+  double best_val_loss_ = 0;
+  int64_t best_step_ = 0;
   int64_t last_bad_step_ = 0;
   int rollbacks_at_step_ = 0;
   int64_t batch_index(int64_t step) const;
   nlohmann::json data_state(int64_t steps_done) const;
+  // checkpoint.keep_best: whether `val_loss` (rank 0's, broadcast) at `step` beats every earlier
+  // evaluation; if so it becomes the best. Collective.
+  bool is_new_best(int64_t step, double val_loss);
   void roll_back(const StepMetrics& bad);
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
   int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
