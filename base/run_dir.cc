@@ -30,10 +30,11 @@ namespace {
 bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
   auto normal = [](const std::string& text) {
     JobConfig j = load_job_from_string(text, "config.yaml");
+    // Not train.eval_batches: validation losses over other batches do not compare (the best
+    // checkpoint of checkpoint.keep_best is chosen by them).
     const TrainConfig defaults;
     j.train.steps = defaults.steps;
     j.train.eval_every = defaults.eval_every;
-    j.train.eval_batches = defaults.eval_batches;
     j.train.log_every = defaults.log_every;
     j.name.clear();
     j.run_dir.clear();

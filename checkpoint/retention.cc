@@ -1,6 +1,7 @@
 #include "checkpoint/retention.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "checkpoint/checkpoint_paths.h"
@@ -72,7 +73,18 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
       best_loss = loss->get<double>();
     }
   }
-  if (!best.empty()) io::replace_symlink(best, io::join(root, kBestLink));
+  const std::string link = io::join(root, kBestLink);
+  if (!best.empty()) {
+    // A pointer only: a file system without symbolic links costs the link, not the save.
+    try {
+      io::replace_symlink(best, link);
+    } catch (const IoError& e) {
+      std::fprintf(stderr, "ringmaster: %s (the best checkpoint, %s, is kept all the same)\n",
+                   e.what(), best.c_str());
+    }
+  } else if (!keep_best) {
+    io::unlink_file(link);  // a run resumed without keep_best: its old best is not kept
+  }
 
   int kept = 1;  // the anchor
   std::vector<std::string> doomed;

@@ -11,7 +11,9 @@
 //     marks a save so when its evaluation beat every earlier one), the lowest loss, the newest
 //     of equals. RUN_DIR/checkpoints/best is then made a symbolic link to it (kBestLink) before
 //     anything is deleted: a pointer for people and tools, made again at every retention from
-//     the manifests, which are what counts.
+//     the manifests, which are what counts (a file system that refuses the link costs a
+//     warning, not the save). Without keep_best a link left by an earlier run is removed, as
+//     what it points to is no longer kept.
 //   - deleted: the other structurally valid checkpoints older than the anchor. Checkpoints newer
 //     than the anchor (they failed verification) and ones that fail even the structural check
 //     are left alone for a person to look at: retention bounds disk use, it does not destroy

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "checkpoint/checkpoint_reader.h"
@@ -77,12 +78,29 @@ TEST(Retention, KeepBestKeepsTheLowestMarkedOneAndLinksIt) {
   EXPECT_EQ(find_resume_checkpoint(dir.path())->step, 7);
 }
 
+// Without keep_best (a run resumed with it off) the marks count for nothing and the link the
+// earlier run left goes with the checkpoint it pointed to.
 TEST(Retention, MarksAreIgnoredWithoutKeepBest) {
   TempDir dir;
   testutil::save_steps_checkpoint(dir.path(), 1, 2, 64, {{"best", true}, {"best_val_loss", 1.0}});
+  apply_retention(dir.path(), 1, 0, true);
+  ASSERT_EQ(names(dir.path()), (std::vector<std::string>{"best", "step_00000001"}));
   save_steps(dir.path(), 2, 3);
   apply_retention(dir.path(), 1);
   EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000003"}));
+}
+
+// The link is a pointer: where it cannot be made (here a directory stands in its way), the save
+// and the retention go on, the best still kept.
+TEST(Retention, ALinkThatCannotBeMadeCostsOnlyTheLink) {
+  TempDir dir;
+  testutil::save_steps_checkpoint(dir.path(), 1, 2, 64, {{"best", true}, {"best_val_loss", 1.0}});
+  save_steps(dir.path(), 2, 3);
+  const std::string blocker = io::join(checkpoints_root(dir.path()), kBestLink);
+  ASSERT_TRUE(std::filesystem::create_directories(blocker + "/in-the-way"));
+  EXPECT_NO_THROW(apply_retention(dir.path(), 1, 0, true));
+  EXPECT_EQ(names(dir.path()),
+            (std::vector<std::string>{"best", "step_00000001", "step_00000003"}));
 }
 
 TEST(Retention, NeverDeletesTheNewestVerifiedOne) {

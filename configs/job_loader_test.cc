@@ -167,7 +167,7 @@ TEST(JobLoader, WrongTypeStringAndSection) {
   EXPECT_EQ(one_error(with_train("model: gpt\n")),
             "job.yaml:1:8: model: is a section: expected a map of its keys (type, vocab_size, "
             "seq_len, layers, heads, width, mlp_embed, mlp_context, recompute, "
-            "classifier_chunk_tokens, init_from), got 'gpt'");
+            "classifier_chunk_tokens, dropout, init_from), got 'gpt'");
 }
 
 TEST(JobLoader, OutOfRange) {

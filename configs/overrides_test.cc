@@ -67,7 +67,7 @@ TEST(Overrides, BadValues) {
   EXPECT_EQ(one_error(kMinimalJob, {"model=5"}),
             "--set model: is a section: expected a map of its keys (type, vocab_size, seq_len, "
             "layers, heads, width, mlp_embed, mlp_context, recompute, classifier_chunk_tokens, "
-            "init_from), got '5'");
+            "dropout, init_from), got '5'");
 }
 
 TEST(Overrides, Lists) {

@@ -214,7 +214,7 @@ std::vector<KeySpec> build_schema() {
              "learning rate jumps)."),
       RM_KEY(optimizer.decay_fraction, above_up_to(0, 1),
              "wsd: the share of train.steps, at the end, over which the learning rate decays "
-             "to min_lr. Ignored by the other schedules."),
+             "to min_lr (at least 2 steps). Ignored by the other schedules."),
       RM_KEY(optimizer.beta1, between(0, 1, true), "AdamW first-moment decay."),
       RM_KEY(optimizer.beta2, between(0, 1, true), "AdamW second-moment decay."),
       RM_KEY(optimizer.eps, above(0), "AdamW denominator epsilon."),

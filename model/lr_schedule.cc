@@ -10,12 +10,13 @@ double learning_rate(const OptimizerConfig& opt, int64_t step, int64_t total_ste
     return opt.lr * static_cast<double>(step + 1) / static_cast<double>(opt.warmup_steps);
   }
   if (opt.schedule == LrScheduleKind::kConstant) return opt.lr;
-  // Where the decay starts: after the warmup, or for wsd at the last decay_fraction of the steps
-  // (at least one step), whichever is later.
+  // Where the decay starts: after the warmup, or for wsd at the last decay_fraction of the steps,
+  // whichever is later. At least two steps: the decay's first step is still at lr, its last at
+  // min_lr.
   int64_t start = opt.warmup_steps;
   if (opt.schedule == LrScheduleKind::kWsd) {
     const auto decaying = std::max<int64_t>(
-        1,
+        2,
         static_cast<int64_t>(std::llround(opt.decay_fraction * static_cast<double>(total_steps))));
     start = std::max(start, total_steps - decaying);
     if (step < start) return opt.lr;

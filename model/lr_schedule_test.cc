@@ -47,6 +47,16 @@ TEST(LrSchedule, WsdHoldsLrThenDecaysLinearlyOverItsLastFraction) {
     ASSERT_EQ(learning_rate(o, step, 110), learning_rate(o, step, 1000)) << step;
   }
   EXPECT_NE(learning_rate(opt("cosine"), 50, 110), learning_rate(opt("cosine"), 50, 1000));
+  // A decay of under two steps (0.2 x 7 rounds to 1) is two: the last step still ends at min_lr.
+  o.warmup_steps = 2;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 4, 7), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 5, 7), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 6, 7), 0.1);
+  o.decay_fraction = 0.001;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 98, 100), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 99, 100), 0.1);
+  o.decay_fraction = 0.2;
+  o.warmup_steps = 10;
   // A decay longer than what follows the warmup starts after the warmup.
   o.decay_fraction = 1.0;
   EXPECT_DOUBLE_EQ(learning_rate(o, 10, 110), 1.0);

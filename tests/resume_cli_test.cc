@@ -109,14 +109,25 @@ TEST(ResumeCli, AWsdRunExtendedBeforeItsDecayIsTheLongerRunBitForBit) {
             test::slurp(dir.file("extended/weights.bin")));
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
             test::losses_by_step(dir.file("extended/metrics.jsonl")));
-  // Cut short again: said, and nothing past the new end is trained.
-  const auto shorter = run_cli("run " + job + wsd + b + " --set train.steps=12", dir.path());
+}
+
+// Cut short: a run of 16 steps killed at 10 (its checkpoint: 8) and resumed with 12 trains steps
+// 9 to 12 and ends there, each step logged once, and says so.
+TEST(ResumeCli, ARunCutShortOnResumeEndsAtItsNewLastStep) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const auto killed = run_cli("run " + job + " --set train.steps=16 --set checkpoint.async=false",
+                              dir.path(), "RM_TEST_FAULT=kill:0:10");
+  EXPECT_NE(killed.exit_code, 0);
+  const auto shorter = run_cli("run " + job + " --set train.steps=12", dir.path());
   ASSERT_EQ(shorter.exit_code, 0) << shorter.err;
   EXPECT_NE(shorter.out.find("train.steps is 12, where the run in this directory had 16: it "
                              "trains no step past 12"),
             std::string::npos)
       << shorter.out;
-  EXPECT_EQ(shorter.out.find("step     13/"), std::string::npos) << shorter.out;
+  EXPECT_NE(shorter.out.find("step_00000008 (step 8)"), std::string::npos) << shorter.out;
+  EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 12));
+  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")).rbegin()->first, 12);
 }
 
 TEST(ResumeCli, ADifferentJobNeedsFresh) {

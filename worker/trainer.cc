@@ -11,6 +11,7 @@
 #include "base/elapsed.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "model/lr_schedule.h"
 #include "observe/run_events.h"
 #include "worker/fault_injection.h"
@@ -294,6 +295,31 @@ int64_t newest_disk_step(const std::string& run_dir, Communicator& comm) {
 
 }  // namespace
 
+void Trainer::restore_best(const nlohmann::json& state) {
+  best_step_ = state.is_object() ? state.value("best_step", int64_t{0}) : 0;
+  best_val_loss_ = state.is_object() ? state.value("best_val_loss", 0.0) : 0.0;
+}
+
+void Trainer::restore_best_from_disk() {
+  // Every new best was saved to disk, so the newest committed checkpoint holds the best up to its
+  // step. Rank 0 reads its manifest (structure only: no shard is read) and tells the others.
+  double best[2] = {0, 0};  // loss, step
+  if (comm_.rank() == 0 && job_.checkpoint.keep_best) {
+    const auto list = list_checkpoints(job_.run_dir, VerifyLevel::kStructure);
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      if (!it->committed || !it->verify.ok) continue;
+      const nlohmann::json& state = load_manifest(it->path).state;
+      if (state.is_object()) {
+        best[0] = state.value("best_val_loss", 0.0);
+        best[1] = static_cast<double>(state.value("best_step", int64_t{0}));
+      }
+      break;
+    }
+  }
+  host_comm_.broadcast(best, 2, DType::kFloat64, 0)->wait();
+  restore_best({{"best_val_loss", best[0]}, {"best_step", static_cast<int64_t>(best[1])}});
+}
+
 int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
                                     int64_t disk_step) {
   skipped_batches_ = memory_->restore(step);
@@ -359,6 +385,9 @@ void Trainer::load_initial_weights() {
 int64_t Trainer::resume(const std::string& path) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
   if (memory_ && path.empty()) {
+    // Memory snapshots keep what a resume needs, not the best so far: that comes from the disk,
+    // before a salvage below commits a checkpoint of its own that must carry it on.
+    restore_best_from_disk();
     salvage_shrunk_layout();
     const MemoryCheckpoints::Agreed held = memory_->agree_on_step();
     const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
@@ -380,8 +409,7 @@ int64_t Trainer::resume(const std::string& path) {
   // The batches skipped by rollbacks before the checkpoint are skipped again.
   skipped_batches_.clear();
   const nlohmann::json& state = checkpoints_->resumed_state();
-  best_step_ = state.value("best_step", int64_t{0});
-  best_val_loss_ = state.value("best_val_loss", 0.0);
+  restore_best(state);
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) {

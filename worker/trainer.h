@@ -152,6 +152,10 @@ class Trainer {
   // checkpoint.keep_best: whether `val_loss` (rank 0's, broadcast) at `step` beats every earlier
   // evaluation; if so it becomes the best. Collective.
   bool is_new_best(int64_t step, double val_loss);
+  // The best so far from a checkpoint's state (none: no best yet), or after a resume from memory
+  // from the newest committed disk checkpoint's (collective).
+  void restore_best(const nlohmann::json& state);
+  void restore_best_from_disk();
   void roll_back(const StepMetrics& bad);
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
   int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
