@@ -442,7 +442,7 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
           {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
           {"skipped_batches", skipped_batches_},
           // checkpoint.keep_best: what a resumed run must beat, and whether this is the best
-          // (retention keeps the newest checkpoint marked so).
+          // (retention keeps, of the checkpoints marked so, the one of the lowest loss).
           {"best_val_loss", best_val_loss_},
           {"best_step", best_step_},
           {"best", best_step_ > 0 && best_step_ == steps_done}};
