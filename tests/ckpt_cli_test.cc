@@ -372,6 +372,10 @@ checkpoint: {every: 0, keep: 1, keep_best: true}
             std::string::npos)
       << list.out;
   EXPECT_EQ(run_cli("ckpt verify " + run, dir.path()).exit_code, 0);
+  const auto status = run_cli("status " + run, dir.path());
+  EXPECT_NE(status.out.find("best        " + link + " -> " + step_dir_name(best) + " (val_loss "),
+            std::string::npos)
+      << status.out;
   EXPECT_EQ(run_cli("eval " + link + " --data " + data, dir.path()).exit_code, 0);
   const auto s = run_cli("sample " + link + " --tokens 5", dir.path());
   EXPECT_EQ(s.exit_code, 0) << s.err;
