@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "base/run_lock.h"
 #include "configs/job_loader.h"
@@ -27,9 +28,8 @@ namespace {
 // resume (e.g. 4 ranks in ZeRO-1 resumed on 2 ranks in ZeRO-3), where it lives (name, run_dir: a
 // run directory that was moved or copied resumes from its new place), how long it trains
 // (train.steps: a run extended, or cut short) and how often it evaluates and logs.
-bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
-  auto normal = [](const std::string& text) {
-    JobConfig j = load_job_from_string(text, "config.yaml");
+bool same_training(const JobConfig& a, const JobConfig& b) {
+  auto normal = [](JobConfig j) {
     // Not train.eval_batches: validation losses over other batches do not compare (the best
     // checkpoint of checkpoint.keep_best is chosen by them).
     const TrainConfig defaults;
@@ -45,41 +45,31 @@ bool same_training(const std::string& a_yaml, const std::string& b_yaml) {
     j.cluster = ClusterConfig();
     return to_yaml(j);
   };
-  try {
-    return normal(a_yaml) == normal(b_yaml);
-  } catch (const std::exception&) {
-    return false;
-  }
+  return normal(a) == normal(b);
 }
 
 // What a resumed run changes that it may (train.steps), for the run to say; empty when nothing.
-std::string changed_length(const std::string& previous_yaml, const std::string& resolved_yaml) {
-  try {
-    const JobConfig before = load_job_from_string(previous_yaml, "config.yaml");
-    const JobConfig now = load_job_from_string(resolved_yaml, "config.yaml");
-    if (before.train.steps == now.train.steps) return "";
-    const bool longer = now.train.steps > before.train.steps;
-    const std::string to = std::to_string(now.train.steps);
-    std::string line = "train.steps is " + to + ", where the run in this directory had " +
-                       std::to_string(before.train.steps) + ": it " +
-                       (longer ? "goes on from its newest checkpoint to step " + to
-                               : "trains no step past " + to +
-                                     " (from a checkpoint already past it, nothing more)");
-    if (!longer) return line;
-    switch (now.optimizer.schedule) {
-      case LrScheduleKind::kConstant:
-        return line;
-      case LrScheduleKind::kWsd:
-        return line + "; optimizer.schedule wsd: the learning rate is unchanged up to the new " +
-               "decay, so a run resumed before its old decay began goes on as if it had been " +
-               "this long from the start";
-      default:
-        return line + "; the learning-rate schedule now spans " + std::to_string(now.train.steps) +
-               " steps, so its rate from here on is the " +
-               "longer schedule's (optimizer.schedule wsd would have kept it)";
-    }
-  } catch (const std::exception&) {
-    return "";
+std::string changed_length(const JobConfig& before, const JobConfig& now) {
+  if (before.train.steps == now.train.steps) return "";
+  const bool longer = now.train.steps > before.train.steps;
+  const std::string to = std::to_string(now.train.steps);
+  std::string line =
+      "train.steps is " + to + ", where the run in this directory had " +
+      std::to_string(before.train.steps) + ": it " +
+      (longer ? "goes on from its newest checkpoint to step " + to
+              : "trains no step past " + to + " (from a checkpoint already past it, nothing more)");
+  if (!longer) return line;
+  switch (now.optimizer.schedule) {
+    case LrScheduleKind::kConstant:
+      return line;
+    case LrScheduleKind::kWsd:
+      return line + "; optimizer.schedule wsd: the learning rate is unchanged up to the new " +
+             "decay, so a run resumed before its old decay began goes on as if it had been " +
+             "this long from the start";
+    default:
+      return line + "; the learning-rate schedule now spans " + std::to_string(now.train.steps) +
+             " steps, so its rate from here on is the " +
+             "longer schedule's (optimizer.schedule wsd would have kept it)";
   }
 }
 
@@ -114,12 +104,19 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   const std::string previous = run_file(run_dir, "config.yaml");
   const bool known = fs::exists(previous);
   if (known) {
+    // Each parsed once; one that does not parse is another job's.
     const std::string previous_job = io::read_file(previous);
-    if (!same_training(previous_job, resolved_job)) {
+    std::optional<JobConfig> before, now;
+    try {
+      before = load_job_from_string(previous_job, "config.yaml");
+      now = load_job_from_string(resolved_job, "config.yaml");
+    } catch (const std::exception&) {
+    }
+    if (!before || !now || !same_training(*before, *now)) {
       throw IoError(run_dir + ": holds a run of a different job (" + previous +
                     " differs); pass --fresh to start over, or set run_dir");
     }
-    if (changes != nullptr) *changes = changed_length(previous_job, resolved_job);
+    if (changes != nullptr) *changes = changed_length(*before, *now);
   }
   if (has_checkpoints) return RunStart::kResume;
   if (has_weights) {

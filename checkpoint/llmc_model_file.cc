@@ -39,6 +39,38 @@ LlmcSpan llmc_layer_span(LlmcTensor kind, int64_t C, uint64_t offset) {
   }
 }
 
+using u128 = unsigned __int128;
+
+// Refuses (CheckpointError naming `path` and the field) a size outside [1, 2^24] or a padded
+// vocabulary below the vocabulary: no llm.c file has them, and within them llmc_elements fits.
+void check_llmc_sizes(const std::string& path, const LlmcModelFile& f) {
+  const struct {
+    const char* name;
+    int64_t value;
+  } fields[] = {{"max_seq_len", f.max_seq_len}, {"vocab_size", f.vocab_size},
+                {"num_layers", f.num_layers},   {"num_heads", f.num_heads},
+                {"channels", f.channels},       {"padded_vocab_size", f.padded_vocab_size}};
+  for (const auto& field : fields) {
+    if (field.value < 1 || field.value > (int64_t{1} << 24)) {
+      refuse_llmc(path, std::string("an llm.c model file whose ") + field.name + " is " +
+                            std::to_string(field.value) + " (not in 1 .. 2^24)");
+    }
+  }
+  if (f.padded_vocab_size < f.vocab_size) {
+    refuse_llmc(path, "an llm.c model file whose padded_vocab_size " +
+                          std::to_string(f.padded_vocab_size) + " is smaller than its vocab_size " +
+                          std::to_string(f.vocab_size));
+  }
+}
+
+// The parameters a file of f's sizes holds (checked sizes). 128 bits: each size is below 2^25, a
+// layer's matrices below 2^53, all layers below 2^78.
+u128 llmc_elements(const LlmcModelFile& f) {
+  const u128 c = static_cast<u128>(f.channels);
+  return static_cast<u128>(f.padded_vocab_size) * c + static_cast<u128>(f.max_seq_len) * c +
+         static_cast<u128>(f.num_layers) * (12 * c * c + 13 * c) + 2 * c;
+}
+
 }  // namespace
 
 bool looks_like_llmc_model_file(const std::string& path) {
@@ -77,29 +109,8 @@ LlmcModelFile read_llmc_header(const std::string& path) {
   f.channels = h[6];
   f.padded_vocab_size = f.version == 1 ? f.vocab_size : h[7];
   f.element_bytes = f.version == 5 ? 2 : 4;
-  const struct {
-    const char* name;
-    int64_t value;
-  } fields[] = {{"max_seq_len", f.max_seq_len}, {"vocab_size", f.vocab_size},
-                {"num_layers", f.num_layers},   {"num_heads", f.num_heads},
-                {"channels", f.channels},       {"padded_vocab_size", f.padded_vocab_size}};
-  for (const auto& field : fields) {
-    if (field.value < 1 || field.value > (int64_t{1} << 24)) {
-      refuse_llmc(path, std::string("an llm.c model file whose ") + field.name + " is " +
-                            std::to_string(field.value) + " (not in 1 .. 2^24)");
-    }
-  }
-  if (f.padded_vocab_size < f.vocab_size) {
-    refuse_llmc(path, "an llm.c model file whose padded_vocab_size " +
-                          std::to_string(f.padded_vocab_size) + " is smaller than its vocab_size " +
-                          std::to_string(f.vocab_size));
-  }
-  // 128 bits: each size is below 2^25, a layer's matrices below 2^53, all layers below 2^78.
-  using u128 = unsigned __int128;
-  const u128 c = static_cast<u128>(f.channels);
-  const u128 elements = static_cast<u128>(f.padded_vocab_size) * c +
-                        static_cast<u128>(f.max_seq_len) * c +
-                        static_cast<u128>(f.num_layers) * (12 * c * c + 13 * c) + 2 * c;
+  check_llmc_sizes(path, f);
+  const u128 elements = llmc_elements(f);
   const u128 want = kLlmcHeaderBytes + elements * static_cast<u128>(f.element_bytes);
   if (want != size) {
     const std::string says =
@@ -202,19 +213,9 @@ void write_llmc_model_file(const std::string& path, LlmcModelFile f,
     refuse_llmc(path, "llm.c model files are written as version 3 (fp32) or 5 (bf16), not " +
                           std::to_string(f.version));
   }
-  for (const int64_t v :
-       {f.max_seq_len, f.vocab_size, f.padded_vocab_size, f.num_layers, f.num_heads, f.channels}) {
-    if (v < 1 || v > (int64_t{1} << 24) || f.padded_vocab_size < f.vocab_size) {
-      refuse_llmc(path,
-                  "no llm.c model file has this shape (a size outside 1 .. 2^24, or the "
-                  "padded vocabulary below the vocabulary)");
-    }
-  }
+  check_llmc_sizes(path, f);
   f.element_bytes = f.version == 5 ? 2 : 4;
-  const uint64_t c = static_cast<uint64_t>(f.channels);
-  f.parameters = static_cast<uint64_t>(f.padded_vocab_size) * c +
-                 static_cast<uint64_t>(f.max_seq_len) * c +
-                 static_cast<uint64_t>(f.num_layers) * (12 * c * c + 13 * c) + 2 * c;
+  f.parameters = static_cast<uint64_t>(llmc_elements(f));
   int32_t header[256] = {};
   const int64_t fields[] = {kLlmcMagic,   f.version,   f.max_seq_len, f.vocab_size,
                             f.num_layers, f.num_heads, f.channels,    f.padded_vocab_size};
@@ -237,19 +238,11 @@ void write_llmc_model_file(const std::string& path, LlmcModelFile f,
       out.append(half.data(), half.size() * 2);
     }
   };
-  const auto put_span = [&](LlmcTensor kind, int64_t layer) {
+  const std::vector<float> padding((f.padded_vocab_size - f.vocab_size) * f.channels, 0.0f);
+  for_each_llmc_tensor(f.num_layers, [&](LlmcTensor kind, int64_t layer) {
     put(tensor(kind, layer), llmc_span(f, kind, layer).elements());
-  };
-  put_span(LlmcTensor::kWte, 0);
-  const std::vector<float> padding((f.padded_vocab_size - f.vocab_size) * c, 0.0f);
-  put(padding.data(), padding.size());
-  put_span(LlmcTensor::kWpe, 0);
-  for (int k = static_cast<int>(LlmcTensor::kLn1w); k <= static_cast<int>(LlmcTensor::kFcprojb);
-       ++k) {
-    for (int64_t l = 0; l < f.num_layers; ++l) put_span(static_cast<LlmcTensor>(k), l);
-  }
-  put_span(LlmcTensor::kLnfw, 0);
-  put_span(LlmcTensor::kLnfb, 0);
+    if (kind == LlmcTensor::kWte) put(padding.data(), padding.size());  // wte's padding rows
+  });
   out.commit();
 }
 

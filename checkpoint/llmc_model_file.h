@@ -53,6 +53,16 @@ inline bool llmc_per_layer(LlmcTensor kind) {
   return kind >= LlmcTensor::kLn1w && kind <= LlmcTensor::kFcprojb;
 }
 
+// Calls fn(kind, layer) for every tensor of a model of `num_layers` layers, in file order (each
+// kind for all its layers in turn, as the header above lists them).
+template <typename Fn>
+void for_each_llmc_tensor(int64_t num_layers, Fn fn) {
+  for (int k = static_cast<int>(LlmcTensor::kWte); k <= static_cast<int>(LlmcTensor::kLnfb); ++k) {
+    const LlmcTensor kind = static_cast<LlmcTensor>(k);
+    for (int64_t l = 0; l < (llmc_per_layer(kind) ? num_layers : 1); ++l) fn(kind, l);
+  }
+}
+
 struct LlmcModelFile {
   int version = 0;
   int64_t max_seq_len = 0, vocab_size = 0, padded_vocab_size = 0, num_layers = 0, num_heads = 0,

@@ -33,14 +33,12 @@ LlmcModelFile small_shape(int version) {
 // the integer part, so a tensor read from another's place shows.
 std::map<std::pair<int, int64_t>, std::vector<float>> tensors_of(const LlmcModelFile& f) {
   std::map<std::pair<int, int64_t>, std::vector<float>> out;
-  for (int k = static_cast<int>(LlmcTensor::kWte); k <= static_cast<int>(LlmcTensor::kLnfb); ++k) {
-    const LlmcTensor kind = static_cast<LlmcTensor>(k);
-    for (int64_t l = 0; l < (llmc_per_layer(kind) ? f.num_layers : 1); ++l) {
-      std::vector<float> v(llmc_span(f, kind, l).elements());
-      for (size_t i = 0; i < v.size(); ++i) v[i] = 100.0f * k + 10.0f * l + 0.001f * i + 0.0001f;
-      out[{k, l}] = std::move(v);
-    }
-  }
+  for_each_llmc_tensor(f.num_layers, [&](LlmcTensor kind, int64_t l) {
+    const int k = static_cast<int>(kind);
+    std::vector<float> v(llmc_span(f, kind, l).elements());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 100.0f * k + 10.0f * l + 0.001f * i + 0.0001f;
+    out[{k, l}] = std::move(v);
+  });
   return out;
 }
 

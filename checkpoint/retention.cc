@@ -59,14 +59,22 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   }
   if (anchor == entries.size()) return removed;
 
+  // Whether entry i is committed and verifies structurally, checked once whichever loop asks.
+  std::vector<int> structure(entries.size(), -1);
+  const auto committed_and_whole = [&](size_t i) {
+    if (structure[i] < 0) {
+      structure[i] = entries[i].committed &&
+                     verify_checkpoint(io::join(root, entries[i].name), VerifyLevel::kStructure).ok;
+    }
+    return structure[i] == 1;
+  };
   // The best: of those marked so, from the anchor down (a newer one failed verification), the
   // lowest validation loss, the newest of equals.
   std::string best;
   double best_loss = 0;
   for (size_t i = anchor; keep_best && i < entries.size(); ++i) {
-    const std::string path = io::join(root, entries[i].name);
-    if (!entries[i].committed || !verify_checkpoint(path, VerifyLevel::kStructure).ok) continue;
-    const nlohmann::json& state = load_manifest(path).state;
+    if (!committed_and_whole(i)) continue;
+    const nlohmann::json& state = load_manifest(io::join(root, entries[i].name)).state;
     if (!state.is_object() || !state.value("best", false)) continue;
     const auto loss = state.find("best_val_loss");
     if (loss == state.end() || !loss->is_number()) continue;
@@ -95,14 +103,13 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   std::vector<std::string> doomed;
   for (size_t i = anchor + 1; i < entries.size(); ++i) {
     const ScannedDir& e = entries[i];
-    const std::string path = io::join(root, e.name);
     if (!e.committed) {
       // Scratch of a step at or before the anchor's (sorted after the anchor): stale, as every
       // rank had finished that step's save before the anchor could be committed.
       doomed.push_back(e.name);
       continue;
     }
-    if (!verify_checkpoint(path, VerifyLevel::kStructure).ok) continue;  // leave for a person
+    if (!committed_and_whole(i)) continue;  // leave for a person
     if (e.name == best) {  // kept whatever; one of the keep newest if it is among them
       if (kept < keep) ++kept;
       continue;

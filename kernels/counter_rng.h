@@ -53,25 +53,21 @@ RM_RNG_HD constexpr uint64_t absorb(uint64_t h, uint64_t x) {
 
 }  // namespace rng_detail
 
-// 64 random bits.
-RM_RNG_HD constexpr uint64_t rng_u64(uint64_t seed, RngPurpose purpose, uint64_t a, uint64_t b) {
-  using rng_detail::absorb;
-  // The start constant only keeps the all-zero key away from state 0, which mix64 fixes.
-  uint64_t h = absorb(0x6a09e667f3bcc909ULL, seed);
-  h = absorb(h, static_cast<uint64_t>(purpose));
-  h = absorb(h, a);
-  return absorb(h, b);
-}
-
-// rng_u64 in two parts, for many draws that share (seed, purpose, a) (dropout: one sequence's
-// elements): rng_u64(seed, purpose, a, b) == rng_continue(rng_prefix(seed, purpose, a), b), so
-// the prefix is computed once instead of once a draw.
+// The state after absorbing (seed, purpose, a); rng_continue absorbs b from it. rng_u64 is the
+// two together; called apart they make many draws that share (seed, purpose, a) (dropout: one
+// sequence's elements) at the cost of one absorb each.
 RM_RNG_HD constexpr uint64_t rng_prefix(uint64_t seed, RngPurpose purpose, uint64_t a) {
   using rng_detail::absorb;
+  // The start constant only keeps the all-zero key away from state 0, which mix64 fixes.
   return absorb(absorb(absorb(0x6a09e667f3bcc909ULL, seed), static_cast<uint64_t>(purpose)), a);
 }
 RM_RNG_HD constexpr uint64_t rng_continue(uint64_t prefix, uint64_t b) {
   return rng_detail::absorb(prefix, b);
+}
+
+// 64 random bits.
+RM_RNG_HD constexpr uint64_t rng_u64(uint64_t seed, RngPurpose purpose, uint64_t a, uint64_t b) {
+  return rng_continue(rng_prefix(seed, purpose, a), b);
 }
 
 // Uniform in [0, 1) with 24 random bits: every value is an exact float, and 1.0f never occurs.

@@ -12,10 +12,8 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
-#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/llmc_model_file.h"
-#include "checkpoint/retention.h"
 #include "checkpoint/safetensors_writer.h"
 #include "io/atomic_file.h"
 #include "launcher/cmd_common.h"
@@ -91,14 +89,8 @@ int cmd_ckpt_list(const CkptArgs& args) {
     } else {
       std::printf("no checkpoint verifies: a run would start from the beginning\n");
     }
-    // checkpoint.keep_best's link (checkpoint/retention.h), where the run keeps one.
-    const fs::path best = fs::path(checkpoints_root(args.path)) / kBestLink;
-    std::error_code ec;
-    if (fs::is_symlink(best, ec)) {
-      const fs::path target = fs::read_symlink(best, ec);
-      std::printf("the lowest validation loss: %s -> %s%s\n", best.string().c_str(),
-                  target.string().c_str(), fs::is_directory(best, ec) ? "" : " (missing)");
-    }
+    const std::string best = describe_best_checkpoint(args.path);
+    if (!best.empty()) std::printf("the lowest validation loss: %s\n", best.c_str());
     return kExitOk;
   });
 }

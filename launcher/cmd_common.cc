@@ -1,8 +1,12 @@
 #include "launcher/cmd_common.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/retention.h"
 #include "configs/config_error.h"
 #include "configs/job_loader.h"
 #include "launcher/hostfile.h"
@@ -49,6 +53,24 @@ MemoryFit check_job_memory(const JobConfig& job, const JobArgs& args, ComputeKin
   capacity.gpu = backend == ComputeKind::kCuda ? gpu_memory() : 0;
   return check_memory_fit(job, args.nproc, ranks_on_busiest_host(args.hosts, args.nproc),
                           backend, capacity);
+}
+
+std::string describe_best_checkpoint(const std::string& run_dir) {
+  const std::filesystem::path link = std::filesystem::path(checkpoints_root(run_dir)) / kBestLink;
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(link, ec)) return "";
+  const std::string said =
+      link.string() + " -> " + std::filesystem::read_symlink(link, ec).string();
+  try {
+    const Manifest m = load_manifest(link.string());
+    const double loss = m.state.is_object() ? m.state.value("best_val_loss", 0.0) : 0.0;
+    char tail[96];
+    std::snprintf(tail, sizeof tail, " (val_loss %.4f at step %lld)", loss,
+                  static_cast<long long>(m.step));
+    return said + tail;
+  } catch (const std::exception& e) {
+    return said + " (unreadable: " + e.what() + ")";
+  }
 }
 
 }  // namespace rm

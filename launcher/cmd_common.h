@@ -26,4 +26,9 @@ int ranks_on_busiest_host(const std::string& hosts, int nproc);
 MemoryFit check_job_memory(const JobConfig& job, const JobArgs& args, ComputeKind backend,
                            MemoryCapacity& capacity);
 
+// checkpoint.keep_best's link in RUN_DIR (checkpoint/retention.h), for `status` and `ckpt list`:
+// "RUN_DIR/checkpoints/best -> step_N (val_loss L at step N)", or what is wrong with what it
+// points to; empty where the run keeps no link.
+std::string describe_best_checkpoint(const std::string& run_dir);
+
 }  // namespace rm

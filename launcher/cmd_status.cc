@@ -12,9 +12,7 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
-#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/retention.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
@@ -69,22 +67,6 @@ void print_slurm_state(const std::string& run_dir) {
       scontrol_field(sc.output, "Reason").c_str(), scontrol_field(sc.output, "RunTime").c_str(),
       scontrol_field(sc.output, "TimeLimit").c_str(),
       scontrol_field(sc.output, "NodeList").c_str());
-}
-
-// checkpoint.keep_best's link, where the run keeps one: where it points and the loss it won with.
-void print_best_checkpoint(const std::string& run_dir) {
-  const std::string link = io::join(checkpoints_root(run_dir), kBestLink);
-  std::error_code ec;
-  if (!std::filesystem::is_symlink(link, ec)) return;
-  const std::string target = std::filesystem::read_symlink(link, ec).string();
-  try {
-    const Manifest m = load_manifest(link);
-    const double loss = m.state.is_object() ? m.state.value("best_val_loss", 0.0) : 0.0;
-    std::printf("best        %s -> %s (val_loss %.4f at step %lld)\n", link.c_str(), target.c_str(),
-                loss, static_cast<long long>(m.step));
-  } catch (const std::exception& e) {
-    std::printf("best        %s -> %s (unreadable: %s)\n", link.c_str(), target.c_str(), e.what());
-  }
 }
 
 }  // namespace
@@ -152,7 +134,8 @@ int cmd_status(const StatusArgs& args) {
       std::printf("checkpoint  none verified\n");
     }
     for (const std::string& s : skipped) std::printf("            %s\n", s.c_str());
-    print_best_checkpoint(dir);
+    const std::string best = describe_best_checkpoint(dir);
+    if (!best.empty()) std::printf("best        %s\n", best.c_str());
 
     int restarts = 0;
     std::string last_restart;

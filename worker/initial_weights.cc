@@ -251,12 +251,9 @@ void InitialWeights::open_llmc(const ModelConfig& config) {
     offsets[name] = span.offset;
   };
   // GPT-2's names, which are the layout's (gpt_model.cc); f.num_layers is the job's, checked above.
-  for (int k = static_cast<int>(LlmcTensor::kWte); k <= static_cast<int>(LlmcTensor::kLnfb); ++k) {
-    const LlmcTensor kind = static_cast<LlmcTensor>(k);
-    for (int64_t l = 0; l < (llmc_per_layer(kind) ? f.num_layers : 1); ++l) {
-      add(llmc_gpt2_name(kind, l), llmc_span(f, kind, l));
-    }
-  }
+  for_each_llmc_tensor(f.num_layers, [&](LlmcTensor kind, int64_t l) {
+    add(llmc_gpt2_name(kind, l), llmc_span(f, kind, l));
+  });
   match(
       config, shapes, [](const std::string& name) { return std::vector<std::string>{name}; },
       false);
