@@ -164,6 +164,18 @@ void check_root(int root, int size) {
   }
 }
 
+std::string broadcast_string(Communicator& comm, const std::string& value, int root) {
+  const bool sender = comm.rank() == root;
+  // Doubles because every backend carries them; a broadcast copies their bytes unchanged.
+  double length = sender ? static_cast<double>(value.size()) : 0;
+  comm.broadcast(&length, 1, DType::kFloat64, root)->wait();
+  const size_t bytes = static_cast<size_t>(length);
+  std::vector<double> words((bytes + sizeof(double) - 1) / sizeof(double), 0.0);
+  if (sender && bytes > 0) std::memcpy(words.data(), value.data(), bytes);
+  comm.broadcast(words.data(), words.size(), DType::kFloat64, root)->wait();
+  return std::string(reinterpret_cast<const char*>(words.data()), bytes);
+}
+
 std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
                         double timeout_s) {
   char text[256];

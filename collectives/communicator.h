@@ -247,6 +247,11 @@ std::vector<size_t> shard_counts(size_t total, int world);
 // Offset of rank r's shard: the sum of counts[0, r).
 size_t shard_offset(const std::vector<size_t>& counts, int r);
 
+// Root's `value` on every rank (the others' `value` is ignored): its length, then its bytes, in
+// two broadcasts. Host memory: not for a communicator that reduces device memory (NCCL's).
+// Collective; throws as broadcast does.
+std::string broadcast_string(Communicator& comm, const std::string& value, int root);
+
 // "[rank 1/2] all_reduce(seq=812, bytes=4194304, timeout=30s)": the prefix of every error.
 std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,
                         double timeout_s);

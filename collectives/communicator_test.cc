@@ -421,6 +421,20 @@ TEST_P(CommTest, BroadcastFromEveryRoot) {
   EXPECT_THROW(comm_->broadcast(nullptr, 0, DType::kFloat32, size_), std::invalid_argument);
 }
 
+TEST_P(CommTest, BroadcastStringFromEveryRoot) {
+  for (int root = 0; root < size_; ++root) {
+    // Empty, shorter than a word, a NUL inside, not a whole number of words, a megabyte.
+    for (std::string sent : {std::string(), std::string("runs/a"), std::string("a\0b", 3),
+                             std::string(1001, 'x'), std::string(size_t{1} << 20, 'y')}) {
+      sent += std::to_string(root);
+      const std::string mine = rank_ == root ? sent : "what rank " + std::to_string(rank_) + " had";
+      const std::string got = broadcast_string(*comm_, mine, root);
+      EXPECT_TRUE(got == sent) << "root " << root << ": " << got.size() << " bytes of "
+                               << sent.size() << ", beginning '" << got.substr(0, 16) << "'";
+    }
+  }
+}
+
 TEST_P(CommTest, SequenceCountsEveryOperation) {
   float x[3] = {1, 2, 3};
   const uint64_t start = comm_->sequence();

@@ -380,6 +380,14 @@ checkpoint: {every: 0, keep: 1, keep_best: true}
   const auto s = run_cli("sample " + link + " --tokens 5", dir.path());
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_NE(s.err.find("step " + std::to_string(best)), std::string::npos) << s.err;
+  // A fine-tune from the link reads where it points as the run starts: the link may move on.
+  const auto tune = run_cli(
+      "validate " + job + " --set run_dir=" + dir.file("tune") + " --set model.init_from=" + link,
+      dir.path());
+  EXPECT_NE(tune.out.find("weights from " + link + ": checkpoint " + run + "/checkpoints/" +
+                          step_dir_name(best) + " (step " + std::to_string(best) + " of 1 rank"),
+            std::string::npos)
+      << tune.out << tune.err;
 
   const auto more = run_cli("run " + job + " --set train.steps=160", dir.path());
   ASSERT_EQ(more.exit_code, 0) << more.err;

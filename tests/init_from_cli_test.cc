@@ -21,6 +21,7 @@
 #include <string>
 
 #include "testing/temp_dir.h"
+#include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
 #include "tests/required_parts.h"
@@ -96,6 +97,31 @@ TEST_F(InitFromCli, ARunDirectoryOnTwoRanksGivesItsWeightsExactly) {
   const std::string events = slurp(dir_.file("b/events.jsonl"));
   EXPECT_NE(events.find("\"event\":\"initialized\""), std::string::npos) << events;
   EXPECT_NE(events.find("\"step\":30"), std::string::npos) << events;
+}
+
+// The source run may still be training while a fine-tune's ranks start, so its newest
+// checkpoint can change between one rank opening it and the next. Every rank reads the one rank
+// 0 found: here rank 1 waits 4 s before it opens the source (RM_TEST_FAULT=slowinit), and
+// meanwhile the source gains a newer committed checkpoint that is broken (step 30's files under
+// step 40's name, a shard cut short), which would stop the run if rank 1 looked again.
+TEST_F(InitFromCli, EveryRankReadsTheCheckpointRankZeroFound) {
+  namespace fs = std::filesystem;
+  const test::Child run =
+      test::spawn_cli("run " + job_ + " --nproc 2" + frozen(dir_, "p", dir_.file("source")),
+                      dir_.path(), "p", "RM_TEST_FAULT=slowinit:1:4000");
+  const bool rank0_read = test::wait_for_text(dir_.file("p/events.jsonl"), "\"initialized\"");
+  const std::string newer = dir_.file("source/checkpoints/step_00000040");
+  fs::copy(dir_.file("source/checkpoints/step_00000030"), newer);
+  fs::resize_file(newer + "/shard_00000.bin", 1000);
+  ASSERT_EQ(test::wait_exit(run), 0) << slurp(run.err);
+  ASSERT_TRUE(rank0_read);
+  EXPECT_NE(slurp(run.err).find("[rank 1] RM_TEST_FAULT: slowinit, 4000 ms"), std::string::npos)
+      << slurp(run.err);
+  EXPECT_TRUE(same(payload(dir_.file("p/weights.bin")), payload(dir_.file("source/weights.bin"))));
+  // Started now, a run finds the broken one, as it should.
+  const auto r =
+      run_cli("run " + job_ + " --nproc 2" + frozen(dir_, "q", dir_.file("source")), dir_.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
 }
 
 TEST_F(InitFromCli, ValidateSaysWhatItWouldRead) {

@@ -30,6 +30,7 @@ enum class Kind {
   kSlowIo,
   kSlowStep,
   kSlowStart,
+  kSlowInit,
   kMemKill,
   kReplStop,
   kReplKill
@@ -40,7 +41,8 @@ struct Fault {
   const char* name = "";
   int rank = -1;
   long long at = -1;  // the step (stop, kill, sleep, nan), the phase event (savekill), the
-                      // delay in microseconds (slowio) or in milliseconds (slowstep, slowstart)
+                      // delay in microseconds (slowio) or in milliseconds (slowstep,
+                      // slowstart, slowinit)
   long long delay_us = 0;
 };
 
@@ -65,6 +67,7 @@ Fault parse_one(const std::string& spec) {
                {"slowio", Kind::kSlowIo},
                {"slowstep", Kind::kSlowStep},
                {"slowstart", Kind::kSlowStart},
+               {"slowinit", Kind::kSlowInit},
                {"memkill", Kind::kMemKill},
                {"replstop", Kind::kReplStop},
                {"replkill", Kind::kReplKill}};
@@ -239,6 +242,17 @@ void maybe_inject_fault(int rank, int64_t step) {
     // records from its start: base/stop_signal.h).
     if (f.kind == Kind::kSleep)
       announce(rank, f), std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+void maybe_delay_initial_weights(int rank) {
+  for (const Fault& f : faults(rank)) {
+    if (f.kind != Kind::kSlowInit || f.rank != rank) continue;
+    std::fprintf(stderr,
+                 "ringmaster: [rank %d] RM_TEST_FAULT: slowinit, %lld ms before init_from\n", rank,
+                 f.at);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(f.at));
   }
 }
 

@@ -30,6 +30,10 @@
 //   RM_TEST_FAULT=slowstart:RANK:MS       rank RANK sleeps MS milliseconds once, at start-up
 //                                         (step 0's moment, after MPI and the rank's checks):
 //                                         ranks slow to start, for stop notices that come then
+//   RM_TEST_FAULT=slowinit:RANK:MS        rank RANK (not 0) sleeps MS milliseconds once, just
+//                                         before it opens model.init_from's source, after
+//                                         rank 0 has named it: a source run that changes
+//                                         while the ranks start
 //   RM_TEST_FAULT=memkill:RANK:STEP       SIGKILL in the middle of rank RANK's in-memory save
 //                                         (checkpoint.memory_every) of the state after step
 //                                         STEP: at its first chunk, copied and hashed, before the
@@ -72,6 +76,10 @@ void maybe_inject_fault(int rank, int64_t step);
 // (replica_posted false: a memkill arms the kill at its first chunk) and once it has posted its
 // replica exchange (true: replstop, replkill).
 void maybe_fault_in_memory_save(int rank, int64_t step, bool replica_posted);
+
+// Called by a rank other than 0 just before it opens model.init_from's source: a slowinit
+// fault's sleep.
+void maybe_delay_initial_weights(int rank);
 
 // True once, when a nan fault names this rank and step (1-based): the trainer then makes its
 // loss NaN.

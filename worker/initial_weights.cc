@@ -70,39 +70,32 @@ std::string leading_bytes(const std::string& path) {
 }  // namespace
 
 InitialWeights::InitialWeights(const std::string& path, const ModelConfig& config,
-                               const ParamLayout& layout, VerifyLevel level)
+                               const ParamLayout& layout, VerifyLevel level,
+                               const std::string& pinned)
     : path_(path), source_(path), layout_(layout) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) fail("no such file or directory");
   try {
+    source_ = pinned.empty() ? resolve() : pinned;
+    std::error_code ec;
+    const fs::file_status st = fs::status(source_, ec);
+    if (ec || !fs::exists(st)) {
+      fail(pinned.empty() ? "no such file or directory" : source_ + ": no such file or directory");
+    }
     if (fs::is_directory(st)) {
-      if (fs::exists(fs::path(path) / "manifest.json")) {
-        open_checkpoint(path, config, level);
-      } else if (fs::is_directory(fs::path(path) / "checkpoints")) {
-        // A run directory: its newest committed checkpoint, which must verify. Not the newest
-        // that verifies: every rank must take the one the launcher checked, and a damaged
-        // newest one is worth stopping for, not silently passing over.
-        std::optional<CheckpointInfo> newest;
-        for (const CheckpointInfo& c : list_checkpoints(path, VerifyLevel::kStructure)) {
-          if (c.committed) newest = c;
-        }
-        if (!newest) fail("a run directory without a committed checkpoint");
-        open_checkpoint(newest->path, config, level);
-      } else {
+      if (!fs::exists(fs::path(source_) / "manifest.json")) {
         fail(
             "a directory, but neither a checkpoint (no manifest.json) nor a run directory "
             "(no checkpoints/)");
       }
+      open_checkpoint(source_, config, level);
     } else if (fs::is_regular_file(st)) {
-      if (leading_bytes(path) == "RMWGHT01") {
+      if (leading_bytes(source_) == "RMWGHT01") {
         fail(
             "a weights.bin holds no tensor names or shapes to match: name its run directory "
             "(its newest checkpoint) instead, or a file `ringmaster ckpt export` wrote");
-      } else if (looks_like_llmc_model_file(path)) {
+      } else if (looks_like_llmc_model_file(source_)) {
         open_llmc(config);
       } else {
-        safetensors_ = read_safetensors_header(path);
+        safetensors_ = read_safetensors_header(source_);
         open_safetensors(config);
       }
     } else {
@@ -117,6 +110,31 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
 }
 
 InitialWeights::~InitialWeights() = default;
+
+std::string InitialWeights::resolve() const {
+  fs::path p = fs::path(path_);
+  if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the link itself, not its target
+  std::error_code ec;
+  // A link: its target (a link to a link followed, a few deep). The source run's retention may
+  // point checkpoints/best elsewhere at any moment; the target stays.
+  for (int depth = 0; depth < 8 && fs::is_symlink(fs::symlink_status(p, ec)); ++depth) {
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : (p.parent_path() / target).lexically_normal();
+  }
+  if (fs::is_directory(p, ec) && !fs::exists(p / "manifest.json", ec) &&
+      fs::is_directory(p / "checkpoints", ec)) {
+    // A run directory: its newest committed checkpoint, which must verify. Not the newest that
+    // verifies: a damaged newest one is worth stopping for, not silently passing over.
+    std::optional<CheckpointInfo> newest;
+    for (const CheckpointInfo& c : list_checkpoints(p.string(), VerifyLevel::kStructure)) {
+      if (c.committed) newest = c;
+    }
+    if (!newest) fail("a run directory without a committed checkpoint");
+    return newest->path;
+  }
+  return p == fs::path(path_) ? path_ : p.string();
+}
 
 std::string InitialWeights::without_path(const std::string& what) const {
   const std::string prefix = path_ + ": ";  // fail() names the source already

@@ -9,8 +9,8 @@
 //   a checkpoint directory (holds manifest.json): its "params" buffer, written by any number of
 //     ranks in any shard mode; each piece's checksum is checked as it is read;
 //   a run directory (holds checkpoints/): its newest committed checkpoint, as above, which must
-//     verify (a damaged newest one is refused, not passed over: every rank must read the one
-//     the launcher checked);
+//     verify (a damaged newest one is refused, not passed over);
+//   a symbolic link (RUN/checkpoints/best, checkpoint.keep_best): where it points now;
 //   a .safetensors file: what `ringmaster ckpt export` writes (model/model_export.h) -- for gpt,
 //     Hugging Face GPT2LMHeadModel's names and [in, out] Conv1D matrices (transposed here), also
 //     with GPT2Model's names (no "transformer." prefix), so GPT-2's published model.safetensors
@@ -26,6 +26,11 @@
 // (the source would be another model), except what holds no weights -- GPT-2's attn.bias and
 // attn.masked_bias mask buffers -- and lm_head.weight, which must equal wte, as Ringmaster's GPT
 // ties the two (an untied head is refused when it is read).
+//
+// What a run directory or a link resolves to can change while a job starts, where the source
+// run is still training: source() names what was opened, so that the ranks of a job read one
+// source whatever they find later (the trainer's rank 0 opens the source and gives the others
+// its source() to open as `pinned`).
 //
 // Errors are InitialWeightsError, an InputError (exit 2): "model.init_from: PATH: what is wrong".
 // Not thread-safe; blocking file I/O.
@@ -59,8 +64,10 @@ class InitialWeights {
   // model of `config`. For a checkpoint, `level` says how much is checked now: kStructure (the
   // files are there with their sizes) or kChecksums (every byte read and checked: once per job,
   // before any rank starts).
+  // `pinned`, when not empty, is another InitialWeights' source() for this path: opened as it
+  // is, instead of resolving `path` again; messages still name `path`.
   InitialWeights(const std::string& path, const ModelConfig& config, const ParamLayout& layout,
-                 VerifyLevel level);
+                 VerifyLevel level, const std::string& pinned = "");
   ~InitialWeights();
   InitialWeights(const InitialWeights&) = delete;
   InitialWeights& operator=(const InitialWeights&) = delete;
@@ -76,6 +83,8 @@ class InitialWeights {
   const std::string& description() const { return description_; }
   // The same for events.jsonl: {"from", "kind", "step" (checkpoints), "tensors"}.
   nlohmann::json event_fields() const;
+  // What was opened: `path`, or the checkpoint directory a run directory or a link resolved to.
+  const std::string& source() const { return source_; }
 
  private:
   struct Match {
@@ -86,6 +95,9 @@ class InitialWeights {
     bool transpose = false;      // the source holds it [in, out] (GPT-2's Conv1D)
   };
   [[noreturn]] void fail(const std::string& what) const;
+  // The checkpoint or file `path_` stands for now: a link's target, a run directory's newest
+  // committed checkpoint; anything else as it is.
+  std::string resolve() const;
   // An error's message without a leading "PATH: " when PATH is the source's (fail adds it).
   std::string without_path(const std::string& what) const;
   void open_checkpoint(const std::string& dir, const ModelConfig& config, VerifyLevel level);

@@ -362,19 +362,32 @@ void Trainer::salvage_shrunk_layout() {
 
 void Trainer::load_initial_weights() {
   try {
-    // The launcher checked every checksum before the ranks started (check_job); here each piece
-    // is checked again as it is read.
-    InitialWeights source(job_.model.init_from, job_.model, model_->layout(),
-                          VerifyLevel::kStructure);
+    // Every piece is checked as it is read (the launcher checked every checksum too, before
+    // the ranks started: check_job). A run directory's newest checkpoint, or where
+    // checkpoints/best points, may change while the ranks start (the source run still
+    // training): rank 0 resolves the source once and the others open what it found.
+    const std::string& from = job_.model.init_from;
+    std::unique_ptr<InitialWeights> source;
+    if (comm_.rank() == 0) {
+      source = std::make_unique<InitialWeights>(from, job_.model, model_->layout(),
+                                                VerifyLevel::kStructure);
+    }
+    const std::string pinned =
+        broadcast_string(host_comm_, source ? source->source() : std::string(), 0);
+    if (!source) {
+      maybe_delay_initial_weights(comm_.rank());
+      source = std::make_unique<InitialWeights>(from, job_.model, model_->layout(),
+                                                VerifyLevel::kStructure, pinned);
+    }
     state_->load_params(
-        [&](size_t begin, size_t end, float* dst) { source.read(begin, end, dst); });
+        [&](size_t begin, size_t end, float* dst) { source->read(begin, end, dst); });
     if (comm_.rank() == 0) {
       if (options_.verbose) {
-        std::printf("ringmaster: weights from %s: %s\n", job_.model.init_from.c_str(),
-                    source.description().c_str());
+        std::printf("ringmaster: weights from %s: %s\n", from.c_str(),
+                    source->description().c_str());
         std::fflush(stdout);
       }
-      append_run_event(job_.run_dir, "initialized", source.event_fields());
+      append_run_event(job_.run_dir, "initialized", source->event_fields());
     }
   } catch (const InitialWeightsError& e) {
     if (comm_.size() == 1) throw;
