@@ -5,6 +5,9 @@
 //                       shard_00000.bin ...   one file per writing rank
 //   RUN_DIR/checkpoints/step_00001300.tmp/    being written, or left by a crash: never read
 //   RUN_DIR/checkpoints/step_00001100.del.tmp being deleted by retention
+//   RUN_DIR/checkpoints/best                  a link to the lowest validation loss's
+//                                             (checkpoint.keep_best: retention.h)
+//   RUN_DIR/checkpoints/best.tmp.PID          the link being made, or left by a crash
 //
 // A directory is a checkpoint only under its committed name, which only an atomic rename gives
 // it after everything inside is durable; every other name is scratch. Pure string functions.
@@ -17,6 +20,7 @@
 namespace rm {
 
 inline constexpr const char* kManifestFileName = "manifest.json";
+inline constexpr const char* kBestLink = "best";   // in RUN_DIR/checkpoints
 inline constexpr int64_t kMaxStep = 999999999999;  // 12 digits: a bound, not a plan
 
 std::string checkpoints_root(const std::string& run_dir);  // RUN_DIR/checkpoints

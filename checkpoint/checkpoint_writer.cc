@@ -256,6 +256,9 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
     if (parsed && !parsed->committed) {
       io::remove_tree(io::join(root, name));
       removed.push_back(io::join(root, name));
+    } else if (io::is_symlink_scratch(name, kBestLink)) {  // nothing reads it; a crash left it
+      io::unlink_file(io::join(root, name));
+      removed.push_back(io::join(root, name));
     }
   }
   return removed;

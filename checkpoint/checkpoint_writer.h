@@ -65,7 +65,8 @@ std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t st
 // removed. Returns the checkpoint's path.
 std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Manifest& manifest);
 
-// Removes every scratch directory (step_*.tmp) under RUN_DIR/checkpoints/; returns their paths.
+// Removes every scratch directory (step_*.tmp) under RUN_DIR/checkpoints/, and the scratch of a
+// best link (best.tmp.PID, io::replace_symlink) a crash left; returns their paths.
 // Only when no save is in flight (at start-up, on rank 0, before the ranks' first save).
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir);
 

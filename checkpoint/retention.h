@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-namespace rm {
+#include "checkpoint/checkpoint_paths.h"  // kBestLink
 
-inline constexpr const char* kBestLink = "best";  // in RUN_DIR/checkpoints
+namespace rm {
 
 // Returns the paths removed (checkpoints and scratch directories).
 std::vector<std::string> apply_retention(const std::string& run_dir, int keep,

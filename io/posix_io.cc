@@ -211,8 +211,18 @@ void rename_path(const std::string& from, const std::string& to) {
   }
 }
 
+namespace {
+constexpr const char kSymlinkScratch[] = ".tmp.";  // LINK.tmp.PID
+}  // namespace
+
+bool is_symlink_scratch(const std::string& name, const std::string& link_name) {
+  const std::string prefix = link_name + kSymlinkScratch;
+  return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+         name.find_first_not_of("0123456789", prefix.size()) == std::string::npos;
+}
+
 void replace_symlink(const std::string& target, const std::string& link) {
-  const std::string tmp = link + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = link + kSymlinkScratch + std::to_string(::getpid());
   ::unlink(tmp.c_str());  // a leftover of an interrupted call of this process id
   if (::symlink(target.c_str(), tmp.c_str()) != 0) {
     throw_errno(tmp, "cannot make a symbolic link to " + target, errno);

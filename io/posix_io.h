@@ -88,6 +88,9 @@ void rename_path(const std::string& from, const std::string& to);
 // through the FileSystem seam (file_system.h): only for derived pointers that the next writer
 // makes again from durable state (checkpoints/best, retention.h), never for what a resume needs.
 void replace_symlink(const std::string& target, const std::string& link);
+// Whether `name` is the scratch link replace_symlink makes beside `link_name` before its rename
+// ("best.tmp.4242" beside "best"), which a crash between the two leaves behind.
+bool is_symlink_scratch(const std::string& name, const std::string& link_name);
 // Swaps two existing entries atomically (renameat2 RENAME_EXCHANGE); false where the file
 // system cannot, and then nothing changed.
 bool exchange_paths(const std::string& a, const std::string& b);
