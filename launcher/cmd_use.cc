@@ -12,6 +12,7 @@
 #include "launcher/cmd_common.h"
 #include "launcher/loaded_run.h"
 #include "model/generate.h"
+#include "worker/data/choice_file.h"
 #include "worker/data/data_error.h"
 #include "worker/data/encoded_text.h"
 #include "worker/data/token_shard.h"
@@ -116,8 +117,41 @@ int cmd_sample(const SampleArgs& args) {
   });
 }
 
+namespace {
+
+// `eval --choices`: the accuracy on a multiple-choice file, one example a forward pass.
+int eval_choices(const EvalArgs& args) {
+  const std::vector<ChoiceExample> examples = read_choice_file(args.choices);
+  size_t rows = 0;
+  for (const ChoiceExample& e : examples) rows = std::max(rows, e.completions.size());
+  LoadedRun run = load_trained_model(args.run_dir, static_cast<int>(rows));
+  describe_source(run);
+  if (run.job.model.type != ModelType::kGpt) {
+    print_error("eval --choices: " + run.source +
+                ": the model is an mlp, which predicts one token a sample: multiple-choice "
+                "scoring needs a gpt");
+    return kExitBadInput;
+  }
+  configure_threads(run.job.parallel.threads_per_rank, 1);
+  check_choices_fit(args.choices, examples, run.model->vocab_size(), run.model->seq_len());
+  const ChoiceResult r = evaluate_choices(*run.model, run.params.data(), examples,
+                                          static_cast<size_t>(args.max_examples));
+  std::printf("accuracy=%.4f correct=%lld examples=%lld\n", r.accuracy(),
+              static_cast<long long>(r.correct), static_cast<long long>(r.examples));
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_eval(const EvalArgs& args) {
   return report_errors([&] {
+    if (args.data.empty() == args.choices.empty()) {
+      print_error(
+          "eval: give --data FILE (the mean loss per token) or --choices FILE (the "
+          "accuracy on multiple-choice examples)");
+      return kExitBadInput;
+    }
+    if (!args.choices.empty()) return eval_choices(args);
     LoadedRun run = load_trained_model(args.run_dir, 0);
     describe_source(run);
     configure_threads(run.job.parallel.threads_per_rank, 1);

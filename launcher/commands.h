@@ -77,8 +77,10 @@ int cmd_sample(const SampleArgs& args);
 
 struct EvalArgs {
   std::string run_dir;
-  std::string data;
+  std::string data;        // the mean loss per token over this file's windows, or
+  std::string choices;     // the accuracy on this multiple-choice file (one of the two)
   int64_t max_tokens = 0;  // 0 = the whole file
+  int64_t max_examples = 0;  // --choices: 0 = all
   std::string tokenizer;   // empty = the run's data.tokenizer
 };
 int cmd_eval(const EvalArgs& args);

@@ -113,10 +113,18 @@ int main(int argc, char** argv) {
                 "data.tokenizer)");
 
   rm::EvalArgs eval;
-  auto* e = app.add_subcommand("eval", "mean loss per token of a run's model on a file");
+  auto* e = app.add_subcommand(
+      "eval", "a run's model on a file: mean loss per token, or multiple-choice accuracy");
   e->add_option("path", eval.run_dir, "run directory or checkpoint directory")->required();
-  e->add_option("--data", eval.data, "text file or llm.c token shard")->required();
+  auto* eval_data = e->add_option("--data", eval.data, "text file or llm.c token shard");
+  auto* eval_choices = e->add_option(
+      "--choices", eval.choices,
+      "multiple-choice file in llm.c's eval format (hellaswag_val.bin): prints the accuracy");
+  eval_data->excludes(eval_choices);
   e->add_option("--max-tokens", eval.max_tokens, "score at most this many tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  e->add_option("--max-examples", eval.max_examples,
+                "--choices: score the first this many examples (0 = all)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--tokenizer", eval.tokenizer,
                 "GPT-2 tokenizer directory that encodes a text file (default: the job's "

@@ -327,6 +327,35 @@ double GptModel<T>::forward_loss(ParamAccess& access, const int* inputs, const i
 }
 
 template <typename T>
+std::vector<double> GptModel<T>::span_losses(ParamAccess& access, const int* inputs,
+                                             const int* targets, int B, int len,
+                                             const std::vector<TokenSpan>& spans) {
+  if (len < 1 || len > T_) throw std::invalid_argument("gpt: span_losses rows of 1 to seq_len");
+  for (const TokenSpan& s : spans) {
+    if (s.row < 0 || s.row >= B || s.first < 0 || s.count < 0 || s.first + s.count > len) {
+      throw std::invalid_argument("gpt: span_losses span outside the rows");
+    }
+  }
+  upload_tokens(compute(), a_.inputs, a_.targets, inputs, targets, static_cast<size_t>(B) * len);
+  forward_to_head(access, B, len, /*training=*/false);
+  // The classifier over each span's rows only, as many at a time as the logits hold.
+  std::vector<double> losses;
+  losses.reserve(spans.size());
+  for (const TokenSpan& s : spans) {
+    double loss = 0;
+    const size_t at = static_cast<size_t>(s.row) * len + s.first;
+    for (int r0 = 0; r0 < s.count; r0 += classifier_rows_) {
+      const int n = std::min(classifier_rows_, s.count - r0);
+      k_.linear_forward(a_.logits, a_.lnf + (at + r0) * C_, p0_ + wte_, nullptr, n, C_, V_);
+      loss += k_.cross_entropy_forward(a_.logits, a_.targets + at + r0, n, V_);
+    }
+    losses.push_back(loss);
+  }
+  access.release_params(0);
+  return losses;
+}
+
+template <typename T>
 const float* GptModel<T>::next_token_logits(ParamAccess& access, const int* context, int len) {
   if (len < 1) throw std::invalid_argument("gpt: empty context");
   const int Tn = len < T_ ? len : T_;

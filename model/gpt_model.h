@@ -54,6 +54,7 @@ class GptModel final : public Model {
   using Model::forward_backward;
   using Model::forward_loss;
   using Model::next_token_logits;
+  using Model::span_losses;
 
   Precision precision() const override {
     return sizeof(T) == 2 ? Precision::kBf16 : Precision::kFp32;
@@ -77,6 +78,8 @@ class GptModel final : public Model {
   void queue_loss_copy(double* dst) override { k_.queue_loss_copy(dst); }
   double forward_loss(ParamAccess& access, const int* inputs, const int* targets, int B) override;
   const float* next_token_logits(ParamAccess& access, const int* context, int len) override;
+  std::vector<double> span_losses(ParamAccess& access, const int* inputs, const int* targets, int B,
+                                  int len, const std::vector<TokenSpan>& spans) override;
   std::vector<GemmShape> train_gemms(int B) const override;
   size_t arena_bytes() const override { return memory_.bytes(); }
   // The arena's arrays, for the memory tests.

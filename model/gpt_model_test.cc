@@ -359,6 +359,61 @@ TEST(GptModel, NextTokenLogitsAreCausalAndMatchTheFullForward) {
   EXPECT_GT(diff, 1e-6);
 }
 
+// span_losses (multiple-choice scoring) against next_token_logits, another path through the
+// model: each position's loss is -log softmax of the logits that follow the row's prefix up to
+// it. Rows shorter than seq_len, spans anywhere in them, a chunked classifier, and what a row
+// holds after a span's end ignored (causal).
+TEST(GptModel, SpanLossesAreTheNextTokenLossesOfTheirPositions) {
+  for (int chunk : {0, 3}) {
+    ModelConfig c = tiny_gpt();
+    c.classifier_chunk_tokens = chunk;
+    const int B = 3, len = 6;
+    GptModel model(c, B);
+    std::vector<float> p(model.layout().size());
+    model.init_params(p.data(), 12);
+    std::vector<int> in(B * len), tg(B * len);
+    random_tokens(in, c.vocab_size, 31);
+    random_tokens(tg, c.vocab_size, 32);
+    const std::vector<TokenSpan> spans = {{0, 0, 6}, {1, 2, 3}, {2, 5, 1}, {2, 0, 0}, {1, 3, 1}};
+    const std::vector<double> got =
+        model.span_losses(p.data(), in.data(), tg.data(), B, len, spans);
+    ASSERT_EQ(got.size(), spans.size());
+    for (size_t s = 0; s < spans.size(); ++s) {
+      double want = 0;
+      for (int t = spans[s].first; t < spans[s].first + spans[s].count; ++t) {
+        const int* row = in.data() + spans[s].row * len;
+        const float* logits = model.next_token_logits(p.data(), row, t + 1);
+        double sum = 0, top = *std::max_element(logits, logits + c.vocab_size);
+        for (int v = 0; v < c.vocab_size; ++v) sum += std::exp(logits[v] - top);
+        want += top + std::log(sum) - logits[tg[spans[s].row * len + t]];
+      }
+      EXPECT_NEAR(got[s], want, 1e-4 * (1 + want)) << "span " << s << ", chunk " << chunk;
+    }
+    // Row 1 past its spans' end (position 5) and the other rows' targets changed: no loss moves.
+    std::vector<int> in2 = in, tg2 = tg;
+    in2[1 * len + 5] = (in2[1 * len + 5] + 1) % c.vocab_size;
+    tg2[0 * len + 0] = c.vocab_size - 1 - tg2[0];  // a target of span 0: it must move
+    const std::vector<double> again =
+        model.span_losses(p.data(), in2.data(), tg2.data(), B, len, spans);
+    EXPECT_NE(again[0], got[0]);
+    for (size_t s = 1; s < spans.size(); ++s) EXPECT_EQ(again[s], got[s]) << "span " << s;
+  }
+}
+
+TEST(GptModel, SpanLossesRefuseSpansOutsideTheRows) {
+  const ModelConfig c = tiny_gpt();
+  GptModel model(c, 2);
+  std::vector<float> p(model.layout().size());
+  model.init_params(p.data(), 1);
+  std::vector<int> t(2 * 4, 1);
+  for (const TokenSpan& bad : {TokenSpan{2, 0, 1}, TokenSpan{0, 3, 2}, TokenSpan{0, -1, 1}}) {
+    EXPECT_THROW(model.span_losses(p.data(), t.data(), t.data(), 2, 4, {bad}),
+                 std::invalid_argument);
+  }
+  EXPECT_THROW(model.span_losses(p.data(), t.data(), t.data(), 2, c.seq_len + 1, {}),
+               std::invalid_argument);
+}
+
 TEST(GptModel, OverfitsOneBatch) {
   ModelConfig c = tiny_gpt();
   c.seq_len = 16;

@@ -59,6 +59,18 @@ const float* Model::next_token_logits(const float* params, const int* context, i
   return next_token_logits(access, context, len);
 }
 
+std::vector<double> Model::span_losses(ParamAccess&, const int*, const int*, int, int,
+                                       const std::vector<TokenSpan>&) {
+  throw std::logic_error("span_losses: this model predicts one token a sample, not each position");
+}
+
+std::vector<double> Model::span_losses(const float* params, const int* inputs, const int* targets,
+                                       int B, int len, const std::vector<TokenSpan>& spans) {
+  require_fp32(*this);
+  FlatParamAccess access(units(), params, nullptr);
+  return span_losses(access, inputs, targets, B, len, spans);
+}
+
 std::unique_ptr<Model> make_model(const ModelConfig& config, int max_batch, Compute* compute,
                                   Precision precision) {
   const bool use_bf16 = precision == Precision::kBf16;

@@ -41,6 +41,12 @@ struct MicroBatchKey {
   uint64_t first_sample = 0;
 };
 
+// Positions [first, first + count) of row `row` of a batch: the next-token predictions whose
+// loss span_losses sums.
+struct TokenSpan {
+  int row = 0, first = 0, count = 0;
+};
+
 // One sgemm of a training step, for the benchmark's flop count and sgemm baseline.
 struct GemmShape {
   bool trans_a = false, trans_b = false;
@@ -106,6 +112,16 @@ class Model {
                           float grad_scale, const MicroBatchKey& key = {});
   virtual double forward_loss(ParamAccess& access, const int* inputs, const int* targets,
                               int B) = 0;
+  // Evaluation of rows shorter than seq_len() (multiple-choice scoring, worker/evaluate.h):
+  // inputs and targets are [B, len], len <= seq_len(), B <= max_batch(); returns, per span, the
+  // sum over its positions of -log p(target | the row's inputs up to and including that
+  // position), in nats. A model that reads a position's past only (a causal GPT) scores a
+  // position the same whatever the row holds after it. Only the spans' targets are read (each
+  // < vocab_size(), else std::out_of_range). Models that predict one token per sample (the mlp)
+  // throw std::logic_error.
+  virtual std::vector<double> span_losses(ParamAccess& access, const int* inputs,
+                                          const int* targets, int B, int len,
+                                          const std::vector<TokenSpan>& spans);
   // Logits [vocab] for the token that follows context[0..len). len >= 1; only the last
   // seq_len() tokens are used. The pointer stays valid until the next call.
   virtual const float* next_token_logits(ParamAccess& access, const int* context, int len) = 0;
@@ -116,6 +132,8 @@ class Model {
                           int B, float grad_scale, const MicroBatchKey& key = {});
   double forward_loss(const float* params, const int* inputs, const int* targets, int B);
   const float* next_token_logits(const float* params, const int* context, int len);
+  std::vector<double> span_losses(const float* params, const int* inputs, const int* targets, int B,
+                                  int len, const std::vector<TokenSpan>& spans);
 
   // The sgemms of one micro-batch's forward + backward, and the flops of one training sample
   // (forward + backward, GEMMs only, i.e. the usual 6N + attention accounting).

@@ -1,10 +1,13 @@
 // Scoring a model on data: the mean loss per predicted token over evaluation windows
-// (non-overlapping seq_len windows in file order, the same every time).
+// (non-overlapping seq_len windows in file order, the same every time), and the accuracy on
+// multiple-choice examples (worker/data/choice_file.h: HellaSwag as llm.c scores it).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/model.h"
+#include "worker/data/choice_file.h"
 #include "worker/data/dataset.h"
 
 namespace rm {
@@ -19,5 +22,21 @@ struct EvalResult {
 EvalResult evaluate_windows(Model& model, const float* params, const WindowDataset& data,
                             uint64_t max_windows);
 
+struct ChoiceResult {
+  int64_t examples = 0;
+  int64_t correct = 0;  // examples whose right completion has the lowest mean loss
+  double accuracy() const { return examples > 0 ? static_cast<double>(correct) / examples : 0; }
+};
+
+// Scores the first `max_examples` examples (0 or more than there are = all), each completion
+// appended to its example's context: the model's pick is the completion of the lowest mean loss
+// per token of the completion (the loss of a token, given the context and the completion's
+// tokens before it), the first of equals -- llm.c's rule for HellaSwag (its
+// evalloader_stat_losses), which normalises for the completions' lengths. As many whole
+// examples a forward pass as model.max_batch() rows hold (at least one: max_batch() must be at
+// least an example's number of completions, else std::invalid_argument), each pass as long as
+// its longest row. The examples must fit the model (check_choices_fit). A gpt model only.
+ChoiceResult evaluate_choices(Model& model, const float* params,
+                              const std::vector<ChoiceExample>& examples, size_t max_examples);
 
 }  // namespace rm

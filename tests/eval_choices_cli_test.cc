@@ -1,0 +1,162 @@
+// `ringmaster eval --choices` through the real binary: multiple-choice accuracy on a file in
+// llm.c's eval format (HellaSwag's), made here from Shakespeare -- each example 24 bytes of the
+// text, the 8 that follow them, and three shuffles of those 8. The shuffles have the true
+// continuation's bytes in another order, so only a model that scores each completion token at
+// its own position, given the context and the tokens before it, tells them apart: a trained
+// byte-level GPT must pick the true one far more often than chance, the same model untrained
+// must not; and every bad input is one message and exit 2.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "testing/temp_dir.h"
+#include "tests/cli_runner.h"
+#include "worker/data/choice_file.h"
+#include "worker/data/token_shard.h"
+
+namespace rm {
+namespace {
+
+using test::run_cli;
+
+constexpr int kContext = 24, kCompletion = 8, kExamples = 80;
+
+std::vector<int> bytes_at(const std::string& text, size_t at, size_t n) {
+  std::vector<int> out;
+  for (size_t i = at; i < at + n; ++i) out.push_back(static_cast<unsigned char>(text[i]));
+  return out;
+}
+
+// Examples from the text, the true completion at index i % 4.
+std::vector<ChoiceExample> shakespeare_choices() {
+  std::ifstream in("data/tinyshakespeare.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const int kShuffles[3][kCompletion] = {
+      {7, 6, 5, 4, 3, 2, 1, 0}, {3, 0, 6, 1, 7, 4, 2, 5}, {5, 2, 7, 0, 4, 1, 3, 6}};
+  std::vector<ChoiceExample> examples;
+  for (int i = 0; i < kExamples; ++i) {
+    const size_t at = 1000 + static_cast<size_t>(i) * 4099;
+    ChoiceExample e;
+    e.label = i % 4;
+    e.context = bytes_at(text, at, kContext);
+    const std::vector<int> truth = bytes_at(text, at + kContext, kCompletion);
+    for (int c = 0, shuffle = 0; c < 4; ++c) {
+      if (c == e.label) {
+        e.completions.push_back(truth);
+        continue;
+      }
+      std::vector<int> wrong;
+      for (int k : kShuffles[shuffle++]) wrong.push_back(truth[static_cast<size_t>(k)]);
+      e.completions.push_back(wrong);
+    }
+    examples.push_back(e);
+  }
+  return examples;
+}
+
+std::string job_file(const TempDir& dir, const std::string& name, int steps) {
+  return dir.write(name + ".yaml", "name: " + name + "\nrun_dir: " + dir.file(name) + R"(
+model: {type: gpt, seq_len: 32, layers: 2, heads: 2, width: 64}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: )" + std::to_string(steps) +
+                                       R"(, global_batch: 16, micro_batch: 16, eval_every: 0}
+optimizer: {lr: 3.0e-3, warmup_steps: 10}
+)");
+}
+
+struct Score {
+  double accuracy = -1;
+  long long correct = -1, examples = -1;
+};
+
+Score parse(const test::CliResult& r) {
+  Score s;
+  EXPECT_EQ(std::sscanf(r.out.c_str(), "accuracy=%lf correct=%lld examples=%lld", &s.accuracy,
+                        &s.correct, &s.examples),
+            3)
+      << r.out << r.err;
+  return s;
+}
+
+class EvalChoicesCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string bytes = encode_choice_file(shakespeare_choices());
+    choices_ = dir_.write("choices.bin", bytes);
+  }
+  TempDir dir_;
+  std::string choices_;
+};
+
+TEST_F(EvalChoicesCli, ATrainedModelPicksTheTrueContinuationFarMoreOftenThanChance) {
+  ASSERT_EQ(run_cli("run " + job_file(dir_, "trained", 300), dir_.path()).exit_code, 0);
+  ASSERT_EQ(run_cli("run " + job_file(dir_, "untrained", 1), dir_.path()).exit_code, 0);
+  const Score trained =
+      parse(run_cli("eval " + dir_.file("trained") + " --choices " + choices_, dir_.path()));
+  const Score untrained =
+      parse(run_cli("eval " + dir_.file("untrained") + " --choices " + choices_, dir_.path()));
+  EXPECT_EQ(trained.examples, kExamples);
+  EXPECT_EQ(trained.accuracy, static_cast<double>(trained.correct) / kExamples);
+  EXPECT_GE(trained.accuracy, 0.85) << "chance is 0.25 (0.975 when written)";
+  EXPECT_LE(untrained.accuracy, 0.45) << "one step from random weights (0.275 when written)";
+  // --max-examples scores the first ones only, the same way.
+  const Score first =
+      parse(run_cli("eval " + dir_.file("trained") + " --choices " + choices_ + " --max-examples 8",
+                    dir_.path()));
+  EXPECT_EQ(first.examples, 8);
+}
+
+TEST_F(EvalChoicesCli, BadInputIsOneMessageAndExitTwo) {
+  ASSERT_EQ(run_cli("run " + job_file(dir_, "m", 1), dir_.path()).exit_code, 0);
+  const std::string run = dir_.file("m");
+  struct Case {
+    std::string args, says;
+  };
+  const std::string shard = dir_.file("tokens.bin");
+  write_token_shard(shard, std::vector<uint16_t>(100, 7));
+  std::vector<ChoiceExample> too_long = shakespeare_choices();
+  too_long[5].context.resize(30, 65);  // 30 + 8 - 1 = 37 > seq_len 32
+  const std::string long_file = dir_.write("long.bin", encode_choice_file(too_long));
+  std::vector<ChoiceExample> big_token = shakespeare_choices();
+  big_token[2].completions[1][0] = 300;
+  const std::string token_file = dir_.write("token.bin", encode_choice_file(big_token));
+  for (const Case& c : {
+           Case{"eval " + run, "give --data FILE (the mean loss per token) or --choices FILE"},
+           Case{"eval " + run + " --choices " + shard,
+                shard + ": magic 20240520, not 20240522: not a multiple-choice file (llm.c's eval "
+                        "format); a token shard, for --data"},
+           Case{"eval " + run + " --choices " + long_file,
+                long_file + ": example 5: its context (30 tokens) and completion 0 (8) need a "
+                            "window of 37 tokens, the model's seq_len is 32"},
+           Case{"eval " + run + " --choices " + token_file,
+                token_file + ": example 2: completion 1 holds token 300, >= the model's "
+                             "vocab_size 256"},
+           Case{"eval " + run + " --choices " + dir_.file("missing.bin"), "missing.bin"},
+       }) {
+    const auto r = run_cli(c.args, dir_.path());
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+  const auto both = run_cli(
+      "eval " + run + " --data data/tinyshakespeare.txt --choices " + choices_, dir_.path());
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+
+  const std::string mlp = dir_.write("mlp.yaml", "name: mlp\nrun_dir: " + dir_.file("mlp") + R"(
+model: {type: mlp, seq_len: 32, layers: 1, width: 32, mlp_embed: 8, mlp_context: 4}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 1, global_batch: 4, micro_batch: 4, eval_every: 0}
+)");
+  ASSERT_EQ(run_cli("run " + mlp, dir_.path()).exit_code, 0);
+  const auto m = run_cli("eval " + dir_.file("mlp") + " --choices " + choices_, dir_.path());
+  EXPECT_EQ(m.exit_code, 2);
+  EXPECT_NE(m.err.find("multiple-choice scoring needs a gpt"), std::string::npos) << m.err;
+}
+
+}  // namespace
+}  // namespace rm
