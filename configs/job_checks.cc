@@ -80,6 +80,16 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
           "needs evaluations to tell the best checkpoint: set train.eval_every > 0");
     }
   });
+  when({"data.choices", "model.type", "train.eval_every"}, [&] {
+    if (cfg.data.choices.empty()) return;
+    if (m.type != ModelType::kGpt) {
+      add("data.choices",
+          "scores each position's prediction, which the mlp does not make: "
+          "multiple-choice evaluation needs model.type gpt");
+    } else if (cfg.train.eval_every == 0) {
+      add("data.choices", "is scored at each evaluation: set train.eval_every > 0");
+    }
+  });
   const OptimizerConfig& o = cfg.optimizer;
   when({"optimizer.lr", "optimizer.min_lr"}, [&] {
     if (o.min_lr > o.lr) {

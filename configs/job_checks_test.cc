@@ -93,6 +93,16 @@ TEST(CrossField, KeepBestNeedsEvaluations) {
       load_errors(with_train("train:\n  eval_every: 5\ncheckpoint:\n  keep_best: true\n")).empty());
 }
 
+TEST(CrossField, ChoicesNeedAGptAndEvaluations) {
+  const std::string data = "data:\n  train: t.txt\n  choices: hs.bin\n";
+  EXPECT_EQ(one_error(data + "train:\n  eval_every: 0\n"),
+            "job.yaml:3:12: data.choices: is scored at each evaluation: set train.eval_every > 0");
+  EXPECT_EQ(one_error(data + "model:\n  type: mlp\n"),
+            "job.yaml:3:12: data.choices: scores each position's prediction, which the mlp does "
+            "not make: multiple-choice evaluation needs model.type gpt");
+  EXPECT_TRUE(load_errors(data).empty());
+}
+
 TEST(CrossField, TrainDataRequired) {
   EXPECT_EQ(one_error("data:\n  val: v.bin\n"),
             "job.yaml:1:1: data.train: no training data: give at least one file or glob");

@@ -38,6 +38,9 @@ struct DataConfig {
   std::vector<std::string> val;    // optional; empty -> split train by val_fraction
   double val_fraction = 0.1;
   std::string tokenizer;  // a GPT-2 BPE tokenizer's directory; empty -> a byte a token
+  // A multiple-choice file (llm.c's eval format: HellaSwag) scored at each evaluation; empty ->
+  // none.
+  std::string choices;
 };
 
 struct TrainConfig {

@@ -189,6 +189,13 @@ std::vector<KeySpec> build_schema() {
              "with either format, `ringmaster sample` and `eval` read and print text through "
              "it. model.vocab_size must be at least its vocabulary (50257 for GPT-2's). "
              "Relative to the working directory; empty = one token per byte."),
+      RM_KEY(data.choices, any(),
+             "A multiple-choice file in llm.c's eval format (HellaSwag's hellaswag_val.bin, from "
+             "llm.c's dev/data/hellaswag.py), scored at each evaluation (train.eval_every) as "
+             "llm.c scores it: the accuracy, in metrics.jsonl as choice_accuracy, of picking "
+             "the completion of the lowest mean loss per token. gpt only; each example's "
+             "completions must fit one micro-batch (train.micro_batch rows) and its rows "
+             "model.seq_len. Relative to the working directory; empty = none."),
 
       RM_KEY(train.steps, at_least(1), "Optimizer steps to train for."),
       RM_KEY(train.global_batch, at_least(1),

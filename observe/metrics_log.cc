@@ -52,6 +52,7 @@ void MetricsLog::write(const StepMetrics& m) {
                       {"lr", m.lr},               {"grad_norm", num(m.grad_norm)},
                       {"tokens_per_s", m.tokens_per_s}, {"step_ms", m.step_ms}};
   if (m.val_loss) j["val_loss"] = num(*m.val_loss);
+  if (m.choice_accuracy) j["choice_accuracy"] = num(*m.choice_accuracy);
   if (m.skipped) j["skipped"] = true;
   if (m.ckpt_stall_ms > 0) j["ckpt_stall_ms"] = m.ckpt_stall_ms;
   // Rounded to 0.001 ms / 0.1 MiB: the lines stay short, and nothing finer is meaningful.
@@ -80,6 +81,10 @@ std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
   std::string s(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
   if (m.val_loss) {
     std::snprintf(buf, sizeof buf, " | val %.4f", *m.val_loss);
+    s += buf;
+  }
+  if (m.choice_accuracy) {
+    std::snprintf(buf, sizeof buf, " | choices %.4f", *m.choice_accuracy);
     s += buf;
   }
   if (m.skipped) s += " | SKIPPED (non-finite)";

@@ -14,6 +14,7 @@ struct StepMetrics {
   int64_t step = 0;  // 1-based: the number of optimizer steps done
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0;
   std::optional<double> val_loss;
+  std::optional<double> choice_accuracy;  // data.choices, on evaluation steps
   bool skipped = false;  // update skipped (non-finite loss or gradient, on_nan: skip)
   bool rollback = false;  // on_nan: rollback asks the trainer to roll back (never logged)
   // Time this step (and the end of the previous one) spent blocked by checkpoint saves; logged

@@ -8,13 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
+#include "tests/metrics_reader.h"
 #include "worker/data/choice_file.h"
 #include "worker/data/token_shard.h"
 
@@ -23,7 +26,7 @@ namespace {
 
 using test::run_cli;
 
-constexpr int kContext = 24, kCompletion = 8, kExamples = 80;
+constexpr int kContext = 24, kCompletion = 8, kExamples = 81;
 
 std::vector<int> bytes_at(const std::string& text, size_t at, size_t n) {
   std::vector<int> out;
@@ -100,7 +103,7 @@ TEST_F(EvalChoicesCli, ATrainedModelPicksTheTrueContinuationFarMoreOftenThanChan
   const Score untrained =
       parse(run_cli("eval " + dir_.file("untrained") + " --choices " + choices_, dir_.path()));
   EXPECT_EQ(trained.examples, kExamples);
-  EXPECT_EQ(trained.accuracy, static_cast<double>(trained.correct) / kExamples);
+  EXPECT_NEAR(trained.accuracy, static_cast<double>(trained.correct) / kExamples, 5e-5);
   EXPECT_GE(trained.accuracy, 0.85) << "chance is 0.25 (0.975 when written)";
   EXPECT_LE(untrained.accuracy, 0.45) << "one step from random weights (0.275 when written)";
   // --max-examples scores the first ones only, the same way.
@@ -108,6 +111,36 @@ TEST_F(EvalChoicesCli, ATrainedModelPicksTheTrueContinuationFarMoreOftenThanChan
       parse(run_cli("eval " + dir_.file("trained") + " --choices " + choices_ + " --max-examples 8",
                     dir_.path()));
   EXPECT_EQ(first.examples, 8);
+}
+
+// data.choices: the same score at each evaluation of a run, in metrics.jsonl and on the console,
+// on one rank and on two fully sharded ones (ZeRO-3: a forward pass is collective, and the two
+// ranks hold 41 and 40 of the 81 examples, 21 and 20 passes of 8 rows: rank 1 runs one pass
+// more, counting nothing, or the job would hang), each equal to what
+// `eval --choices` gives the run's final weights (one example a pass there: the sums may round
+// differently, so within one example).
+TEST_F(EvalChoicesCli, ARunScoresTheChoicesAtEachEvaluationOnAnyRanks) {
+  for (const std::string& ranks :
+       {std::string(" --nproc 1"), std::string(" --nproc 2 --set parallel.shard=full "
+                                               "--set train.micro_batch=8")}) {
+    const std::string name = ranks.find("full") == std::string::npos ? "one" : "two";
+    const auto r = run_cli("run " + job_file(dir_, name, 300) + ranks +
+                               " --set train.eval_every=100 --set data.choices=" + choices_,
+                           dir_.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::map<int, double> acc =
+        test::values_by_step(dir_.file(name + "/metrics.jsonl"), "choice_accuracy");
+    EXPECT_EQ(acc.size(), 3u) << ranks;
+    ASSERT_EQ(acc.count(300), 1u) << ranks;
+    EXPECT_EQ(acc.count(100) + acc.count(200), 2u) << ranks;
+    EXPECT_GE(acc.at(300), 0.85) << ranks;
+    char line[64];
+    std::snprintf(line, sizeof line, "| choices %.4f", acc.at(300));
+    EXPECT_NE(r.out.find(line), std::string::npos) << ranks << "\n" << r.out;
+    const Score final_weights =
+        parse(run_cli("eval " + dir_.file(name) + " --choices " + choices_, dir_.path()));
+    EXPECT_NEAR(acc.at(300), final_weights.accuracy, 1.0 / kExamples + 1e-9) << ranks;
+  }
 }
 
 TEST_F(EvalChoicesCli, BadInputIsOneMessageAndExitTwo) {
@@ -142,6 +175,23 @@ TEST_F(EvalChoicesCli, BadInputIsOneMessageAndExitTwo) {
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(r.out, "") << c.args;
   }
+  // In a job: refused before anything is written, naming the key.
+  const std::string evaluating = " --set train.eval_every=5 --set data.choices=";
+  const auto job = run_cli("run " + job_file(dir_, "j", 5) + evaluating + long_file, dir_.path());
+  EXPECT_EQ(job.exit_code, 2);
+  EXPECT_NE(job.err.find("data.choices: " + long_file + ": example 5: its context (30 tokens)"),
+            std::string::npos)
+      << job.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("j")));
+  const auto rows = run_cli("run " + job_file(dir_, "j", 5) + " --set train.micro_batch=2 " +
+                                "--set train.global_batch=2" + evaluating + choices_,
+                            dir_.path());
+  EXPECT_EQ(rows.exit_code, 2);
+  EXPECT_NE(rows.err.find("data.choices: " + choices_ +
+                          ": example 0: 4 completions, more than the 2 rows of a forward pass "
+                          "(train.micro_batch)"),
+            std::string::npos)
+      << rows.err;
   const auto both = run_cli(
       "eval " + run + " --data data/tinyshakespeare.txt --choices " + choices_, dir_.path());
   EXPECT_EQ(both.exit_code, 2) << both.err;

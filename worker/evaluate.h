@@ -33,10 +33,27 @@ struct ChoiceResult {
 // per token of the completion (the loss of a token, given the context and the completion's
 // tokens before it), the first of equals -- llm.c's rule for HellaSwag (its
 // evalloader_stat_losses), which normalises for the completions' lengths. As many whole
-// examples a forward pass as model.max_batch() rows hold (at least one: max_batch() must be at
-// least an example's number of completions, else std::invalid_argument), each pass as long as
-// its longest row. The examples must fit the model (check_choices_fit). A gpt model only.
+// examples a forward pass as model.max_batch() rows hold (plan_choice_passes). The examples
+// must fit the model (check_choices_fit). A gpt model only.
 ChoiceResult evaluate_choices(Model& model, const float* params,
                               const std::vector<ChoiceExample>& examples, size_t max_examples);
+
+// One forward pass of a multiple-choice evaluation: whole examples, a row per completion.
+struct ChoicePass {
+  std::vector<size_t> examples;  // indices into the examples
+  int rows = 0;
+  int len = 0;  // tokens a row
+};
+
+// Packs `indices` (in their order) into passes of at most max_rows rows, each as long as its
+// longest row, or `row_len` tokens when it is > 0 (a backend that takes only whole seq_len
+// rows). An example with more completions than max_rows throws std::invalid_argument.
+std::vector<ChoicePass> plan_choice_passes(const std::vector<ChoiceExample>& examples,
+                                           const std::vector<size_t>& indices, int max_rows,
+                                           int row_len = 0);
+
+// Runs one pass; returns how many of its examples the model picked right.
+int64_t score_choice_pass(Model& model, ParamAccess& access,
+                          const std::vector<ChoiceExample>& examples, const ChoicePass& pass);
 
 }  // namespace rm

@@ -54,6 +54,7 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
   const size_t tokens = static_cast<size_t>(job.train.micro_batch) * job.model.seq_len;
   inputs_.assign(tokens, 0);
   targets_.assign(tokens, 0);
+  if (!data_.choices.empty()) plan_choices();
   std::string why_not;
   if (StepGraph::wanted(job, model_->compute(), comm.backend(), &why_not)) {
     graph_ = std::make_unique<StepGraph>(model_->compute(), accum_steps_, tokens);
@@ -249,6 +250,42 @@ double Trainer::evaluate() {
     if (counted) {
       sums[0] += loss;
       sums[1] += static_cast<double>(B) * model_->targets_per_sample();
+    }
+  }
+  host_comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
+  return sums[0] / sums[1];
+}
+
+void Trainer::plan_choices() {
+  // Example e is rank e % R's. Every rank plans every rank's passes (each read the same file)
+  // to know the busiest one's count. The cuda backend is given whole seq_len rows only: the
+  // shapes its kernels were tested at.
+  const int R = comm_.size();
+  const int row_len = model_->compute().kind() == ComputeKind::kCpu ? 0 : job_.model.seq_len;
+  for (int q = 0; q < R; ++q) {
+    std::vector<size_t> mine;
+    for (size_t e = static_cast<size_t>(q); e < data_.choices.size(); e += static_cast<size_t>(R)) {
+      mine.push_back(e);
+    }
+    std::vector<ChoicePass> passes =
+        plan_choice_passes(data_.choices, mine, job_.train.micro_batch, row_len);
+    choice_rounds_ = std::max(choice_rounds_, passes.size());
+    if (q == 0) choice_filler_ = passes.front();  // rank 0 holds example 0 at least
+    if (q == comm_.rank()) choice_passes_ = std::move(passes);
+  }
+}
+
+double Trainer::choice_accuracy() {
+  double sums[2] = {0, 0};  // correct, examples
+  progress_.enter(Phase::kEvaluate);
+  for (size_t i = 0; i < choice_rounds_; ++i) {
+    progress_.beat();
+    const bool counted = i < choice_passes_.size();
+    const int64_t correct = score_choice_pass(*model_, *state_, data_.choices,
+                                              counted ? choice_passes_[i] : choice_filler_);
+    if (counted) {
+      sums[0] += static_cast<double>(correct);
+      sums[1] += static_cast<double>(choice_passes_[i].examples.size());
     }
   }
   host_comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
@@ -568,6 +605,9 @@ Trainer::Outcome Trainer::run_steps() {
       m.val_loss = evaluate();
       new_best = job_.checkpoint.keep_best && is_new_best(m.step, *m.val_loss);
     }
+    if (!data_.choices.empty() && tc.eval_every > 0 && (m.step % tc.eval_every == 0 || last)) {
+      m.choice_accuracy = choice_accuracy();
+    }
     // The step's metrics line before its checkpoint: once a checkpoint of step k is committed,
     // the line of step k is written, and a run resumed from k (which keeps lines 1..k) has
     // every step's line.
@@ -584,8 +624,8 @@ Trainer::Outcome Trainer::run_steps() {
                           {"signal", stop_signal_ != 0 ? signal_name(stop_signal_)
                                                        : std::string("(seen on another rank)")}});
       }
-      const bool permanent =
-          m.step % tc.log_every == 0 || m.step == 1 || last || stop || m.val_loss.has_value();
+      const bool permanent = m.step % tc.log_every == 0 || m.step == 1 || last || stop ||
+                             m.val_loss.has_value() || m.choice_accuracy.has_value();
       if (options_.console != nullptr) {
         options_.console->step(m, permanent);
       } else if (options_.verbose && permanent) {

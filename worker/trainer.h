@@ -27,6 +27,7 @@
 #include "observe/step_progress.h"
 #include "observe/trace_recorder.h"
 #include "worker/checkpointing.h"
+#include "worker/evaluate.h"
 #include "worker/memory_checkpoints.h"
 #include "worker/sharded_state.h"
 #include "worker/step_graph.h"
@@ -70,6 +71,9 @@ class Trainer {
   // Mean validation loss per target over train.eval_batches micro-batches of the first
   // validation windows (the same windows every time), split across ranks. Collective.
   double evaluate();
+  // data.choices: the share of its examples the model picks right (evaluate.h's rule), the
+  // examples split across ranks. Collective; the job must have data.choices.
+  double choice_accuracy();
   // Runs steps [next_step(), train.steps), logging and evaluating as configured, and saving
   // checkpoints (every checkpoint.every steps and at the end) once enabled. A stop signal
   // (stop_signal.h) received by any rank ends the run after the step in progress, with a
@@ -125,6 +129,12 @@ class Trainer {
   TrainerOptions options_;
   int accum_steps_;
   std::unique_ptr<Model> model_;
+  // data.choices: this rank's forward passes, and how many every rank runs (the busiest rank's
+  // count; a ZeRO-3 forward is collective), the surplus ones a repeat of `choice_filler_`.
+  std::vector<ChoicePass> choice_passes_;
+  size_t choice_rounds_ = 0;
+  ChoicePass choice_filler_;
+  void plan_choices();  // the three above, from data_.choices
   std::unique_ptr<ShardedState> state_;
   std::unique_ptr<Checkpointing> checkpoints_;
   std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0

@@ -4,16 +4,19 @@
 // encoded with data.tokenizer, or llm.c token shards (format: tokens). Validation data is
 // data.val when given, else the last val_fraction of every training file (none when
 // val_fraction is 0).
+// data.choices, a multiple-choice file, is read whole as the data opens.
 // Errors (missing file, bad shard header, too little data, a token id outside the vocabulary
-// when it is read) throw rm::DataError naming the file.
+// when it is read, a bad multiple-choice file) throw rm::DataError naming the file.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "configs/job_config.h"
 #include "worker/data/bpe_tokenizer.h"
+#include "worker/data/choice_file.h"
 #include "worker/data/dataset.h"
 
 namespace rm {
@@ -21,6 +24,9 @@ namespace rm {
 struct TrainingData {
   std::unique_ptr<WindowDataset> train;
   std::unique_ptr<WindowDataset> val;  // null when the job has no validation data
+  // data.choices, read whole and checked against the model (check_choices_fit) and the
+  // micro-batch (an example's completions are rows of one forward pass); empty when none.
+  std::vector<ChoiceExample> choices;
 };
 
 TrainingData open_training_data(const JobConfig& job);
