@@ -113,7 +113,9 @@ std::vector<std::string> render_plots(const std::vector<RunData>& runs) {
   PlotSpec speed = curve_plot("tokens", "Speed", "tokens/s (all ranks)", marks, true);
   PlotSpec spread = curve_plot("rank-spread", "Rank spread: busy time before waiting on others",
                                "ms per step", marks, true);
-  bool any_busy = false;
+  PlotSpec choices = curve_plot("choices", "Multiple-choice accuracy (data.choices)",
+                                "share picked right", marks, true);
+  bool any_busy = false, any_choices = false;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     loss.series.push_back(series_of(r, several, "loss", "loss", Series::Style::kLine,
@@ -124,6 +126,12 @@ std::vector<std::string> render_plots(const std::vector<RunData>& runs) {
         series_of(r, several, "lr", "lr", Series::Style::kLine, [](const Row& x) { return x.lr; }));
     speed.series.push_back(series_of(r, several, "tokens_per_s", "tokens/s", Series::Style::kLine,
                                      [](const Row& x) { return x.tokens_per_s; }));
+    if (r.has_choices) {
+      any_choices = true;
+      choices.series.push_back(series_of(r, several, "choice_accuracy", "choice_accuracy",
+                                         Series::Style::kDots,
+                                         [](const Row& x) { return x.choice_accuracy; }));
+    }
     if (!r.has_busy) continue;
     any_busy = true;
     spread.series.push_back(series_of(r, several, "busy_ms_max", "slowest rank",
@@ -162,6 +170,7 @@ std::vector<std::string> render_plots(const std::vector<RunData>& runs) {
     svgs.push_back(render_plot(b));
   }
   if (any_busy) svgs.push_back(render_plot(spread));
+  if (any_choices) svgs.push_back(render_plot(choices));
   return svgs;
 }
 

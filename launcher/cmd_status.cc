@@ -80,15 +80,16 @@ int cmd_status(const StatusArgs& args) {
       return kExitBadInput;
     }
     const JobConfig job = load_job(config_path);  // read as any job file: bounded, text only
-    // The last 20 step lines and the last with a val_loss, read from the end: a long run's
-    // metrics.jsonl is never read whole, let alone held.
+    // The last 20 step lines and the last evaluation's (a val_loss or a choice_accuracy), read
+    // from the end: a long run's metrics.jsonl is never read whole, let alone held.
     constexpr size_t kRecent = 20;
     std::vector<json> metrics;  // the last kRecent step lines, oldest first
     json last_val;
     for_each_json_line_backwards(dir + "/metrics.jsonl", [&](const json& m) {
       if (!m.contains("step") || !m["step"].is_number_integer()) return true;
       if (metrics.size() < kRecent) metrics.insert(metrics.begin(), m);
-      if (last_val.is_null() && m.contains("val_loss") && m["val_loss"].is_number()) last_val = m;
+      const auto has = [&m](const char* key) { return m.contains(key) && m[key].is_number(); };
+      if (last_val.is_null() && (has("val_loss") || has("choice_accuracy"))) last_val = m;
       return metrics.size() < kRecent || last_val.is_null();
     });
     const int64_t total = job.train.steps;
@@ -103,8 +104,14 @@ int cmd_status(const StatusArgs& args) {
       std::printf("loss        %.4f (step %lld)", number(last, "loss"),
                   static_cast<long long>(step));
       if (!last_val.is_null()) {
-        std::printf(", val_loss %.4f (step %lld)", number(last_val, "val_loss"),
-                    static_cast<long long>(last_val["step"].get<int64_t>()));
+        const long long at = last_val["step"].get<int64_t>();
+        if (last_val.contains("val_loss") && last_val["val_loss"].is_number()) {
+          std::printf(", val_loss %.4f (step %lld)", number(last_val, "val_loss"), at);
+        }
+        if (last_val.contains("choice_accuracy") && last_val["choice_accuracy"].is_number()) {
+          std::printf(", choice_accuracy %.4f (step %lld)", number(last_val, "choice_accuracy"),
+                      at);
+        }
       }
       std::printf("\n");
       // Speed and ETA from the median of the last 20 steps: robust to the slow first step and

@@ -32,6 +32,7 @@ StepRow row_of(const json& j) {
   r.tokens_per_s = number(j, "tokens_per_s");
   r.step_ms = number(j, "step_ms");
   r.val_loss = number(j, "val_loss");
+  r.choice_accuracy = number(j, "choice_accuracy");
   r.ckpt_stall_ms = number(j, "ckpt_stall_ms");
   r.comm_wait_ms = number(j, "comm_wait_ms");
   r.data_ms = number(j, "data_ms");
@@ -164,6 +165,7 @@ RunData read_run(const std::string& dir) {
     run.has_comm_wait |= std::isfinite(r.comm_wait_ms);
     run.has_data |= std::isfinite(r.data_ms);
     run.has_busy |= std::isfinite(r.busy_ms_max) || std::isfinite(r.busy_ms_min);
+    run.has_choices |= std::isfinite(r.choice_accuracy);
     run.has_rss |= std::isfinite(r.peak_rss_mib);
   }
   read_config(dir, run.facts);

@@ -24,6 +24,7 @@ struct StepRow {
   int64_t step = 0;
   float loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, step_ms = NAN;
   float val_loss = NAN;  // evaluation steps only
+  float choice_accuracy = NAN;  // evaluation steps of a job with data.choices
   float ckpt_stall_ms = NAN, comm_wait_ms = NAN, data_ms = NAN;
   float busy_ms_max = NAN, busy_ms_min = NAN, peak_rss_mib = NAN;
 };
@@ -70,6 +71,7 @@ struct RunData {
   std::vector<StepRow> rows;  // by step, each step once
   std::vector<RunEvent> events;
   bool has_comm_wait = false, has_data = false, has_busy = false, has_rss = false;
+  bool has_choices = false;  // a choice_accuracy on some line
 
   int64_t last_step() const { return rows.empty() ? 0 : rows.back().step; }
 };

@@ -75,7 +75,7 @@ TEST(ReportData, ARunDirectoryIsReadStepByStepWithOldAndNewFields) {
 {"step":2,"loss":4.0,"lr":0.001,"tokens_per_s":110,"step_ms":21,"val_loss":4.2}
 {"step":3,"loss":3.)"  // torn by a crash
       "\n"
-      R"({"step":3,"loss":null,"lr":0.001,"step_ms":22,"comm_wait_ms":3,"busy_ms_max":9,"busy_ms_min":7}
+      R"({"step":3,"loss":null,"lr":0.001,"step_ms":22,"comm_wait_ms":3,"busy_ms_max":9,"busy_ms_min":7,"choice_accuracy":0.25}
 {"step":2,"loss":3.9,"lr":0.001,"tokens_per_s":111,"step_ms":21}
 )");
   dir.write("events.jsonl", R"({"time":"2026-01-01T00:00:01.000Z","event":"started","ranks":2}
@@ -91,6 +91,9 @@ TEST(ReportData, ARunDirectoryIsReadStepByStepWithOldAndNewFields) {
   EXPECT_TRUE(std::isnan(run.rows[2].loss));
   EXPECT_EQ(run.rows[2].busy_ms_max, 9);
   EXPECT_TRUE(run.has_busy);
+  EXPECT_EQ(run.rows[2].choice_accuracy, 0.25f);
+  EXPECT_TRUE(std::isnan(run.rows[0].choice_accuracy));
+  EXPECT_TRUE(run.has_choices);
   EXPECT_TRUE(run.has_comm_wait);
   EXPECT_FALSE(run.has_data);
   EXPECT_EQ(run.last_step(), 3);

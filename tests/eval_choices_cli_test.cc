@@ -140,6 +140,13 @@ TEST_F(EvalChoicesCli, ARunScoresTheChoicesAtEachEvaluationOnAnyRanks) {
     const Score final_weights =
         parse(run_cli("eval " + dir_.file(name) + " --choices " + choices_, dir_.path()));
     EXPECT_NEAR(acc.at(300), final_weights.accuracy, 1.0 / kExamples + 1e-9) << ranks;
+    // status says it beside the validation loss, and the report plots it.
+    const auto status = run_cli("status " + dir_.file(name), dir_.path());
+    std::snprintf(line, sizeof line, ", choice_accuracy %.4f (step 300)", acc.at(300));
+    EXPECT_NE(status.out.find(line), std::string::npos) << status.out;
+    ASSERT_EQ(run_cli("report " + dir_.file(name), dir_.path()).exit_code, 0);
+    const std::string html = test::slurp(dir_.file(name + "/report.html"));
+    EXPECT_NE(html.find("series-choice_accuracy"), std::string::npos) << ranks;
   }
 }
 
