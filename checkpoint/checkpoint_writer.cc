@@ -1,5 +1,6 @@
 #include "checkpoint/checkpoint_writer.h"
 
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -256,9 +257,15 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
     if (parsed && !parsed->committed) {
       io::remove_tree(io::join(root, name));
       removed.push_back(io::join(root, name));
-    } else if (io::is_symlink_scratch(name, kBestLink)) {  // nothing reads it; a crash left it
-      io::unlink_file(io::join(root, name));
-      removed.push_back(io::join(root, name));
+    } else if (io::is_symlink_scratch(name, kBestLink)) {
+      // Nothing reads it; a crash left it. Only a link: a file or directory of that name is
+      // someone else's.
+      struct stat st;
+      const std::string path = io::join(root, name);
+      if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+        io::unlink_file(path);
+        removed.push_back(path);
+      }
     }
   }
   return removed;

@@ -147,9 +147,11 @@ TEST(Retention, RemovesStaleScratchButNotASaveInFlight) {
   // A crash between making the best link's scratch and renaming it leaves the scratch.
   ASSERT_EQ(::symlink("step_00000005", io::join(root, "best.tmp.4242").c_str()), 0);
   std::ofstream(io::join(root, "best.tmp.notes")) << "not ours";
+  std::ofstream(io::join(root, "best.tmp.77")) << "not a link: not ours either";
   EXPECT_EQ(remove_incomplete_checkpoints(dir.path()).size(), 2u);  // at start-up: all scratch
-  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"best.tmp.notes", "step_00000003",
-                                                         "step_00000004", "step_00000005"}));
+  EXPECT_EQ(names(dir.path()),
+            (std::vector<std::string>{"best.tmp.77", "best.tmp.notes", "step_00000003",
+                                      "step_00000004", "step_00000005"}));
 }
 
 TEST(Retention, RejectsKeepBelowOne) {

@@ -193,9 +193,9 @@ std::vector<KeySpec> build_schema() {
              "A multiple-choice file in llm.c's eval format (HellaSwag's hellaswag_val.bin, from "
              "llm.c's dev/data/hellaswag.py), scored at each evaluation (train.eval_every) as "
              "llm.c scores it: the accuracy, in metrics.jsonl as choice_accuracy, of picking "
-             "the completion of the lowest mean loss per token. gpt only; each example's "
-             "completions must fit one micro-batch (train.micro_batch rows) and its rows "
-             "model.seq_len. Relative to the working directory; empty = none."),
+             "the completion of the lowest mean loss per token, train.micro_batch "
+             "completions a forward pass. gpt only; each example's context and completion must "
+             "fit model.seq_len. Relative to the working directory; empty = none."),
 
       RM_KEY(train.steps, at_least(1), "Optimizer steps to train for."),
       RM_KEY(train.global_batch, at_least(1),

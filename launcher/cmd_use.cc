@@ -119,12 +119,15 @@ int cmd_sample(const SampleArgs& args) {
 
 namespace {
 
-// `eval --choices`: the accuracy on a multiple-choice file, one example a forward pass.
+// `eval --choices`: the accuracy on a multiple-choice file, one HellaSwag example (4
+// completions) a forward pass: rows are planned for at most 4 seq_len windows, whatever the
+// file holds.
 int eval_choices(const EvalArgs& args) {
+  constexpr size_t kMaxRows = 4;
   const std::vector<ChoiceExample> examples = read_choice_file(args.choices);
-  size_t rows = 0;
+  size_t rows = 1;
   for (const ChoiceExample& e : examples) rows = std::max(rows, e.completions.size());
-  LoadedRun run = load_trained_model(args.run_dir, static_cast<int>(rows));
+  LoadedRun run = load_trained_model(args.run_dir, static_cast<int>(std::min(rows, kMaxRows)));
   describe_source(run);
   if (run.job.model.type != ModelType::kGpt) {
     print_error("eval --choices: " + run.source +

@@ -331,6 +331,8 @@ std::vector<double> GptModel<T>::span_losses(ParamAccess& access, const int* inp
                                              const int* targets, int B, int len,
                                              const std::vector<TokenSpan>& spans) {
   if (len < 1 || len > T_) throw std::invalid_argument("gpt: span_losses rows of 1 to seq_len");
+  if (B < 1 || B > max_batch_)
+    throw std::invalid_argument("gpt: span_losses of 1 to max_batch rows");
   for (const TokenSpan& s : spans) {
     if (s.row < 0 || s.row >= B || s.first < 0 || s.count < 0 || s.first + s.count > len) {
       throw std::invalid_argument("gpt: span_losses span outside the rows");

@@ -412,6 +412,9 @@ TEST(GptModel, SpanLossesRefuseSpansOutsideTheRows) {
   }
   EXPECT_THROW(model.span_losses(p.data(), t.data(), t.data(), 2, c.seq_len + 1, {}),
                std::invalid_argument);
+  std::vector<int> three(3 * 4, 1);
+  EXPECT_THROW(model.span_losses(p.data(), three.data(), three.data(), 3, 4, {}),
+               std::invalid_argument);  // more rows than the model holds
 }
 
 TEST(GptModel, OverfitsOneBatch) {

@@ -29,66 +29,66 @@ EvalResult evaluate_windows(Model& model, const float* params, const WindowDatas
 std::vector<ChoicePass> plan_choice_passes(const std::vector<ChoiceExample>& examples,
                                            const std::vector<size_t>& indices, int max_rows,
                                            int row_len) {
+  if (max_rows < 1) throw std::invalid_argument("plan_choice_passes: max_rows < 1");
   std::vector<ChoicePass> passes;
   for (size_t i : indices) {
     const ChoiceExample& e = examples[i];
-    const int rows = static_cast<int>(e.completions.size());
-    if (rows > max_rows) {
-      throw std::invalid_argument("plan_choice_passes: example " + std::to_string(i) + " has " +
-                                  std::to_string(rows) + " completions, a pass holds " +
-                                  std::to_string(max_rows) + " rows");
-    }
-    if (passes.empty() || passes.back().rows + rows > max_rows) passes.emplace_back();
-    ChoicePass& p = passes.back();
-    p.examples.push_back(i);
-    p.rows += rows;
-    for (const auto& c : e.completions) {
+    for (size_t c = 0; c < e.completions.size(); ++c) {
+      if (passes.empty() || static_cast<int>(passes.back().rows.size()) == max_rows) {
+        passes.emplace_back();
+      }
+      ChoicePass& p = passes.back();
+      p.rows.push_back({i, c});
       // The last completion token is only predicted, never read.
-      p.len = std::max(p.len, static_cast<int>(e.context.size() + c.size() - 1));
+      p.len =
+          row_len > 0
+              ? row_len
+              : std::max(p.len, static_cast<int>(e.context.size() + e.completions[c].size() - 1));
     }
-    if (row_len > 0) p.len = row_len;
   }
   return passes;
 }
 
-int64_t score_choice_pass(Model& model, ParamAccess& access,
-                          const std::vector<ChoiceExample>& examples, const ChoicePass& pass) {
-  const int len = pass.len;
+std::vector<double> score_choice_pass(Model& model, ParamAccess& access,
+                                      const std::vector<ChoiceExample>& examples,
+                                      const ChoicePass& pass) {
+  const int len = pass.len, rows = static_cast<int>(pass.rows.size());
   // Row r: the context, then the completion but its last token; 0 past its end, which a causal
   // model does not read for the positions scored.
-  std::vector<int> inputs(static_cast<size_t>(pass.rows) * len, 0), targets(inputs.size(), 0);
+  std::vector<int> inputs(static_cast<size_t>(rows) * len, 0), targets(inputs.size(), 0);
   std::vector<TokenSpan> spans;
-  int row = 0;
-  for (size_t i : pass.examples) {
-    const ChoiceExample& e = examples[i];
+  for (int r = 0; r < rows; ++r) {
+    const ChoiceExample& e = examples[pass.rows[r].example];
+    const std::vector<int>& c = e.completions[pass.rows[r].completion];
     const int context = static_cast<int>(e.context.size());
-    for (const auto& c : e.completions) {
-      int* in = inputs.data() + static_cast<size_t>(row) * len;
-      int* out = targets.data() + static_cast<size_t>(row) * len;
-      std::copy(e.context.begin(), e.context.end(), in);
-      std::copy(c.begin(), c.end() - 1, in + context);
-      // Position p predicts token p + 1: the completion's tokens are the targets of positions
-      // context - 1 onwards.
-      std::copy(c.begin(), c.end(), out + context - 1);
-      spans.push_back({row, context - 1, static_cast<int>(c.size())});
-      ++row;
+    int* in = inputs.data() + static_cast<size_t>(r) * len;
+    int* out = targets.data() + static_cast<size_t>(r) * len;
+    std::copy(e.context.begin(), e.context.end(), in);
+    std::copy(c.begin(), c.end() - 1, in + context);
+    // Position p predicts token p + 1: the completion's tokens are the targets of positions
+    // context - 1 onwards.
+    std::copy(c.begin(), c.end(), out + context - 1);
+    spans.push_back({r, context - 1, static_cast<int>(c.size())});
+  }
+  std::vector<double> means =
+      model.span_losses(access, inputs.data(), targets.data(), rows, len, spans);
+  for (size_t r = 0; r < means.size(); ++r) means[r] /= static_cast<double>(spans[r].count);
+  return means;
+}
+
+void ChoiceTally::add(const ChoicePass& pass, const std::vector<double>& row_means) {
+  for (size_t r = 0; r < pass.rows.size(); ++r) {
+    const ChoiceRow& row = pass.rows[r];
+    if (row.completion == 0 || row_means[r] < best_) {
+      best_ = row_means[r];
+      pick_ = row.completion;
+    }
+    const ChoiceExample& e = examples_[row.example];
+    if (row.completion + 1 == e.completions.size()) {
+      result_.correct += pick_ == static_cast<size_t>(e.label) ? 1 : 0;
+      ++result_.examples;
     }
   }
-  const std::vector<double> losses =
-      model.span_losses(access, inputs.data(), targets.data(), pass.rows, len, spans);
-  int64_t correct = 0;
-  size_t span = 0;
-  for (size_t i : pass.examples) {
-    const ChoiceExample& e = examples[i];
-    size_t pick = 0;
-    double best = 0;
-    for (size_t c = 0; c < e.completions.size(); ++c, ++span) {
-      const double mean = losses[span] / static_cast<double>(e.completions[c].size());
-      if (c == 0 || mean < best) best = mean, pick = c;
-    }
-    correct += pick == static_cast<size_t>(e.label) ? 1 : 0;
-  }
-  return correct;
 }
 
 ChoiceResult evaluate_choices(Model& model, const float* params,
@@ -97,12 +97,11 @@ ChoiceResult evaluate_choices(Model& model, const float* params,
   std::vector<size_t> indices(total);
   for (size_t i = 0; i < total; ++i) indices[i] = i;
   FlatParamAccess access(model.units(), params, nullptr);
-  ChoiceResult result;
+  ChoiceTally tally(examples);
   for (const ChoicePass& pass : plan_choice_passes(examples, indices, model.max_batch())) {
-    result.correct += score_choice_pass(model, access, examples, pass);
-    result.examples += static_cast<int64_t>(pass.examples.size());
+    tally.add(pass, score_choice_pass(model, access, examples, pass));
   }
-  return result;
+  return tally.result();
 }
 
 }  // namespace rm

@@ -32,28 +32,49 @@ struct ChoiceResult {
 // appended to its example's context: the model's pick is the completion of the lowest mean loss
 // per token of the completion (the loss of a token, given the context and the completion's
 // tokens before it), the first of equals -- llm.c's rule for HellaSwag (its
-// evalloader_stat_losses), which normalises for the completions' lengths. As many whole
-// examples a forward pass as model.max_batch() rows hold (plan_choice_passes). The examples
-// must fit the model (check_choices_fit). A gpt model only.
+// evalloader_stat_losses), which normalises for the completions' lengths. model.max_batch()
+// rows a forward pass (plan_choice_passes). The examples must fit the model
+// (check_choices_fit). A gpt model only.
 ChoiceResult evaluate_choices(Model& model, const float* params,
                               const std::vector<ChoiceExample>& examples, size_t max_examples);
 
-// One forward pass of a multiple-choice evaluation: whole examples, a row per completion.
+// A row of a multiple-choice forward pass: one completion of one example after its context.
+struct ChoiceRow {
+  size_t example = 0;
+  size_t completion = 0;
+};
+
 struct ChoicePass {
-  std::vector<size_t> examples;  // indices into the examples
-  int rows = 0;
+  std::vector<ChoiceRow> rows;
   int len = 0;  // tokens a row
 };
 
-// Packs `indices` (in their order) into passes of at most max_rows rows, each as long as its
-// longest row, or `row_len` tokens when it is > 0 (a backend that takes only whole seq_len
-// rows). An example with more completions than max_rows throws std::invalid_argument.
+// Every completion of the examples `indices` (in their order, an example's completions in
+// theirs) as rows of passes of at most max_rows rows: an example's completions may span two
+// passes, as each row is scored alone. Each pass is as long as its longest row, or `row_len`
+// tokens when that is > 0 (a backend that takes whole seq_len rows only).
 std::vector<ChoicePass> plan_choice_passes(const std::vector<ChoiceExample>& examples,
                                            const std::vector<size_t>& indices, int max_rows,
                                            int row_len = 0);
 
-// Runs one pass; returns how many of its examples the model picked right.
-int64_t score_choice_pass(Model& model, ParamAccess& access,
-                          const std::vector<ChoiceExample>& examples, const ChoicePass& pass);
+// Runs one pass: each row's mean loss per completion token, in the pass's row order.
+std::vector<double> score_choice_pass(Model& model, ParamAccess& access,
+                                      const std::vector<ChoiceExample>& examples,
+                                      const ChoicePass& pass);
+
+// The picks of a plan's passes, fed in order: an example is decided when its last
+// completion's loss comes.
+class ChoiceTally {
+ public:
+  explicit ChoiceTally(const std::vector<ChoiceExample>& examples) : examples_(examples) {}
+  void add(const ChoicePass& pass, const std::vector<double>& row_means);
+  const ChoiceResult& result() const { return result_; }
+
+ private:
+  const std::vector<ChoiceExample>& examples_;
+  ChoiceResult result_;
+  size_t pick_ = 0;
+  double best_ = 0;
+};
 
 }  // namespace rm

@@ -115,12 +115,13 @@ std::string InitialWeights::resolve() const {
   fs::path p = fs::path(path_);
   if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the link itself, not its target
   std::error_code ec;
-  // A link: its target (a link to a link followed, a few deep). The source run's retention may
-  // point checkpoints/best elsewhere at any moment; the target stays.
-  for (int depth = 0; depth < 8 && fs::is_symlink(fs::symlink_status(p, ec)); ++depth) {
-    const fs::path target = fs::read_symlink(p, ec);
-    if (ec) break;
-    p = target.is_absolute() ? target : (p.parent_path() / target).lexically_normal();
+  // A link: what it leads to, every link on the way resolved as the kernel does (a relative
+  // target's ".." is taken from the link's real directory). The source run's retention may point
+  // checkpoints/best elsewhere at any moment; the target stays. A link that leads nowhere is
+  // left as it is: opening it fails, naming it.
+  if (fs::is_symlink(fs::symlink_status(p, ec))) {
+    const fs::path target = fs::canonical(p, ec);
+    if (!ec) p = target;
   }
   if (fs::is_directory(p, ec) && !fs::exists(p / "manifest.json", ec) &&
       fs::is_directory(p / "checkpoints", ec)) {

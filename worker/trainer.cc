@@ -257,37 +257,37 @@ double Trainer::evaluate() {
 }
 
 void Trainer::plan_choices() {
-  // Example e is rank e % R's. Every rank plans every rank's passes (each read the same file)
-  // to know the busiest one's count. The cuda backend is given whole seq_len rows only: the
-  // shapes its kernels were tested at.
-  const int R = comm_.size();
+  // Example e is rank e % R's, in passes of micro_batch rows. The cuda backend is given whole
+  // seq_len rows only: the shapes its kernels were tested at. Every rank runs as many passes
+  // as the busiest, agreed here rather than worked out from each rank's copy of the file.
+  const size_t R = static_cast<size_t>(comm_.size());
   const int row_len = model_->compute().kind() == ComputeKind::kCpu ? 0 : job_.model.seq_len;
-  for (int q = 0; q < R; ++q) {
-    std::vector<size_t> mine;
-    for (size_t e = static_cast<size_t>(q); e < data_.choices.size(); e += static_cast<size_t>(R)) {
-      mine.push_back(e);
-    }
-    std::vector<ChoicePass> passes =
-        plan_choice_passes(data_.choices, mine, job_.train.micro_batch, row_len);
-    choice_rounds_ = std::max(choice_rounds_, passes.size());
-    if (q == 0) choice_filler_ = passes.front();  // rank 0 holds example 0 at least
-    if (q == comm_.rank()) choice_passes_ = std::move(passes);
+  std::vector<size_t> mine;
+  for (size_t e = static_cast<size_t>(comm_.rank()); e < data_.choices.size(); e += R) {
+    mine.push_back(e);
   }
+  choice_passes_ = plan_choice_passes(data_.choices, mine, job_.train.micro_batch, row_len);
+  choice_filler_ = plan_choice_passes(data_.choices, {0}, job_.train.micro_batch, row_len).front();
+  // Each rank's count to all (no collective reduces to a maximum), then the largest.
+  std::vector<double> counts(R, 0.0);
+  counts[static_cast<size_t>(comm_.rank())] = static_cast<double>(choice_passes_.size());
+  host_comm_.all_gather(counts.data(), std::vector<size_t>(R, 1), DType::kFloat64)->wait();
+  choice_rounds_ = 0;
+  for (double c : counts) choice_rounds_ = std::max(choice_rounds_, static_cast<size_t>(c));
 }
 
 double Trainer::choice_accuracy() {
-  double sums[2] = {0, 0};  // correct, examples
+  ChoiceTally tally(data_.choices);
   progress_.enter(Phase::kEvaluate);
   for (size_t i = 0; i < choice_rounds_; ++i) {
     progress_.beat();
     const bool counted = i < choice_passes_.size();
-    const int64_t correct = score_choice_pass(*model_, *state_, data_.choices,
-                                              counted ? choice_passes_[i] : choice_filler_);
-    if (counted) {
-      sums[0] += static_cast<double>(correct);
-      sums[1] += static_cast<double>(choice_passes_[i].examples.size());
-    }
+    const ChoicePass& pass = counted ? choice_passes_[i] : choice_filler_;
+    const std::vector<double> means = score_choice_pass(*model_, *state_, data_.choices, pass);
+    if (counted) tally.add(pass, means);
   }
+  double sums[2] = {static_cast<double>(tally.result().correct),
+                    static_cast<double>(tally.result().examples)};
   host_comm_.all_reduce(sums, 2, DType::kFloat64, ReduceOp::kSum)->wait();
   return sums[0] / sums[1];
 }

@@ -130,7 +130,7 @@ class Trainer {
   int accum_steps_;
   std::unique_ptr<Model> model_;
   // data.choices: this rank's forward passes, and how many every rank runs (the busiest rank's
-  // count; a ZeRO-3 forward is collective), the surplus ones a repeat of `choice_filler_`.
+  // count; a ZeRO-3 forward is collective), the surplus ones a pass of example 0, not counted.
   std::vector<ChoicePass> choice_passes_;
   size_t choice_rounds_ = 0;
   ChoicePass choice_filler_;

@@ -71,15 +71,6 @@ TrainingData open_training_data(const JobConfig& job) {
     try {
       out.choices = read_choice_file(d.choices);
       check_choices_fit(d.choices, out.choices, job.model.vocab_size, T);
-      for (size_t i = 0; i < out.choices.size(); ++i) {
-        const size_t rows = out.choices[i].completions.size();
-        if (rows > static_cast<size_t>(job.train.micro_batch)) {
-          throw DataError(d.choices, "example " + std::to_string(i) + ": " + std::to_string(rows) +
-                                         " completions, more than the " +
-                                         std::to_string(job.train.micro_batch) +
-                                         " rows of a forward pass (train.micro_batch)");
-        }
-      }
     } catch (const DataError& e) {
       throw DataError(std::string("data.choices: ") + e.what());
     }

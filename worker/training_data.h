@@ -24,8 +24,8 @@ namespace rm {
 struct TrainingData {
   std::unique_ptr<WindowDataset> train;
   std::unique_ptr<WindowDataset> val;  // null when the job has no validation data
-  // data.choices, read whole and checked against the model (check_choices_fit) and the
-  // micro-batch (an example's completions are rows of one forward pass); empty when none.
+  // data.choices, read whole and checked against the model (check_choices_fit); empty when
+  // none.
   std::vector<ChoiceExample> choices;
 };
 
