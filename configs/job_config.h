@@ -93,6 +93,10 @@ struct ResilienceConfig {
   bool shrink = false;   // a restart may go on with fewer ranks when hosts are lost
   double step_timeout_s = 0;     // 0 = off
   OnNan on_nan = OnNan::kAbort;
+  // Skip an update whose loss or gradient norm is this many standard deviations above the mean
+  // of the last 128 steps' (llm.c's -sl and -sg); 0 = off.
+  double spike_loss_zscore = 0;
+  double spike_norm_zscore = 0;
 };
 
 // What a run records about itself beyond metrics.jsonl and events.jsonl.

@@ -295,6 +295,15 @@ std::vector<KeySpec> build_schema() {
           "of a rank's checkpoint shard)."),
       RM_KEY(resilience.on_nan, one_of_its_choices(),
              "On a NaN/inf loss: skip the step, roll back to the last checkpoint, or abort."),
+      RM_KEY(resilience.spike_loss_zscore, at_least(0),
+             "Skip the update of a step whose loss is more than this many standard deviations "
+             "above the mean of the last 128 steps' losses (llm.c's -sl): a loss spike does "
+             "not reach the weights. The step is logged with skipped: true and an event "
+             "spike_skipped; the next step trains on the next batch. 0 = off; llm.c suggests 5."),
+      RM_KEY(resilience.spike_norm_zscore, at_least(0),
+             "The same for the gradient norm (llm.c's -sg): skip the update of a step whose "
+             "global gradient norm (before clipping) is more than this many standard deviations "
+             "above the mean of the last 128 steps'. 0 = off."),
 
       RM_KEY(observability.trace, any(),
              "Each rank records a Chrome trace of the step window below -- every phase, each "

@@ -141,7 +141,7 @@ class Compute {
   // a cast per range after its update). Elements outside the ranges are left as they are.
   // `guard` (may be null): a training step's scalars in this backend's memory decide, where the
   // update runs, without the host (kernels/step_scalars.h): nothing is written unless
-  // step_is_finite(*guard.scalars), and grad_scale is multiplied by
+  // step_is_applied(*guard.scalars, guard.limits), and grad_scale is multiplied by
   // clip_factor(step_grad_norm(...), guard.max_norm). The default reads them directly, so it
   // serves backends whose memory the host addresses (cpu).
   virtual void adamw_update_ranges(float* params, const float* grads, float* m, float* v,
@@ -150,7 +150,7 @@ class Compute {
                                    float grad_scale, bf16* rounded = nullptr,
                                    const AdamWGuard* guard = nullptr) {
     if (guard != nullptr) {
-      if (!step_is_finite(*guard->scalars)) return;
+      if (!step_is_applied(*guard->scalars, guard->limits)) return;
       grad_scale *= clip_factor(step_grad_norm(*guard->scalars), guard->max_norm);
     }
     for (const AdamWRange& r : ranges) {

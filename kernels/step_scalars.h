@@ -40,6 +40,21 @@ RM_HOST_DEVICE inline bool step_is_finite(const StepScalars& s) {
 #endif
 }
 
+// Where a step's update stops being ordinary (resilience.spike_loss_zscore, spike_norm_zscore;
+// worker/outlier_window.h): a loss sum or a gradient norm above these is a spike, and the update
+// is skipped as a non-finite one is. Infinity: no limit (the default).
+struct StepLimits {
+  double loss_sum = INFINITY;
+  double grad_norm = INFINITY;
+};
+
+// Whether a step's update runs: finite, and within its limits. The one test of the device and
+// of the host.
+RM_HOST_DEVICE inline bool step_is_applied(const StepScalars& s, const StepLimits& limits) {
+  return step_is_finite(s) && !(s.loss_sum > limits.loss_sum) &&
+         !(step_grad_norm(s) > limits.grad_norm);
+}
+
 // The factor that clips the gradient to global norm max_norm (optimizer.grad_clip; <= 0: none),
 // in double as the host computed it before the decision moved to the device, so that runs keep
 // their bits.
@@ -51,6 +66,7 @@ RM_HOST_DEVICE inline float clip_factor(double norm, double max_norm) {
 struct AdamWGuard {
   const StepScalars* scalars = nullptr;  // backend memory
   double max_norm = 0;                   // optimizer.grad_clip
+  StepLimits limits;                     // the update runs only where step_is_applied
 };
 
 }  // namespace rm

@@ -18,9 +18,11 @@ AdamWOptimizer::AdamWOptimizer(const OptimizerConfig& config, const ParamLayout&
 }
 
 void AdamWOptimizer::queue_step(float* params, const float* grads, double lr,
-                                const StepScalars* scalars, bf16* rounded) {
+                                const StepScalars* scalars, bf16* rounded,
+                                const StepLimits& limits) {
   if (queued_) throw std::logic_error("AdamWOptimizer::queue_step: the last step was not finished");
-  const AdamWGuard guard{scalars, config_.grad_clip};
+  const AdamWGuard guard{scalars, config_.grad_clip, limits};
+  limits_ = limits;
   compute_.adamw_update_ranges(params, grads, m_.data(), v_.data(), ranges_, static_cast<float>(lr),
                                static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
                                static_cast<float>(config_.eps),
@@ -32,7 +34,7 @@ void AdamWOptimizer::queue_step(float* params, const float* grads, double lr,
 bool AdamWOptimizer::finish_step(const StepScalars& scalars) {
   if (!queued_) throw std::logic_error("AdamWOptimizer::finish_step: no step was queued");
   queued_ = false;
-  const bool ran = step_is_finite(scalars);
+  const bool ran = step_is_applied(scalars, limits_);
   if (ran) ++t_;
   return ran;
 }

@@ -31,10 +31,11 @@ class AdamWOptimizer {
   // compute copy of params, same indexing, refreshed for the range in the same pass
   // (Compute::adamw_update_ranges). The update is numbered steps_taken() + 1 (Adam's bias
   // correction); finish_step says whether it ran, before the next queue_step.
+  // `limits`: the update is also skipped where the scalars pass them (a spike).
   void queue_step(float* params, const float* grads, double lr, const StepScalars* scalars,
-                  bf16* rounded = nullptr);
+                  bf16* rounded = nullptr, const StepLimits& limits = {});
   // The host's copy of the scalars the queued update was guarded by: counts the step where
-  // step_is_finite(scalars), the device's own test. Returns whether it ran.
+  // step_is_applied(scalars, the queued limits), the device's own test. Returns whether it ran.
   bool finish_step(const StepScalars& scalars);
 
   size_t begin() const { return begin_; }
@@ -55,6 +56,7 @@ class AdamWOptimizer {
   std::vector<AdamWRange> ranges_;  // the shard's tensors, all updated in one call
   int64_t t_ = 0;
   bool queued_ = false;  // a queue_step awaits its finish_step
+  StepLimits limits_;    // the queued step's
 };
 
 }  // namespace rm

@@ -54,6 +54,7 @@ void MetricsLog::write(const StepMetrics& m) {
   if (m.val_loss) j["val_loss"] = num(*m.val_loss);
   if (m.choice_accuracy) j["choice_accuracy"] = num(*m.choice_accuracy);
   if (m.skipped) j["skipped"] = true;
+  if (!m.spike.empty()) j["spike"] = m.spike;
   if (m.ckpt_stall_ms > 0) j["ckpt_stall_ms"] = m.ckpt_stall_ms;
   // Rounded to 0.001 ms / 0.1 MiB: the lines stay short, and nothing finer is meaningful.
   auto ms = [](double x) { return std::round(x * 1e3) / 1e3; };
@@ -87,7 +88,8 @@ std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
     std::snprintf(buf, sizeof buf, " | choices %.4f", *m.choice_accuracy);
     s += buf;
   }
-  if (m.skipped) s += " | SKIPPED (non-finite)";
+  if (m.skipped)
+    s += m.spike.empty() ? " | SKIPPED (non-finite)" : " | SKIPPED (" + m.spike + " spike)";
   return s;
 }
 

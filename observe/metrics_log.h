@@ -15,7 +15,8 @@ struct StepMetrics {
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0;
   std::optional<double> val_loss;
   std::optional<double> choice_accuracy;  // data.choices, on evaluation steps
-  bool skipped = false;  // update skipped (non-finite loss or gradient, on_nan: skip)
+  bool skipped = false;   // update skipped (non-finite loss or gradient, on_nan: skip; a spike)
+  std::string spike;      // what made the step a spike: "loss", "grad_norm"; empty: none
   bool rollback = false;  // on_nan: rollback asks the trainer to roll back (never logged)
   // Time this step (and the end of the previous one) spent blocked by checkpoint saves; logged
   // when > 0. Async saves block only if their copy outlasts a forward and backward.

@@ -412,7 +412,7 @@ double ShardedState::grad_norm() {
   return std::sqrt(sq);
 }
 
-void ShardedState::queue_optimizer_step(double lr) {
+void ShardedState::queue_optimizer_step(double lr, const StepLimits& limits) {
   // The scalars the update is guarded by, summed over the ranks where each holds a part: the
   // loss always (each rank's micro-batches differ), the gradient's squares only where the
   // gradient is sharded (under mode none every rank sums the same reduced gradient).
@@ -437,11 +437,11 @@ void ShardedState::queue_optimizer_step(double lr) {
   const bool same_shape = mode_ == ShardMode::kNone || !full_params_;
   bf16* rounded = bf16_ && same_shape ? bf16_params_.data() : nullptr;
   if (mode_ == ShardMode::kNone) {
-    optimizer_->queue_step(params_.data(), grads_.data(), lr, scalars_, rounded);
+    optimizer_->queue_step(params_.data(), grads_.data(), lr, scalars_, rounded, limits);
   } else {
     float* p = full_params_ ? params_.data() + shard_begin_ : params_.data();
     const float* g = full_grads_ ? grads_.data() + shard_begin_ : grads_.data();
-    optimizer_->queue_step(p, g, lr, scalars_, rounded);
+    optimizer_->queue_step(p, g, lr, scalars_, rounded, limits);
     // The fp32 masters are gathered, so every rank keeps the whole master (its checkpoint
     // slice and the final weights read it), then rounded to the compute copy. After a skipped
     // update this gathers what every rank already holds.
@@ -460,6 +460,7 @@ ShardedState::StepOutcome ShardedState::finish_optimizer_step() {
   compute_.download(&host, scalars_, sizeof(host));
   StepOutcome out;
   out.grad_norm = step_grad_norm(host);
+  out.loss_sum = host.loss_sum;
   out.applied = optimizer_->finish_step(host);
   return out;
 }

@@ -107,11 +107,13 @@ class ShardedState final : public ParamAccess {
   // two doubles over comm, waited for), then AdamW, which leaves everything as it was when the
   // loss or the norm is not finite and clips by the global norm otherwise, and writes the bf16
   // copy; ZeRO-3 then gathers the masters. The same decision on every rank, from the same sums.
-  void queue_optimizer_step(double lr);
+  // `limits`: also left as it was where the global loss sum or norm passes them (a spike).
+  void queue_optimizer_step(double lr, const StepLimits& limits = {});
   // The host's one read of the step's scalars (a wait for the device): the global gradient norm
   // and whether the update ran (then optimizer_steps() counts it).
   struct StepOutcome {
     double grad_norm = 0;
+    double loss_sum = 0;  // the device's global sum, what the update was decided by
     bool applied = false;
   };
   StepOutcome finish_optimizer_step();

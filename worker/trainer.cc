@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/elapsed.h"
+#include "base/run_dir.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -177,7 +178,12 @@ StepMetrics Trainer::train_step(int64_t step) {
     checkpoints_->wait_staged();
   }
   progress_.enter(Phase::kOptimizer);
-  state_->queue_optimizer_step(lr);
+  // resilience.spike_*_zscore: the limits of an ordinary step, from the steps before this one.
+  const ResilienceConfig& rc = job_.resilience;
+  StepLimits limits;
+  limits.loss_sum = loss_window_.limit(rc.spike_loss_zscore) * targets_in_batch;
+  limits.grad_norm = norm_window_.limit(rc.spike_norm_zscore);
+  state_->queue_optimizer_step(lr, limits);
 
   double loss_sum = model_->take_loss_sum();
   if (poisoned) loss_sum = std::nan("");
@@ -204,14 +210,31 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.grad_norm = outcome.grad_norm;
   if (checkpoints_) m.ckpt_stall_ms = checkpoints_->take_blocked_ms();
   // The loss and the norm are global, so every rank takes the same decision here, and the
-  // device took it already: it skipped the update exactly when one of them is not finite.
+  // device took it already: it skipped the update exactly when one of them is not finite, or
+  // passed its limit (a spike: decided from the device's own sums, which the host has too).
   const bool finite = std::isfinite(m.loss) && std::isfinite(m.grad_norm);
-  if (finite != outcome.applied) {
+  const bool limited = std::isfinite(limits.loss_sum) || std::isfinite(limits.grad_norm);
+  if (finite ? !outcome.applied && !limited : outcome.applied) {
     throw std::logic_error("step " + std::to_string(step + 1) + ": the device " +
                            (outcome.applied ? "applied" : "skipped") +
                            " the update, but the host sees a " +
                            (finite ? "finite" : "non-finite") + " loss and gradient norm");
   }
+  if (finite && !outcome.applied) {
+    m.skipped = true;
+    const bool loss = outcome.loss_sum > limits.loss_sum;
+    m.spike = loss ? "loss" : "grad_norm";
+    if (rank == 0) {
+      append_run_event(job_.run_dir, "spike_skipped",
+                       {{"step", m.step},
+                        {"what", m.spike},
+                        {"value", loss ? outcome.loss_sum / targets_in_batch : m.grad_norm},
+                        {"limit", loss ? limits.loss_sum / targets_in_batch : limits.grad_norm}});
+    }
+  }
+  // Every finite value enters its window, a spike's too (outlier_window.h).
+  loss_window_.push(m.loss);
+  norm_window_.push(m.grad_norm);
   if (!finite) {
     const std::string what = "step " + std::to_string(step + 1) + ": non-finite " +
                              (std::isfinite(m.loss) ? "gradient norm" : "loss");
@@ -546,6 +569,7 @@ void Trainer::roll_back(const StepMetrics& bad) {
       resume_from_memory(*held.step, held.account, disk);
       skipped_batches_.push_back(bad.step - 1);
       if (rank0 && options_.metrics) options_.metrics->rewind(next_step_);
+      rebuild_spike_windows();
       return;
     }
     // Rolling back to disk: the segments go, as before memory was consulted, so that a restart
@@ -562,11 +586,31 @@ void Trainer::roll_back(const StepMetrics& bad) {
   skipped_batches_.push_back(bad.step - 1);
   next_step_ = steps_done;
   if (rank0 && options_.metrics) options_.metrics->rewind(steps_done);
+  rebuild_spike_windows();
+}
+
+void Trainer::rebuild_spike_windows() {
+  loss_window_.clear();
+  norm_window_.clear();
+  const ResilienceConfig& rc = job_.resilience;
+  if (rc.spike_loss_zscore <= 0 && rc.spike_norm_zscore <= 0) return;
+  // The windows as the steps before next_step_ left them, from what they logged (a run that
+  // resumes has every line up to its checkpoint's step): rank 0 reads, every rank gets the
+  // same values, so every rank takes the same decisions as an uninterrupted run.
+  std::string packed;
+  if (comm_.rank() == 0) {
+    const SpikeHistory h = read_spike_history(run_file(job_.run_dir, "metrics.jsonl"), next_step_);
+    packed = pack_spike_history(h);
+  }
+  const SpikeHistory h = unpack_spike_history(broadcast_string(host_comm_, packed, 0));
+  for (double v : h.losses) loss_window_.push(v);
+  for (double v : h.norms) norm_window_.push(v);
 }
 
 Trainer::Outcome Trainer::run() {
   // The clock starts now: model set up, checkpoint (if any) read back.
   progress_.enter(Phase::kStart, next_step_ + 1);
+  rebuild_spike_windows();
   const std::unique_ptr<Watchdog> watchdog = Watchdog::start(job_, progress_, comm_, &host_comm_);
   if (trace_) {
     // Time zero of every rank's trace: the exit of one barrier (trace_recorder.h, Clocks).

@@ -29,6 +29,7 @@
 #include "worker/checkpointing.h"
 #include "worker/evaluate.h"
 #include "worker/memory_checkpoints.h"
+#include "worker/outlier_window.h"
 #include "worker/sharded_state.h"
 #include "worker/step_graph.h"
 #include "worker/training_data.h"
@@ -135,6 +136,10 @@ class Trainer {
   size_t choice_rounds_ = 0;
   ChoicePass choice_filler_;
   void plan_choices();  // the three above, from data_.choices
+  // resilience.spike_*_zscore: the recent steps' losses and gradient norms, and their rebuild
+  // from metrics.jsonl where the run (re)starts from step next_step_.
+  OutlierWindow loss_window_, norm_window_;
+  void rebuild_spike_windows();
   std::unique_ptr<ShardedState> state_;
   std::unique_ptr<Checkpointing> checkpoints_;
   std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0

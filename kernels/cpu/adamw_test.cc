@@ -103,10 +103,11 @@ TEST(AdamW, AGuardSkipsANonFiniteStepAndClipsByTheNorm) {
   const std::vector<float> p0 = random_floats(n, 6), m0 = random_floats(n, 7);
   const std::vector<float> v0(n, 0.25f);
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
-  const auto run = [&](const StepScalars* scalars, double max_norm, float grad_scale) {
+  const auto run = [&](const StepScalars* scalars, double max_norm, float grad_scale,
+                       StepLimits limits = {}) {
     std::vector<float> p = p0, m = m0, v = v0;
     std::vector<bf16> copy(n, bf16{0x1234});
-    const AdamWGuard guard{scalars, max_norm};
+    const AdamWGuard guard{scalars, max_norm, limits};
     compute->adamw_update_ranges(p.data(), g.data(), m.data(), v.data(), ranges, 0.1f, 0.9f, 0.95f,
                                  1e-8f, 0.1f, 2, grad_scale, copy.data(),
                                  scalars != nullptr ? &guard : nullptr);
@@ -135,6 +136,12 @@ TEST(AdamW, AGuardSkipsANonFiniteStepAndClipsByTheNorm) {
   EXPECT_EQ(clip_factor(4.0, 1.0), static_cast<float>(1.0 / (4.0 + 1e-6)));
   EXPECT_EQ(step_grad_norm(big), 4.0);
   EXPECT_TRUE(step_is_finite(big));
+  // A spike (resilience.spike_*_zscore): past either limit, nothing moves; at it, the update.
+  EXPECT_EQ(run(&big, 1.0, 1.0f, {2.9, inf}), unchanged) << "a loss sum over its limit";
+  EXPECT_EQ(run(&big, 1.0, 1.0f, {inf, 3.9}), unchanged) << "a norm over its limit";
+  EXPECT_EQ(run(&big, 1.0, 1.0f, {3.0, 4.0}), run(&big, 1.0, 1.0f)) << "at the limits";
+  EXPECT_FALSE(step_is_applied(big, {2.9, inf}));
+  EXPECT_TRUE(step_is_applied(big, {}));
 }
 
 TEST(AdamW, RejectsStepZero) {

@@ -62,13 +62,14 @@ __device__ inline void adamw_vector(float* params, const float* grads, float* m,
 __global__ void __launch_bounds__(kElementwiseThreads)
     adamw_chunks_kernel(float* params, const float* grads, float* m, float* v, bf16* rounded,
                         const AdamWChunk* chunks, AdamWCoeffs with_decay, AdamWCoeffs without,
-                        bool aligned, const StepScalars* scalars, double max_norm) {
+                        bool aligned, const StepScalars* scalars, double max_norm,
+                        StepLimits limits) {
   const AdamWChunk ch = chunks[blockIdx.x];
   AdamWCoeffs c = ch.decay != 0 ? with_decay : without;
   if (scalars != nullptr) {
     // Every thread reads the same 16 bytes (L2 serves them) and takes the host's decision.
     const StepScalars s = *scalars;
-    if (!step_is_finite(s)) return;
+    if (!step_is_applied(s, limits)) return;
     c.grad_scale *= clip_factor(step_grad_norm(s), max_norm);
   }
   unsigned done = 0;
@@ -102,7 +103,7 @@ void adamw_update_chunks(float* params, const float* grads, float* m, float* v, 
   RM_CUDA_LAUNCH(adamw_chunks_kernel,
                  (LaunchShape{static_cast<unsigned>(count), kElementwiseThreads}), stream, params,
                  grads, m, v, rounded, chunks, with_decay, without, aligned, guard.scalars,
-                 guard.max_norm);
+                 guard.max_norm, guard.limits);
 }
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,

@@ -1176,18 +1176,19 @@ TEST_F(CudaTest, AdamWRangesWriteTheBf16CopyAsCastWould) {
 }
 
 // A training step's guard read on the device (kernels/step_scalars.h): a non-finite loss or
-// norm writes nothing; a finite one clips as an unguarded call given clip_factor would; and the
-// scalars are written by sum_squares_into without a host read.
+// norm, or one past its limit (a spike), writes nothing; a finite one clips as an unguarded call
+// given clip_factor would; and the scalars are written by sum_squares_into without a host read.
 TEST_F(CudaTest, AdamWGuardSkipsNonFiniteStepsAndClipsOnTheDevice) {
   const size_t n = 50000;
   const std::vector<AdamWRange> ranges = {{0, 768, false}, {768, n - 768, true}};
   const std::vector<float> p0 = random_floats(n, 110), m0 = random_floats(n, 111, 0.0f, 0.1f),
                            v0 = random_floats(n, 112, 0.0f, 0.1f);
   auto g = both(random_floats(n, 113, -2.0f, 2.0f));
-  const auto run = [&](const std::vector<double>& scalars, double max_norm, float grad_scale) {
+  const auto run = [&](const std::vector<double>& scalars, double max_norm, float grad_scale,
+                       StepLimits limits = {}) {
     auto p = both(p0), m = both(m0), v = both(v0);
     auto s = both(scalars);
-    const AdamWGuard guard{reinterpret_cast<const StepScalars*>(s.gpu()), max_norm};
+    const AdamWGuard guard{reinterpret_cast<const StepScalars*>(s.gpu()), max_norm, limits};
     gpu().adamw_update_ranges(p.gpu(), g.gpu(), m.gpu(), v.gpu(), ranges, 1e-2f, 0.9f, 0.95f, 1e-8f,
                               0.1f, 2, grad_scale, nullptr, scalars.empty() ? nullptr : &guard);
     std::vector<float> all = p.gpu_host(), mm = m.gpu_host(), vv = v.gpu_host();
@@ -1205,6 +1206,10 @@ TEST_F(CudaTest, AdamWGuardSkipsNonFiniteStepsAndClipsOnTheDevice) {
   }
   EXPECT_EQ(run({3.0, 16.0}, 1.0, 1.0f), run({}, 0, clip_factor(4.0, 1.0)));
   EXPECT_EQ(run({3.0, 16.0}, 8.0, 0.5f), run({}, 0, 0.5f));
+  // A spike (resilience.spike_*_zscore): past a limit nothing is written; at it, the update.
+  EXPECT_EQ(run({3.0, 16.0}, 1.0, 1.0f, {2.9, inf}), unchanged);
+  EXPECT_EQ(run({3.0, 16.0}, 1.0, 1.0f, {inf, 3.9}), unchanged);
+  EXPECT_EQ(run({3.0, 16.0}, 1.0, 1.0f, {3.0, 4.0}), run({3.0, 16.0}, 1.0, 1.0f));
   // sum_squares_into: the sum the host read gives, left on the device.
   auto dst = both(std::vector<double>{0.0});
   gpu().sum_squares_into(dst.gpu(), g.gpu(), n);
