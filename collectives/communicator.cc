@@ -173,7 +173,8 @@ std::string broadcast_string(Communicator& comm, const std::string& value, int r
   std::vector<double> words((bytes + sizeof(double) - 1) / sizeof(double), 0.0);
   if (sender && bytes > 0) std::memcpy(words.data(), value.data(), bytes);
   comm.broadcast(words.data(), words.size(), DType::kFloat64, root)->wait();
-  return std::string(reinterpret_cast<const char*>(words.data()), bytes);
+  return bytes == 0 ? std::string()
+                    : std::string(reinterpret_cast<const char*>(words.data()), bytes);
 }
 
 std::string describe_op(int rank, int size, const char* op, uint64_t seq, size_t bytes,

@@ -297,13 +297,14 @@ std::vector<KeySpec> build_schema() {
              "On a NaN/inf loss: skip the step, roll back to the last checkpoint, or abort."),
       RM_KEY(resilience.spike_loss_zscore, at_least(0),
              "Skip the update of a step whose loss is more than this many standard deviations "
-             "above the mean of the last 128 steps' losses (llm.c's -sl): a loss spike does "
-             "not reach the weights. The step is logged with skipped: true and an event "
+             "above the mean of the losses of the 128 steps before it (after llm.c's -sl, "
+             "which scores a value with itself in the window): a loss spike does not reach the "
+             "weights. The step is logged with skipped: true and an event "
              "spike_skipped; the next step trains on the next batch. 0 = off; llm.c suggests 5."),
       RM_KEY(resilience.spike_norm_zscore, at_least(0),
-             "The same for the gradient norm (llm.c's -sg): skip the update of a step whose "
+             "The same for the gradient norm (after llm.c's -sg): skip the update of a step whose "
              "global gradient norm (before clipping) is more than this many standard deviations "
-             "above the mean of the last 128 steps'. 0 = off."),
+             "above the mean of the 128 steps' before it. 0 = off."),
 
       RM_KEY(observability.trace, any(),
              "Each rank records a Chrome trace of the step window below -- every phase, each "

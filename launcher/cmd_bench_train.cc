@@ -241,7 +241,7 @@ int cmd_bench_train(const BenchTrainArgs& args) {
 
     if (trainer.has_step_graphs()) {
       // A recording that failed leaves the run call by call: say how the timed steps ran.
-      say("step graphs (RM_CUDA_GRAPH=1): %lld of the %d timed steps replayed the step graph\n",
+      say("step graphs: %lld of the %d timed steps replayed the step graph\n",
           static_cast<long long>(trainer.steps_replayed() - replayed_before), args.steps);
     }
     const OverlapStats& ov = trainer.state().overlap_stats();

@@ -35,9 +35,9 @@ using report::Series;
 const char* const kRunColors[] = {"#1f77b4", "#d95f02", "#2ca02c", "#9467bd",
                                   "#8c564b", "#e377c2", "#17becf", "#7f7f7f"};
 // The events drawn as marks; the others (started, finished, ...) are in the table only.
-const std::set<std::string> kMarked = {"checkpoint_saved", "restart",      "resumed",
-                                       "nan_skipped",      "nan_rollback", "stop_signal",
-                                       "requeue",          "signal",       "failed"};
+const std::set<std::string> kMarked = {
+    "checkpoint_saved", "restart",       "resumed", "nan_skipped", "nan_rollback",
+    "stop_signal",      "spike_skipped", "requeue", "signal",      "failed"};
 // More marks than this of one kind in one run are thinned to every k-th: a line every 100 steps
 // of a 1M-step run would only paint the plot solid.
 constexpr size_t kMaxMarksPerKind = 300;

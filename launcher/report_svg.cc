@@ -226,9 +226,11 @@ Columns bin_means(const std::vector<double>& x, const std::vector<std::vector<do
 
 std::string mark_color(const std::string& kind) {
   static const std::map<std::string, std::string> colors = {
-      {"checkpoint_saved", "#2a9d8f"}, {"resumed", "#7b2cbf"},     {"restart", "#d62828"},
-      {"requeue", "#e76f51"},          {"nan_skipped", "#f4a261"}, {"nan_rollback", "#9c6644"},
-      {"stop_signal", "#264653"},      {"signal", "#6c757d"},      {"failed", "#000000"}};
+      {"checkpoint_saved", "#2a9d8f"}, {"resumed", "#7b2cbf"},
+      {"restart", "#d62828"},          {"requeue", "#e76f51"},
+      {"nan_skipped", "#f4a261"},      {"spike_skipped", "#e9c46a"},
+      {"nan_rollback", "#9c6644"},     {"stop_signal", "#264653"},
+      {"signal", "#6c757d"},           {"failed", "#000000"}};
   const auto it = colors.find(kind);
   return it == colors.end() ? "#999999" : it->second;
 }

@@ -6,18 +6,23 @@
 #   1. kernels_cuda_gpu_test, a suite a process: every GPU test, none may skip;
 #      collectives_nccl_test on one rank, and rank 0 failing to start NCCL on two
 #   2. the default job, 300 steps, cuda bf16 against the cpu fp32 curve (max |loss diff| <= 0.10,
-#      gpu-check.sh's bf16 tolerance), and again with each opt-in switch (step graphs,
-#      RM_CUDA_GRAPH=1; two row fragments a warp in the flash dK/dV and dQ kernels,
-#      RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2; the cross-entropy's rows in shared
-#      memory, RM_CUDA_CE_ROW_IN_SMEM=1): the same losses to the bit; cuDNN's attention instead of
-#      the flash kernels (RM_CUDNN_ATTENTION=1 and 2): within the same tolerance of the cpu curve
+#      gpu-check.sh's bf16 tolerance; the default runs cuDNN's attention and step graphs, and must
+#      say so), and again with each switch: step graphs off (RM_CUDA_GRAPH=0) and the
+#      cross-entropy's rows in shared memory (RM_CUDA_CE_ROW_IN_SMEM=1): the same losses to the
+#      bit; the flash kernels instead of cuDNN's attention (RM_CUDNN_ATTENTION=0, and with two row
+#      fragments a warp in their dK/dV or dQ kernel, RM_FLASH_DKV_FRAGMENTS=2,
+#      RM_FLASH_DQ_FRAGMENTS=2) and cuDNN's accumulating backward (RM_CUDNN_ATTENTION=2): within
+#      the same tolerance of the cpu curve
 #   3. bench train at GPT-2 124M's shape (V 50257, L12, C768, H12, T1024), bf16, 16 and 4 sequences,
 #      each with a profiled step (--profile 1: every kernel and GEMM timed alone); then each
 #      switch off and on, alternated twice, and a profiled step with it on
+#   2c. a killed run resumes bit for bit: the default job on cuda bf16 (the defaults: cuDNN's
+#      attention, step graphs), 60 steps straight, and killed at step 45 then resumed from its
+#      checkpoint of step 40: the same weights.bin, byte for byte
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
-# SECTIONS (default all): a comma-separated subset of tests (1), curves (2), bench (3), switches
-# (3b), peers (4), so that a sitting whose device calls are limited to 10 minutes can take the
+# SECTIONS (default all): a comma-separated subset of tests (1), curves (2), resume (2c), bench
+# (3), switches (3b), peers (4), so that a sitting whose device calls are limited to 10 minutes can take the
 # script in two or three calls on the same warm machine.
 # A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
 # by peers.sh as ringmaster-base: the packed base build (pack BUILD BASE_BUILD), or, with
@@ -25,7 +30,7 @@
 # with those variables set.
 set -u
 STEPS=${1:-20}
-SECTIONS=${2:-tests,curves,bench,switches,peers}
+SECTIONS=${2:-tests,curves,resume,bench,switches,peers}
 want() { [[ ,$SECTIONS, == *,$1,* ]]; }
 RESULT=${OUT:-/tmp/gpu-speed-out}
 OUT=/tmp/gpu-speed
@@ -44,14 +49,14 @@ nvidia-smi -L | tee "$OUT/gpus.txt"
 gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
       --set model.seq_len=1024 --set parallel.backend=cuda --set parallel.precision=bf16
       --set optimizer.lr=6e-4)
-# The switches that are off until a sitting measures them (2b, 3b), the likeliest gain first (a
-# sitting cut short has measured those): cuDNN's fused attention with its deterministic and its
-# accumulating backward (cudnn_sdpa.h), step graphs, the flash backward's row fragments, the
-# cross-entropy's rows in shared memory. "all" is every switch but RM_CUDNN_ATTENTION=2.
-SWITCHES=(RM_CUDNN_ATTENTION=1 RM_CUDNN_ATTENTION=2 RM_CUDA_GRAPH=1 RM_FLASH_DKV_FRAGMENTS=2
-          RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_CE_ROW_IN_SMEM=1)
-ALL_SWITCHES=()
-for sw in "${SWITCHES[@]}"; do [[ $sw == RM_CUDNN_ATTENTION=2 ]] || ALL_SWITCHES+=("$sw"); done
+# The switches (2b, 3b). cuDNN's attention (deterministic backward) and step graphs are the
+# defaults since the sitting of 2026-11-30; each switch is one or more VAR=value joined by "+":
+# cuDNN's accumulating backward, the flash kernels (and their row fragments), graphs off, the
+# cross-entropy's rows in shared memory.
+SWITCHES=(RM_CUDNN_ATTENTION=2 RM_CUDNN_ATTENTION=0 RM_CUDNN_ATTENTION=0+RM_FLASH_DKV_FRAGMENTS=2
+          RM_CUDNN_ATTENTION=0+RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_GRAPH=0 RM_CUDA_CE_ROW_IN_SMEM=1)
+# The switch's variables, one a word.
+vars_of() { tr '+' ' ' <<< "$1"; }
 curve_diff() {  # max |loss difference| of two runs' metrics.jsonl, "inf" if fewer than 10 shared
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -97,27 +102,40 @@ if want curves; then
   else
     verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
   fi
-  # 2b. The same job with each switch that is off until a sitting measures it: its steps replayed
-  # from a recorded graph (RM_CUDA_GRAPH=1), the flash dK/dV and dQ kernels with two row fragments a
-  # warp (RM_FLASH_DKV_FRAGMENTS=2, RM_FLASH_DQ_FRAGMENTS=2), the cross-entropy's rows kept in
-  # shared memory (RM_CUDA_CE_ROW_IN_SMEM=1). Each must give the default run's losses, bit for bit.
+  if ! grep -q "attention through cuDNN" "$OUT/curve-cuda.log" ||
+     ! grep -q 'recorded as one graph and run' "$OUT/curve-cuda.log"; then
+    verdict "defaults: cuDNN attention, graphs" FAIL "not both used ($OUT/curve-cuda.log)"
+  else
+    verdict "defaults: cuDNN attention, graphs" PASS "both used"
+  fi
+  # 2b. The same job with each switch: the same losses to the bit where only the launches
+  # change (graphs off, the cross-entropy's rows in shared memory), the cpu tolerance where
+  # other attention kernels run.
   for sw in "${SWITCHES[@]}"; do
-    log="$OUT/curve-${sw/=/}.log"
+    tag=${sw//[=+]/}
+    log="$OUT/curve-$tag.log"
     rc=0
-    timeout 240 env "$sw" ringmaster run "${job[@]}" --set run_dir="/tmp/gs-${sw/=/}" \
+    # shellcheck disable=SC2046  # the switch's variables, a word each
+    timeout 240 env $(vars_of "$sw") ringmaster run "${job[@]}" --set run_dir="/tmp/gs-$tag" \
       --set parallel.backend=cuda --set parallel.precision=bf16 > "$log" 2>&1 || rc=$?
-    losses=$(grep -so '"loss":[^,]*' "/tmp/gs-${sw/=/}/metrics.jsonl")
+    losses=$(grep -so '"loss":[^,]*' "/tmp/gs-$tag/metrics.jsonl")
     default_losses=$(grep -so '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl)
     # A recording that failed leaves the run call by call, with the default's bits: the run must
     # say its graph was recorded and ran, and no recording failed.
     if [[ $rc != 0 ]]; then
       verdict "loss curve $sw" FAIL "exit $rc: $(tail -1 "$log" | cut -c1-160) ($log)"
-    elif [[ $sw == RM_CUDA_GRAPH=1 ]] &&
-       { ! grep -q 'recorded as one graph and run' "$log" || grep -q 'recording step .* failed' "$log"; }; then
-      verdict "loss curve $sw" FAIL "no graph replayed ($(grep -m1 'RM_CUDA_GRAPH' "$log" | cut -c1-160); $log)"
+    elif [[ $sw == RM_CUDA_GRAPH=0 ]] && grep -q 'recorded as one graph' "$log"; then
+      verdict "loss curve $sw" FAIL "a graph was recorded ($log)"
     elif [[ $sw == RM_CUDNN_ATTENTION=* ]]; then  # other kernels: the tolerance, not the bits
-      d=$(curve_diff /tmp/gs-cpu/metrics.jsonl "/tmp/gs-${sw/=/}/metrics.jsonl")
-      if ! grep -q "attention through cuDNN" "$log" || grep -q "refused" "$log"; then
+      d=$(curve_diff /tmp/gs-cpu/metrics.jsonl "/tmp/gs-$tag/metrics.jsonl")
+      if [[ $sw == RM_CUDNN_ATTENTION=0* ]] && grep -q "attention through cuDNN" "$log"; then
+        verdict "loss curve $sw" FAIL "cuDNN used all the same ($log)"
+      elif [[ $sw == RM_CUDNN_ATTENTION=0* ]] &&
+           python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
+        verdict "loss curve $sw" PASS "max |diff| to cpu $d over 300 steps"
+      elif [[ $sw == RM_CUDNN_ATTENTION=0* ]]; then
+        verdict "loss curve $sw" FAIL "max |diff| to cpu $d ($log)"
+      elif ! grep -q "attention through cuDNN" "$log" || grep -q "refused" "$log"; then
         why=$(grep -m1 'cuDNN\|RM_CUDNN' "$log" | cut -c1-200)
         verdict "loss curve $sw" FAIL "cuDNN not used: ${why:-no word of it} ($log)"
       elif python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
@@ -133,6 +151,25 @@ if want curves; then
       verdict "loss curve $sw" FAIL "losses differ ($log)"
     fi
   done
+fi
+
+# 2c. Kill and resume, bit for bit.
+if want resume; then
+  rm -rf /tmp/gs-straight /tmp/gs-killed
+  rjob=(configs/shakespeare.yaml --set train.steps=60 --set train.eval_every=0
+        --set checkpoint.every=20 --set parallel.backend=cuda --set parallel.precision=bf16)
+  timeout 240 ringmaster run "${rjob[@]}" --fresh --set run_dir=/tmp/gs-straight \
+    > "$OUT/resume-straight.log" 2>&1
+  RM_TEST_FAULT=kill:0:45 timeout 240 ringmaster run "${rjob[@]}" --fresh \
+    --set run_dir=/tmp/gs-killed > "$OUT/resume-killed.log" 2>&1
+  timeout 240 ringmaster run "${rjob[@]}" --set run_dir=/tmp/gs-killed > "$OUT/resume-resumed.log" 2>&1
+  if ! grep -q 'resuming from' "$OUT/resume-resumed.log"; then
+    verdict "kill at 45, resume (cuda bf16)" FAIL "no resume ($OUT/resume-resumed.log)"
+  elif cmp -s /tmp/gs-straight/weights.bin /tmp/gs-killed/weights.bin; then
+    verdict "kill at 45, resume (cuda bf16)" PASS "weights.bin identical to the straight run's"
+  else
+    verdict "kill at 45, resume (cuda bf16)" FAIL "weights differ ($OUT/resume-*.log)"
+  fi
 fi
 
 # 3. bench train at GPT-2 124M's shape.
@@ -176,9 +213,9 @@ fi
 # the profiled step is one "graph replay" entry plus the update's calls: the graph was recorded
 # before the timing began).
 if want switches; then
-  for sw in "${SWITCHES[@]}" all; do
-    if [[ $sw == all ]]; then on=("${ALL_SWITCHES[@]}"); else on=("$sw"); fi
-    var=${sw/=/}
+  for sw in "${SWITCHES[@]}"; do
+    read -ra on <<< "$(vars_of "$sw")"
+    var=${sw//[=+]/}
     timeout 240 env "${on[@]}" ringmaster bench train configs/shakespeare.yaml "${gpt2[@]}" \
       --set train.global_batch=16 --set train.micro_batch=16 --steps 10 --warmup 3 --profile 1 \
       > "$OUT/profile-$var-b16.log" 2>&1
@@ -195,11 +232,11 @@ if want switches; then
           ok=$([[ $rc == 0 ]] && echo PASS || echo FAIL)
           detail=$(grep '^train step' "$log" | cut -c1-90)
           [[ $rc != 0 ]] && detail="exit $rc: $(tail -1 "$log" | cut -c1-120)"
-          # With graphs on, every timed step must have been a replay (bench train says how many).
+          # With graphs on (unless the side turned them off), every timed step must have been a
+          # replay (bench train says how many).
           replayed=$(grep -o '[0-9]* of the [0-9]* timed steps replayed' "$log" || true)
           [[ -n $replayed ]] && detail+="; graphs: $replayed"
-          if [[ $side != default && " ${envs[*]} " == *" RM_CUDA_GRAPH=1 "* &&
-                $replayed != "20 of the 20 "* ]]; then
+          if [[ " ${envs[*]} " != *" RM_CUDA_GRAPH=0 "* && $replayed != "20 of the 20 "* ]]; then
             ok=FAIL
           fi
           verdict "A/B B=$B $side ($i)" "$ok" "$detail"

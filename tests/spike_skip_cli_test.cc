@@ -99,6 +99,10 @@ TEST(SpikeSkipCli, EachStepSkippedExactlyWhenItsValuePassesTheWindowsLimit) {
       ++count;
     }
     EXPECT_EQ(count, static_cast<size_t>(skipped)) << field;
+    EXPECT_EQ(events.find("nan_skipped"), std::string::npos) << field << ": a spike is no NaN";
+    // The report marks them.
+    ASSERT_EQ(run_cli("report " + run, dir.path()).exit_code, 0);
+    EXPECT_NE(slurp(run + "/report.html").find("mark-spike_skipped"), std::string::npos) << field;
   }
 }
 

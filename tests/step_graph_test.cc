@@ -426,7 +426,15 @@ TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {
   {
     GraphEnv env("0");
     EXPECT_FALSE(StepGraph::wanted(job, recording, "self", &why));
-    EXPECT_EQ(why, "") << "not asked for, nothing to say";
+    EXPECT_EQ(why, "") << "turned off, nothing to say";
+  }
+  {
+    // The default: on where it applies, and not a word where it does not (every cpu job).
+    unsetenv("RM_CUDA_GRAPH");
+    EXPECT_TRUE(StepGraph::wanted(job, recording, "self", &why));
+    why = "unset";
+    EXPECT_FALSE(StepGraph::wanted(job, *cpu, "self", &why));
+    EXPECT_EQ(why, "") << "not asked for explicitly, nothing to say";
   }
   GraphEnv env("1");
   EXPECT_TRUE(StepGraph::wanted(job, recording, "self", &why));

@@ -78,7 +78,7 @@ std::string pack_spike_history(const SpikeHistory& h) {
   for (const std::vector<double>* v : {&h.losses, &h.norms}) {
     const uint64_t n = v->size();
     out.append(reinterpret_cast<const char*>(&n), sizeof n);
-    out.append(reinterpret_cast<const char*>(v->data()), n * sizeof(double));
+    if (n > 0) out.append(reinterpret_cast<const char*>(v->data()), n * sizeof(double));
   }
   return out;
 }
@@ -96,7 +96,7 @@ SpikeHistory unpack_spike_history(const std::string& bytes) {
       throw std::logic_error("unpack_spike_history: cut short");
     }
     v->resize(n);
-    std::memcpy(v->data(), bytes.data() + at, n * sizeof(double));
+    if (n > 0) std::memcpy(v->data(), bytes.data() + at, n * sizeof(double));
     at += n * sizeof(double);
   }
   return h;

@@ -1,9 +1,14 @@
 // The last 128 values of a quantity each step logs (its loss, its gradient norm), and the
 // limit above which a value is a spike: mean + z x standard deviation of the window, once it
-// holds 128 values (resilience.spike_loss_zscore, spike_norm_zscore; llm.c's OutlierDetector:
-// the same window, the population standard deviation). Only finite values enter. A spike
-// enters too, as in llm.c: a lasting change of level (the end of a warmup) is learnt within a
-// window instead of skipping every step from then on.
+// holds 128 values (resilience.spike_loss_zscore, spike_norm_zscore). After llm.c's
+// OutlierDetector (128 values, the population standard deviation), with one difference: llm.c
+// takes the new value into the window before it scores it, which shrinks its z (never above
+// sqrt(127) = 11.3, and a value 5.5 deviations out here scores about 4.9 there); here the
+// window is the steps before, so that the limit is known before the step and the device
+// applies it without waiting for the host. A window of equal values makes any larger value a
+// spike (llm.c: none). Only finite values enter. A spike enters too, as in llm.c: a lasting
+// change of level (the end of a warmup) is learnt within a window instead of skipping every
+// step from then on.
 //
 // The mean and deviation are summed oldest value first, whatever the ring's position, so a
 // window rebuilt from metrics.jsonl after a resume gives the live one's limit to the bit.

@@ -68,6 +68,8 @@ TEST(SpikeHistory, IsReadFromTheLogUpToTheResumedStep) {
   EXPECT_EQ(back.losses, h.losses);
   EXPECT_EQ(back.norms, h.norms);
   EXPECT_TRUE(unpack_spike_history("").losses.empty());
+  const SpikeHistory none = unpack_spike_history(pack_spike_history(SpikeHistory{}));
+  EXPECT_TRUE(none.losses.empty() && none.norms.empty());
 }
 
 }  // namespace

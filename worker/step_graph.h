@@ -3,7 +3,9 @@
 // ~200, so the host no longer feeds the GPU kernel by kernel -- what bounds a step of small
 // kernels (GPT-2 124M at 4 sequences: ~10 ms a step, ~180 launches).
 //
-// Opt-in until measured on a GPU: RM_CUDA_GRAPH=1, and only where a replay is exactly the step:
+// On by default since a sitting measured it (2026-11-30, one H200, GPT-2 124M bf16: 10.4 -> 10.0
+// ms a step at 4 sequences, 32.5 -> 32.3 at 16); RM_CUDA_GRAPH=0 turns it off. Only where a
+// replay is exactly the step:
 //  - a backend that records graphs (cuda), not profiled (TimedCompute's timing);
 //  - one rank on the "self" communicator (no collective inside the step), parallel.shard none;
 //  - no observability.trace (its per-unit events are host work a replay skips).
@@ -28,7 +30,8 @@ namespace rm {
 class StepGraph {
  public:
   // Whether the job's steps are recorded, by the rules above; `why` (may be null) says why not
-  // when RM_CUDA_GRAPH=1 asked for it (empty when it was not asked).
+  // when RM_CUDA_GRAPH=1 asked for it explicitly (empty otherwise: by default a job that cannot
+  // use graphs, a cpu job among them, hears nothing).
   static bool wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
                      std::string* why);
 

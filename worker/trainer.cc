@@ -61,9 +61,10 @@ Trainer::Trainer(const JobConfig& job, TrainingData& data, Communicator& comm,
     graph_ = std::make_unique<StepGraph>(model_->compute(), accum_steps_, tokens);
   }
   if (comm.rank() == 0 && options.verbose && (graph_ || !why_not.empty())) {
-    std::printf("ringmaster: RM_CUDA_GRAPH=1: %s\n",
-                graph_ ? "each step's forward and backward replayed as one graph from step 2 on"
-                       : ("no step graph: " + why_not).c_str());
+    std::printf("ringmaster: step graphs: %s\n",
+                graph_ ? "each step's forward and backward replayed as one graph from step 2 on "
+                         "(RM_CUDA_GRAPH=0: off)"
+                       : ("none: " + why_not).c_str());
     std::fflush(stdout);
   }
 }
@@ -143,7 +144,7 @@ StepMetrics Trainer::train_step(int64_t step) {
           // Said when a graph exists and has run, not when one was asked for: what the
           // sitting's scripts look for before they call a run's speed the graphs' (gpu-speed.sh).
           std::printf(
-              "ringmaster: RM_CUDA_GRAPH=1: step %lld recorded as one graph and run; "
+              "ringmaster: step graphs: step %lld recorded as one graph and run; "
               "the steps after it replay it\n",
               static_cast<long long>(step + 1));
           std::fflush(stdout);
@@ -156,7 +157,7 @@ StepMetrics Trainer::train_step(int64_t step) {
       record_graphs_ = false;
       if (rank == 0 && options_.verbose) {
         std::printf(
-            "ringmaster: RM_CUDA_GRAPH=1: recording step %lld failed (%s); every step "
+            "ringmaster: step graphs: recording step %lld failed (%s); every step "
             "runs call by call from now on\n",
             static_cast<long long>(step + 1), e.what());
         std::fflush(stdout);
@@ -213,16 +214,20 @@ StepMetrics Trainer::train_step(int64_t step) {
   // device took it already: it skipped the update exactly when one of them is not finite, or
   // passed its limit (a spike: decided from the device's own sums, which the host has too).
   const bool finite = std::isfinite(m.loss) && std::isfinite(m.grad_norm);
-  const bool limited = std::isfinite(limits.loss_sum) || std::isfinite(limits.grad_norm);
-  if (finite ? !outcome.applied && !limited : outcome.applied) {
+  const bool loss_spike = finite && outcome.loss_sum > limits.loss_sum;
+  const bool spike = loss_spike || (finite && outcome.grad_norm > limits.grad_norm);
+  if (outcome.applied != (finite && !spike)) {
     throw std::logic_error("step " + std::to_string(step + 1) + ": the device " +
                            (outcome.applied ? "applied" : "skipped") +
                            " the update, but the host sees a " +
-                           (finite ? "finite" : "non-finite") + " loss and gradient norm");
+                           (finite ? "finite" : "non-finite") + " loss and gradient norm" +
+                           (spike    ? ", a spike"
+                            : finite ? " within their limits"
+                                     : ""));
   }
-  if (finite && !outcome.applied) {
+  if (spike) {
     m.skipped = true;
-    const bool loss = outcome.loss_sum > limits.loss_sum;
+    const bool loss = loss_spike;
     m.spike = loss ? "loss" : "grad_norm";
     if (rank == 0) {
       append_run_event(job_.run_dir, "spike_skipped",
@@ -658,7 +663,7 @@ Trainer::Outcome Trainer::run_steps() {
     if (rank0) {
       progress_.enter(Phase::kLog);
       if (options_.metrics) options_.metrics->write(m);
-      if (m.skipped) {
+      if (m.skipped && m.spike.empty()) {  // a spike's event came with its decision
         append_run_event(job_.run_dir, "nan_skipped",
                          {{"step", m.step}, {"what", std::isfinite(m.loss) ? "grad_norm" : "loss"}});
       }

@@ -115,8 +115,9 @@ class Trainer {
   ShardedState& state() { return *state_; }
   const JobConfig& job() const { return job_; }
   const StepTiming& last_timing() const { return timing_; }
-  // Step graphs (RM_CUDA_GRAPH=1, step_graph.h): whether this job uses them, and how many steps
-  // so far ran as a replay of one (the step that recorded it included).
+  // Step graphs (on by default where they apply; RM_CUDA_GRAPH=0 turns them off: step_graph.h):
+  // whether this job uses them, and how many steps so far ran as a replay of one (the step that
+  // recorded it included).
   bool has_step_graphs() const { return graph_ != nullptr; }
   int64_t steps_replayed() const { return steps_replayed_; }
   // Where the step loop is (the watchdog reads it; so may tests).
@@ -144,7 +145,7 @@ class Trainer {
   std::unique_ptr<Checkpointing> checkpoints_;
   std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0
   std::vector<int> inputs_, targets_;
-  std::unique_ptr<StepGraph> graph_;  // RM_CUDA_GRAPH=1 where it applies (step_graph.h)
+  std::unique_ptr<StepGraph> graph_;  // where step graphs apply (step_graph.h)
   bool record_graphs_ = true;         // false once a recording failed: eager from then on
   int64_t steps_run_ = 0;             // by this process
   int64_t steps_replayed_ = 0;        // of them, as a step graph

@@ -118,8 +118,8 @@ CudnnAttention* CudaContext::cudnn_attention() {
                  mode);
   } catch (const std::runtime_error& e) {
     std::fprintf(stderr,
-                 "ringmaster: RM_CUDNN_ATTENTION=%d but %s; attention runs the flash "
-                 "kernels\n",
+                 "ringmaster: cuDNN's attention (RM_CUDNN_ATTENTION=%d) is unavailable: %s; "
+                 "attention runs the flash kernels\n",
                  mode, e.what());
   }
 #else

@@ -65,8 +65,8 @@ class CudaContext {
            sort_scratch_.moves() + adamw_table_.moves();
   }
 
-  // cuDNN's attention on the compute stream, made on the first call when RM_CUDNN_ATTENTION
-  // asks for it (cudnn_sdpa.h: cudnn_attention_mode(), whose std::invalid_argument for a bad
+  // cuDNN's attention on the compute stream, made on the first call unless RM_CUDNN_ATTENTION=0
+  // turns it off (cudnn_sdpa.h: cudnn_attention_mode(), whose std::invalid_argument for a bad
   // value propagates); null when not asked for, in a build without cuDNN, or when cuDNN cannot
   // be loaded (said once on stderr: the flash kernels run instead).
   CudnnAttention* cudnn_attention();

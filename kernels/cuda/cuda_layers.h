@@ -2,7 +2,7 @@
 // method checks its shapes, then queues the kernels of this folder on the context's compute
 // stream. Only the cross-entropy losses wait (they download their result). Attention takes the
 // flash kernels where they apply (attention_buffers says which buffers that needs), or there
-// cuDNN's fused attention with RM_CUDNN_ATTENTION set (cudnn_sdpa.h; the same buffers).
+// cuDNN's fused attention unless RM_CUDNN_ATTENTION=0 (cudnn_sdpa.h; the same buffers).
 #pragma once
 
 #include "kernels/cuda/cuda_context.h"

@@ -10,9 +10,11 @@
 //    two paths' saved statistics differ: sdpa_graph.h). Its workspace is allocated then; one
 //    outgrown by a later shape is kept until the end (a recorded step graph may name it).
 //
-// Switch: RM_CUDNN_ATTENTION (cudnn_attention_mode()). cuda_layers.cc takes cuDNN where it is set
-// and the shape is one the flash kernels take too (so the buffers planned are the same), and
-// falls back to the flash kernels, saying why once, where cuDNN refuses the graph.
+// Switch: RM_CUDNN_ATTENTION (cudnn_attention_mode(); on by default since the sitting of
+// 2026-11-30: GPT-2 124M bf16 on one H200, 32.5 -> 30.3 ms a step at 16 sequences, 10.4 -> 10.3
+// at 4). cuda_layers.cc takes cuDNN where it is on and the shape is one the flash kernels take too
+// (so the buffers planned are the same), and falls back to the flash kernels, saying why once,
+// where cuDNN refuses the graph.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -54,8 +56,8 @@ class CudnnGraph {
   std::unique_ptr<Impl> impl_;
 };
 
-// RM_CUDNN_ATTENTION: unset or "0": off (the flash kernels); "1": cuDNN, with the backward whose
-// dQ is a plain product (deterministic: reruns bit-identical, as the rest of the backend; the
+// RM_CUDNN_ATTENTION: "0": off (the flash kernels); unset, empty or "1": cuDNN, with the backward
+// whose dQ is a plain product (deterministic: reruns bit-identical, as the rest of the backend; the
 // graph llm.c + cuDNN runs, whose cudnn_att.cpp asks the front end for the deterministic
 // algorithm); "2": cuDNN with dQ accumulated from several blocks (the front end's default; last
 // bits vary between runs). Anything else: std::invalid_argument naming the variable.

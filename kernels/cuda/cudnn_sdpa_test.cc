@@ -45,10 +45,12 @@ TEST(CudnnSdpa, AnOperationCudnnRefusesIsNamed) {
   }
 }
 
-TEST(CudnnSdpa, TheSwitchTakesZeroOneOrTwoAndNamesItselfOtherwise) {
+TEST(CudnnSdpa, TheSwitchIsOneByDefaultTakesZeroOneOrTwoAndNamesItselfOtherwise) {
   const char* saved = std::getenv("RM_CUDNN_ATTENTION");
   const std::string keep = saved != nullptr ? saved : "";
   ::unsetenv("RM_CUDNN_ATTENTION");
+  EXPECT_EQ(cudnn_attention_mode(), 1) << "the default: cuDNN, deterministic backward";
+  ::setenv("RM_CUDNN_ATTENTION", "0", 1);
   EXPECT_EQ(cudnn_attention_mode(), 0);
   ::setenv("RM_CUDNN_ATTENTION", "1", 1);
   EXPECT_EQ(cudnn_attention_mode(), 1);

@@ -29,8 +29,8 @@
 // (flash_attention_plan.h, unit-tested with an emulation of the tile loops), and they are checked
 // against the materialised path and the cpu reference on a GPU (cuda_compute_gpu_test.cc,
 // FlashAttention*). Since 2026-11-29 cuDNN's graphs are written too (sdpa_graph.h, cudnn_sdpa.h,
-// opt-in with RM_CUDNN_ATTENTION until a sitting measures them); where cuDNN refuses a shape,
-// these kernels run.
+// the default for bf16 since the sitting of 2026-11-30 measured them faster; RM_CUDNN_ATTENTION=0
+// turns them off); where cuDNN refuses a shape, or is not there, these kernels run.
 #pragma once
 
 #include <cuda_runtime_api.h>
