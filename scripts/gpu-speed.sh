@@ -43,6 +43,16 @@ verdict() {
 }
 # shellcheck source=scripts/gpu-test-verdicts.sh
 source "$(dirname "$0")/gpu-test-verdicts.sh"
+# The packed Open MPI whole, mpirun and plugins too. on-device.sh puts the packed libraries first
+# on the library path, but Open MPI and PMIx load their plugins from the directories compiled
+# into them, where the GPU image now has another Open MPI's: on 2026-11-30 every mpirun there
+# failed (mca_pmix_ext3x.so: undefined symbol: PMIx_Info_create). OPAL_PKGLIBDIR and
+# PMIX_PKGLIBDIR move those directories; mpirun comes from the pack too.
+packed=$(dirname "$(dirname "$(command -v ringmaster)")")/ompi
+if [[ -d $packed/lib/openmpi/lib/openmpi3 ]]; then
+  export OPAL_PKGLIBDIR=$packed/lib/openmpi/lib/openmpi3 PMIX_PKGLIBDIR=$packed/lib/pmix2/lib/pmix
+  export PATH=$packed/bin:$PATH
+fi
 nvidia-smi -L | tee "$OUT/gpus.txt"
 
 # The shapes and switches the sections share.
