@@ -28,8 +28,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+bool has_number(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number();
+}
+
 double number(const json& j, const char* key, double fallback = 0) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+  return has_number(j, key) ? j[key].get<double>() : fallback;
 }
 
 // "KEY=VALUE" of `scontrol show job -o` output, or "".
@@ -88,8 +92,9 @@ int cmd_status(const StatusArgs& args) {
     for_each_json_line_backwards(dir + "/metrics.jsonl", [&](const json& m) {
       if (!m.contains("step") || !m["step"].is_number_integer()) return true;
       if (metrics.size() < kRecent) metrics.insert(metrics.begin(), m);
-      const auto has = [&m](const char* key) { return m.contains(key) && m[key].is_number(); };
-      if (last_val.is_null() && (has("val_loss") || has("choice_accuracy"))) last_val = m;
+      if (last_val.is_null() && (has_number(m, "val_loss") || has_number(m, "choice_accuracy"))) {
+        last_val = m;
+      }
       return metrics.size() < kRecent || last_val.is_null();
     });
     const int64_t total = job.train.steps;
@@ -105,10 +110,10 @@ int cmd_status(const StatusArgs& args) {
                   static_cast<long long>(step));
       if (!last_val.is_null()) {
         const long long at = last_val["step"].get<int64_t>();
-        if (last_val.contains("val_loss") && last_val["val_loss"].is_number()) {
+        if (has_number(last_val, "val_loss")) {
           std::printf(", val_loss %.4f (step %lld)", number(last_val, "val_loss"), at);
         }
-        if (last_val.contains("choice_accuracy") && last_val["choice_accuracy"].is_number()) {
+        if (has_number(last_val, "choice_accuracy")) {
           std::printf(", choice_accuracy %.4f (step %lld)", number(last_val, "choice_accuracy"),
                       at);
         }
@@ -151,7 +156,7 @@ int cmd_status(const StatusArgs& args) {
       if (kind != "restart" && kind != "requeue") continue;
       ++restarts;
       last_restart = e.value("time", "?") + ": " + kind + ", " + e.value("reason", "?");
-      if (e.contains("exit_code") && e["exit_code"].is_number()) {
+      if (has_number(e, "exit_code")) {
         last_restart += " (exit code " + std::to_string(e["exit_code"].get<int>()) + ")";
       }
     }

@@ -227,14 +227,14 @@ StepMetrics Trainer::train_step(int64_t step) {
   }
   if (spike) {
     m.skipped = true;
-    const bool loss = loss_spike;
-    m.spike = loss ? "loss" : "grad_norm";
+    m.spike = loss_spike ? "loss" : "grad_norm";
     if (rank == 0) {
-      append_run_event(job_.run_dir, "spike_skipped",
-                       {{"step", m.step},
-                        {"what", m.spike},
-                        {"value", loss ? outcome.loss_sum / targets_in_batch : m.grad_norm},
-                        {"limit", loss ? limits.loss_sum / targets_in_batch : limits.grad_norm}});
+      append_run_event(
+          job_.run_dir, "spike_skipped",
+          {{"step", m.step},
+           {"what", m.spike},
+           {"value", loss_spike ? outcome.loss_sum / targets_in_batch : m.grad_norm},
+           {"limit", loss_spike ? limits.loss_sum / targets_in_batch : limits.grad_norm}});
     }
   }
   // Every finite value enters its window, a spike's too (outlier_window.h).
