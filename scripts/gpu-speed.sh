@@ -21,7 +21,10 @@
 #      checkpoint of step 40: the same weights.bin, byte for byte
 #   4. peers.sh STEPS: Ringmaster beside PyTorch, llm.c and llm.c + cuDNN in the same sitting
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
-# SECTIONS (default all): a comma-separated subset of tests (1), curves (2), resume (2c), bench
+#   2d. data.choices on cuda: the default job scoring a multiple-choice file every 100 steps
+#      (scripts/shakespeare_choices.py): at least 0.9 at step 300, within 3 examples in 200 of
+#      `eval --choices` on the CPU of the same weights, and the curve's losses to the bit
+# SECTIONS (default all): a comma-separated subset of tests (1), curves (2), choices (2d), resume (2c), bench
 # (3), switches (3b), peers (4), so that a sitting whose device calls are limited to 10 minutes can take the
 # script in two or three calls on the same warm machine.
 # A base to time against, alternated twice with the change in step 3 (unprofiled) and measured
@@ -30,7 +33,7 @@
 # with those variables set.
 set -u
 STEPS=${1:-20}
-SECTIONS=${2:-tests,curves,resume,bench,switches,peers}
+SECTIONS=${2:-tests,curves,choices,resume,bench,switches,peers}
 want() { [[ ,$SECTIONS, == *,$1,* ]]; }
 RESULT=${OUT:-/tmp/gpu-speed-out}
 OUT=/tmp/gpu-speed
@@ -59,6 +62,9 @@ nvidia-smi -L | tee "$OUT/gpus.txt"
 gpt2=(--set model.vocab_size=50257 --set model.layers=12 --set model.heads=12 --set model.width=768
       --set model.seq_len=1024 --set parallel.backend=cuda --set parallel.precision=bf16
       --set optimizer.lr=6e-4)
+# The default job's 300-step curve (2, 2b, 2d).
+job=(configs/shakespeare.yaml --fresh --set train.steps=300 --set train.eval_every=0
+     --set checkpoint.every=0 --set train.log_every=25)
 # The switches (2b, 3b). cuDNN's attention (deterministic backward) and step graphs are the
 # defaults since the sitting of 2026-11-30; each switch is one or more VAR=value joined by "+":
 # cuDNN's accumulating backward, the flash kernels (and their row fragments), graphs off, the
@@ -100,8 +106,6 @@ if want curves; then
   # A warm machine keeps the last call's runs: a run that fails at start would leave them to be
   # compared as its own.
   rm -rf /tmp/gs-*
-  job=(configs/shakespeare.yaml --fresh --set train.steps=300 --set train.eval_every=0
-       --set checkpoint.every=0 --set train.log_every=25)
   timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cpu --set parallel.backend=cpu \
     --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1
   timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cuda --set parallel.backend=cuda \
@@ -161,6 +165,43 @@ if want curves; then
       verdict "loss curve $sw" FAIL "losses differ ($log)"
     fi
   done
+fi
+
+# 2d. data.choices on the cuda backend: the default job evaluating every 100 steps, each
+# evaluation scoring shakespeare_choices.py's 200 examples (their right completions from the
+# text, the wrong ones shuffles of its bytes).
+if want choices; then
+  rm -rf /tmp/gs-choices
+  log="$OUT/choices-cuda.log"
+  python3 scripts/shakespeare_choices.py data/tinyshakespeare.txt /tmp/gs-choices.bin 200
+  timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-choices --set parallel.backend=cuda \
+    --set parallel.precision=bf16 --set train.eval_every=100 --set data.choices=/tmp/gs-choices.bin \
+    > "$log" 2>&1
+  gpu=$(python3 - /tmp/gs-choices/metrics.jsonl <<'PY' 2>/dev/null
+import json, sys
+print(next(j["choice_accuracy"] for j in map(json.loads, open(sys.argv[1]))
+           if j.get("step") == 300 and "choice_accuracy" in j))
+PY
+)
+  # The same final weights scored by `eval` (the CPU's fp32 forward).
+  cpu=$(timeout 120 ringmaster eval /tmp/gs-choices --choices /tmp/gs-choices.bin 2>> "$log" |
+        sed -n 's/^accuracy=\([0-9.]*\) .*/\1/p')
+  # Learnt (a 300-step model scores about 0.97 where chance is 0.25, and so does scoring the
+  # wrong positions) and the CPU's picks but for 3 examples in 200 (bf16 on near ties).
+  if python3 -c "import sys; g, c = float('$gpu'), float('$cpu'); sys.exit(0 if g >= 0.9 and abs(g - c) <= 0.0151 else 1)" 2>/dev/null; then
+    verdict "data.choices on cuda bf16" PASS "accuracy $gpu at step 300; eval --choices (cpu) $cpu"
+  else
+    verdict "data.choices on cuda bf16" FAIL "accuracy ${gpu:-none} at step 300, eval --choices (cpu) ${cpu:-none} ($log)"
+  fi
+  # Evaluations leave training as it was: the default curve run's losses, bit for bit (as on
+  # the CPU), when section 2 ran in this call.
+  if [[ -s /tmp/gs-cuda/metrics.jsonl ]]; then
+    if [[ $(grep -so '"loss":[^,]*' /tmp/gs-choices/metrics.jsonl) == "$(grep -so '"loss":[^,]*' /tmp/gs-cuda/metrics.jsonl)" ]]; then
+      verdict "evaluations leave training (cuda)" PASS "the default run's 300 losses, bit for bit"
+    else
+      verdict "evaluations leave training (cuda)" FAIL "losses differ from /tmp/gs-cuda's ($log)"
+    fi
+  fi
 fi
 
 # 2c. Kill and resume, bit for bit.
