@@ -70,12 +70,14 @@ class TimedCompute final : public Compute {
   std::function<void()> downloads_fence() override { return inner_.downloads_fence(); }
   void synchronize() override;
 
-  // Step graphs pass through, but not while timing (its synchronize brackets cannot be
-  // recorded); a replay counts as one call.
+  // Step graphs pass through, but not while timing: its synchronize brackets cannot be
+  // recorded, and a timed step replaying its graph would time one call, not the step's kernels,
+  // so while timing there is no graph to replay (the inner one is kept for after). Untimed, a
+  // replay counts as one call.
   bool can_capture() const override { return !timing_ && inner_.can_capture(); }
   void begin_capture() override { inner_.begin_capture(); }
   void end_capture(bool keep) override { inner_.end_capture(keep); }
-  bool has_graph() override { return inner_.has_graph(); }
+  bool has_graph() override { return !timing_ && inner_.has_graph(); }
   void replay() override;
 
   LayerKernels<float>& layers_f32() override;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "launcher/mpi_launch.h"
+#include "testing/scoped_env.h"
 #include "testing/temp_dir.h"
 
 namespace rm {
@@ -22,22 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sets an environment variable for one test, and puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using testutil::ScopedEnv;
 
 // A directory last changed `seconds` ago.
 void age(const std::string& path, int seconds) {

@@ -20,6 +20,8 @@
 
 #include "collectives/self_communicator.h"
 #include "kernels/compute_factory.h"
+#include "kernels/timed_compute.h"
+#include "testing/scoped_env.h"
 #include "tests/small_gpt_job.h"
 #include "worker/step_graph.h"
 #include "worker/trainer.h"
@@ -288,10 +290,9 @@ class RecordingCompute final : public Compute {
   std::vector<std::function<void()>> graph_;
 };
 
-// RM_CUDA_GRAPH set for one scope.
-struct GraphEnv {
-  explicit GraphEnv(const char* value) { setenv("RM_CUDA_GRAPH", value, 1); }
-  ~GraphEnv() { unsetenv("RM_CUDA_GRAPH"); }
+// RM_CUDA_GRAPH set (null: unset) for one scope.
+struct GraphEnv : testutil::ScopedEnv {
+  explicit GraphEnv(const char* value) : ScopedEnv("RM_CUDA_GRAPH", value) {}
 };
 
 JobConfig graph_job() {
@@ -416,6 +417,49 @@ TEST(StepGraph, ALateFailedRecordingLeavesNothingOfItBehind) {
   }
 }
 
+// `bench train --profile` times every call of a step alone (kernels/timed_compute.h): a profiled
+// step must run call by call, not replay its graph (one call, the kernels unseen), and the graph
+// must be kept for the steps after, with the eager run's bits throughout.
+TEST(StepGraph, ProfiledStepsRunCallByCallAndTheGraphIsKept) {
+  const RunResult eager = train(false, 5);
+  const JobConfig job = graph_job();
+  ComputeOptions options;
+  options.threads = 1;
+  std::unique_ptr<Compute> cpu = make_compute(ComputeKind::kCpu, options);
+  RecordingCompute recording(*cpu);
+  TimedCompute timed(recording);
+  GraphEnv env("1");
+  TrainingData data = open_training_data(job);
+  auto comm = make_self_communicator();
+  TrainerOptions trainer_options;
+  trainer_options.compute = &timed;
+  Trainer trainer(job, data, *comm, trainer_options);
+  std::vector<double> losses;
+  for (int step = 0; step < 3; ++step) losses.push_back(trainer.train_step(step).loss);
+  ASSERT_EQ(recording.recordings, 1);
+  ASSERT_EQ(recording.replays, 2);  // step 2 recorded and run, step 3 replayed
+  timed.reset();
+  timed.set_timing(true);
+  losses.push_back(trainer.train_step(3).loss);
+  timed.set_timing(false);
+  EXPECT_EQ(recording.replays, 2) << "the profiled step replayed its graph";
+  EXPECT_EQ(recording.captures, 1) << "the profiled step was recorded";
+  bool forward = false, replay = false;
+  for (const TimedCompute::Op& op : timed.ops()) {
+    forward = forward || op.name.rfind("linear_forward", 0) == 0;
+    replay = replay || op.name == "graph replay";
+  }
+  EXPECT_TRUE(forward) << "no linear_forward among the profiled step's calls";
+  EXPECT_FALSE(replay);
+  losses.push_back(trainer.train_step(4).loss);
+  EXPECT_EQ(recording.replays, 3) << "the graph was not replayed after the profiled step";
+  EXPECT_EQ(recording.recordings, 1) << "the graph was recorded again instead of kept";
+  EXPECT_EQ(losses, eager.losses);
+  const std::vector<float> params = trainer.state().full_params();
+  ASSERT_EQ(params.size(), eager.params.size());
+  EXPECT_EQ(std::memcmp(params.data(), eager.params.data(), params.size() * sizeof(float)), 0);
+}
+
 TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {
   ComputeOptions options;
   options.threads = 1;
@@ -430,11 +474,23 @@ TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {
   }
   {
     // The default: on where it applies, and not a word where it does not (every cpu job).
-    unsetenv("RM_CUDA_GRAPH");
+    GraphEnv env(nullptr);
     EXPECT_TRUE(StepGraph::wanted(job, recording, "self", &why));
     why = "unset";
     EXPECT_FALSE(StepGraph::wanted(job, *cpu, "self", &why));
     EXPECT_EQ(why, "") << "not asked for explicitly, nothing to say";
+  }
+  for (const char* unclear : {"off", "false", "2", " 0"}) {
+    // On is the default: a value meant as off must not silently leave it on.
+    GraphEnv env(unclear);
+    try {
+      StepGraph::wanted(job, recording, "self", &why);
+      ADD_FAILURE() << "RM_CUDA_GRAPH='" << unclear << "' accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("RM_CUDA_GRAPH=") + unclear),
+                std::string::npos)
+          << e.what();
+    }
   }
   GraphEnv env("1");
   EXPECT_TRUE(StepGraph::wanted(job, recording, "self", &why));

@@ -1,6 +1,7 @@
 #include "worker/step_graph.h"
 
 #include <cstdlib>
+#include <stdexcept>
 
 namespace rm {
 
@@ -10,6 +11,11 @@ bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string
   // turns it off. Where it cannot apply, only an explicit RM_CUDA_GRAPH=1 hears why.
   const char* env = std::getenv("RM_CUDA_GRAPH");
   const std::string asked = env != nullptr ? env : "";
+  if (asked != "" && asked != "0" && asked != "1") {
+    // "false" or "off" must not mean on now that on is the default.
+    throw std::invalid_argument("RM_CUDA_GRAPH=" + asked +
+                                ": expected 0 (off) or 1 (on, and say why where it cannot apply)");
+  }
   if (why != nullptr) why->clear();
   if (asked == "0") return false;
   std::string no;

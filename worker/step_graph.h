@@ -31,7 +31,8 @@ class StepGraph {
  public:
   // Whether the job's steps are recorded, by the rules above; `why` (may be null) says why not
   // when RM_CUDA_GRAPH=1 asked for it explicitly (empty otherwise: by default a job that cannot
-  // use graphs, a cpu job among them, hears nothing).
+  // use graphs, a cpu job among them, hears nothing). Throws std::invalid_argument naming the
+  // variable for a value other than unset, empty, "0" or "1".
   static bool wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
                      std::string* why);
 

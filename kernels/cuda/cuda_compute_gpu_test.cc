@@ -36,6 +36,7 @@
 #endif
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
+#include "testing/scoped_env.h"
 
 namespace rm::cuda {
 namespace {
@@ -676,6 +677,11 @@ struct FlashShape {
 
 class FlashAttentionTest : public CudaTest {
  protected:
+  // The layers run the flash kernels here: cuDNN's attention is the default for bf16 (read at a
+  // context's first attention call), and these tests are the flash kernels' -- their row
+  // fragments take the layers' saved statistics, which only the flash forward writes (base 2).
+  const testutil::ScopedEnv flash_{"RM_CUDNN_ATTENTION", "0"};
+
   // Runs the bf16 layers (flash) and the materialised path on the same inputs; compares each with
   // the other and, if asked, with the cpu backend.
   void check(const FlashShape& s) {
@@ -819,14 +825,12 @@ TEST_F(FlashAttentionTest, RejectsRowFragmentsTheHeadSizeDoesNotTake) {
 }
 
 #if RM_HAVE_CUDNN
-// cuDNN's fused attention (cudnn_sdpa.h) against the flash kernels (the layers without
-// RM_CUDNN_ATTENTION): the deterministic backward at three shapes, its reruns giving the same
-// bits; the accumulating one at GPT-2's; at the smallest, the cpu backend too, and the layers of a
-// context made with RM_CUDNN_ATTENTION=1 (the same bits as the direct calls). Ten plans, each a
-// runtime compilation: the test takes seconds.
+// cuDNN's fused attention (cudnn_sdpa.h) against the flash kernels (the layers with
+// RM_CUDNN_ATTENTION=0, the fixture's): the deterministic backward at three shapes, its reruns
+// giving the same bits; the accumulating one at GPT-2's; at the smallest, the cpu backend too, and
+// the layers of a context made with the switch at its default (unset: the same bits as the direct
+// calls). Ten plans, each a runtime compilation: the test takes seconds.
 TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
-  const char* saved = std::getenv("RM_CUDNN_ATTENTION");
-  ASSERT_TRUE(saved == nullptr || std::string(saved) == "0") << "run without the switch";
   for (const FlashShape& s : {FlashShape{2, 64, 256, 4, true}, FlashShape{2, 1024, 768, 12, false},
                               FlashShape{4, 1000, 768, 12, false}}) {
     SCOPED_TRACE(::testing::Message()
@@ -869,19 +873,15 @@ TEST_F(FlashAttentionTest, CudnnAttentionMatchesTheFlashKernels) {
     const auto [c_out, c_dqkv] = through_layers(cpu(), qkv.cpu(), dout.cpu(), s);
     expect_flash_close(det_out, c_out, "cuDNN out vs cpu");
     expect_flash_close(det_dqkv, c_dqkv, "cuDNN dqkv vs cpu");
-    // Through the layers of a compute made with the switch on (another context on the same
-    // device: the inputs above serve). The switch is read at the context's first attention call.
-    struct Switch {
-      Switch() { ::setenv("RM_CUDNN_ATTENTION", "1", 1); }
-      ~Switch() { ::unsetenv("RM_CUDNN_ATTENTION"); }
-    };
+    // Through the layers of a compute made with the switch at its default (another context on
+    // the same device: the inputs above serve). It is read at the context's first attention call.
     std::pair<std::vector<float>, std::vector<float>> layers;
     {
-      const Switch on;
+      const testutil::ScopedEnv by_default("RM_CUDNN_ATTENTION", nullptr);
       std::unique_ptr<Compute> switched = make_cuda_compute(0, /*allow_tf32=*/false);
       layers = through_layers(*switched, qkv.gpu(), dout.gpu(), s);
     }
-    EXPECT_EQ(layers.first, det_out) << "the layers did not take cuDNN";
+    EXPECT_EQ(layers.first, det_out) << "the layers did not take cuDNN by default";
     EXPECT_EQ(layers.second, det_dqkv);
   }
 }

@@ -111,20 +111,26 @@ CudnnAttention* CudaContext::cudnn_attention() {
   const int mode = cudnn_attention_mode();  // a bad value throws, every call, until fixed
   cudnn_attention_tried_ = true;
   if (mode == 0) return nullptr;
+  // What runs is said on stdout (rank 0's console, every rank's log); a fallback from what
+  // RM_CUDNN_ATTENTION asked for explicitly on stderr (cudnn_sdpa.h).
+  const bool asked = cudnn_attention_asked();
   try {
-    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_, mode == 1);
-    std::fprintf(stderr, "ringmaster: attention through cuDNN %zu (%s), RM_CUDNN_ATTENTION=%d\n",
-                 cudnn().get_version(), mode == 1 ? "deterministic backward" : "dQ accumulated",
-                 mode);
+    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_, mode == 1, asked);
+    std::printf("ringmaster: attention through cuDNN %zu (%s; RM_CUDNN_ATTENTION=%s)\n",
+                cudnn().get_version(), mode == 1 ? "deterministic backward" : "dQ accumulated",
+                asked ? std::to_string(mode).c_str() : "0 runs the flash kernels");
+    std::fflush(stdout);
   } catch (const std::runtime_error& e) {
-    std::fprintf(stderr,
-                 "ringmaster: cuDNN's attention (RM_CUDNN_ATTENTION=%d) is unavailable: %s; "
-                 "attention runs the flash kernels\n",
-                 mode, e.what());
+    std::fprintf(asked ? stderr : stdout,
+                 "ringmaster: cuDNN's attention is unavailable (%s); attention runs the flash "
+                 "kernels\n",
+                 e.what());
+    std::fflush(asked ? stderr : stdout);
   }
 #else
   cudnn_attention_tried_ = true;
-  if (const char* v = std::getenv("RM_CUDNN_ATTENTION"); v != nullptr && std::strcmp(v, "0") != 0) {
+  if (const char* v = std::getenv("RM_CUDNN_ATTENTION");
+      v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0) {
     std::fprintf(stderr,
                  "ringmaster: RM_CUDNN_ATTENTION is set but this build has no cuDNN; "
                  "attention runs the flash kernels\n");

@@ -360,8 +360,13 @@ int cudnn_attention_mode() {
                               "(cuDNN, dQ accumulated)");
 }
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
-    : deterministic_(deterministic) {
+bool cudnn_attention_asked() {
+  const char* v = std::getenv("RM_CUDNN_ATTENTION");
+  return v != nullptr && *v != '\0';
+}
+
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool asked)
+    : deterministic_(deterministic), refusals_(asked ? stderr : stdout) {
   if (cudnn().get_version() < kOldestCudnn) {
     throw std::runtime_error(cudnn().path + " is cuDNN " + std::to_string(cudnn().get_version()) +
                              ", older than the " + std::to_string(kOldestCudnn) +
@@ -420,10 +425,11 @@ CudnnAttention::Planned& CudnnAttention::planned(int B, int Tn, int C, int H) {
 
 void CudnnAttention::refuse(int B, int Tn, int C, int H, const std::string& why) {
   (void)cudaGetLastError();  // a refused plan may leave a launch error the next check would see
-  std::fprintf(stderr,
+  std::fprintf(refusals_,
                "ringmaster: cuDNN's attention refused B=%d Tn=%d C=%d H=%d (%s); that shape runs "
                "the flash kernels\n",
                B, Tn, C, H, why.c_str());
+  std::fflush(refusals_);
   takes_[std::make_tuple(B, Tn, C, H)] = false;
 }
 
@@ -434,10 +440,11 @@ bool CudnnAttention::takes(int B, int Tn, int C, int H) {
   if (!sdpa::sdpa_shape_supported(B, Tn, C, H)) return takes_[key] = false;
   if (plans_.size() >= kMaxShapes) {
     if (!said_full_) {
-      std::fprintf(stderr,
+      std::fprintf(refusals_,
                    "ringmaster: cuDNN's attention is planned for %zu shapes already; B=%d Tn=%d "
                    "C=%d H=%d and any further shape run the flash kernels\n",
                    kMaxShapes, B, Tn, C, H);
+      std::fflush(refusals_);
       said_full_ = true;
     }
     return takes_[key] = false;
@@ -448,10 +455,10 @@ bool CudnnAttention::takes(int B, int Tn, int C, int H) {
     refuse(B, Tn, C, H, e.what());
     return false;
   }
-  std::fprintf(stderr,
-               "ringmaster: cuDNN's attention planned for B=%d Tn=%d C=%d H=%d, workspace %.1f "
-               "MiB\n",
-               B, Tn, C, H, static_cast<double>(workspace_bytes_) / (1 << 20));
+  std::printf(
+      "ringmaster: cuDNN's attention planned for B=%d Tn=%d C=%d H=%d, workspace %.1f MiB\n", B, Tn,
+      C, H, static_cast<double>(workspace_bytes_) / (1 << 20));
+  std::fflush(stdout);
   return takes_[key] = true;
 }
 

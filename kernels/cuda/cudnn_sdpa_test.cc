@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/cuda/cudnn_library.h"
+#include "testing/scoped_env.h"
 
 namespace rm::cuda {
 namespace {
@@ -46,27 +47,20 @@ TEST(CudnnSdpa, AnOperationCudnnRefusesIsNamed) {
 }
 
 TEST(CudnnSdpa, TheSwitchIsOneByDefaultTakesZeroOneOrTwoAndNamesItselfOtherwise) {
-  const char* saved = std::getenv("RM_CUDNN_ATTENTION");
-  const std::string keep = saved != nullptr ? saved : "";
-  ::unsetenv("RM_CUDNN_ATTENTION");
-  EXPECT_EQ(cudnn_attention_mode(), 1) << "the default: cuDNN, deterministic backward";
-  ::setenv("RM_CUDNN_ATTENTION", "0", 1);
-  EXPECT_EQ(cudnn_attention_mode(), 0);
-  ::setenv("RM_CUDNN_ATTENTION", "1", 1);
-  EXPECT_EQ(cudnn_attention_mode(), 1);
-  ::setenv("RM_CUDNN_ATTENTION", "2", 1);
-  EXPECT_EQ(cudnn_attention_mode(), 2);
-  ::setenv("RM_CUDNN_ATTENTION", "yes", 1);
+  const auto mode_with = [](const char* value) {
+    const testutil::ScopedEnv env("RM_CUDNN_ATTENTION", value);
+    return cudnn_attention_mode();
+  };
+  EXPECT_EQ(mode_with(nullptr), 1) << "the default: cuDNN, deterministic backward";
+  EXPECT_EQ(mode_with(""), 1);
+  EXPECT_EQ(mode_with("0"), 0);
+  EXPECT_EQ(mode_with("1"), 1);
+  EXPECT_EQ(mode_with("2"), 2);
   try {
-    cudnn_attention_mode();
+    mode_with("yes");
     FAIL() << "RM_CUDNN_ATTENTION=yes accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("RM_CUDNN_ATTENTION=yes"), std::string::npos);
-  }
-  if (saved != nullptr) {
-    ::setenv("RM_CUDNN_ATTENTION", keep.c_str(), 1);
-  } else {
-    ::unsetenv("RM_CUDNN_ATTENTION");
   }
 }
 
