@@ -10,8 +10,10 @@
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "launcher/cmd_common.h"
+#include "launcher/eval_placement.h"
 #include "launcher/loaded_run.h"
 #include "model/generate.h"
+#include "model/resident_params.h"
 #include "worker/data/choice_file.h"
 #include "worker/data/data_error.h"
 #include "worker/data/encoded_text.h"
@@ -63,13 +65,23 @@ std::optional<BpeTokenizer> text_tokenizer(const std::string& flag, const Loaded
 }
 
 // On stderr, so that stdout stays the output alone (a sample can be piped).
-void describe_source(const LoadedRun& run) {
+void describe_source(const LoadedRun& run, const EvalPlacement* placement = nullptr) {
+  const std::string on = placement != nullptr ? ", on " + placement->describe() : "";
   if (run.step >= 0) {
-    std::fprintf(stderr, "ringmaster: using checkpoint %s (step %lld)\n", run.source.c_str(),
-                 static_cast<long long>(run.step));
+    std::fprintf(stderr, "ringmaster: using checkpoint %s (step %lld)%s\n", run.source.c_str(),
+                 static_cast<long long>(run.step), on.c_str());
   } else {
-    std::fprintf(stderr, "ringmaster: using %s\n", run.source.c_str());
+    std::fprintf(stderr, "ringmaster: using %s%s\n", run.source.c_str(), on.c_str());
   }
+}
+
+// `eval`'s model made where --backend and --precision say, once the run's job is read
+// (eval_placement.h); the placement keeps the compute the model runs on.
+ModelMaker placed(const EvalArgs& args, EvalPlacement& placement) {
+  return [&args, &placement](const JobConfig& job, int max_batch) {
+    placement = place_eval(job, args.backend, args.precision);
+    return placement.maker()(job, max_batch);
+  };
 }
 
 }  // namespace
@@ -127,8 +139,10 @@ int eval_choices(const EvalArgs& args) {
   const std::vector<ChoiceExample> examples = read_choice_file(args.choices);
   size_t rows = 1;
   for (const ChoiceExample& e : examples) rows = std::max(rows, e.completions.size());
-  LoadedRun run = load_trained_model(args.run_dir, static_cast<int>(std::min(rows, kMaxRows)));
-  describe_source(run);
+  EvalPlacement placement;
+  LoadedRun run = load_trained_model(args.run_dir, static_cast<int>(std::min(rows, kMaxRows)),
+                                     placed(args, placement));
+  describe_source(run, &placement);
   if (run.job.model.type != ModelType::kGpt) {
     print_error("eval --choices: " + run.source +
                 ": the model is an mlp, which predicts one token a sample: multiple-choice "
@@ -137,8 +151,9 @@ int eval_choices(const EvalArgs& args) {
   }
   configure_threads(run.job.parallel.threads_per_rank, 1);
   check_choices_fit(args.choices, examples, run.model->vocab_size(), run.model->seq_len());
-  const ChoiceResult r = evaluate_choices(*run.model, run.params.data(), examples,
-                                          static_cast<size_t>(args.max_examples));
+  ResidentParams params(*run.model, run.params);
+  const ChoiceResult r =
+      evaluate_choices(*run.model, params, examples, static_cast<size_t>(args.max_examples));
   std::printf("accuracy=%.4f correct=%lld examples=%lld\n", r.accuracy(),
               static_cast<long long>(r.correct), static_cast<long long>(r.examples));
   return kExitOk;
@@ -155,8 +170,9 @@ int cmd_eval(const EvalArgs& args) {
       return kExitBadInput;
     }
     if (!args.choices.empty()) return eval_choices(args);
-    LoadedRun run = load_trained_model(args.run_dir, 0);
-    describe_source(run);
+    EvalPlacement placement;
+    LoadedRun run = load_trained_model(args.run_dir, 0, placed(args, placement));
+    describe_source(run, &placement);
     configure_threads(run.job.parallel.threads_per_rank, 1);
     std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
     auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size(),
@@ -165,7 +181,8 @@ int cmd_eval(const EvalArgs& args) {
     // Whole windows only, at least one: --max-tokens is an upper bound.
     const uint64_t max_windows =
         args.max_tokens > 0 ? std::max<uint64_t>(1, args.max_tokens / per_window) : 0;
-    const EvalResult r = evaluate_windows(*run.model, run.params.data(), *data, max_windows);
+    ResidentParams params(*run.model, run.params);
+    const EvalResult r = evaluate_windows(*run.model, params, *data, max_windows);
     std::printf("loss=%.6f tokens=%lld\n", r.mean_loss, static_cast<long long>(r.targets));
     return kExitOk;
   });

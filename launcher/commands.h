@@ -82,6 +82,8 @@ struct EvalArgs {
   int64_t max_tokens = 0;  // 0 = the whole file
   int64_t max_examples = 0;  // --choices: 0 = all
   std::string tokenizer;   // empty = the run's data.tokenizer
+  std::string backend;     // auto, cpu or cuda; empty = the job's (launcher/eval_placement.h)
+  std::string precision;   // fp32 or bf16; empty = the job's on a GPU, fp32 on the cpu
 };
 int cmd_eval(const EvalArgs& args);
 

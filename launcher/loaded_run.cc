@@ -14,12 +14,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch) {
+std::unique_ptr<Model> make_for(const JobConfig& job, int max_batch, const ModelMaker& make) {
+  const int batch = max_batch > 0 ? max_batch : job.train.micro_batch;
+  return make ? make(job, batch) : make_model(job.model, batch);
+}
+
+LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch, const ModelMaker& make) {
   CheckpointReader reader(ckpt_dir);
   const Manifest& m = reader.manifest();
   LoadedRun run;
   run.job = load_job_from_string(m.job, (fs::path(ckpt_dir) / "manifest.json").string());
-  run.model = make_model(run.job.model, max_batch > 0 ? max_batch : run.job.train.micro_batch);
+  run.model = make_for(run.job, max_batch, make);
   // A checkpoint whose job and tensors disagree was not written by Ringmaster.
   check_checkpoint_matches_model(m, *run.model, ckpt_dir);
   run.params = reader.read_buffer("params");
@@ -30,11 +35,11 @@ LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch) {
 
 }  // namespace
 
-LoadedRun load_trained_model(const std::string& path, int max_batch) {
+LoadedRun load_trained_model(const std::string& path, int max_batch, const ModelMaker& make) {
   if (!fs::is_directory(path)) {
     throw IoError(path + ": no such directory (expected a run directory or a checkpoint)");
   }
-  if (fs::exists(fs::path(path) / "manifest.json")) return load_checkpoint(path, max_batch);
+  if (fs::exists(fs::path(path) / "manifest.json")) return load_checkpoint(path, max_batch, make);
 
   const std::string config = (fs::path(path) / "config.yaml").string();
   const std::string weights = (fs::path(path) / "weights.bin").string();
@@ -50,11 +55,11 @@ LoadedRun load_trained_model(const std::string& path, int max_batch) {
       throw IoError(path + ": has neither weights.bin (the run has not finished) nor a "
                     "checkpoint that verifies" + why);
     }
-    return load_checkpoint(ckpt->path, max_batch);
+    return load_checkpoint(ckpt->path, max_batch, make);
   }
   LoadedRun run;
   run.job = load_job(config);
-  run.model = make_model(run.job.model, max_batch > 0 ? max_batch : run.job.train.micro_batch);
+  run.model = make_for(run.job, max_batch, make);
   run.params = load_weights(weights, run.model->layout().size());
   run.source = weights;
   return run;

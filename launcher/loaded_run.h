@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,8 +26,11 @@ struct LoadedRun {
 //     checked against its checksum; or
 //   - a run directory: RUN_DIR/config.yaml with RUN_DIR/weights.bin when the run finished,
 //     otherwise the newest checkpoint that verifies (a run still going, or killed).
-// The model is planned for max_batch samples (0 = the job's micro_batch). Throws IoError (no
-// such directory, nothing to load), JobConfigError or CheckpointError naming the file.
-LoadedRun load_trained_model(const std::string& path, int max_batch);
+// The model is planned for max_batch samples (0 = the job's micro_batch) and made by `make` once
+// the job is read (null: make_model's defaults, a cpu Compute of its own, fp32). Throws IoError
+// (no such directory, nothing to load), JobConfigError or CheckpointError naming the file.
+using ModelMaker = std::function<std::unique_ptr<Model>(const JobConfig& job, int max_batch)>;
+LoadedRun load_trained_model(const std::string& path, int max_batch,
+                             const ModelMaker& make = nullptr);
 
 }  // namespace rm

@@ -129,6 +129,14 @@ int main(int argc, char** argv) {
   e->add_option("--tokenizer", eval.tokenizer,
                 "GPT-2 tokenizer directory that encodes a text file (default: the job's "
                 "data.tokenizer)");
+  e->add_option("--backend", eval.backend,
+                "where the model runs (default: the job's parallel.backend; auto takes a GPU "
+                "when one is visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  e->add_option("--precision", eval.precision,
+                "the weights' precision in the forward (default: the job's on a GPU, fp32 on "
+                "the cpu)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 
   rm::TokenizeArgs tokenize;
   auto* tk = app.add_subcommand(

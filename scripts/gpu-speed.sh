@@ -23,7 +23,9 @@
 #      (skipped with STEPS=0: a shorter sitting that checks a change and times Ringmaster alone)
 #   2d. data.choices on cuda: the default job scoring a multiple-choice file every 100 steps
 #      (scripts/shakespeare_choices.py): at least 0.9 at step 300, within 3 examples in 200 of
-#      `eval --choices` on the CPU of the same weights, and the curve's losses to the bit
+#      `eval --choices --backend cpu` of the same weights, and the curve's losses to the bit;
+#      `eval` on the GPU (its default for a cuda run): --choices within 2 examples of the
+#      score in training, --data within 0.02 of the CPU's loss
 # SECTIONS (default all): a comma-separated subset of tests (1), curves (2), choices (2d), resume (2c), bench
 # (3), switches (3b), peers (4), so that a sitting whose device calls are limited to 10 minutes can take the
 # script in two or three calls on the same warm machine.
@@ -183,9 +185,24 @@ print(next(j["choice_accuracy"] for j in map(json.loads, open(sys.argv[1]))
            if j.get("step") == 300 and "choice_accuracy" in j))
 PY
 )
-  # The same final weights scored by `eval` (the CPU's fp32 forward).
-  cpu=$(timeout 120 ringmaster eval /tmp/gs-choices --choices /tmp/gs-choices.bin 2>> "$log" |
-        sed -n 's/^accuracy=\([0-9.]*\) .*/\1/p')
+  # The same final weights scored by `eval`: on the CPU (fp32), and on the GPU (the job's
+  # backend and precision, eval's default for this run; never run on a GPU before).
+  cpu=$(timeout 120 ringmaster eval /tmp/gs-choices --choices /tmp/gs-choices.bin --backend cpu \
+        2>> "$log" | sed -n 's/^accuracy=\([0-9.]*\) .*/\1/p')
+  ev=$(timeout 120 ringmaster eval /tmp/gs-choices --choices /tmp/gs-choices.bin 2>> "$log" |
+       sed -n 's/^accuracy=\([0-9.]*\) .*/\1/p')
+  tokens=(--data data/tinyshakespeare.txt --max-tokens 100000)
+  loss_cpu=$(timeout 120 ringmaster eval /tmp/gs-choices "${tokens[@]}" --backend cpu 2>> "$log" |
+             sed -n 's/^loss=\([0-9.]*\) .*/\1/p')
+  loss_gpu=$(timeout 120 ringmaster eval /tmp/gs-choices "${tokens[@]}" 2>> "$log" |
+             sed -n 's/^loss=\([0-9.]*\) .*/\1/p')
+  if ! grep -q 'on cuda.*bf16' "$log"; then
+    verdict "eval on cuda bf16" FAIL "eval did not run on the GPU in bf16 ($log)"
+  elif python3 -c "import sys; g, e, a, b = float('$gpu'), float('$ev'), float('$loss_cpu'), float('$loss_gpu'); sys.exit(0 if abs(g - e) <= 0.0101 and abs(a - b) <= 0.02 else 1)" 2>/dev/null; then
+    verdict "eval on cuda bf16" PASS "--choices $ev (in training $gpu); --data loss $loss_gpu (cpu $loss_cpu)"
+  else
+    verdict "eval on cuda bf16" FAIL "--choices ${ev:-none} (in training ${gpu:-none}); --data loss ${loss_gpu:-none} (cpu ${loss_cpu:-none}) ($log)"
+  fi
   # Learnt (a 300-step model scores about 0.97 where chance is 0.25, and so does scoring the
   # wrong positions) and the CPU's picks but for 3 examples in 200 (bf16 on near ties).
   if python3 -c "import sys; g, c = float('$gpu'), float('$cpu'); sys.exit(0 if g >= 0.9 and abs(g - c) <= 0.0151 else 1)" 2>/dev/null; then

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/compute_factory.h"
 #include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
@@ -148,6 +149,72 @@ TEST_F(EvalChoicesCli, ARunScoresTheChoicesAtEachEvaluationOnAnyRanks) {
     const std::string html = test::slurp(dir_.file(name + "/report.html"));
     EXPECT_NE(html.find("series-choice_accuracy"), std::string::npos) << ranks;
   }
+}
+
+double parse_loss(const test::CliResult& r) {
+  double loss = -1;
+  long long tokens = 0;
+  EXPECT_EQ(std::sscanf(r.out.c_str(), "loss=%lf tokens=%lld", &loss, &tokens), 2)
+      << r.out << r.err;
+  return loss;
+}
+
+// eval where and as it is asked (launcher/eval_placement.h). --precision bf16 reads the bf16 copy
+// of the weights, cast where the model runs, as a bf16 job's evaluations in training read them
+// (and as eval on a GPU does by default): a bf16 run's score at its last evaluation within one
+// example, and a mean loss near the fp32 forward's but not its bits. A run whose job says
+// parallel.backend: cuda, evaluated where no GPU is: one message naming the backend and the
+// flag that helps, exit 2; --backend cpu then evaluates it.
+TEST_F(EvalChoicesCli, EvaluatesInThePrecisionAndOnTheBackendAsked) {
+  const auto trained = run_cli("run " + job_file(dir_, "half", 300) +
+                                   " --set parallel.precision=bf16 --set train.eval_every=100 "
+                                   "--set data.choices=" +
+                                   choices_,
+                               dir_.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::map<int, double> acc =
+      test::values_by_step(dir_.file("half/metrics.jsonl"), "choice_accuracy");
+  ASSERT_EQ(acc.count(300), 1u);
+  const std::string run = dir_.file("half");
+  const auto bf16 =
+      run_cli("eval " + run + " --choices " + choices_ + " --precision bf16", dir_.path());
+  EXPECT_NE(bf16.err.find(", bf16\n"), std::string::npos) << bf16.err;
+  EXPECT_NEAR(parse(bf16).accuracy, acc.at(300), 1.0 / kExamples + 1e-9);
+
+  const std::string data = " --data data/tinyshakespeare.txt --max-tokens 20000";
+  const auto fp32_loss = run_cli("eval " + run + data, dir_.path());
+  EXPECT_NE(fp32_loss.err.find(", fp32\n"), std::string::npos) << "the cpu's default";
+  const auto bf16_loss = run_cli("eval " + run + data + " --precision bf16", dir_.path());
+  const double l32 = parse_loss(fp32_loss), l16 = parse_loss(bf16_loss);
+  EXPECT_NEAR(l16, l32, 0.02);
+  EXPECT_NE(l16, l32) << "the bf16 copy was not what the forward read";
+
+  if (cuda_device_count() > 0) return;  // the rest is about a machine without a GPU
+  // The same run as if trained on a GPU.
+  const std::string gpu_run = dir_.file("on-gpu");
+  std::filesystem::copy(run, gpu_run, std::filesystem::copy_options::recursive);
+  std::string config = test::slurp(gpu_run + "/config.yaml");
+  const size_t at = config.find("backend: auto");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, std::string("backend: auto").size(), "backend: cuda");
+  std::ofstream(gpu_run + "/config.yaml", std::ios::trunc) << config;
+  const auto refused = run_cli("eval " + gpu_run + " --choices " + choices_, dir_.path());
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("the run's parallel.backend is cuda, but no GPU is usable here"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("give eval --backend cpu"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  const auto flag =
+      run_cli("eval " + run + " --choices " + choices_ + " --backend cuda", dir_.path());
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.err.find("eval --backend cuda, but no GPU is usable here"), std::string::npos)
+      << flag.err;
+  const auto on_cpu =
+      run_cli("eval " + gpu_run + " --choices " + choices_ + " --backend cpu", dir_.path());
+  const auto original = run_cli("eval " + run + " --choices " + choices_, dir_.path());
+  EXPECT_EQ(on_cpu.exit_code, 0) << on_cpu.err;
+  EXPECT_EQ(on_cpu.out, original.out);
 }
 
 TEST_F(EvalChoicesCli, BadInputIsOneMessageAndExitTwo) {

@@ -7,7 +7,7 @@
 
 namespace rm {
 
-EvalResult evaluate_windows(Model& model, const float* params, const WindowDataset& data,
+EvalResult evaluate_windows(Model& model, ParamAccess& params, const WindowDataset& data,
                             uint64_t max_windows) {
   uint64_t total = data.num_eval_windows();
   if (max_windows > 0) total = std::min(total, max_windows);
@@ -91,15 +91,19 @@ void ChoiceTally::add(const ChoicePass& pass, const std::vector<double>& row_mea
   }
 }
 
-ChoiceResult evaluate_choices(Model& model, const float* params,
+int choice_row_len(const Model& model) {
+  return model.compute().kind() == ComputeKind::kCpu ? 0 : model.seq_len();
+}
+
+ChoiceResult evaluate_choices(Model& model, ParamAccess& params,
                               const std::vector<ChoiceExample>& examples, size_t max_examples) {
   const size_t total = max_examples > 0 ? std::min(max_examples, examples.size()) : examples.size();
   std::vector<size_t> indices(total);
   for (size_t i = 0; i < total; ++i) indices[i] = i;
-  FlatParamAccess access(model.units(), params, nullptr);
   ChoiceTally tally(examples);
-  for (const ChoicePass& pass : plan_choice_passes(examples, indices, model.max_batch())) {
-    tally.add(pass, score_choice_pass(model, access, examples, pass));
+  for (const ChoicePass& pass :
+       plan_choice_passes(examples, indices, model.max_batch(), choice_row_len(model))) {
+    tally.add(pass, score_choice_pass(model, params, examples, pass));
   }
   return tally.result();
 }

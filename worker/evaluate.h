@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/param_access.h"
 #include "worker/data/choice_file.h"
 #include "worker/data/dataset.h"
 
@@ -18,8 +19,9 @@ struct EvalResult {
 };
 
 // Evaluates the first `max_windows` windows of data (0 or more than it has = all), in
-// micro-batches of up to model.max_batch().
-EvalResult evaluate_windows(Model& model, const float* params, const WindowDataset& data,
+// micro-batches of up to model.max_batch(). params: the model's, on its compute (ResidentParams,
+// or a FlatParamAccess over fp32 values in its memory).
+EvalResult evaluate_windows(Model& model, ParamAccess& params, const WindowDataset& data,
                             uint64_t max_windows);
 
 struct ChoiceResult {
@@ -33,10 +35,15 @@ struct ChoiceResult {
 // per token of the completion (the loss of a token, given the context and the completion's
 // tokens before it), the first of equals -- llm.c's rule for HellaSwag (its
 // evalloader_stat_losses), which normalises for the completions' lengths. model.max_batch()
-// rows a forward pass (plan_choice_passes). The examples must fit the model
-// (check_choices_fit). A gpt model only.
-ChoiceResult evaluate_choices(Model& model, const float* params,
+// rows a forward pass (plan_choice_passes), each choice_row_len(model) tokens long. The examples
+// must fit the model (check_choices_fit). A gpt model only.
+ChoiceResult evaluate_choices(Model& model, ParamAccess& params,
                               const std::vector<ChoiceExample>& examples, size_t max_examples);
+
+// The row length multiple-choice passes take on the model's backend: 0 (each pass as long as its
+// longest row) on the cpu; seq_len elsewhere, as the cuda backend's kernels were tested at whole
+// seq_len rows only.
+int choice_row_len(const Model& model);
 
 // A row of a multiple-choice forward pass: one completion of one example after its context.
 struct ChoiceRow {

@@ -91,14 +91,16 @@ TEST(ChoiceScoring, PicksTheLowestMeanLossTheFirstOfEqualsOnAnyRowsAPass) {
   const std::vector<ChoiceExample> e = examples();
   for (int rows : {1, 2, 3, 4, 13}) {
     ScriptedModel model(rows, 8, costs());
-    const ChoiceResult r = evaluate_choices(model, nullptr, e, 0);
+    FlatParamAccess none(model.units(), nullptr, nullptr);
+    const ChoiceResult r = evaluate_choices(model, none, e, 0);
     EXPECT_EQ(r.examples, 4) << rows << " rows";
     EXPECT_EQ(r.correct, 2) << rows << " rows: examples 0 and 2";
     EXPECT_EQ(model.rows_seen_, 2 + 3 + 4 + 4) << rows << " rows";
     EXPECT_FALSE(model.misaligned_);
   }
   ScriptedModel model(4, 8, costs());
-  EXPECT_EQ(evaluate_choices(model, nullptr, e, 1).examples, 1);  // --max-examples
+  FlatParamAccess none(model.units(), nullptr, nullptr);
+  EXPECT_EQ(evaluate_choices(model, none, e, 1).examples, 1);  // --max-examples
 }
 
 TEST(ChoiceScoring, PassesHoldUpToMaxRowsAsLongAsTheirLongestRow) {

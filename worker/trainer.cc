@@ -289,7 +289,7 @@ void Trainer::plan_choices() {
   // seq_len rows only: the shapes its kernels were tested at. Every rank runs as many passes
   // as the busiest, agreed here rather than worked out from each rank's copy of the file.
   const size_t R = static_cast<size_t>(comm_.size());
-  const int row_len = model_->compute().kind() == ComputeKind::kCpu ? 0 : job_.model.seq_len;
+  const int row_len = choice_row_len(*model_);
   std::vector<size_t> mine;
   for (size_t e = static_cast<size_t>(comm_.rank()); e < data_.choices.size(); e += R) {
     mine.push_back(e);
