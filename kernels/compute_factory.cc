@@ -54,7 +54,7 @@ std::string cuda_device_uuid(int device) {
 std::unique_ptr<Compute> make_compute(ComputeKind kind, const ComputeOptions& options) {
   if (kind == ComputeKind::kCpu) return cpu::make_cpu_compute(options.threads);
 #ifdef RM_HAVE_CUDA
-  return cuda::make_cuda_compute(options.device, options.allow_tf32);
+  return cuda::make_cuda_compute(options.device, options.allow_tf32, options.notes);
 #else
   std::string why;
   cuda_device_count(&why);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,10 @@ struct ComputeOptions {
   int threads = 0;          // cpu: OpenMP and BLAS threads of the calling thread (0: as is)
   int device = 0;           // cuda: index among the visible GPUs
   bool allow_tf32 = true;   // cuda: fp32 GEMMs on TF32 tensor cores
+  // cuda: where the backend says what it chose (cuDNN's attention, its shapes): stdout in a
+  // rank (rank 0's console and every rank's log, observe/rank_log.h); stderr for a command whose
+  // stdout is its output (eval).
+  std::FILE* notes = stdout;
 };
 
 // Sets the calling thread's OpenMP and BLAS thread count (the cpu backend's, and any host-side

@@ -10,8 +10,8 @@
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "launcher/cmd_common.h"
-#include "launcher/eval_placement.h"
 #include "launcher/loaded_run.h"
+#include "launcher/model_placement.h"
 #include "model/generate.h"
 #include "model/resident_params.h"
 #include "worker/data/choice_file.h"
@@ -65,7 +65,7 @@ std::optional<BpeTokenizer> text_tokenizer(const std::string& flag, const Loaded
 }
 
 // On stderr, so that stdout stays the output alone (a sample can be piped).
-void describe_source(const LoadedRun& run, const EvalPlacement* placement = nullptr) {
+void describe_source(const LoadedRun& run, const ModelPlacement* placement) {
   const std::string on = placement != nullptr ? ", on " + placement->describe() : "";
   if (run.step >= 0) {
     std::fprintf(stderr, "ringmaster: using checkpoint %s (step %lld)%s\n", run.source.c_str(),
@@ -75,11 +75,12 @@ void describe_source(const LoadedRun& run, const EvalPlacement* placement = null
   }
 }
 
-// `eval`'s model made where --backend and --precision say, once the run's job is read
-// (eval_placement.h); the placement keeps the compute the model runs on.
-ModelMaker placed(const EvalArgs& args, EvalPlacement& placement) {
-  return [&args, &placement](const JobConfig& job, int max_batch) {
-    placement = place_eval(job, args.backend, args.precision);
+// The model made where --backend and --precision say, once the run's job is read
+// (model_placement.h); the placement keeps the compute the model runs on.
+ModelMaker placed(const std::string& command, const std::string& backend,
+                  const std::string& precision, ModelPlacement& placement) {
+  return [command, backend, precision, &placement](const JobConfig& job, int max_batch) {
+    placement = place_model(job, command, backend, precision);
     return placement.maker()(job, max_batch);
   };
 }
@@ -94,9 +95,11 @@ int cmd_sample(const SampleArgs& args) {
       print_error(std::string("sample: ") + e.what());
       return kExitBadInput;
     }
-    LoadedRun run = load_trained_model(args.run_dir, 1);
-    describe_source(run);
+    ModelPlacement placement;
+    LoadedRun run = load_trained_model(args.run_dir, 1,
+                                       placed("sample", args.backend, args.precision, placement));
     configure_threads(run.job.parallel.threads_per_rank, 1);
+    describe_source(run, &placement);
     std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
     std::vector<int> prompt;
     try {
@@ -106,8 +109,9 @@ int cmd_sample(const SampleArgs& args) {
       print_error(e.what());
       return kExitBadInput;
     }
+    ResidentParams params(*run.model, run.params);
     const std::vector<int> out =
-        generate(*run.model, run.params.data(), prompt, args.tokens, args.sampling, args.seed);
+        generate(*run.model, params, prompt, args.tokens, args.sampling, args.seed);
     if (tokenizer || run.model->vocab_size() == 256) {
       std::string text(args.prompt);
       for (int t : out) {
@@ -139,9 +143,10 @@ int eval_choices(const EvalArgs& args) {
   const std::vector<ChoiceExample> examples = read_choice_file(args.choices);
   size_t rows = 1;
   for (const ChoiceExample& e : examples) rows = std::max(rows, e.completions.size());
-  EvalPlacement placement;
+  ModelPlacement placement;
   LoadedRun run = load_trained_model(args.run_dir, static_cast<int>(std::min(rows, kMaxRows)),
-                                     placed(args, placement));
+                                     placed("eval", args.backend, args.precision, placement));
+  configure_threads(run.job.parallel.threads_per_rank, 1);
   describe_source(run, &placement);
   if (run.job.model.type != ModelType::kGpt) {
     print_error("eval --choices: " + run.source +
@@ -149,7 +154,6 @@ int eval_choices(const EvalArgs& args) {
                 "scoring needs a gpt");
     return kExitBadInput;
   }
-  configure_threads(run.job.parallel.threads_per_rank, 1);
   check_choices_fit(args.choices, examples, run.model->vocab_size(), run.model->seq_len());
   ResidentParams params(*run.model, run.params);
   const ChoiceResult r =
@@ -170,10 +174,11 @@ int cmd_eval(const EvalArgs& args) {
       return kExitBadInput;
     }
     if (!args.choices.empty()) return eval_choices(args);
-    EvalPlacement placement;
-    LoadedRun run = load_trained_model(args.run_dir, 0, placed(args, placement));
-    describe_source(run, &placement);
+    ModelPlacement placement;
+    LoadedRun run = load_trained_model(args.run_dir, 0,
+                                       placed("eval", args.backend, args.precision, placement));
     configure_threads(run.job.parallel.threads_per_rank, 1);
+    describe_source(run, &placement);
     std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
     auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size(),
                                tokenizer ? &*tokenizer : nullptr);

@@ -72,6 +72,8 @@ struct SampleArgs {
   SamplingOptions sampling;  // temperature, top_k, top_p
   uint64_t seed = 1337;
   std::string tokenizer;  // empty = the run's data.tokenizer
+  std::string backend;    // auto, cpu or cuda; empty = the job's (launcher/model_placement.h)
+  std::string precision;  // fp32 or bf16; empty = the job's on a GPU, fp32 on the cpu
 };
 int cmd_sample(const SampleArgs& args);
 
@@ -82,7 +84,7 @@ struct EvalArgs {
   int64_t max_tokens = 0;  // 0 = the whole file
   int64_t max_examples = 0;  // --choices: 0 = all
   std::string tokenizer;   // empty = the run's data.tokenizer
-  std::string backend;     // auto, cpu or cuda; empty = the job's (launcher/eval_placement.h)
+  std::string backend;     // auto, cpu or cuda; empty = the job's (launcher/model_placement.h)
   std::string precision;   // fp32 or bf16; empty = the job's on a GPU, fp32 on the cpu
 };
 int cmd_eval(const EvalArgs& args);

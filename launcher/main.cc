@@ -31,6 +31,18 @@ void add_fresh_flag(CLI::App* cmd, bool& fresh) {
   cmd->add_flag("--fresh", fresh, "start over in a run directory that already holds a run");
 }
 
+// Where a command that uses a trained model runs it (launcher/model_placement.h).
+void add_placement_options(CLI::App* cmd, std::string* backend, std::string* precision) {
+  cmd->add_option("--backend", *backend,
+                  "where the model runs (default: the job's parallel.backend; auto takes a GPU "
+                  "when one is visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--precision", *precision,
+                  "the weights' precision in the forward (default: the job's on a GPU, fp32 on "
+                  "the cpu)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
 void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
   add_job_options(cmd, a.job);
   add_fresh_flag(cmd, a.fresh);
@@ -111,6 +123,7 @@ int main(int argc, char** argv) {
   s->add_option("--tokenizer", sample.tokenizer,
                 "GPT-2 tokenizer directory for the prompt and the output (default: the job's "
                 "data.tokenizer)");
+  add_placement_options(s, &sample.backend, &sample.precision);
 
   rm::EvalArgs eval;
   auto* e = app.add_subcommand(
@@ -129,14 +142,7 @@ int main(int argc, char** argv) {
   e->add_option("--tokenizer", eval.tokenizer,
                 "GPT-2 tokenizer directory that encodes a text file (default: the job's "
                 "data.tokenizer)");
-  e->add_option("--backend", eval.backend,
-                "where the model runs (default: the job's parallel.backend; auto takes a GPU "
-                "when one is visible)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  e->add_option("--precision", eval.precision,
-                "the weights' precision in the forward (default: the job's on a GPU, fp32 on "
-                "the cpu)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_placement_options(e, &eval.backend, &eval.precision);
 
   rm::TokenizeArgs tokenize;
   auto* tk = app.add_subcommand(

@@ -6,7 +6,7 @@
 
 namespace rm {
 
-std::vector<int> generate(Model& model, const float* params, const std::vector<int>& prompt,
+std::vector<int> generate(Model& model, ParamAccess& params, const std::vector<int>& prompt,
                           int count, const SamplingOptions& options, uint64_t seed) {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
   check_sampling_options(options);

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/param_access.h"
 #include "model/token_sampler.h"
 
 namespace rm {
 
-// Returns `count` new tokens that follow `prompt` (which must not be empty).
-std::vector<int> generate(Model& model, const float* params, const std::vector<int>& prompt,
+// Returns `count` new tokens that follow `prompt` (which must not be empty). params: the model's,
+// on its compute (model/resident_params.h).
+std::vector<int> generate(Model& model, ParamAccess& params, const std::vector<int>& prompt,
                           int count, const SamplingOptions& options, uint64_t seed);
 
 }  // namespace rm

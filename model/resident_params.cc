@@ -13,19 +13,31 @@ ResidentParams::ResidentParams(const Model& model, const std::vector<float>& hos
                                 " parameters for a model of " + std::to_string(n));
   }
   Compute& compute = model.compute();
-  fp32_ = DeviceArray<float>(compute, n);
-  compute.upload(fp32_.data(), host_params.data(), n * sizeof(float));
-  if (model.precision() == Precision::kBf16) {
+  const bool bf16_model = model.precision() == Precision::kBf16;
+  if (compute.kind() == ComputeKind::kCpu && !bf16_model) {
+    fp32_ = host_params.data();  // the cpu backend's memory is the host's: no second copy
+    return;
+  }
+  uploaded_ = DeviceArray<float>(compute, n);
+  compute.upload(uploaded_.data(), host_params.data(), n * sizeof(float));
+  fp32_ = uploaded_.data();
+  if (bf16_model) {
     // Cast where it runs, as training refreshes its copy: the same rounding on every backend.
+    // Then the fp32 values go: a bf16 forward never reads them.
     bf16_ = DeviceArray<bf16>(compute, n);
-    compute.cast(bf16_.data(), fp32_.data(), n);
+    compute.cast(bf16_.data(), uploaded_.data(), n);
+    compute.synchronize();
+    uploaded_.reset();
+    fp32_ = nullptr;
+  } else {
+    compute.synchronize();
   }
 }
 
 const void* ResidentParams::acquire_params(int u) {
   const size_t begin = units_.at(static_cast<size_t>(u)).begin;
   if (bf16_.data() != nullptr) return bf16_.data() + begin;
-  return fp32_.data() + begin;
+  return fp32_ + begin;
 }
 
 float* ResidentParams::acquire_grads(int u) {

@@ -46,6 +46,9 @@ TEST(ResidentParams, ReadTheModelsPrecisionAtEachUnitsOffset) {
         ASSERT_EQ(read, want) << "unit " << u << " element " << k;
       }
     }
+    if (p == Precision::kFp32) {
+      EXPECT_EQ(params.acquire_params(1), host.data() + units[1].begin) << "copied on the cpu";
+    }
     EXPECT_THROW(params.acquire_grads(0), std::logic_error);
   }
 }

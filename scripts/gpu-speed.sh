@@ -52,12 +52,16 @@ source "$(dirname "$0")/gpu-test-verdicts.sh"
 # on the library path, but Open MPI and PMIx load their plugins from the directories compiled
 # into them, where the GPU image now has another Open MPI's: on 2026-11-30 every mpirun there
 # failed (mca_pmix_ext3x.so: undefined symbol: PMIx_Info_create). OPAL_PKGLIBDIR and
-# PMIX_PKGLIBDIR move those directories; mpirun comes from the pack too.
+# PMIX_PKGLIBDIR move those directories. mpirun is the packed orterun: the packed `mpirun` is
+# Debian's link to /etc/alternatives/mpirun, which on the GPU machine is the image's.
 packed=$(dirname "$(dirname "$(command -v ringmaster)")")/ompi
-if [[ -d $packed/lib/openmpi/lib/openmpi3 ]]; then
-  export OPAL_PKGLIBDIR=$packed/lib/openmpi/lib/openmpi3 PMIX_PKGLIBDIR=$packed/lib/pmix2/lib/pmix
-  export PATH=$packed/bin:$PATH
+if [[ -x $packed/bin/orterun && -d $packed/lib/openmpi/lib/openmpi3 ]]; then
+  export OPAL_PKGLIBDIR=$packed/lib/openmpi/lib/openmpi3
+  [[ -d $packed/lib/pmix2/lib/pmix ]] && export PMIX_PKGLIBDIR=$packed/lib/pmix2/lib/pmix
+  mkdir -p /tmp/rm-packed-mpirun && ln -sfn "$packed/bin/orterun" /tmp/rm-packed-mpirun/mpirun
+  export PATH=/tmp/rm-packed-mpirun:$PATH
 fi
+echo "mpirun: $(readlink -f "$(command -v mpirun)")"
 nvidia-smi -L | tee "$OUT/gpus.txt"
 
 # The shapes and switches the sections share.
@@ -173,12 +177,15 @@ fi
 # evaluation scoring shakespeare_choices.py's 200 examples (their right completions from the
 # text, the wrong ones shuffles of its bytes).
 if want choices; then
-  rm -rf /tmp/gs-choices
+  rm -rf /tmp/gs-choices /tmp/gs-choices.bin
   log="$OUT/choices-cuda.log"
-  python3 scripts/shakespeare_choices.py data/tinyshakespeare.txt /tmp/gs-choices.bin 200
-  timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-choices --set parallel.backend=cuda \
-    --set parallel.precision=bf16 --set train.eval_every=100 --set data.choices=/tmp/gs-choices.bin \
-    > "$log" 2>&1
+  rc=0
+  python3 scripts/shakespeare_choices.py data/tinyshakespeare.txt /tmp/gs-choices.bin 200 \
+    > "$log" 2>&1 || rc=$?
+  [[ $rc == 0 ]] && { timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-choices \
+    --set parallel.backend=cuda --set parallel.precision=bf16 --set train.eval_every=100 \
+    --set data.choices=/tmp/gs-choices.bin >> "$log" 2>&1 || rc=$?; }
+  [[ $rc != 0 ]] && verdict "data.choices on cuda bf16" FAIL "exit $rc: $(tail -1 "$log" | cut -c1-160) ($log)"
   gpu=$(python3 - /tmp/gs-choices/metrics.jsonl <<'PY' 2>/dev/null
 import json, sys
 print(next(j["choice_accuracy"] for j in map(json.loads, open(sys.argv[1]))
@@ -196,7 +203,7 @@ PY
              sed -n 's/^loss=\([0-9.]*\) .*/\1/p')
   loss_gpu=$(timeout 120 ringmaster eval /tmp/gs-choices "${tokens[@]}" 2>> "$log" |
              sed -n 's/^loss=\([0-9.]*\) .*/\1/p')
-  if ! grep -q 'on cuda.*bf16' "$log"; then
+  if ! grep -q '^ringmaster: using .*, on cuda.*, bf16$' "$log"; then
     verdict "eval on cuda bf16" FAIL "eval did not run on the GPU in bf16 ($log)"
   elif python3 -c "import sys; g, e, a, b = float('$gpu'), float('$ev'), float('$loss_cpu'), float('$loss_gpu'); sys.exit(0 if abs(g - e) <= 0.0101 and abs(a - b) <= 0.02 else 1)" 2>/dev/null; then
     verdict "eval on cuda bf16" PASS "--choices $ev (in training $gpu); --data loss $loss_gpu (cpu $loss_cpu)"

@@ -133,6 +133,19 @@ TEST(Cli, MissingDataFileWritesNothing) {
   EXPECT_FALSE(fs::exists(dir.file("run"))) << "nothing may be written for a job that fails";
 }
 
+// Step graphs are on by default (worker/step_graph.h): a value meant as off must not leave them
+// on, nor write anything, on every backend (here, no GPU) and under mpirun alike.
+TEST(Cli, AnUnclearStepGraphSwitchWritesNothing) {
+  TempDir dir;
+  for (const char* nproc : {"", " --nproc 2"}) {
+    const auto r = run_cli("run " + tiny_job(dir) + nproc, dir.path(), "RM_CUDA_GRAPH=off");
+    EXPECT_EQ(r.exit_code, 2) << nproc << r.err;
+    EXPECT_NE(r.err.find("RM_CUDA_GRAPH=off: expected 0 (off) or 1"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("run"))) << "nothing may be written for a job that fails";
+  }
+  EXPECT_EQ(run_cli("run " + tiny_job(dir), dir.path(), "RM_CUDA_GRAPH=0").exit_code, 0);
+}
+
 TEST(Cli, BadTokenShardHeader) {
   TempDir dir;
   std::string bytes(2048, '\0');

@@ -159,11 +159,11 @@ double parse_loss(const test::CliResult& r) {
   return loss;
 }
 
-// eval where and as it is asked (launcher/eval_placement.h). --precision bf16 reads the bf16 copy
-// of the weights, cast where the model runs, as a bf16 job's evaluations in training read them
-// (and as eval on a GPU does by default): a bf16 run's score at its last evaluation within one
-// example, and a mean loss near the fp32 forward's but not its bits. A run whose job says
-// parallel.backend: cuda, evaluated where no GPU is: one message naming the backend and the
+// eval and sample where and as they are asked (launcher/model_placement.h). --precision bf16 reads
+// the bf16 copy of the weights, cast where the model runs, as a bf16 job's evaluations in training
+// read them (and as eval on a GPU does by default): a bf16 run's score at its last evaluation
+// within one example, and a mean loss near the fp32 forward's but not its bits. A run whose job
+// says parallel.backend: cuda, evaluated where no GPU is: one message naming the backend and the
 // flag that helps, exit 2; --backend cpu then evaluates it.
 TEST_F(EvalChoicesCli, EvaluatesInThePrecisionAndOnTheBackendAsked) {
   const auto trained = run_cli("run " + job_file(dir_, "half", 300) +
@@ -176,12 +176,13 @@ TEST_F(EvalChoicesCli, EvaluatesInThePrecisionAndOnTheBackendAsked) {
       test::values_by_step(dir_.file("half/metrics.jsonl"), "choice_accuracy");
   ASSERT_EQ(acc.count(300), 1u);
   const std::string run = dir_.file("half");
-  const auto bf16 =
-      run_cli("eval " + run + " --choices " + choices_ + " --precision bf16", dir_.path());
+  const auto bf16 = run_cli(
+      "eval " + run + " --choices " + choices_ + " --precision bf16 --backend cpu", dir_.path());
   EXPECT_NE(bf16.err.find(", bf16\n"), std::string::npos) << bf16.err;
   EXPECT_NEAR(parse(bf16).accuracy, acc.at(300), 1.0 / kExamples + 1e-9);
 
-  const std::string data = " --data data/tinyshakespeare.txt --max-tokens 20000";
+  // On the cpu (its default precision is fp32; a GPU's would be the job's, bf16).
+  const std::string data = " --data data/tinyshakespeare.txt --max-tokens 20000 --backend cpu";
   const auto fp32_loss = run_cli("eval " + run + data, dir_.path());
   EXPECT_NE(fp32_loss.err.find(", fp32\n"), std::string::npos) << "the cpu's default";
   const auto bf16_loss = run_cli("eval " + run + data + " --precision bf16", dir_.path());
@@ -215,6 +216,19 @@ TEST_F(EvalChoicesCli, EvaluatesInThePrecisionAndOnTheBackendAsked) {
   const auto original = run_cli("eval " + run + " --choices " + choices_, dir_.path());
   EXPECT_EQ(on_cpu.exit_code, 0) << on_cpu.err;
   EXPECT_EQ(on_cpu.out, original.out);
+  // sample the same way: refused without a GPU, then on the cpu in bf16, greedy: a text of its
+  // own (the bf16 weights), the same every time.
+  const auto no_gpu = run_cli("sample " + gpu_run + " --tokens 5", dir_.path());
+  EXPECT_EQ(no_gpu.exit_code, 2);
+  EXPECT_NE(no_gpu.err.find("give sample --backend cpu"), std::string::npos) << no_gpu.err;
+  const std::string greedy = " --backend cpu --tokens 40 --temperature 0 --prompt ROMEO";
+  const auto s16 = run_cli("sample " + gpu_run + greedy + " --precision bf16", dir_.path());
+  const auto s16_again = run_cli("sample " + gpu_run + greedy + " --precision bf16", dir_.path());
+  ASSERT_EQ(s16.exit_code, 0) << s16.err;
+  EXPECT_NE(s16.err.find(", bf16\n"), std::string::npos) << s16.err;
+  EXPECT_EQ(s16.out.rfind("ROMEO", 0), 0u) << s16.out;
+  EXPECT_GT(s16.out.size(), std::string("ROMEO").size() + 30) << s16.out;
+  EXPECT_EQ(s16.out, s16_again.out);
 }
 
 TEST_F(EvalChoicesCli, BadInputIsOneMessageAndExitTwo) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/input_error.h"
 #include "collectives/self_communicator.h"
 #include "kernels/compute_factory.h"
 #include "kernels/timed_compute.h"
@@ -486,7 +487,7 @@ TEST(StepGraph, OnlyWhereAReplayIsExactlyTheStep) {
     try {
       StepGraph::wanted(job, recording, "self", &why);
       ADD_FAILURE() << "RM_CUDA_GRAPH='" << unclear << "' accepted";
-    } catch (const std::invalid_argument& e) {
+    } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(std::string("RM_CUDA_GRAPH=") + unclear),
                 std::string::npos)
           << e.what();

@@ -7,6 +7,7 @@
 #include "configs/job_loader.h"
 #include "planning/host_memory.h"
 #include "worker/initial_weights.h"
+#include "worker/step_graph.h"
 
 namespace rm {
 
@@ -17,6 +18,7 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
   c.data = open_training_data(c.job);
   c.device = choose_device(c.job.parallel.backend, where.local_rank, where.ranks_here,
                            where.own_gpus_possible);
+  StepGraph::check_switch();
   if (where.checks_memory) {
     c.capacity.host = host_memory();
     c.capacity.gpu = c.device.kind == ComputeKind::kCuda ? gpu_memory() : 0;

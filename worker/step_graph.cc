@@ -1,21 +1,27 @@
 #include "worker/step_graph.h"
 
 #include <cstdlib>
-#include <stdexcept>
+
+#include "base/input_error.h"
 
 namespace rm {
+
+void StepGraph::check_switch() {
+  const char* env = std::getenv("RM_CUDA_GRAPH");
+  const std::string asked = env != nullptr ? env : "";
+  if (asked != "" && asked != "0" && asked != "1") {
+    throw InputError("RM_CUDA_GRAPH=" + asked +
+                     ": expected 0 (off) or 1 (on, and say why where it cannot apply)");
+  }
+}
 
 bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
                        std::string* why) {
   // On by default since the sitting of 2026-11-30 measured it (step_graph.h); RM_CUDA_GRAPH=0
   // turns it off. Where it cannot apply, only an explicit RM_CUDA_GRAPH=1 hears why.
+  check_switch();
   const char* env = std::getenv("RM_CUDA_GRAPH");
   const std::string asked = env != nullptr ? env : "";
-  if (asked != "" && asked != "0" && asked != "1") {
-    // "false" or "off" must not mean on now that on is the default.
-    throw std::invalid_argument("RM_CUDA_GRAPH=" + asked +
-                                ": expected 0 (off) or 1 (on, and say why where it cannot apply)");
-  }
   if (why != nullptr) why->clear();
   if (asked == "0") return false;
   std::string no;

@@ -31,10 +31,14 @@ class StepGraph {
  public:
   // Whether the job's steps are recorded, by the rules above; `why` (may be null) says why not
   // when RM_CUDA_GRAPH=1 asked for it explicitly (empty otherwise: by default a job that cannot
-  // use graphs, a cpu job among them, hears nothing). Throws std::invalid_argument naming the
-  // variable for a value other than unset, empty, "0" or "1".
+  // use graphs, a cpu job among them, hears nothing). Throws check_switch()'s error.
   static bool wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
                      std::string* why);
+
+  // Throws InputError naming the variable when RM_CUDA_GRAPH holds a value other than unset,
+  // empty, "0" or "1" ("off" must not mean on, the default). check_job calls it, so that such a
+  // job is refused before anything is written.
+  static void check_switch();
 
   // Pinned token slots for `micro_batches` micro-batches of `tokens` ids each.
   StepGraph(Compute& compute, int micro_batches, size_t tokens);

@@ -25,7 +25,8 @@ namespace {
 
 class CudaCompute final : public Compute {
  public:
-  CudaCompute(int device, bool allow_tf32) : ctx_(device, allow_tf32), f32_(ctx_), bf16_(ctx_) {
+  CudaCompute(int device, bool allow_tf32, std::FILE* notes)
+      : ctx_(device, allow_tf32, notes), f32_(ctx_), bf16_(ctx_) {
     cudaDeviceProp prop;
     RM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), kThrow);
     const double gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
@@ -334,7 +335,7 @@ std::string device_uuid(int device) {
   return hex;
 }
 
-std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32) {
+std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32, std::FILE* notes) {
   std::string why;
   const int count = visible_device_count(&why);
   if (count == 0)
@@ -344,7 +345,7 @@ std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32) {
                              ": this process sees " + std::to_string(count) + " GPU" +
                              (count == 1 ? "" : "s"));
   }
-  return std::make_unique<CudaCompute>(device, allow_tf32);
+  return std::make_unique<CudaCompute>(device, allow_tf32, notes);
 }
 
 }  // namespace rm::cuda

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -26,7 +27,8 @@ size_t device_memory(int device);
 std::string device_uuid(int device);
 
 // Selects `device` (cudaSetDevice) for the calling thread and creates the streams and cuBLAS
-// handle. Throws std::runtime_error naming the device when it is not usable.
-std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32);
+// handle. notes: where it says what it chose (ComputeOptions::notes). Throws
+// std::runtime_error naming the device when it is not usable.
+std::unique_ptr<Compute> make_cuda_compute(int device, bool allow_tf32, std::FILE* notes = stdout);
 
 }  // namespace rm::cuda

@@ -36,7 +36,8 @@ struct DeviceError {
 
 }  // namespace
 
-CudaContext::CudaContext(int device, bool allow_tf32) : device_(device) {
+CudaContext::CudaContext(int device, bool allow_tf32, std::FILE* notes)
+    : device_(device), notes_(notes) {
   const DeviceError on_error{device};
   try {
     RM_CUDA_CHECK(cudaSetDevice(device), on_error);
@@ -111,21 +112,22 @@ CudnnAttention* CudaContext::cudnn_attention() {
   const int mode = cudnn_attention_mode();  // a bad value throws, every call, until fixed
   cudnn_attention_tried_ = true;
   if (mode == 0) return nullptr;
-  // What runs is said on stdout (rank 0's console, every rank's log); a fallback from what
-  // RM_CUDNN_ATTENTION asked for explicitly on stderr (cudnn_sdpa.h).
+  // What runs is said on notes_ (stdout in a rank: rank 0's console, every rank's log); a
+  // fallback from what RM_CUDNN_ATTENTION asked for explicitly on stderr (cudnn_sdpa.h).
   const bool asked = cudnn_attention_asked();
   try {
-    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_, mode == 1, asked);
-    std::printf("ringmaster: attention through cuDNN %zu (%s; RM_CUDNN_ATTENTION=%s)\n",
-                cudnn().get_version(), mode == 1 ? "deterministic backward" : "dQ accumulated",
-                asked ? std::to_string(mode).c_str() : "0 runs the flash kernels");
-    std::fflush(stdout);
+    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_, mode == 1, asked, notes_);
+    std::fprintf(notes_, "ringmaster: attention through cuDNN %zu (%s; RM_CUDNN_ATTENTION=%s)\n",
+                 cudnn().get_version(), mode == 1 ? "deterministic backward" : "dQ accumulated",
+                 asked ? std::to_string(mode).c_str() : "0 runs the flash kernels");
+    std::fflush(notes_);
   } catch (const std::runtime_error& e) {
-    std::fprintf(asked ? stderr : stdout,
+    std::FILE* const to = asked ? stderr : notes_;
+    std::fprintf(to,
                  "ringmaster: cuDNN's attention is unavailable (%s); attention runs the flash "
                  "kernels\n",
                  e.what());
-    std::fflush(asked ? stderr : stdout);
+    std::fflush(to);
   }
 #else
   cudnn_attention_tried_ = true;

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <memory>
 
 #include "kernels/cuda/cross_entropy.h"
@@ -35,7 +36,8 @@ struct DeviceResults {
 
 class CudaContext {
  public:
-  CudaContext(int device, bool allow_tf32);
+  // notes: where cudnn_attention() says what runs (ComputeOptions::notes).
+  CudaContext(int device, bool allow_tf32, std::FILE* notes = stdout);
   ~CudaContext();
   CudaContext(const CudaContext&) = delete;
   CudaContext& operator=(const CudaContext&) = delete;
@@ -68,7 +70,7 @@ class CudaContext {
   // cuDNN's attention on the compute stream, made on the first call unless RM_CUDNN_ATTENTION=0
   // turns it off (cudnn_sdpa.h: cudnn_attention_mode(), whose std::invalid_argument for a bad
   // value propagates); null when not asked for, in a build without cuDNN, or when cuDNN cannot
-  // be loaded (said once on stderr: the flash kernels run instead).
+  // be loaded (said once: the flash kernels run instead).
   CudnnAttention* cudnn_attention();
 
   // Copies `bytes` (at most kStagingBytes) at device address src into host_dst once the work
@@ -80,6 +82,7 @@ class CudaContext {
   void release() noexcept;
 
   int device_;
+  std::FILE* notes_;
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t queued_ = nullptr;

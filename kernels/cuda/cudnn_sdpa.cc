@@ -365,8 +365,9 @@ bool cudnn_attention_asked() {
   return v != nullptr && *v != '\0';
 }
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool asked)
-    : deterministic_(deterministic), refusals_(asked ? stderr : stdout) {
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool asked,
+                               std::FILE* notes)
+    : deterministic_(deterministic), notes_(notes), refusals_(asked ? stderr : notes) {
   if (cudnn().get_version() < kOldestCudnn) {
     throw std::runtime_error(cudnn().path + " is cuDNN " + std::to_string(cudnn().get_version()) +
                              ", older than the " + std::to_string(kOldestCudnn) +
@@ -455,10 +456,11 @@ bool CudnnAttention::takes(int B, int Tn, int C, int H) {
     refuse(B, Tn, C, H, e.what());
     return false;
   }
-  std::printf(
-      "ringmaster: cuDNN's attention planned for B=%d Tn=%d C=%d H=%d, workspace %.1f MiB\n", B, Tn,
-      C, H, static_cast<double>(workspace_bytes_) / (1 << 20));
-  std::fflush(stdout);
+  std::fprintf(notes_,
+               "ringmaster: cuDNN's attention planned for B=%d Tn=%d C=%d H=%d, workspace %.1f "
+               "MiB\n",
+               B, Tn, C, H, static_cast<double>(workspace_bytes_) / (1 << 20));
+  std::fflush(notes_);
   return takes_[key] = true;
 }
 

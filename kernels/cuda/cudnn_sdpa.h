@@ -65,14 +65,17 @@ class CudnnGraph {
 int cudnn_attention_mode();
 
 // Whether RM_CUDNN_ATTENTION was given a value (not unset or empty). Who asked hears on stderr
-// why cuDNN is not used; by default that is said on stdout, which is rank 0's console and every
-// rank's log (observe/rank_log.h), not a line from every rank of a large job on the console.
+// why cuDNN is not used; by default that is said with the other notes (ComputeOptions::notes:
+// stdout in a rank, which is rank 0's console and every rank's log, observe/rank_log.h -- not a
+// line from every rank of a large job on the console).
 bool cudnn_attention_asked();
 
 class CudnnAttention {
  public:
-  // asked: cudnn_attention_asked() (where refusals are said).
-  CudnnAttention(cudaStream_t stream, bool deterministic, bool asked = true);
+  // asked: cudnn_attention_asked() (refusals go to stderr if so, else to notes); notes: where
+  // what runs is said (ComputeOptions::notes).
+  CudnnAttention(cudaStream_t stream, bool deterministic, bool asked = true,
+                 std::FILE* notes = stdout);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -85,10 +88,10 @@ class CudnnAttention {
   // always take the same path. At most kMaxShapes shapes are planned in a process (training
   // and evaluation use one or two): text generation grows its context a token at a time, and
   // planning each length (two runtime compilations) would cost far more than it saves; the
-  // shapes past them run the flash kernels, said once. A shape planned is said on stdout.
+  // shapes past them run the flash kernels, said once. A shape planned is said on `notes`.
   static constexpr size_t kMaxShapes = 4;
   bool takes(int B, int Tn, int C, int H);
-  // Says why (stderr if asked, else stdout) and answers takes() false for the shape from now on.
+  // Says why (stderr if asked, else notes) and answers takes() false for the shape from now on.
   void refuse(int B, int Tn, int C, int H, const std::string& why);
   // stats: float [B,H,Tn]; out and qkv as flash_attention_forward's. False when cuDNN failed the
   // shape's first execution: the shape is refused (nothing of its backward has run, and the
@@ -109,7 +112,8 @@ class CudnnAttention {
 
   cudnnHandle_t handle_ = nullptr;
   bool deterministic_;
-  FILE* refusals_;  // stderr if RM_CUDNN_ATTENTION asked for cuDNN, else stdout
+  std::FILE* notes_;     // what runs
+  std::FILE* refusals_;  // stderr if RM_CUDNN_ATTENTION asked for cuDNN, else notes_
   std::map<std::tuple<int, int, int, int>, Planned> plans_;
   bool said_full_ = false;  // the shapes past kMaxShapes were said to run the flash kernels
   std::map<std::tuple<int, int, int, int>, bool> takes_;
