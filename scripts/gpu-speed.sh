@@ -25,7 +25,7 @@
 #      (scripts/shakespeare_choices.py): at least 0.9 at step 300, within 3 examples in 200 of
 #      `eval --choices --backend cpu` of the same weights, and the curve's losses to the bit;
 #      `eval` on the GPU (its default for a cuda run): --choices within 2 examples of the
-#      score in training, --data within 0.02 of the CPU's loss
+#      score in training, --data within 0.02 of the CPU's loss; `sample` on the GPU
 # SECTIONS (default all): a comma-separated subset of tests (1), curves (2), choices (2d), resume (2c), bench
 # (3), switches (3b), peers (4), so that a sitting whose device calls are limited to 10 minutes can take the
 # script in two or three calls on the same warm machine.
@@ -216,6 +216,15 @@ PY
     verdict "data.choices on cuda bf16" PASS "accuracy $gpu at step 300; eval --choices (cpu) $cpu"
   else
     verdict "data.choices on cuda bf16" FAIL "accuracy ${gpu:-none} at step 300, eval --choices (cpu) ${cpu:-none} ($log)"
+  fi
+  # sample on the GPU (its default for this run; never run on a GPU before): 60 greedy bytes.
+  rc=0
+  text=$(timeout 120 ringmaster sample /tmp/gs-choices --tokens 60 --temperature 0 \
+         --prompt ROMEO 2>> "$log") || rc=$?
+  if [[ $rc == 0 && ${#text} -ge 60 ]] && grep -q '^ringmaster: using .*, on cuda.*, bf16$' "$log"; then
+    verdict "sample on cuda bf16" PASS "$(head -c 60 <<< "$text" | tr '\n' ' ')"
+  else
+    verdict "sample on cuda bf16" FAIL "exit $rc, ${#text} bytes ($log)"
   fi
   # Evaluations leave training as it was: the default curve run's losses, bit for bit (as on
   # the CPU), when section 2 ran in this call.
