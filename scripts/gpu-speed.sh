@@ -220,11 +220,12 @@ PY
   # sample on the GPU (its default for this run; never run on a GPU before): 60 greedy bytes.
   rc=0
   text=$(timeout 120 ringmaster sample /tmp/gs-choices --tokens 60 --temperature 0 \
-         --prompt ROMEO 2>> "$log") || rc=$?
-  if [[ $rc == 0 && ${#text} -ge 60 ]] && grep -q '^ringmaster: using .*, on cuda.*, bf16$' "$log"; then
+         --prompt ROMEO 2> "$OUT/sample-cuda.log") || rc=$?
+  if [[ $rc == 0 && ${#text} -ge 60 ]] &&
+     grep -q '^ringmaster: using .*, on cuda.*, bf16$' "$OUT/sample-cuda.log"; then
     verdict "sample on cuda bf16" PASS "$(head -c 60 <<< "$text" | tr '\n' ' ')"
   else
-    verdict "sample on cuda bf16" FAIL "exit $rc, ${#text} bytes ($log)"
+    verdict "sample on cuda bf16" FAIL "exit $rc, ${#text} bytes ($OUT/sample-cuda.log)"
   fi
   # Evaluations leave training as it was: the default curve run's losses, bit for bit (as on
   # the CPU), when section 2 ran in this call.
