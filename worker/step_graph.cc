@@ -6,22 +6,30 @@
 
 namespace rm {
 
-void StepGraph::check_switch() {
+namespace {
+
+// RM_CUDA_GRAPH's value ("" when unset), one of "", "0" and "1"; check_switch()'s error otherwise.
+std::string graph_switch() {
   const char* env = std::getenv("RM_CUDA_GRAPH");
   const std::string asked = env != nullptr ? env : "";
   if (asked != "" && asked != "0" && asked != "1") {
     throw InputError("RM_CUDA_GRAPH=" + asked +
                      ": expected 0 (off) or 1 (on, and say why where it cannot apply)");
   }
+  return asked;
+}
+
+}  // namespace
+
+void StepGraph::check_switch() {
+  graph_switch();
 }
 
 bool StepGraph::wanted(const JobConfig& job, Compute& compute, const std::string& comm_backend,
                        std::string* why) {
   // On by default since the sitting of 2026-11-30 measured it (step_graph.h); RM_CUDA_GRAPH=0
   // turns it off. Where it cannot apply, only an explicit RM_CUDA_GRAPH=1 hears why.
-  check_switch();
-  const char* env = std::getenv("RM_CUDA_GRAPH");
-  const std::string asked = env != nullptr ? env : "";
+  const std::string asked = graph_switch();
   if (why != nullptr) why->clear();
   if (asked == "0") return false;
   std::string no;
