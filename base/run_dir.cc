@@ -10,6 +10,7 @@
 
 #include "base/run_lock.h"
 #include "configs/job_loader.h"
+#include "configs/lr_decay_start.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
 
@@ -62,10 +63,18 @@ std::string changed_length(const JobConfig& before, const JobConfig& now) {
   switch (now.optimizer.schedule) {
     case LrScheduleKind::kConstant:
       return line;
-    case LrScheduleKind::kWsd:
-      return line + "; optimizer.schedule wsd: the learning rate is unchanged up to the new " +
-             "decay, so a run resumed before its old decay began goes on as if it had been " +
-             "this long from the start";
+    case LrScheduleKind::kWsd: {
+      // Exact when every step the checkpoint holds was at lr in both schedules: the steps
+      // through the old decay's first (printed 1-based, as checkpoints are named).
+      const auto last_flat = [&](const JobConfig& j) {
+        return std::to_string(decay_start(j.optimizer, j.train.steps) + 1);
+      };
+      return line + "; optimizer.schedule wsd: the learning rate stays at optimizer.lr through " +
+             "step " + last_flat(now) + " (it did through step " + last_flat(before) +
+             "), so from a checkpoint at or before step " + last_flat(before) +
+             " the run goes on as if it had been this long from the start; from a later one, " +
+             "already decaying, its rate goes back up to optimizer.lr";
+    }
     default:
       return line + "; the learning-rate schedule now spans " + std::to_string(now.train.steps) +
              " steps, so its rate from here on is the " +

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "configs/lr_decay_start.h"
+
 namespace rm {
 
 double learning_rate(const OptimizerConfig& opt, int64_t step, int64_t total_steps) {
@@ -10,17 +12,8 @@ double learning_rate(const OptimizerConfig& opt, int64_t step, int64_t total_ste
     return opt.lr * static_cast<double>(step + 1) / static_cast<double>(opt.warmup_steps);
   }
   if (opt.schedule == LrScheduleKind::kConstant) return opt.lr;
-  // Where the decay starts: after the warmup, or for wsd at the last decay_fraction of the steps,
-  // whichever is later. At least two steps: the decay's first step is still at lr, its last at
-  // min_lr.
-  int64_t start = opt.warmup_steps;
-  if (opt.schedule == LrScheduleKind::kWsd) {
-    const auto decaying = std::max<int64_t>(
-        2,
-        static_cast<int64_t>(std::llround(opt.decay_fraction * static_cast<double>(total_steps))));
-    start = std::max(start, total_steps - decaying);
-    if (step < start) return opt.lr;
-  }
+  const int64_t start = decay_start(opt, total_steps);
+  if (step < start) return opt.lr;
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - 1 - start);
   const double progress = std::clamp(static_cast<double>(step - start) / decay_steps, 0.0, 1.0);
   const double factor =

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "configs/lr_decay_start.h"
+
 namespace rm {
 namespace {
 
@@ -62,6 +64,28 @@ TEST(LrSchedule, WsdHoldsLrThenDecaysLinearlyOverItsLastFraction) {
   EXPECT_DOUBLE_EQ(learning_rate(o, 10, 110), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate(o, 109, 110), 0.1);
   EXPECT_LT(learning_rate(o, 11, 110), 1.0);
+}
+
+// decay_start, which a resumed run's line names, is the schedule's: lr from the warmup's end
+// through it, lower right after, for each decaying schedule and a spread of lengths.
+TEST(LrSchedule, DecayStartIsTheLastStepAtLr) {
+  for (const char* s : {"cosine", "linear", "wsd"}) {
+    for (const double fraction : {0.001, 0.2, 0.5, 1.0}) {
+      for (const int64_t total : {12, 13, 110, 1000}) {
+        OptimizerConfig o = opt(s);
+        o.decay_fraction = fraction;
+        const int64_t start = decay_start(o, total);
+        SCOPED_TRACE(std::string(s) + " fraction " + std::to_string(fraction) + " steps " +
+                     std::to_string(total) + " start " + std::to_string(start));
+        ASSERT_GE(start, o.warmup_steps);
+        ASSERT_LT(start, total - 1);
+        for (int64_t step = o.warmup_steps; step <= start; ++step) {
+          ASSERT_EQ(learning_rate(o, step, total), o.lr) << step;
+        }
+        EXPECT_LT(learning_rate(o, start + 1, total), o.lr);
+      }
+    }
+  }
 }
 
 TEST(LrSchedule, ConstantStaysAtLr) {

@@ -104,6 +104,12 @@ TEST(ResumeCli, AWsdRunExtendedBeforeItsDecayIsTheLongerRunBitForBit) {
                               "on from its newest checkpoint to step 16; optimizer.schedule wsd"),
             std::string::npos)
       << extended.out;
+  // 8 steps decayed over their last 2, 16 over their last 4 (steps 14 to 16).
+  EXPECT_NE(extended.out.find("the learning rate stays at optimizer.lr through step 13 (it did "
+                              "through step 7), so from a checkpoint at or before step 7 the run "
+                              "goes on as if it had been this long from the start"),
+            std::string::npos)
+      << extended.out;
   EXPECT_NE(extended.out.find("step_00000004 (step 4)"), std::string::npos) << extended.out;
   EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
             test::slurp(dir.file("extended/weights.bin")));
