@@ -237,6 +237,52 @@ TEST(StopNoticeWhileStarting, LauncherHoldsItUntilTheRanksAreUp) {
   EXPECT_EQ(verify.exit_code, 0) << verify.err << verify.out;
 }
 
+// GNU timeout(1) sends its signal to `ringmaster run` and then to its own process group, which
+// `run` is in: two SIGTERMs microseconds apart, which merge into one pending signal only
+// sometimes. The second, seen within a second of the first, is the same stop: the run saves and
+// exits 75 (before: "second signal: killing the job", and everything since the last checkpoint
+// lost). The same signal a second later still kills. Rank 0's checkpoint I/O is slowed (0.5 s a
+// beat, RM_TEST_FAULT slowio) so that the save is still under way when the later one comes; the
+// second of the pair is sent once the launcher has said it has the first, so that the two cannot
+// merge into one here.
+TEST(StopSignalTwice, TheSameSignalAtOnceIsOneStopAndLaterKills) {
+  TempDir dir;
+  const std::string job = job_file(dir, true);
+  for (const bool later_kill : {false, true}) {
+    SCOPED_TRACE(later_kill ? "then again a second later" : "twice at once");
+    const std::string run = dir.file(later_kill ? "killed" : "stopped");
+    const Child child = test::spawn_cli("run " + job + " --set run_dir=" + run, dir.path(),
+                                        later_kill ? "killed" : "stopped",
+                                        "RM_TEST_FAULT=slowstep:0:25,slowio:0:500000");
+    ASSERT_TRUE(wait_for_steps(run + "/metrics.jsonl", 30)) << test::slurp(child.err);
+    ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+    ASSERT_TRUE(test::wait_for_text(child.err, "signal received")) << test::slurp(child.err);
+    ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+    ASSERT_TRUE(test::wait_for_text(child.err, "the same signal again at once"))
+        << test::slurp(child.err);
+    if (later_kill) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+      ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+    }
+    const int code = wait_exit(child);
+    const std::string err = test::slurp(child.err);
+    if (later_kill) {
+      EXPECT_NE(err.find("second signal: killing the job"), std::string::npos) << err;
+      EXPECT_NE(code, kStopped) << err;
+      EXPECT_NE(code, 0) << err;
+      continue;
+    }
+    ASSERT_EQ(code, kStopped) << test::slurp(child.out) << err;
+    EXPECT_EQ(err.find("second signal"), std::string::npos) << err;
+    const int step = stopped_step(run);
+    ASSERT_GE(step, 30) << test::slurp(run + "/events.jsonl");
+    char name[32];
+    std::snprintf(name, sizeof name, "/checkpoints/step_%08d", step);
+    const auto verify = run_cli("ckpt verify " + run + name, dir.path());
+    EXPECT_EQ(verify.exit_code, 0) << verify.err << verify.out;
+  }
+}
+
 // checkpoint.on_signal: false keeps the default action: the signal kills the run, which saves
 // nothing (the last periodic checkpoint is all there is).
 TEST(StopSignalOff, SignalKillsWithoutSaving) {
