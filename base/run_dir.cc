@@ -101,9 +101,13 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   const std::string weights = run_file(run_dir, "weights.bin");
   if (fresh) {
     // Through io/ and durable (remove_tree fsyncs the run directory): a power cut after
-    // --fresh must not bring an old run's checkpoints back under the new one.
-    for (const fs::path& p : {checkpoints, fs::path(metrics), fs::path(weights)}) {
-      io::remove_tree(p.string());
+    // --fresh must not bring an old run's checkpoints back under the new one. Checkpoints
+    // first; then what describes the old run (its events, traces, logs and the files `trace`
+    // and `report` made of them), which `status`, `report` and `trace` would otherwise show
+    // as the new run's.
+    for (const char* name : {"checkpoints", "metrics.jsonl", "weights.bin", "events.jsonl", "trace",
+                             "trace.json", "report.html", "logs"}) {
+      io::remove_tree(run_file(run_dir, name));
     }
     return RunStart::kNew;
   }
@@ -125,7 +129,17 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
       throw IoError(run_dir + ": holds a run of a different job (" + previous +
                     " differs); pass --fresh to start over, or set run_dir");
     }
-    if (changes != nullptr) *changes = changed_length(*before, *now);
+    std::string length = changed_length(*before, *now);
+    // A finished run extended is unfinished again: its weights.bin, the old end's, would
+    // otherwise be what eval, sample and ckpt export read of it while it trains on (they take
+    // the newest checkpoint of an unfinished run). The old end is the newest checkpoint, which
+    // the run resumes from, and the run writes weights.bin again when it ends.
+    if (has_weights && has_checkpoints && now->train.steps > before->train.steps) {
+      io::remove_tree(weights);
+      length += "; weights.bin (the " + std::to_string(before->train.steps) +
+                "-step run's) is removed until the run ends again";
+    }
+    if (changes != nullptr) *changes = length;
   }
   if (has_checkpoints) return RunStart::kResume;
   if (has_weights) {

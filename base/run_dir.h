@@ -25,7 +25,8 @@ enum class RunStart {
 
 // Makes RUN_DIR ready: creates it and its parents, proves it writable, and takes its run lock
 // (base/run_lock.h: refused, with IoError, while another run lives in it).
-//  - fresh: removes a previous run's checkpoints, metrics and weights (start over).
+//  - fresh: removes a previous run's checkpoints, metrics and weights, and its events, logs,
+//    traces and the files made of them (trace.json, report.html): start over.
 //  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is
 //    accepted only for the same job (config.yaml trains the same thing as resolved_job: it may
 //    differ in how it runs -- ranks, sharding, checkpoints, cluster -- and in train.steps, so that
@@ -35,6 +36,8 @@ enum class RunStart {
 //  - changes (may be null): one line for the run to print when train.steps differs from the
 //    run the directory holds (what the run will do, and what becomes of its learning-rate
 //    schedule); empty otherwise.
+//  - a finished run extended (a larger train.steps, checkpoints and weights.bin there) loses its
+//    weights.bin, which is the old end's: it is unfinished again until it writes a new one.
 // Writes nothing else.
 RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
                          std::string* changes = nullptr);

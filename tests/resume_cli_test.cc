@@ -136,6 +136,63 @@ TEST(ResumeCli, ARunCutShortOnResumeEndsAtItsNewLastStep) {
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")).rbegin()->first, 12);
 }
 
+// A finished run extended is unfinished again: its weights.bin (the old end's) goes as the run
+// starts, so that eval of the run directory reads the newest checkpoint while it trains, not the
+// old end's weights (before: the 12-step weights, silently, while checkpoints of step 16 were
+// there). It comes back when the run ends.
+TEST(ResumeCli, AFinishedRunExtendedReadsAsItsNewestCheckpointUntilItEnds) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  const std::string eval = " --data data/tinyshakespeare.txt --max-tokens 2048";
+  const auto old_end = run_cli("eval " + run + eval, dir.path());
+  ASSERT_EQ(old_end.exit_code, 0) << old_end.err;
+  const auto killed = run_cli("run " + job + " --set train.steps=20 --set checkpoint.async=false",
+                              dir.path(), "RM_TEST_FAULT=kill:0:18");
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_NE(killed.out.find("weights.bin (the 12-step run's) is removed until the run ends again"),
+            std::string::npos)
+      << killed.out;
+  EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin"));
+  const auto unfinished = run_cli("eval " + run + eval, dir.path());
+  ASSERT_EQ(unfinished.exit_code, 0) << unfinished.err;
+  EXPECT_NE(unfinished.err.find("step_00000016"), std::string::npos) << unfinished.err;
+  const auto newest = run_cli("eval " + run + "/checkpoints/step_00000016" + eval, dir.path());
+  EXPECT_EQ(unfinished.out, newest.out);
+  EXPECT_NE(unfinished.out, old_end.out);
+  ASSERT_EQ(run_cli("run " + job + " --set train.steps=20", dir.path()).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(run + "/weights.bin"));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 20));
+}
+
+// --fresh leaves nothing of the old run that status, report or trace would show as the new
+// one's: its events (with their checkpoints and "finished"), logs and traces.
+TEST(ResumeCli, FreshLeavesNothingOfTheOldRun) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + " --set observability.trace=true", dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  ASSERT_EQ(run_cli("trace " + run, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_cli("report " + run, dir.path()).exit_code, 0);
+  for (const char* name : {"events.jsonl", "trace", "trace.json", "report.html", "logs"}) {
+    ASSERT_TRUE(std::filesystem::exists(run + "/" + name)) << name;
+  }
+  const auto fresh =
+      run_cli("run " + job + " --fresh --set train.steps=8 --set checkpoint.every=0", dir.path());
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  for (const char* name : {"trace", "trace.json", "report.html"}) {
+    EXPECT_FALSE(std::filesystem::exists(run + "/" + name)) << name;
+  }
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_EQ(events.find("step_00000004"), std::string::npos) << events;
+  EXPECT_EQ(events.find("\"step\":12"), std::string::npos) << events;
+  EXPECT_NE(events.find("\"step\":8"), std::string::npos) << events;
+  const auto status = run_cli("status " + run, dir.path());
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(status.out.find("step_00000004"), std::string::npos) << status.out;
+}
+
 TEST(ResumeCli, ADifferentJobNeedsFresh) {
   TempDir dir;
   const std::string job = job_file(dir);
