@@ -28,11 +28,24 @@ struct Case {
   const char* reason;  // ...and contain this
 };
 
+// An edit of the manifest's structure, sealed again with a checksum of the edited text (as a
+// writer with a bug would write it), so that the structure's own checks are what must catch it.
 void edit_manifest(const std::string& ckpt, const std::function<void(json&)>& edit) {
   const std::string path = io::join(ckpt, kManifestFileName);
   json j = json::parse(io::read_file(path));
+  j.erase(kManifestChecksumKey);
   edit(j);
-  const std::string text = j.dump(1);
+  const std::string text = with_manifest_checksum(j.dump(1) + "\n");
+  write_file_atomic(path, text.data(), text.size());
+}
+
+// A byte of the manifest's text changed in place: `from` replaced by `to` (as long).
+void replace_in_manifest(const std::string& ckpt, const std::string& from, const std::string& to) {
+  const std::string path = io::join(ckpt, kManifestFileName);
+  std::string text = io::read_file(path);
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
   write_file_atomic(path, text.data(), text.size());
 }
 
@@ -154,6 +167,13 @@ const std::vector<Case>& cases() {
          edit_manifest(c, [](json& j) { j["buffers"][0]["count"] = uint64_t{1} << 60; });
        },
        "manifest.json", "buffers[0].count"},
+      // The job and the state, which no file's checksum covers: the manifest's own does.
+      {"JobTextChanged",
+       [](const std::string& c) { replace_in_manifest(c, "kind: mlp", "kind: gpt"); },
+       "manifest.json", "manifest_xxh64: checksum mismatch"},
+      {"StateChanged",
+       [](const std::string& c) { replace_in_manifest(c, "\"counter\": 600", "\"counter\": 601"); },
+       "manifest.json", "manifest_xxh64: checksum mismatch"},
       {"UnknownVersion",
        [](const std::string& c) { edit_manifest(c, [](json& j) { j["version"] = 2; }); },
        "manifest.json", "version: 2 is not supported"},

@@ -5,6 +5,7 @@
 #include "checkpoint/xxh_state.h"
 
 #include <cstdio>
+#include <string_view>
 
 namespace rm {
 namespace {
@@ -34,6 +35,16 @@ std::string dump(const OJson& j) {
 }
 
 }  // namespace
+
+std::string with_manifest_checksum(const std::string& text) {
+  constexpr std::string_view kEnd = "\n}\n";
+  if (text.size() < kEnd.size() ||
+      text.compare(text.size() - kEnd.size(), kEnd.size(), kEnd) != 0) {
+    throw CheckpointError("manifest: cannot add its checksum: the text does not end as an object");
+  }
+  return text.substr(0, text.size() - kEnd.size()) + ",\n \"" + kManifestChecksumKey + "\": \"" +
+         hex64(XXH64(text.data(), text.size(), 0)) + "\"\n}\n";
+}
 
 const BufferInfo* Manifest::find_buffer(const std::string& name) const {
   for (const BufferInfo& b : buffers) {
@@ -71,7 +82,7 @@ std::string to_json(const Manifest& m) {
   j["tensors"] = std::move(tensors);
   j["state"] = OJson(m.state);
   j["job"] = m.job;
-  return dump(j);
+  return with_manifest_checksum(dump(j));
 }
 
 std::string shard_descriptor_to_json(int64_t step, const ShardFileInfo& file) {

@@ -15,6 +15,11 @@
 //   state    a free-form JSON object the caller fills (data cursor, RNG counters, optimizer
 //            step, schedule position...); checkpoint/ only checks that it is an object.
 //   job      the resolved job, opaque text (YAML); shard_mode, world_size, step: as written.
+//   manifest_xxh64  the XXH64 of the manifest's own text as it was before this member was
+//            added, last (with_manifest_checksum): the job and the state, which no file's
+//            checksum covers and nothing else checks, cannot change unseen (a flipped byte in
+//            the job once ran a model of other heads, verified). Manifests written before
+//            2026-11-30 have none and are read as before.
 //
 // Floats are stored little-endian (the only byte order this code builds for).
 //
@@ -37,6 +42,7 @@
 namespace rm {
 
 inline constexpr int kManifestVersion = 1;
+inline constexpr const char* kManifestChecksumKey = "manifest_xxh64";
 
 // Bounds that make a hostile manifest harmless (no overflow, no absurd allocation) while
 // leaving room for any real job: 2^48 floats is 1 PiB per buffer.
@@ -95,9 +101,13 @@ struct Manifest {
   uint64_t data_bytes() const;                                   // sum of file sizes
 };
 
-// Serialises (format "ringmaster-checkpoint", version 1). Does not validate; throws
-// CheckpointError only if a string is not valid UTF-8 (JSON cannot hold it).
+// Serialises (format "ringmaster-checkpoint", version 1), its checksum last. Does not validate;
+// throws CheckpointError only if a string is not valid UTF-8 (JSON cannot hold it).
 std::string to_json(const Manifest& manifest);
+
+// `text` (a manifest as serialised, ending "\n}\n") with a last member manifest_xxh64: the
+// XXH64 (seed 0) of `text`. parse_manifest takes that member off the end and checks it.
+std::string with_manifest_checksum(const std::string& text);
 
 // Parses and validates; see the header comment. Never throws anything but CheckpointError.
 Manifest parse_manifest(const std::string& text, const std::string& path_for_errors);

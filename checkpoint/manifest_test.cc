@@ -37,6 +37,9 @@ Manifest good() {
 
 void expect_rejected(const std::function<void(json&)>& edit, const std::string& message) {
   json j = json::parse(to_json(good()));
+  // The structure's checks, on a manifest without its own checksum (as written before it had
+  // one): an edit re-dumps the text, which the checksum would refuse first.
+  j.erase(kManifestChecksumKey);
   edit(j);
   try {
     parse_manifest(j.dump(), kPath);
@@ -46,6 +49,45 @@ void expect_rejected(const std::function<void(json&)>& edit, const std::string& 
     EXPECT_EQ(what.rfind(std::string(kPath) + ": ", 0), 0u) << what;
     EXPECT_NE(what.find(message), std::string::npos) << what;
   }
+}
+
+// The job and the state are opaque to checkpoint/ and no file's checksum covers them: the
+// manifest's own does. A flipped byte in the job (heads 4 -> 2 ran a model of other heads, and
+// `ckpt verify` said "ok" before) is refused, naming the checksum; so is a checksum that is not
+// the last line as written. A manifest without one (written before) is read as before.
+TEST(Manifest, ItsOwnChecksumCoversTheJobAndTheState) {
+  Manifest m = good();
+  m.job = "model: {heads: 4}\n";
+  const std::string text = to_json(m);
+  ASSERT_NE(text.find("\n \"manifest_xxh64\": \""), std::string::npos) << text;
+  EXPECT_EQ(text.substr(text.size() - 3), "\n}\n");
+  EXPECT_NO_THROW(parse_manifest(text, kPath));
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"heads: 4", "heads: 2"},
+                                 {"\"data_cursor\": 640", "\"data_cursor\": 650"}}) {
+    std::string bad = text;
+    const size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    try {
+      parse_manifest(bad, kPath);
+      ADD_FAILURE() << "accepted " << to;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("manifest_xxh64: checksum mismatch"), std::string::npos)
+          << e.what();
+    }
+  }
+  // Re-dumped (the member no longer where the writer put it), and without the member at all.
+  json j = json::parse(text);
+  try {
+    parse_manifest(j.dump(), kPath);
+    ADD_FAILURE() << "accepted a re-dumped manifest";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("manifest_xxh64: not the manifest's last line"),
+              std::string::npos)
+        << e.what();
+  }
+  j.erase(kManifestChecksumKey);
+  EXPECT_EQ(parse_manifest(j.dump(1), kPath).job, m.job);
 }
 
 TEST(Manifest, RoundTrip) {
