@@ -19,6 +19,7 @@
 #include "launcher/cmd_common.h"
 #include "launcher/loaded_run.h"
 #include "model/model_export.h"
+#include "worker/checkpointing.h"
 
 namespace rm {
 
@@ -49,10 +50,24 @@ void require_directory(const std::string& path) {
   if (!fs::is_directory(path)) throw IoError(path + ": no such directory");
 }
 
-// A run directory (as opposed to one checkpoint) is recognised by its checkpoints/ folder.
+// A checkpoint holds manifest.json; a run directory config.yaml (every run writes it first) or
+// checkpoints/.
+bool is_checkpoint(const std::string& path) {
+  return fs::exists(fs::path(path) / "manifest.json");
+}
 bool is_run_dir(const std::string& path) {
-  return fs::is_directory(fs::path(path) / "checkpoints") &&
-         !fs::exists(fs::path(path) / "manifest.json");
+  return !is_checkpoint(path) && (fs::exists(fs::path(path) / "config.yaml") ||
+                                  fs::is_directory(fs::path(path) / "checkpoints"));
+}
+
+// Refuses, as bad input, a directory that is neither.
+void require_run_dir_or_checkpoint(const std::string& path) {
+  require_directory(path);
+  if (!is_checkpoint(path) && !is_run_dir(path)) {
+    throw IoError(path +
+                  ": neither a checkpoint (no manifest.json) nor a run directory (no "
+                  "config.yaml or checkpoints/)");
+  }
 }
 
 // One line per checkpoint: step, time, size, and "ok" or why not. Returns how many are bad
@@ -74,6 +89,14 @@ int print_checkpoint_table(const std::vector<CheckpointInfo>& list) {
 int cmd_ckpt_list(const CkptArgs& args) {
   return report_errors([&] {
     require_directory(args.path);
+    if (is_checkpoint(args.path)) {
+      throw IoError(args.path +
+                    ": is a checkpoint, not a run directory: `ringmaster ckpt verify` "
+                    "or `inspect` it, or list its run directory");
+    }
+    if (!is_run_dir(args.path)) {
+      throw IoError(args.path + ": not a run directory (no config.yaml or checkpoints/)");
+    }
     const auto list = list_checkpoints(args.path, VerifyLevel::kChecksums);
     if (list.empty()) {
       std::printf("%s: no checkpoints\n", args.path.c_str());
@@ -97,9 +120,14 @@ int cmd_ckpt_list(const CkptArgs& args) {
 
 int cmd_ckpt_verify(const CkptArgs& args) {
   return report_errors([&] {
-    require_directory(args.path);
+    require_run_dir_or_checkpoint(args.path);
     if (is_run_dir(args.path)) {
-      const int bad = print_checkpoint_table(list_checkpoints(args.path, VerifyLevel::kChecksums));
+      const auto list = list_checkpoints(args.path, VerifyLevel::kChecksums);
+      if (list.empty()) {
+        std::printf("%s: no checkpoints yet (nothing to verify)\n", args.path.c_str());
+        return kExitOk;
+      }
+      const int bad = print_checkpoint_table(list);
       if (bad > 0) {
         print_error(args.path + ": " + std::to_string(bad) + " checkpoint" +
                     (bad == 1 ? " does" : "s do") + " not verify");
@@ -120,10 +148,22 @@ int cmd_ckpt_verify(const CkptArgs& args) {
 
 int cmd_ckpt_inspect(const CkptArgs& args) {
   return report_errors([&] {
-    require_directory(args.path);
+    require_run_dir_or_checkpoint(args.path);
+    std::string path = args.path;
+    if (is_run_dir(path)) {
+      std::vector<std::string> skipped;
+      const auto newest = find_resume_checkpoint(path, &skipped);
+      if (!newest) {
+        std::string why;
+        for (const std::string& s : skipped) why += "\n  " + s;
+        throw IoError(path + ": no checkpoint that verifies" + why);
+      }
+      path = newest->path;
+      std::printf("run         %s: its newest checkpoint that verifies\n", args.path.c_str());
+    }
     Manifest m;
     try {
-      m = load_manifest(args.path);
+      m = load_manifest(path);
     } catch (const CheckpointError& e) {
       print_error(e.what());
       return kExitFailure;
@@ -131,8 +171,8 @@ int cmd_ckpt_inspect(const CkptArgs& args) {
       print_error(e.what());
       return kExitFailure;
     }
-    const VerifyResult files = verify_checkpoint(args.path, VerifyLevel::kStructure);
-    std::printf("checkpoint  %s\n", args.path.c_str());
+    const VerifyResult files = verify_checkpoint(path, VerifyLevel::kStructure);
+    std::printf("checkpoint  %s\n", path.c_str());
     std::printf("step        %" PRId64 "\n", m.step);
     std::printf("written by  %d rank%s, shard mode %s\n", m.world_size, m.world_size == 1 ? "" : "s",
                 m.shard_mode.c_str());

@@ -36,6 +36,14 @@ double number(const json& j, const char* key, double fallback = 0) {
   return has_number(j, key) ? j[key].get<double>() : fallback;
 }
 
+// A string field of an event line as written, or `fallback`; a value of another type, from a
+// file edited or written by something else, is shown as its JSON (nlohmann's value() would
+// throw a type error naming neither the file nor the key).
+std::string text(const json& j, const char* key, const std::string& fallback) {
+  if (!j.contains(key)) return fallback;
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
 // "KEY=VALUE" of `scontrol show job -o` output, or "".
 std::string scontrol_field(const std::string& line, const std::string& key) {
   const std::string needle = key + "=";
@@ -152,12 +160,12 @@ int cmd_status(const StatusArgs& args) {
     int restarts = 0;
     std::string last_restart;
     for (const json& e : read_run_events(dir)) {
-      const std::string kind = e.value("event", "");
+      const std::string kind = text(e, "event", "");
       if (kind != "restart" && kind != "requeue") continue;
       ++restarts;
-      last_restart = e.value("time", "?") + ": " + kind + ", " + e.value("reason", "?");
-      if (has_number(e, "exit_code")) {
-        last_restart += " (exit code " + std::to_string(e["exit_code"].get<int>()) + ")";
+      last_restart = text(e, "time", "?") + ": " + kind + ", " + text(e, "reason", "?");
+      if (e.contains("exit_code") && !e["exit_code"].is_null()) {
+        last_restart += " (exit code " + text(e, "exit_code", "") + ")";
       }
     }
     std::printf("restarts    %d%s\n", restarts,

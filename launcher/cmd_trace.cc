@@ -4,6 +4,7 @@
 
 #include "base/exit_codes.h"
 #include "io/atomic_file.h"
+#include "io/io_error.h"
 #include "io/posix_io.h"
 #include "launcher/commands.h"
 #include "launcher/trace_merge.h"
@@ -22,8 +23,9 @@ int cmd_trace(const TraceArgs& args) {
   try {
     write_file_atomic(out, merged.json.data(), merged.json.size());
   } catch (const std::exception& e) {
+    // As `report` answers a file it cannot write: an IoError is the path's (bad input).
     std::fprintf(stderr, "ringmaster trace: %s\n", e.what());
-    return kExitFailure;
+    return dynamic_cast<const IoError*>(&e) != nullptr ? kExitBadInput : kExitFailure;
   }
   for (const std::string& note : merged.notes) std::fprintf(stderr, "ringmaster trace: %s\n", note.c_str());
   std::printf("%s: %zu events of %d ranks; open it in Perfetto (ui.perfetto.dev, \"Open trace "

@@ -25,10 +25,20 @@
 namespace rm {
 namespace {
 
+// The first token of a sample from a model that takes ids, when no --prompt was given: GPT-2's
+// <|endoftext|> for its vocabulary (as llm.c starts its samples), padded or not; else 0. (The
+// default prompt, a newline, is text, and no id.)
+constexpr int kGpt2Vocab = 50257, kGpt2PaddedVocab = 50304, kGpt2EndOfText = 50256;
+int default_start_id(int vocab) {
+  return vocab == kGpt2Vocab || vocab == kGpt2PaddedVocab ? kGpt2EndOfText : 0;
+}
+
 // A prompt through the tokenizer where there is one; byte-level models take it as text, others
-// as whitespace-separated token ids.
-std::vector<int> encode_prompt(const std::string& prompt, int vocab, BpeTokenizer* tokenizer) {
+// as whitespace-separated token ids (a default id when none was given).
+std::vector<int> encode_prompt(const std::string& prompt, bool given, int vocab,
+                               BpeTokenizer* tokenizer) {
   std::vector<int> tokens;
+  if (tokenizer == nullptr && vocab != 256 && !given) return {default_start_id(vocab)};
   if (tokenizer != nullptr) {
     tokens = tokenizer->encode(prompt);
   } else if (vocab == 256) {
@@ -103,8 +113,8 @@ int cmd_sample(const SampleArgs& args) {
     std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
     std::vector<int> prompt;
     try {
-      prompt =
-          encode_prompt(args.prompt, run.model->vocab_size(), tokenizer ? &*tokenizer : nullptr);
+      prompt = encode_prompt(args.prompt, args.prompt_given, run.model->vocab_size(),
+                             tokenizer ? &*tokenizer : nullptr);
     } catch (const std::invalid_argument& e) {
       print_error(e.what());
       return kExitBadInput;
@@ -183,9 +193,15 @@ int cmd_eval(const EvalArgs& args) {
     auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size(),
                                tokenizer ? &*tokenizer : nullptr);
     const int per_window = run.model->targets_per_sample();
-    // Whole windows only, at least one: --max-tokens is an upper bound.
+    // Whole windows only: --max-tokens is an upper bound, which one window must fit under.
+    if (args.max_tokens > 0 && args.max_tokens < per_window) {
+      print_error("eval: --max-tokens " + std::to_string(args.max_tokens) +
+                  " is less than one window, which scores " + std::to_string(per_window) +
+                  " tokens with this model (model.seq_len): give at least that, or 0 for all");
+      return kExitBadInput;
+    }
     const uint64_t max_windows =
-        args.max_tokens > 0 ? std::max<uint64_t>(1, args.max_tokens / per_window) : 0;
+        args.max_tokens > 0 ? static_cast<uint64_t>(args.max_tokens) / per_window : 0;
     ResidentParams params(*run.model, run.params);
     const EvalResult r = evaluate_windows(*run.model, params, *data, max_windows);
     std::printf("loss=%.6f tokens=%lld\n", r.mean_loss, static_cast<long long>(r.targets));

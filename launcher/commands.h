@@ -68,6 +68,7 @@ int cmd_trace(const TraceArgs& args);
 struct SampleArgs {
   std::string run_dir;
   std::string prompt = "\n";
+  bool prompt_given = false;  // --prompt given: models that take ids start from a default id
   int tokens = 200;
   SamplingOptions sampling;  // temperature, top_k, top_p
   uint64_t seed = 1337;

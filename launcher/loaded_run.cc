@@ -19,7 +19,8 @@ std::unique_ptr<Model> make_for(const JobConfig& job, int max_batch, const Model
   return make ? make(job, batch) : make_model(job.model, batch);
 }
 
-LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch, const ModelMaker& make) {
+LoadedRun load_checkpoint_as_is(const std::string& ckpt_dir, int max_batch,
+                                const ModelMaker& make) {
   CheckpointReader reader(ckpt_dir);
   const Manifest& m = reader.manifest();
   LoadedRun run;
@@ -31,6 +32,16 @@ LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch, const Mode
   run.source = ckpt_dir;
   run.step = m.step;
   return run;
+}
+
+LoadedRun load_checkpoint(const std::string& ckpt_dir, int max_batch, const ModelMaker& make) {
+  try {
+    return load_checkpoint_as_is(ckpt_dir, max_batch, make);
+  } catch (const CheckpointError& e) {
+    // A damaged checkpoint given to eval, sample or export is bad input (exit 2), as a damaged
+    // weights.bin is; `ckpt verify` is what reports damage as its finding (exit 1).
+    throw IoError(e.what());
+  }
 }
 
 }  // namespace
@@ -47,15 +58,28 @@ LoadedRun load_trained_model(const std::string& path, int max_batch, const Model
     throw IoError(config + ": no such file (is " + path + " a run directory or a checkpoint?)");
   }
   if (!fs::exists(weights)) {
-    std::vector<std::string> skipped;
-    const auto ckpt = find_resume_checkpoint(path, &skipped);
-    if (!ckpt) {
-      std::string why;
-      for (const std::string& s : skipped) why += "\n  " + s;
-      throw IoError(path + ": has neither weights.bin (the run has not finished) nor a "
-                    "checkpoint that verifies" + why);
+    // A run still training may remove the checkpoint chosen here (checkpoint.keep) before it is
+    // read: a failed read is tried again while the newest checkpoint that verifies is another
+    // one by then (if it is the same one, the failure is the checkpoint's own).
+    constexpr int kAttempts = 5;
+    for (int attempt = 1;; ++attempt) {
+      std::vector<std::string> skipped;
+      const auto ckpt = find_resume_checkpoint(path, &skipped);
+      if (!ckpt) {
+        std::string why;
+        for (const std::string& s : skipped) why += "\n  " + s;
+        throw IoError(path +
+                      ": has neither weights.bin (the run has not finished) nor a "
+                      "checkpoint that verifies" +
+                      why);
+      }
+      try {
+        return load_checkpoint(ckpt->path, max_batch, make);
+      } catch (const IoError&) {
+        const auto now = find_resume_checkpoint(path);
+        if (attempt == kAttempts || !now || now->path == ckpt->path) throw;
+      }
     }
-    return load_checkpoint(ckpt->path, max_batch, make);
   }
   LoadedRun run;
   run.job = load_job(config);

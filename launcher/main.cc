@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <limits>
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "io/io_error.h"
 #include "kernels/cpu/blas_kernels.h"
+#include "launcher/cli_checks.h"
 #include "launcher/commands.h"
 #include "worker/test_hooks.h"
 
@@ -96,52 +98,78 @@ int main(int argc, char** argv) {
   rm::ReportArgs report;
   auto* rp = app.add_subcommand(
       "report", "one HTML page of plots and facts over runs: loss, lr, speed, step time, events");
-  rp->add_option("run_dirs", report.run_dirs, "run directories (plots overlay them)")->required();
-  rp->add_option("-o,--output", report.output, "output file (default RUN_DIR/report.html)");
+  rp->add_option("run_dirs", report.run_dirs, "run directories (plots overlay them)")
+      ->required()
+      ->check(rm::cli::non_empty());
+  rp->add_option("-o,--output", report.output, "output file (default RUN_DIR/report.html)")
+      ->transform(rm::cli::output_file());
 
   rm::TraceArgs trace;
   auto* tr = app.add_subcommand(
       "trace", "merge a run's per-rank traces into one file for Perfetto or chrome://tracing");
-  tr->add_option("run_dir", trace.run_dir, "run directory")->required();
-  tr->add_option("-o,--output", trace.output, "output file (default RUN_DIR/trace.json)");
+  tr->add_option("run_dir", trace.run_dir, "run directory")
+      ->required()
+      ->check(rm::cli::non_empty());
+  tr->add_option("-o,--output", trace.output, "output file (default RUN_DIR/trace.json)")
+      ->transform(rm::cli::output_file());
 
   rm::SampleArgs sample;
   auto* s = app.add_subcommand("sample", "generate text from a run's weights (or a checkpoint's)");
-  s->add_option("path", sample.run_dir, "run directory or checkpoint directory")->required();
-  s->add_option("--prompt", sample.prompt, "text to continue");
-  s->add_option("--tokens", sample.tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
+  s->add_option("path", sample.run_dir, "run directory or checkpoint directory")
+      ->required()
+      ->check(rm::cli::non_empty());
+  auto* prompt = s->add_option(
+      "--prompt", sample.prompt,
+      "text to continue (default: a newline); a model without a tokenizer whose vocabulary is "
+      "not 256 bytes takes token ids, space-separated (default: 50256, GPT-2's <|endoftext|>, "
+      "for GPT-2's vocabulary, else 0)");
+  s->add_option("--tokens", sample.tokens, "tokens to generate")->check(rm::cli::whole_number());
   s->add_option("--temperature", sample.sampling.temperature, "0 = greedy")
-      ->check(CLI::NonNegativeNumber);
+      ->check(rm::cli::real_at_least(0.0));
   s->add_option("--top-k", sample.sampling.top_k,
                 "sample among the K most likely tokens only; 0 = all")
-      ->check(CLI::NonNegativeNumber);
+      ->check(rm::cli::whole_number());
   s->add_option("--top-p", sample.sampling.top_p,
                 "sample among the most likely tokens up to this much probability (nucleus); 1 = "
                 "all")
-      ->check(CLI::Range(0.0, 1.0));
-  s->add_option("--seed", sample.seed, "sampling seed");
+      ->check(rm::cli::share());
+  s->add_option("--seed", sample.seed, "sampling seed")
+      ->check(rm::cli::whole_number(0, std::numeric_limits<uint64_t>::max()));
   s->add_option("--tokenizer", sample.tokenizer,
                 "GPT-2 tokenizer directory for the prompt and the output (default: the job's "
-                "data.tokenizer)");
+                "data.tokenizer)")
+      ->check(rm::cli::non_empty());
   add_placement_options(s, &sample.backend, &sample.precision);
 
   rm::EvalArgs eval;
   auto* e = app.add_subcommand(
       "eval", "a run's model on a file: mean loss per token, or multiple-choice accuracy");
-  e->add_option("path", eval.run_dir, "run directory or checkpoint directory")->required();
-  auto* eval_data = e->add_option("--data", eval.data, "text file or llm.c token shard");
-  auto* eval_choices = e->add_option(
-      "--choices", eval.choices,
-      "multiple-choice file in llm.c's eval format (hellaswag_val.bin): prints the accuracy");
+  e->add_option("path", eval.run_dir, "run directory or checkpoint directory")
+      ->required()
+      ->check(rm::cli::non_empty());
+  auto* eval_data = e->add_option("--data", eval.data, "text file or llm.c token shard")
+                        ->check(rm::cli::non_empty());
+  auto* eval_choices =
+      e->add_option(
+           "--choices", eval.choices,
+           "multiple-choice file in llm.c's eval format (hellaswag_val.bin): prints the accuracy")
+          ->check(rm::cli::non_empty());
   eval_data->excludes(eval_choices);
-  e->add_option("--max-tokens", eval.max_tokens, "score at most this many tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+  const uint64_t most = std::numeric_limits<int64_t>::max();
+  e->add_option("--max-tokens", eval.max_tokens,
+                "--data: score at most this many tokens, in whole windows of the model's seq_len "
+                "(0 = all)")
+      ->check(rm::cli::whole_number(0, most))
+      ->excludes(eval_choices);
   e->add_option("--max-examples", eval.max_examples,
                 "--choices: score the first this many examples (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(rm::cli::whole_number(0, most))
+      ->excludes(eval_data);
   e->add_option("--tokenizer", eval.tokenizer,
-                "GPT-2 tokenizer directory that encodes a text file (default: the job's "
-                "data.tokenizer)");
+                "--data: GPT-2 tokenizer directory that encodes a text file (default: the job's "
+                "data.tokenizer)")
+      ->check(rm::cli::non_empty())
+      ->excludes(eval_choices);
   add_placement_options(e, &eval.backend, &eval.precision);
 
   rm::TokenizeArgs tokenize;
@@ -152,7 +180,8 @@ int main(int argc, char** argv) {
                  "directory with encoder.json and vocab.bpe (or vocab.json and merges.txt)")
       ->required();
   tk->add_option("-o,--output", tokenize.output, "shard to write (data.format: tokens)")
-      ->required();
+      ->required()
+      ->transform(rm::cli::output_file());
 
   auto* bench = app.add_subcommand("bench", "benchmarks that print figures beside a baseline");
   bench->require_subcommand(1);
@@ -209,20 +238,34 @@ int main(int argc, char** argv) {
   rm::CkptArgs ckpt_args;
   auto* cl =
       ckpt->add_subcommand("list", "a run's checkpoints: step, time, size, verified or why not");
-  cl->add_option("run_dir", ckpt_args.path, "run directory")->required();
+  cl->add_option("run_dir", ckpt_args.path, "run directory")
+      ->required()
+      ->check(rm::cli::non_empty());
   auto* cv = ckpt->add_subcommand(
       "verify", "check every file and checksum; exit 0, or 1 naming the bad file");
-  cv->add_option("path", ckpt_args.path, "checkpoint directory")->required();
+  cv->add_option("path", ckpt_args.path,
+                 "checkpoint directory, or a run directory (all its checkpoints)")
+      ->required()
+      ->check(rm::cli::non_empty());
   auto* ci =
       ckpt->add_subcommand("inspect", "tensors, shapes, training state and job of a checkpoint");
-  ci->add_option("path", ckpt_args.path, "checkpoint directory")->required();
+  ci->add_option("path", ckpt_args.path,
+                 "checkpoint directory, or a run directory (its newest checkpoint that verifies)")
+      ->required()
+      ->check(rm::cli::non_empty());
   auto* ce = ckpt->add_subcommand("export", "write a checkpoint's model as one file");
-  ce->add_option("path", ckpt_args.path, "checkpoint directory")->required();
+  ce->add_option("path", ckpt_args.path,
+                 "checkpoint directory, or a run directory (its weights.bin, or its newest "
+                 "checkpoint that verifies while it is unfinished)")
+      ->required()
+      ->check(rm::cli::non_empty());
   ce->add_option("--format", ckpt_args.format,
                  "safetensors (Hugging Face's GPT2LMHeadModel names), llmc (llm.c's model file, "
                  "fp32) or llmc-bf16 (the same in bf16, for llm.c's GPU trainer)")
       ->check(CLI::IsMember({"safetensors", "llmc", "llmc-bf16"}));
-  ce->add_option("-o,--output", ckpt_args.output, "output file")->required();
+  ce->add_option("-o,--output", ckpt_args.output, "output file")
+      ->required()
+      ->transform(rm::cli::output_file());
 
   auto* docs = app.add_subcommand("docs", "print generated documentation");
   docs->require_subcommand(1);
@@ -258,6 +301,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   run.argv = bench_train.argv = bench_ar.argv = args;
   validate.nproc_given = v->get_option("--nproc")->count() > 0;
+  sample.prompt_given = prompt->count() > 0;
   run.job.nproc_given = r->get_option("--nproc")->count() > 0;
   plan.job.nproc_given = pl->get_option("--nproc")->count() > 0;
   bench_train.job.nproc_given = bt->get_option("--nproc")->count() > 0;

@@ -17,6 +17,9 @@ using nlohmann::json;
 // A trace window is bounded (trace_recorder.h: 200000 events, ~200 bytes each), so a file far
 // larger than that is not one of ours.
 constexpr uint64_t kMaxRankFileBytes = uint64_t{256} << 20;
+// More ranks than any job of ours has: a larger otherData.ranks is not one of our files (and
+// would have the merge name millions of missing ranks).
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
 
 struct RankFile {
   std::string path;
@@ -38,6 +41,19 @@ int rank_of_name(const std::string& name) {
   return std::stoi(digits);
 }
 
+// otherData's integer `key` of the file at `path`, or `absent` when it has none; a value of
+// another type is refused naming the file and the key (not nlohmann's type_error, which names
+// neither).
+int64_t int_field(const json& other, const char* key, int64_t absent, const std::string& path) {
+  const auto it = other.find(key);
+  if (it == other.end()) return absent;
+  if (!it->is_number_integer()) {
+    throw std::runtime_error(path + ": its otherData." + key + " is " + it->dump() +
+                             ", not a whole number");
+  }
+  return it->get<int64_t>();
+}
+
 RankFile read_rank_file(const std::string& path, int rank) {
   RankFile f;
   f.path = path;
@@ -48,13 +64,32 @@ RankFile read_rank_file(const std::string& path, int rank) {
                              "traceEvents and otherData, as observability.trace writes)");
   }
   const json& other = doc["otherData"];
-  if (other.value("rank", -1) != rank) {
+  if (int_field(other, "rank", -1, path) != rank) {
     throw std::runtime_error(path + ": its otherData.rank is " + other.value("rank", json()).dump() +
                              ", not " + std::to_string(rank) + " as its name says");
   }
+  const int64_t ranks = int_field(other, "ranks", 0, path);
+  if (ranks <= rank || ranks > kMaxRanks) {
+    throw std::runtime_error(path + ": its otherData.ranks is " + std::to_string(ranks) +
+                             ": for rank " + std::to_string(rank) + " it must be from " +
+                             std::to_string(rank + 1) + " to " + std::to_string(kMaxRanks));
+  }
+  int_field(other, "first_step", 0, path);
+  int_field(other, "last_step", 0, path);
+  const auto origin = other.find("origin_utc");
+  if (origin != other.end() && !origin->is_string()) {
+    throw std::runtime_error(path + ": its otherData.origin_utc is " + origin->dump() +
+                             ", not a string");
+  }
+  for (const json& e : doc["traceEvents"]) {
+    if (!e.is_object() || (e.contains("ph") && !e["ph"].is_string())) {
+      throw std::runtime_error(path + ": an event of its traceEvents is " + e.dump().substr(0, 80) +
+                               ", not an object with a string \"ph\" (a Chrome trace event)");
+    }
+  }
   f.rank = rank;
-  f.ranks = other.value("ranks", 0);
-  f.origin = other.value("origin_utc", "");
+  f.ranks = static_cast<int>(ranks);
+  f.origin = origin != other.end() ? origin->get<std::string>() : "";
   f.doc = std::move(doc);
   return f;
 }
@@ -63,6 +98,7 @@ RankFile read_rank_file(const std::string& path, int rank) {
 
 MergedTrace merge_rank_traces(const std::string& run_dir) {
   const std::string dir = io::join(run_dir, "trace");
+  if (!io::is_directory(run_dir)) throw std::runtime_error(run_dir + ": no such directory");
   if (!io::is_directory(dir)) {
     throw std::runtime_error(dir + ": no trace directory (the run did not record a trace: set "
                              "observability.trace: true in the job and run it)");
@@ -96,12 +132,21 @@ MergedTrace merge_rank_traces(const std::string& run_dir) {
     for (json& e : f.doc["traceEvents"]) events.push_back(std::move(e));
     ++out.ranks;
   }
+  // One note for the ranks without a file, naming the first few.
+  constexpr int kNamed = 8;
+  std::string missing;
+  int missing_count = 0;
   for (int r = 0; r < lead->ranks; ++r) {
     const auto it = files.find(r);
     if (it == files.end() || it->second.origin != lead->origin) {
-      out.notes.push_back("rank " + std::to_string(r) +
-                          ": no trace file (the rank ended before its window did)");
+      if (missing_count++ < kNamed) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
+  }
+  if (missing_count > 0) {
+    out.notes.push_back(
+        std::string(missing_count == 1 ? "rank " : "ranks ") + missing +
+        (missing_count > kNamed ? " and " + std::to_string(missing_count - kNamed) + " more" : "") +
+        ": no trace file (the rank ended before its window did)");
   }
   for (const json& e : events) out.events += e.value("ph", "") != "M" ? 1 : 0;
   const json merged = {{"traceEvents", std::move(events)},
