@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/run_lock.h"
+#include "configs/job_diff.h"
 #include "configs/job_loader.h"
 #include "configs/lr_decay_start.h"
 #include "io/atomic_file.h"
@@ -24,29 +25,27 @@ std::string run_file(const std::string& run_dir, const char* name) {
 
 namespace {
 
-// Whether two resolved jobs train the same thing: everything but how it runs (parallel,
-// checkpoint, resilience, observability, cluster), which may change between a run and its
-// resume (e.g. 4 ranks in ZeRO-1 resumed on 2 ranks in ZeRO-3), where it lives (name, run_dir: a
-// run directory that was moved or copied resumes from its new place), how long it trains
-// (train.steps: a run extended, or cut short) and how often it evaluates and logs.
-bool same_training(const JobConfig& a, const JobConfig& b) {
-  auto normal = [](JobConfig j) {
-    // Not train.eval_batches: validation losses over other batches do not compare (the best
-    // checkpoint of checkpoint.keep_best is chosen by them).
-    const TrainConfig defaults;
-    j.train.steps = defaults.steps;
-    j.train.eval_every = defaults.eval_every;
-    j.train.log_every = defaults.log_every;
-    j.name.clear();
-    j.run_dir.clear();
-    j.parallel = ParallelConfig();
-    j.checkpoint = CheckpointConfig();
-    j.resilience = ResilienceConfig();
-    j.observability = ObservabilityConfig();
-    j.cluster = ClusterConfig();
-    return to_yaml(j);
-  };
-  return normal(a) == normal(b);
+// What of a resolved job says what it trains: everything but how it runs (parallel, checkpoint,
+// resilience, observability, cluster), which may change between a run and its resume (e.g. 4
+// ranks in ZeRO-1 resumed on 2 ranks in ZeRO-3), where it lives (name, run_dir: a run directory
+// that was moved or copied resumes from its new place), how long it trains (train.steps: a run
+// extended, or cut short) and how often it evaluates and logs -- those set to defaults. Two
+// jobs train the same thing when their training parts are equal.
+JobConfig training_part(JobConfig j) {
+  // Not train.eval_batches: validation losses over other batches do not compare (the best
+  // checkpoint of checkpoint.keep_best is chosen by them).
+  const TrainConfig defaults;
+  j.train.steps = defaults.steps;
+  j.train.eval_every = defaults.eval_every;
+  j.train.log_every = defaults.log_every;
+  j.name.clear();
+  j.run_dir.clear();
+  j.parallel = ParallelConfig();
+  j.checkpoint = CheckpointConfig();
+  j.resilience = ResilienceConfig();
+  j.observability = ObservabilityConfig();
+  j.cluster = ClusterConfig();
+  return j;
 }
 
 // What a resumed run changes that it may (train.steps), for the run to say; empty when nothing.
@@ -125,21 +124,14 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
       now = load_job_from_string(resolved_job, "config.yaml");
     } catch (const std::exception&) {
     }
-    if (!before || !now || !same_training(*before, *now)) {
-      throw IoError(run_dir + ": holds a run of a different job (" + previous +
-                    " differs); pass --fresh to start over, or set run_dir");
+    const std::string differs =
+        before && now ? describe_differences(training_part(*before), training_part(*now)) : "";
+    if (!before || !now || !differs.empty()) {
+      throw IoError(run_dir + ": holds a run of a different job (" + previous + " differs" +
+                    (differs.empty() ? "" : ": " + differs) +
+                    "); pass --fresh to start over, or set run_dir");
     }
-    std::string length = changed_length(*before, *now);
-    // A finished run extended is unfinished again: its weights.bin, the old end's, would
-    // otherwise be what eval, sample and ckpt export read of it while it trains on (they take
-    // the newest checkpoint of an unfinished run). The old end is the newest checkpoint, which
-    // the run resumes from, and the run writes weights.bin again when it ends.
-    if (has_weights && has_checkpoints && now->train.steps > before->train.steps) {
-      io::remove_tree(weights);
-      length += "; weights.bin (the " + std::to_string(before->train.steps) +
-                "-step run's) is removed until the run ends again";
-    }
-    if (changes != nullptr) *changes = length;
+    if (changes != nullptr) *changes = changed_length(*before, *now);
   }
   if (has_checkpoints) return RunStart::kResume;
   if (has_weights) {

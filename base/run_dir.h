@@ -36,8 +36,6 @@ enum class RunStart {
 //  - changes (may be null): one line for the run to print when train.steps differs from the
 //    run the directory holds (what the run will do, and what becomes of its learning-rate
 //    schedule); empty otherwise.
-//  - a finished run extended (a larger train.steps, checkpoints and weights.bin there) loses its
-//    weights.bin, which is the old end's: it is unfinished again until it writes a new one.
 // Writes nothing else.
 RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
                          std::string* changes = nullptr);

@@ -298,6 +298,24 @@ std::vector<std::string> MemorySnapshot::remove_orphans(const std::string& prefi
   return removed;
 }
 
+std::vector<std::string> MemorySnapshot::remove_homed(const std::string& prefix,
+                                                      const std::string& home) {
+  std::vector<std::string> removed;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return removed;
+  std::vector<std::string> names;
+  while (const dirent* e = readdir(dir)) {
+    const std::string name = std::string("/") + e->d_name;
+    if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
+  }
+  closedir(dir);
+  for (const std::string& name : names) {
+    if (home_of(name) == home && shm_unlink(name.c_str()) == 0) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 int MemorySnapshot::begin_write(size_t bytes) {
   if (bytes > capacity_) {
     throw std::invalid_argument("memory snapshot " + name_ + ": " + std::to_string(bytes) +

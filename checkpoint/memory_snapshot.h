@@ -61,6 +61,9 @@ class MemorySnapshot {
   // there and the home is not (so a file system not mounted yet orphans nothing). Returns
   // "<name> (<home>)" for each one removed. Segments it cannot read are left alone.
   static std::vector<std::string> remove_orphans(const std::string& prefix);
+  // Removes this host's segments whose name starts with `prefix` and whose header records the
+  // directory `home` (absolute, as written), whatever rank layout wrote them; returns their names.
+  static std::vector<std::string> remove_homed(const std::string& prefix, const std::string& home);
   static constexpr size_t kMaxHomeBytes = 3072;
 
   MemorySnapshot(MemorySnapshot&& other) noexcept;

@@ -48,6 +48,7 @@ int cmd_run(const RunArgs& args) {
     where.verifies_initial_weights = true;
     const CheckedJob checked = check_job(job_args.job, job_args.sets, where);
     const JobConfig& job = checked.job;
+    check_resume_source(job, args.from, args.fresh);
     std::string changes;
     prepare_run(job, args.fresh, &changes);
     if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());

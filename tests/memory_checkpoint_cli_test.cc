@@ -218,6 +218,47 @@ TEST(MemoryCheckpointStale, AFreshRunNeverReadsAnEarlierRunsSegment) {
   EXPECT_FALSE(fs::exists(segment_path(run + "2", 0)));
 }
 
+// An attempt without memory checkpoints makes the earlier attempts' segments stale as soon as it
+// trains: it removes them, so that a later attempt with them on cannot go back to one (before:
+// attempt 3 resumed from attempt 1's step, attempt 2's steps missing from metrics.jsonl). And a
+// run that ends removes those of an earlier layout too (here: 3 ranks killed, ended on 2).
+TEST(MemoryCheckpointStale, AnAttemptWithoutThemRemovesTheEarlierAttemptsSegments) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("off");
+  const std::string at = " --set run_dir=" + run;
+  ASSERT_NE(run_cli("run " + job + at + " --set cluster.env.RM_TEST_FAULT=kill:0:7", dir.path())
+                .exit_code,
+            0);
+  ASSERT_TRUE(fs::exists(segment_path(run, 0)));
+  const auto off = run_cli("run " + job + at +
+                               " --set checkpoint.memory_every=0 --set "
+                               "cluster.env.RM_TEST_FAULT=kill:0:6",
+                           dir.path());
+  ASSERT_NE(off.exit_code, 0);
+  EXPECT_NE(off.out.find("removed 1 in-memory checkpoint segment of this run's earlier attempts"),
+            std::string::npos)
+      << off.out;
+  EXPECT_FALSE(fs::exists(segment_path(run, 0)));
+  const auto on = run_cli("run " + job + at, dir.path());
+  ASSERT_EQ(on.exit_code, 0) << on.err << on.out;
+  EXPECT_EQ(on.out.find("resuming from memory"), std::string::npos) << on.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+
+  const std::string shrunk = dir.file("shrunk");
+  ASSERT_NE(run_cli("run " + job + np(3) + " --set run_dir=" + shrunk +
+                        " --set train.global_batch=12 --set cluster.env.RM_TEST_FAULT=kill:0:5",
+                    dir.path())
+                .exit_code,
+            0);
+  ASSERT_TRUE(fs::exists(segment_path(shrunk, 2)));
+  const auto ended =
+      run_cli("run " + job + np(2) + " --set run_dir=" + shrunk + " --set train.global_batch=12",
+              dir.path());
+  ASSERT_EQ(ended.exit_code, 0) << ended.err << ended.out;
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(fs::exists(segment_path(shrunk, r))) << r;
+}
+
 // A run that crashed and is never run again leaves its segments; once its directory is gone, the
 // next run on the host -- any job, memory checkpoints or not -- removes them, and only them.
 TEST(MemoryCheckpointOrphans, ACrashedRunsSegmentsGoOnceItsDirectoryIsGone) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -151,7 +152,8 @@ TEST(ResumeCli, AFinishedRunExtendedReadsAsItsNewestCheckpointUntilItEnds) {
   const auto killed = run_cli("run " + job + " --set train.steps=20 --set checkpoint.async=false",
                               dir.path(), "RM_TEST_FAULT=kill:0:18");
   EXPECT_NE(killed.exit_code, 0);
-  EXPECT_NE(killed.out.find("weights.bin (the 12-step run's) is removed until the run ends again"),
+  EXPECT_NE(killed.out.find("weights.bin, of the run's end at step 12, is removed until it ends "
+                            "again"),
             std::string::npos)
       << killed.out;
   EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin"));
@@ -193,6 +195,27 @@ TEST(ResumeCli, FreshLeavesNothingOfTheOldRun) {
   EXPECT_EQ(status.out.find("step_00000004"), std::string::npos) << status.out;
 }
 
+// A finished run none of whose checkpoints verifies is refused as one without checkpoints is
+// (before: trained again from step 0, metrics.jsonl cut, beside the old weights.bin).
+TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  const std::string weights = test::slurp(run + "/weights.bin");
+  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
+    std::ofstream(e.path() / "shard_00000.bin", std::ios::in | std::ios::out | std::ios::binary)
+        .write("garbage!", 8);
+  }
+  const auto again = run_cli("run " + job + " --set train.steps=16", dir.path());
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("holds a finished run (weights.bin) none of whose checkpoints verifies"),
+            std::string::npos)
+      << again.err;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), weights);
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+}
+
 TEST(ResumeCli, ADifferentJobNeedsFresh) {
   TempDir dir;
   const std::string job = job_file(dir);
@@ -200,6 +223,7 @@ TEST(ResumeCli, ADifferentJobNeedsFresh) {
   const auto r = run_cli("run " + job + " --set model.width=64", dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("different job"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("differs: model.width: 32 -> 64)"), std::string::npos) << r.err;
   EXPECT_EQ(run_cli("run " + job + " --set model.width=64 --fresh", dir.path()).exit_code, 0);
 }
 

@@ -7,6 +7,8 @@
 // rank 0 learns from its failure marker).
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <string>
 #include <vector>
 
@@ -112,6 +114,34 @@ INSTANTIATE_TEST_SUITE_P(Saves, SaveErrorCli,
                            return std::to_string(info.param.ranks) + "ranks_" +
                                   (info.param.async ? "async" : "sync");
                          });
+
+// Rank 0 alone fails to write the final weights.bin (ENOSPC at its first write): the job ends at
+// once with the cause, on every rank (before: rank 0 unwound into the communicator's destructor
+// while rank 1 waited in the last barrier; both sat out the collective timeout, 30 s here, 300 s
+// by default, and the cause was never printed).
+TEST(SaveErrorCli, AFailedFinalWriteOnRankZeroEndsTheJobAtOnceWithItsCause) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const std::string fault = "RM_TEST_IO_FAULT='scope=" + run + " journal=" + dir.file("j.log") +
+                            " count_under=" + run +
+                            " start_at=weights.bin op=write at=1 action=fail error=ENOSPC "
+                            "sticky=1 rank=0'";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_cli("run " + job_file(dir) +
+                             " --nproc 2 --set checkpoint.every=0 --set "
+                             "run_dir=" +
+                             run,
+                         dir.path(), fault, kGuard);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "timed out";
+  EXPECT_LT(took, 25.0) << "waited out the collective timeout";
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find("aborting: I/O error: "), std::string::npos) << all;
+  EXPECT_NE(all.find("weights.bin"), std::string::npos) << all;
+  EXPECT_NE(all.find("No space left on device"), std::string::npos) << all;
+  EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin"));
+}
 
 }  // namespace
 }  // namespace rm

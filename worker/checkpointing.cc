@@ -6,10 +6,13 @@
 #include <vector>
 
 #include "base/elapsed.h"
+#include "base/input_error.h"
+#include "base/run_dir.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "io/io_error.h"
+#include "io/posix_io.h"
 #include "observe/run_events.h"
 #include "observe/trace_recorder.h"
 
@@ -175,6 +178,29 @@ double Checkpointing::take_blocked_ms() {
   return ms;
 }
 
+void Checkpointing::drop_newer_checkpoints(int64_t step) {
+  // A resume from an older checkpoint (--from) starts a new line from it: the run's checkpoints
+  // past it belong to the line it leaves, and the next plain resume would go back to the newest
+  // of them (its steps since then missing from metrics.jsonl, its settings in place of this
+  // line's). Committed ones go, durably; the line this run trains writes its own.
+  std::vector<std::string> dropped;
+  for (const CheckpointInfo& c : list_checkpoints(job_.run_dir, VerifyLevel::kStructure)) {
+    if (c.committed && c.step > step) {
+      io::remove_tree(c.path);
+      dropped.push_back("step " + std::to_string(c.step));
+    }
+  }
+  if (dropped.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < dropped.size(); ++i) list += (i ? ", " : "") + dropped[i];
+  std::printf(
+      "ringmaster: --from step %lld: removed this run's newer checkpoints (%s), of the "
+      "line the run leaves\n",
+      static_cast<long long>(step), list.c_str());
+  std::fflush(stdout);
+  append_run_event(job_.run_dir, "checkpoints_dropped", {{"from_step", step}, {"steps", dropped}});
+}
+
 int64_t Checkpointing::resume(const std::string& path) {
   // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others.
   double step = -1;
@@ -187,11 +213,16 @@ int64_t Checkpointing::resume(const std::string& path) {
       if (found) {
         chosen = found->path;
         step = static_cast<double>(found->step);
+      } else if (io::exists(run_file(job_.run_dir, "weights.bin"))) {
+        // A finished run none of whose checkpoints verifies: refused, as one without any is
+        // (base/run_dir.h), instead of training it again from step 0 beside its weights.bin.
+        step = kFinishedWithoutCheckpoint;
       }
     } else {
       const VerifyResult v = verify_checkpoint(chosen);
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
       step = static_cast<double>(v.step);
+      drop_newer_checkpoints(v.step);
     }
     if (step >= 0) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
@@ -207,6 +238,12 @@ int64_t Checkpointing::resume(const std::string& path) {
     }
   }
   comm_.broadcast(&step, 1, DType::kFloat64, 0)->wait();
+  if (step == kFinishedWithoutCheckpoint) {
+    throw InputError(job_.run_dir +
+                     ": holds a finished run (weights.bin) none of whose checkpoints verifies "
+                     "(above, why); pass --fresh to start it over, or set run_dir to a new "
+                     "directory");
+  }
   if (step < 0) return 0;
   const int64_t steps_done = static_cast<int64_t>(step);
   CheckpointReader reader(path.empty() ? checkpoint_path(job_.run_dir, steps_done) : path);

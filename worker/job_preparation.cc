@@ -3,8 +3,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 
+#include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "configs/job_diff.h"
 #include "configs/job_loader.h"
+#include "io/io_error.h"
 #include "planning/host_memory.h"
 #include "worker/initial_weights.h"
 #include "worker/step_graph.h"
@@ -33,6 +38,56 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
   check_initial_weights(
       c.job, where.verifies_initial_weights ? VerifyLevel::kChecksums : VerifyLevel::kStructure);
   return c;
+}
+
+void check_resume_source(const JobConfig& job, const std::string& from, bool fresh) {
+  namespace fs = std::filesystem;
+  if (from.empty()) return;
+  const std::string what = "--from " + from + ": ";
+  if (!fs::is_directory(from)) {
+    throw IoError(what + "no such directory (give a checkpoint: RUN_DIR/checkpoints/step_N)");
+  }
+  if (!fs::exists(fs::path(from) / kManifestFileName)) {
+    throw IoError(what + "not a checkpoint (no " + kManifestFileName +
+                  "; give one of RUN_DIR/checkpoints/step_N)");
+  }
+  const VerifyResult v = verify_checkpoint(from, VerifyLevel::kStructure);
+  if (!v.ok) throw IoError(what + "does not verify: " + v.error);
+  // Its model must be this job's (the ranks would find out only as they restore it, one by one).
+  JobConfig source;
+  try {
+    source = load_job_from_string(CheckpointReader(from).manifest().job, from + "/manifest.json");
+  } catch (const std::exception& e) {
+    throw IoError(what + "its job does not load: " + e.what());
+  }
+  // The architecture only: recompute, chunking, dropout and init_from change how it trains, not
+  // which tensors it has.
+  const auto architecture = [](const ModelConfig& m) {
+    JobConfig j;
+    j.model.type = m.type;
+    j.model.vocab_size = m.vocab_size;
+    j.model.seq_len = m.seq_len;
+    j.model.layers = m.layers;
+    j.model.heads = m.heads;
+    j.model.width = m.width;
+    j.model.mlp_embed = m.mlp_embed;
+    j.model.mlp_context = m.mlp_context;
+    return j;
+  };
+  if (const std::string d =
+          describe_differences(architecture(source.model), architecture(job.model));
+      !d.empty()) {
+    throw IoError(what + "a checkpoint of another model (" + d + ")");
+  }
+  if (fresh) {
+    const fs::path rel =
+        fs::weakly_canonical(from).lexically_relative(fs::weakly_canonical(job.run_dir));
+    if (!rel.empty() && *rel.begin() != "..") {
+      throw IoError(what + "inside " + job.run_dir +
+                    ", which --fresh empties first: drop --fresh (the run then goes on from "
+                    "this checkpoint), or copy the checkpoint elsewhere");
+    }
+  }
 }
 
 }  // namespace rm

@@ -54,6 +54,17 @@ std::string remove_orphaned_memory_checkpoints() {
   return line;
 }
 
+std::string remove_run_memory_checkpoints(const std::string& run_dir) {
+  const std::string dir = std::filesystem::absolute(run_dir).lexically_normal().string();
+  std::string prefix = memory_snapshot_name(hash_text(dir), 0);
+  prefix.resize(prefix.size() - 1);  // "/ringmaster-<hash>-r": every rank's, and replicas
+  const std::vector<std::string> removed = MemorySnapshot::remove_homed(prefix, dir);
+  if (removed.empty()) return "";
+  return "removed " + std::to_string(removed.size()) + " in-memory checkpoint segment" +
+         (removed.size() == 1 ? "" : "s") +
+         " of this run's earlier attempts from /dev/shm (this attempt keeps none, or starts anew)";
+}
+
 MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
                                   const std::vector<size_t>& slice_counts, int rank, bool replica) {
   const std::string dir = std::filesystem::absolute(run_dir).lexically_normal().string();

@@ -16,10 +16,12 @@
 #include "base/exit_codes.h"
 #include "base/run_dir.h"
 #include "base/stop_signal.h"
+#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "io/io_error.h"
+#include "io/posix_io.h"
 #include "kernels/compute_factory.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
@@ -61,6 +63,7 @@ enum StartKind : int {
 
 // Rank 0 only: prepares the run directory.
 StartKind prepare(const JobConfig& job, const RankArgs& args) {
+  check_resume_source(job, args.from, args.fresh);
   std::string changes;  // said here when the worker runs alone (`run` has said it before mpirun)
   const RunStart start = prepare_run(job, args.fresh, &changes);
   if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
@@ -168,114 +171,151 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       std::fflush(stdout);
     }
   }
-  Trainer trainer(job, data, comm, options);
-  trainer.enable_checkpoints(to_yaml(job));
-  if (start == kStartNew) trainer.discard_memory_checkpoints();
-  const bool resuming = start == kStartResume ||
-                        (start == kStartUnfinished && job.checkpoint.memory_every > 0);
-  const auto restore_began = std::chrono::steady_clock::now();
-  const int64_t steps_done = resuming ? trainer.resume(from) : 0;
-  // model.init_from: at a run's first start only. A run that resumed goes on from its own
-  // weights; a restart before its first checkpoint starts from init_from again.
-  if (!job.model.init_from.empty()) {
-    if (steps_done == 0) {
-      trainer.load_initial_weights();
-    } else if (rank0) {
-      std::printf("ringmaster: model.init_from not read: the run goes on from its own step %lld\n",
-                  static_cast<long long>(steps_done));
-      std::fflush(stdout);
-    }
-  }
-  const double restore_s = resuming ? seconds_since(restore_began) : 0;
-  std::unique_ptr<MetricsLog> metrics;
-  // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
-  const double peak_flops =
-      rank0 && choice.kind == ComputeKind::kCpu
-          ? cpu::measure_fma_peak(cpu::host_cpu_features(), threads).flops_per_s
-          : 0;
-  if (rank0) {
-    metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
-    trainer.set_metrics(metrics.get());
-    nlohmann::json started =
-        started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops);
-    // How long this start took, for the recovery figures (scripts/bench-recovery.sh): since rank
-    // 0's process began (MPI start, set-up and restore), and of that the restore.
-    if (const double age = process_age_s(); age >= 0) {
-      started["startup_s"] = std::round(age * 100) / 100;
-    }
-    started["restore_s"] = std::round(restore_s * 1000) / 1000;
-    append_run_event(job.run_dir, "started", started);
-    std::printf(
-        "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
-        "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
-        job.name.c_str(), choice_name(job.model.type), trainer.model().layout().size() / 1e6,
-        static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
-        comm.size(), comm.size() == 1 ? "" : "s", threads, choice_name(job.parallel.shard),
-        choice_name(job.parallel.precision),
-        job.parallel.grad_reduce == Precision::kBf16 ? ", gradients reduced in bf16" : "",
-        job.run_dir.c_str());
-  }
-  // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
-  // log only.
-  std::printf("ringmaster: %s%scompute %s (%s)\n", where.c_str(), where.empty() ? "" : ", ",
-              devices.compute->describe().c_str(), choice.reason.c_str());
-  if (rank0 && comm.size() > 1) std::printf("ringmaster: collectives %s\n", comm.describe().c_str());
-  std::fflush(stdout);
-  std::unique_ptr<ConsoleProgress> console;
-  if (rank0) console = make_console(job, trainer.model(), choice, comm.size(), peak_flops);
-  trainer.set_console(console.get());
-  Trainer::Outcome outcome;
   try {
-    outcome = trainer.run();
+    Trainer trainer(job, data, comm, options);
+    trainer.enable_checkpoints(to_yaml(job));
+    if (start == kStartNew) trainer.discard_memory_checkpoints();
+    // An attempt that keeps no checkpoints in memory makes any the run's earlier attempts left
+    // stale the moment it trains (a later attempt with them on would restore one: steps lost from
+    // metrics.jsonl, two attempts' states mixed); a new run's too, whatever layout left them.
+    if ((start == kStartNew || job.checkpoint.memory_every == 0) &&
+        (mpi == nullptr || mpi->local_rank() == 0)) {
+      const std::string removed = remove_run_memory_checkpoints(job.run_dir);
+      if (!removed.empty()) {
+        std::printf("ringmaster: %s%s\n",
+                    rank0 ? "" : ("rank " + std::to_string(rank) + ": ").c_str(), removed.c_str());
+        std::fflush(stdout);
+      }
+    }
+    const bool resuming =
+        start == kStartResume || (start == kStartUnfinished && job.checkpoint.memory_every > 0);
+    const auto restore_began = std::chrono::steady_clock::now();
+    const int64_t steps_done = resuming ? trainer.resume(from) : 0;
+    // A finished run extended (a larger train.steps) is unfinished again once it has resumed: its
+    // weights.bin, the earlier end's, would be what eval, sample and ckpt export read of it while
+    // it trains on (they take the newest checkpoint of an unfinished run). That end is in the
+    // checkpoint just resumed from, and the run writes weights.bin again when it ends.
+    if (rank0 && steps_done > 0 && steps_done < job.train.steps) {
+      const std::string weights = run_file(job.run_dir, "weights.bin");
+      if (io::exists(weights)) {
+        io::remove_tree(weights);
+        std::printf(
+            "ringmaster: weights.bin, of the run's end at step %lld, is removed until it "
+            "ends again (eval, sample and ckpt export read its newest checkpoint "
+            "meanwhile)\n",
+            static_cast<long long>(steps_done));
+        std::fflush(stdout);
+      }
+    }
+    // model.init_from: at a run's first start only. A run that resumed goes on from its own
+    // weights; a restart before its first checkpoint starts from init_from again.
+    if (!job.model.init_from.empty()) {
+      if (steps_done == 0) {
+        trainer.load_initial_weights();
+      } else if (rank0) {
+        std::printf(
+            "ringmaster: model.init_from not read: the run goes on from its own step %lld\n",
+            static_cast<long long>(steps_done));
+        std::fflush(stdout);
+      }
+    }
+    const double restore_s = resuming ? seconds_since(restore_began) : 0;
+    std::unique_ptr<MetricsLog> metrics;
+    // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
+    const double peak_flops =
+        rank0 && choice.kind == ComputeKind::kCpu
+            ? cpu::measure_fma_peak(cpu::host_cpu_features(), threads).flops_per_s
+            : 0;
+    if (rank0) {
+      metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
+      trainer.set_metrics(metrics.get());
+      nlohmann::json started =
+          started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops);
+      // How long this start took, for the recovery figures (scripts/bench-recovery.sh): since rank
+      // 0's process began (MPI start, set-up and restore), and of that the restore.
+      if (const double age = process_age_s(); age >= 0) {
+        started["startup_s"] = std::round(age * 100) / 100;
+      }
+      started["restore_s"] = std::round(restore_s * 1000) / 1000;
+      append_run_event(job.run_dir, "started", started);
+      std::printf(
+          "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
+          "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
+          job.name.c_str(), choice_name(job.model.type), trainer.model().layout().size() / 1e6,
+          static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
+          comm.size(), comm.size() == 1 ? "" : "s", threads, choice_name(job.parallel.shard),
+          choice_name(job.parallel.precision),
+          job.parallel.grad_reduce == Precision::kBf16 ? ", gradients reduced in bf16" : "",
+          job.run_dir.c_str());
+    }
+    // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
+    // log only.
+    std::printf("ringmaster: %s%scompute %s (%s)\n", where.c_str(), where.empty() ? "" : ", ",
+                devices.compute->describe().c_str(), choice.reason.c_str());
+    if (rank0 && comm.size() > 1)
+      std::printf("ringmaster: collectives %s\n", comm.describe().c_str());
+    std::fflush(stdout);
+    std::unique_ptr<ConsoleProgress> console;
+    if (rank0) console = make_console(job, trainer.model(), choice, comm.size(), peak_flops);
+    trainer.set_console(console.get());
+    const Trainer::Outcome outcome = trainer.run();
+    if (console) console->clear();
+    trainer.wait_for_checkpoints();
+    // The disk now holds this step (stopped) or the weights (finished): the segments would only
+    // hold memory.
+    trainer.discard_memory_checkpoints();
+    // ...and those an earlier layout of the job left (a run shrunk onto fewer ranks).
+    comm.barrier();
+    if (mpi == nullptr || mpi->local_rank() == 0) remove_run_memory_checkpoints(job.run_dir);
+    if (outcome == Trainer::Outcome::kStopped) {
+      // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
+      // mpirun a rank that exits early with a non-zero code gets the others killed.
+      comm.barrier();
+      if (rank0) {
+        const int sig = trainer.stop_signal();
+        append_run_event(job.run_dir, "stopped",
+                         {{"step", trainer.next_step()},
+                          {"signal", sig != 0 ? signal_name(sig) : "(seen on another rank)"}});
+        std::printf(
+            "ringmaster: stopped by %s after step %lld; checkpoint saved; run the same "
+            "command again to resume\n",
+            sig != 0 ? signal_name(sig).c_str() : "a signal (first seen on another rank)",
+            static_cast<long long>(trainer.next_step()));
+        std::fflush(stdout);
+      }
+      return kExitStopped;
+    }
+    // Rank 0 writes weights.bin as the parameters stream past (gathered unit by unit under
+    // ZeRO-3; the other ranks take part in the gathers): no rank holds a second copy of the model.
+    if (!rank0) {
+      trainer.state().stream_params(nullptr);
+    } else {
+      const std::string weights = run_file(job.run_dir, "weights.bin");
+      WeightsFileWriter out(weights, trainer.model().layout().size());
+      trainer.state().stream_params(
+          [&](const float* data, size_t count) { out.append(data, count); });
+      out.commit();
+      std::printf("ringmaster: done; weights in %s\n", weights.c_str());
+      // Rank 0's peak resident memory over the whole run, the final write included.
+      append_run_event(job.run_dir, "finished",
+                       {{"step", trainer.next_step()},
+                        {"weights", weights},
+                        {"peak_rss_mib", std::round(peak_rss_mib() * 10) / 10}});
+    }
+    comm.barrier();
+    return kExitOk;
   } catch (const IoError& e) {
-    // One rank's I/O failure mid-run -- rank 0's metrics.jsonl on a full disk -- ends the job at
-    // once with its cause, as a failed save does (Checkpointing::or_abort): unwinding here would
-    // meet the other ranks in destructors and end in their collective timeout, the cause lost.
-    if (comm.size() > 1) comm.abort(std::string("I/O error during training: ") + e.what());
+    // One rank's I/O failure -- rank 0's metrics.jsonl or weights.bin on a full disk -- ends the
+    // job at once with its cause, as a failed save does (Checkpointing::or_abort): unwinding here
+    // would meet the other ranks in the communicator's destructor while they wait in a
+    // collective, and end in their timeout (300 s by default) with the cause never printed.
+    if (comm.size() > 1) comm.abort(std::string("I/O error: ") + e.what());
+    throw;
+  } catch (const CheckpointError& e) {
+    // Likewise a checkpoint that fails as one rank reads its part (a checksum of its piece).
+    if (comm.size() > 1) comm.abort(e.what());
     throw;
   }
-  if (console) console->clear();
-  trainer.wait_for_checkpoints();
-  // The disk now holds this step (stopped) or the weights (finished): the segments would only
-  // hold memory.
-  trainer.discard_memory_checkpoints();
-  if (outcome == Trainer::Outcome::kStopped) {
-    // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
-    // mpirun a rank that exits early with a non-zero code gets the others killed.
-    comm.barrier();
-    if (rank0) {
-      const int sig = trainer.stop_signal();
-      append_run_event(job.run_dir, "stopped",
-                       {{"step", trainer.next_step()},
-                        {"signal", sig != 0 ? signal_name(sig) : "(seen on another rank)"}});
-      std::printf(
-          "ringmaster: stopped by %s after step %lld; checkpoint saved; run the same "
-          "command again to resume\n",
-          sig != 0 ? signal_name(sig).c_str() : "a signal (first seen on another rank)",
-          static_cast<long long>(trainer.next_step()));
-      std::fflush(stdout);
-    }
-    return kExitStopped;
-  }
-  // Rank 0 writes weights.bin as the parameters stream past (gathered unit by unit under
-  // ZeRO-3; the other ranks take part in the gathers): no rank holds a second copy of the model.
-  if (!rank0) {
-    trainer.state().stream_params(nullptr);
-  } else {
-    const std::string weights = run_file(job.run_dir, "weights.bin");
-    WeightsFileWriter out(weights, trainer.model().layout().size());
-    trainer.state().stream_params(
-        [&](const float* data, size_t count) { out.append(data, count); });
-    out.commit();
-    std::printf("ringmaster: done; weights in %s\n", weights.c_str());
-    // Rank 0's peak resident memory over the whole run, the final write included.
-    append_run_event(job.run_dir, "finished",
-                     {{"step", trainer.next_step()},
-                      {"weights", weights},
-                      {"peak_rss_mib", std::round(peak_rss_mib() * 10) / 10}});
-  }
-  comm.barrier();
-  return kExitOk;
 }
 
 // A rank checks its job as `run` does before it launches (worker/job_preparation.h), before
