@@ -268,6 +268,19 @@ std::string home_of(const std::string& name) {
   return std::string(h.home, h.home_bytes);
 }
 
+// The shm_open names ("/NAME") in /dev/shm that start with `prefix`.
+std::vector<std::string> segments_named(const std::string& prefix) {
+  std::vector<std::string> names;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* e = readdir(dir)) {
+    const std::string name = std::string("/") + e->d_name;
+    if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
+  }
+  closedir(dir);
+  return names;
+}
+
 bool is_directory(const std::string& path) {
   struct stat st{};
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -277,15 +290,7 @@ bool is_directory(const std::string& path) {
 
 std::vector<std::string> MemorySnapshot::remove_orphans(const std::string& prefix) {
   std::vector<std::string> removed;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return removed;
-  std::vector<std::string> names;
-  while (const dirent* e = readdir(dir)) {
-    const std::string name = std::string("/") + e->d_name;
-    if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
-  }
-  closedir(dir);
-  for (const std::string& name : names) {
+  for (const std::string& name : segments_named(prefix)) {
     std::string home = home_of(name);
     while (home.size() > 1 && home.back() == '/') home.pop_back();
     if (home.size() < 2) continue;
@@ -301,15 +306,7 @@ std::vector<std::string> MemorySnapshot::remove_orphans(const std::string& prefi
 std::vector<std::string> MemorySnapshot::remove_homed(const std::string& prefix,
                                                       const std::string& home) {
   std::vector<std::string> removed;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return removed;
-  std::vector<std::string> names;
-  while (const dirent* e = readdir(dir)) {
-    const std::string name = std::string("/") + e->d_name;
-    if (name.compare(0, prefix.size(), prefix) == 0) names.push_back(name);
-  }
-  closedir(dir);
-  for (const std::string& name : names) {
+  for (const std::string& name : segments_named(prefix)) {
     if (home_of(name) == home && shm_unlink(name.c_str()) == 0) removed.push_back(name);
   }
   std::sort(removed.begin(), removed.end());

@@ -12,11 +12,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace rm {
 namespace {
@@ -26,6 +29,7 @@ volatile sig_atomic_t g_forward_as_usr1 = 0;
 volatile sig_atomic_t g_signals_seen[NSIG] = {};
 volatile sig_atomic_t g_any_signal = 0;
 volatile sig_atomic_t g_notice_due = 0;  // a stop is to be passed on as SIGUSR1 (wait_child)
+volatile sig_atomic_t g_kill_due = 0;    // a second signal: the whole job is to die (wait_child)
 // When each signal was first seen (CLOCK_MONOTONIC, ns); each slot written only by its own
 // signal's handler, which the kernel does not nest with itself.
 int64_t g_first_seen_ns[NSIG] = {};
@@ -91,34 +95,80 @@ void forward_to_child(int sig) {
   } else {
     static const char msg[] = "ringmaster: second signal: killing the job\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
-    ::kill(-pid, SIGKILL);
+    // wait_child kills it: under mpirun the ranks are in process groups of their own, found from
+    // /proc (not here: opendir is not async-signal-safe) before mpirun dies and they go to init.
+    g_kill_due = 1;
+  }
+}
+
+// A process's state letter and parent from /proc/PID/stat ("pid (comm) state ppid ...": comm
+// may hold spaces and parentheses; the last ')' ends it). False if it is gone.
+bool proc_stat(const std::string& pid, char* state, int* ppid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos &&
+         std::sscanf(line.c_str() + close + 1, " %c %d", state, ppid) == 2;
+}
+
+// Calls f(pid, state, ppid) for every process in /proc.
+template <typename F>
+void for_each_process(F f) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return;
+  while (const dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char state = 0;
+    int ppid = 0;
+    if (proc_stat(e->d_name, &state, &ppid)) f(e->d_name, state, ppid);
+  }
+  ::closedir(proc);
+}
+
+// Every process below `root` (from /proc's parent links), parents before their children.
+std::vector<pid_t> descendants(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  for_each_process([&](const char* pid, char, int ppid) {
+    children[ppid].push_back(static_cast<pid_t>(std::atoi(pid)));
+  });
+  std::vector<pid_t> out{root};
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (pid_t c : children[out[i]]) out.push_back(c);
+  }
+  out.erase(out.begin());
+  return out;
+}
+
+// The job dies at once, ranks included, and is gone before `run` returns (and frees the run
+// directory's lock): nothing may write there after that.
+void kill_job(pid_t pid) {
+  const std::vector<pid_t> below = descendants(pid);
+  ::kill(-pid, SIGKILL);
+  for (pid_t p : below) ::kill(p, SIGKILL);
+  for (int i = 0; i < 200; ++i) {  // 2 s at most: SIGKILL takes effect at once
+    bool alive = false;
+    for (pid_t p : below) {
+      char state = 0;
+      int ppid = 0;
+      alive =
+          alive || (proc_stat(std::to_string(p), &state, &ppid) && state != 'Z' && state != 'X');
+    }
+    if (!alive) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
 // How many of `parent`'s children run the executable `exe` (from /proc).
 int children_running(pid_t parent, const std::string& exe) {
   int n = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return 0;
-  while (const dirent* e = ::readdir(proc)) {
-    const char* name = e->d_name;
-    if (name[0] < '0' || name[0] > '9') continue;
-    std::ifstream stat(std::string("/proc/") + name + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses; the last ')' ends it.
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0;
-    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-    if (ppid != parent || state == 'Z') continue;
+  for_each_process([&](const char* pid, char state, int ppid) {
+    if (ppid != parent || state == 'Z') return;
     char target[4096];
     const ssize_t len =
-        ::readlink((std::string("/proc/") + name + "/exe").c_str(), target, sizeof target - 1);
+        ::readlink((std::string("/proc/") + pid + "/exe").c_str(), target, sizeof target - 1);
     if (len > 0 && started_from(std::string(target, static_cast<size_t>(len))) == exe) ++n;
-  }
-  ::closedir(proc);
+  });
   return n;
 }
 
@@ -133,7 +183,12 @@ int wait_child(pid_t pid, double linger_limit_s, const std::function<bool()>& ra
   time_point ranks_gone{};
   time_point notice_due{};
   bool notice_sent = false;
+  bool killed = false;
   for (;;) {
+    if (g_kill_due != 0 && !killed) {
+      kill_job(pid);
+      killed = true;
+    }
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid) return status;
     if (done < 0 && errno != EINTR) {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "checkpoint/checkpoint_reader.h"
 #include <unistd.h>
@@ -223,7 +224,18 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
         print_error("the job failed (exit code " + std::to_string(code) + ") after " +
                     std::to_string(max_restarts) + " restart" + (max_restarts == 1 ? "" : "s") +
                     " (resilience.max_restarts); giving up");
+      } else if (code > 128) {
+        // A rank killed by a signal (the OOM killer, a node's shutdown, kill -9) says nothing
+        // itself: say it here, and where to look.
+        const char* abbrev = sigabbrev_np(code - 128);
+        const std::string by = abbrev != nullptr ? std::string("SIG") + abbrev
+                                                 : "signal " + std::to_string(code - 128);
+        print_error("the job failed: a rank was killed by " + by + " (exit code " +
+                    std::to_string(code) + "), with nothing said; its log is in " + job.run_dir +
+                    "/logs/; resilience.max_restarts restarts the job from its "
+                    "newest checkpoint after such a failure");
       }
+      append_run_event(job.run_dir, "failed", {{"exit_code", code}, {"restarts", attempt}});
       return code;
     }
     args = restart_arguments(base_args);

@@ -99,7 +99,7 @@ TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
   }
   const auto bad_p = run_cli("sample " + run + " --top-p 0", dir.path());
   EXPECT_EQ(bad_p.exit_code, 2);
-  EXPECT_NE(bad_p.err.find("top-p must be in (0, 1]"), std::string::npos) << bad_p.err;
+  EXPECT_NE(bad_p.err.find("--top-p: '0' is not in (0, 1]"), std::string::npos) << bad_p.err;
 
   const auto e =
       run_cli("eval " + run + " --data data/tinyshakespeare.txt --max-tokens 3200", dir.path());

@@ -216,6 +216,21 @@ TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
+// The training data replaced at the same path by a file of another size: the data order would
+// go on differently from the checkpoint, silently (before: resumed, exit 0). Refused, naming it.
+TEST(ResumeCli, DataChangedSinceTheCheckpointIsRefused) {
+  TempDir dir;
+  const std::string text = test::slurp("data/tinyshakespeare.txt");
+  dir.write("data.txt", text);
+  const std::string job = job_file(dir) + " --set data.train=" + dir.file("data.txt");
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  dir.write("data.txt", text.substr(0, text.size() / 2));
+  const auto r = run_cli("run " + job + " --set train.steps=16", dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("the data changed since"), std::string::npos) << r.err;
+  EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 12));
+}
+
 TEST(ResumeCli, ADifferentJobNeedsFresh) {
   TempDir dir;
   const std::string job = job_file(dir);

@@ -283,6 +283,37 @@ TEST(StopSignalTwice, TheSameSignalAtOnceIsOneStopAndLaterKills) {
   }
 }
 
+// The second signal kills the whole job before `run` returns: under mpirun the ranks too, which
+// sit in process groups of their own (before: `run` returned 137 with both ranks alive, still
+// writing metrics and a checkpoint into a run directory whose lock it had let go).
+TEST(StopSignalTwice, TheSecondKillsTheRanksBeforeRunReturns) {
+  TempDir dir;
+  const std::string job = job_file(dir, true);
+  const std::string run = dir.file("killed");
+  const Child child = test::spawn_cli("run " + job + " --nproc 2 --set run_dir=" + run, dir.path(),
+                                      "bg", "RM_TEST_FAULT=slowstep:0:25,slowio:0:500000");
+  ASSERT_TRUE(wait_for_steps(run + "/metrics.jsonl", 30)) << test::slurp(child.err);
+  const std::vector<pid_t> ranks = ranks_of(child, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  ASSERT_TRUE(test::wait_for_text(child.err, "signal received")) << test::slurp(child.err);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  const int code = wait_exit(child);
+  EXPECT_NE(code, kStopped);
+  EXPECT_NE(test::slurp(child.err).find("second signal: killing the job"), std::string::npos)
+      << test::slurp(child.err);
+  for (pid_t rank : ranks) {
+    std::ifstream stat("/proc/" + std::to_string(rank) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // gone
+    const size_t close = line.rfind(')');
+    ASSERT_NE(close, std::string::npos);
+    EXPECT_TRUE(line[close + 2] == 'Z' || line[close + 2] == 'X')
+        << "rank " << rank << " outlived `run`: " << line;
+  }
+}
+
 // checkpoint.on_signal: false keeps the default action: the signal kills the run, which saves
 // nothing (the last periodic checkpoint is all there is).
 TEST(StopSignalOff, SignalKillsWithoutSaving) {

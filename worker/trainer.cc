@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/elapsed.h"
+#include "base/input_error.h"
 #include "base/run_dir.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_paths.h"
@@ -487,6 +488,20 @@ int64_t Trainer::resume(const std::string& path) {
   // The batches skipped by rollbacks before the checkpoint are skipped again.
   skipped_batches_.clear();
   const nlohmann::json& state = checkpoints_->resumed_state();
+  // The data order is a function of the step and of how many windows the training data holds:
+  // data.train replaced by a file of another size at the same path would go on in another order
+  // from here, silently. Checkpoints written before 2026-11-30 do not record it.
+  if (state.contains("train_windows") && state["train_windows"].is_number_unsigned()) {
+    const uint64_t then = state["train_windows"].get<uint64_t>();
+    const uint64_t now = data_.train->num_windows();
+    if (then != now) {
+      throw InputError("data.train holds " + std::to_string(now) + " training windows of " +
+                       std::to_string(job_.model.seq_len) + " tokens, where the checkpoint " +
+                       "resumed from was trained on " + std::to_string(then) +
+                       ": the data changed since (the data order of a resumed run depends on "
+                       "it); put the data back, or start over with --fresh");
+    }
+  }
   restore_best(state);
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
@@ -515,6 +530,7 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
   const int64_t cursor = batch_index(steps_done) * job_.train.global_batch;
   const uint64_t per_epoch = data_.train->num_windows();
   return {{"global_sample_cursor", cursor},
+          {"train_windows", per_epoch},
           {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
           {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
           {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
