@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 
 #include "base/run_lock.h"
 #include "configs/job_diff.h"
@@ -104,8 +106,15 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
     // first; then what describes the old run (its events, traces, logs and the files `trace`
     // and `report` made of them), which `status`, `report` and `trace` would otherwise show
     // as the new run's.
+    // A restart by `ringmaster run`'s supervisor (RM_RESTART_COUNT > 0, launcher/supervisor.h),
+    // which starts a run that saved no checkpoint over with --fresh, keeps the events and logs:
+    // they tell why the attempt before failed, and the restart's own event is among them.
+    const char* restart = std::getenv("RM_RESTART_COUNT");
+    const bool restarted = restart != nullptr && std::atoi(restart) > 0;
     for (const char* name : {"checkpoints", "metrics.jsonl", "weights.bin", "events.jsonl", "trace",
                              "trace.json", "report.html", "logs"}) {
+      const std::string_view n = name;
+      if (restarted && (n == "events.jsonl" || n == "logs")) continue;
       io::remove_tree(run_file(run_dir, name));
     }
     return RunStart::kNew;

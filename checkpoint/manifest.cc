@@ -37,13 +37,14 @@ std::string dump(const OJson& j) {
 }  // namespace
 
 std::string with_manifest_checksum(const std::string& text) {
-  constexpr std::string_view kEnd = "\n}\n";
-  if (text.size() < kEnd.size() ||
-      text.compare(text.size() - kEnd.size(), kEnd.size(), kEnd) != 0) {
-    throw CheckpointError("manifest: cannot add its checksum: the text does not end as an object");
+  const std::string member = std::string("\"") + kManifestChecksumKey + "\": \"" + kUnsealed + "\"";
+  const size_t at = text.find(member);
+  if (at == std::string::npos || text.find(member, at + 1) != std::string::npos) {
+    throw CheckpointError("manifest: cannot add its checksum: its placeholder is not there once");
   }
-  return text.substr(0, text.size() - kEnd.size()) + ",\n \"" + kManifestChecksumKey + "\": \"" +
-         hex64(XXH64(text.data(), text.size(), 0)) + "\"\n}\n";
+  std::string out = text;
+  out.replace(at + member.size() - 17, 16, hex64(XXH64(text.data(), text.size(), 0)));
+  return out;
 }
 
 const BufferInfo* Manifest::find_buffer(const std::string& name) const {
@@ -81,6 +82,7 @@ std::string to_json(const Manifest& m) {
   j["files"] = std::move(files);
   j["tensors"] = std::move(tensors);
   j["state"] = OJson(m.state);
+  j["state"][kManifestChecksumKey] = kUnsealed;
   j["job"] = m.job;
   return with_manifest_checksum(dump(j));
 }

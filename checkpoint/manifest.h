@@ -15,11 +15,13 @@
 //   state    a free-form JSON object the caller fills (data cursor, RNG counters, optimizer
 //            step, schedule position...); checkpoint/ only checks that it is an object.
 //   job      the resolved job, opaque text (YAML); shard_mode, world_size, step: as written.
-//   manifest_xxh64  the XXH64 of the manifest's own text as it was before this member was
-//            added, last (with_manifest_checksum): the job and the state, which no file's
-//            checksum covers and nothing else checks, cannot change unseen (a flipped byte in
-//            the job once ran a model of other heads, verified). Manifests written before
-//            2026-11-30 have none and are read as before.
+//   state.manifest_xxh64  the XXH64 of the manifest's own text with these 16 digits as zeros
+//            (with_manifest_checksum): the job and the state, which no file's checksum covers
+//            and nothing else checks, cannot change unseen (a flipped byte in the job once ran a
+//            model of other heads, verified). Inside the free-form state, so that builds from
+//            before it (which refuse unknown top-level fields) still read the checkpoint.
+//            Manifests written before 2026-11-30 have none and are read as before; parse takes
+//            it out of Manifest::state.
 //
 // Floats are stored little-endian (the only byte order this code builds for).
 //
@@ -42,7 +44,8 @@
 namespace rm {
 
 inline constexpr int kManifestVersion = 1;
-inline constexpr const char* kManifestChecksumKey = "manifest_xxh64";
+inline constexpr const char* kManifestChecksumKey = "manifest_xxh64";  // in the state
+inline constexpr const char* kUnsealed = "0000000000000000";  // its value while it is hashed
 
 // Bounds that make a hostile manifest harmless (no overflow, no absurd allocation) while
 // leaving room for any real job: 2^48 floats is 1 PiB per buffer.
@@ -105,8 +108,8 @@ struct Manifest {
 // throws CheckpointError only if a string is not valid UTF-8 (JSON cannot hold it).
 std::string to_json(const Manifest& manifest);
 
-// `text` (a manifest as serialised, ending "\n}\n") with a last member manifest_xxh64: the
-// XXH64 (seed 0) of `text`. parse_manifest takes that member off the end and checks it.
+// `text` (a manifest as serialised) with its state's manifest_xxh64 member, "0000000000000000"
+// there exactly once, set to the XXH64 (seed 0) of `text`. parse_manifest checks it.
 std::string with_manifest_checksum(const std::string& text);
 
 // Parses and validates; see the header comment. Never throws anything but CheckpointError.

@@ -123,26 +123,24 @@ ShardFileInfo parse_file(const Json& v, const std::string& field, const Reader& 
   return f;
 }
 
-// The manifest's own checksum (manifest.h: manifest_xxh64), where it has one: the member is the
-// last, as with_manifest_checksum writes it, and the XXH64 of the text before it was added
-// matches.
-void check_manifest_checksum(const std::string& text, const Json& root, const Reader& r) {
-  const auto it = root.find(kManifestChecksumKey);
-  if (it == root.end()) return;  // written before manifests carried one
-  const uint64_t want = r.hex64(*it, kManifestChecksumKey);
-  const std::string member = std::string(",\n \"") + kManifestChecksumKey + "\": \"";
-  const std::string tail = "\"\n}\n";
-  const size_t at = text.rfind(member);
-  if (at == std::string::npos || text.size() != at + member.size() + 16 + tail.size() ||
-      text.compare(at + member.size() + 16, tail.size(), tail) != 0) {
-    r.fail(kManifestChecksumKey, "not the manifest's last line as written (rewritten or damaged)");
+// The manifest's own checksum (manifest.h: state.manifest_xxh64), where it has one: its member
+// is in the text once, as written, and the XXH64 of the text with its digits as zeros matches.
+void check_manifest_checksum(const std::string& text, const Json& state, const Reader& r) {
+  const auto it = state.find(kManifestChecksumKey);
+  if (it == state.end()) return;  // written before manifests carried one
+  const std::string field = std::string("state.") + kManifestChecksumKey;
+  const uint64_t want = r.hex64(*it, field);
+  const std::string member = std::string("\"") + kManifestChecksumKey + "\": \"";
+  const size_t at = text.find(member);
+  if (at == std::string::npos || text.find(member, at + 1) != std::string::npos) {
+    r.fail(field, "not in the manifest's text once as written (rewritten or damaged)");
   }
-  const std::string before = text.substr(0, at) + "\n}\n";
-  const uint64_t got = XXH64(before.data(), before.size(), 0);
+  std::string unsealed = text;
+  unsealed.replace(at + member.size(), 16, kUnsealed);
+  const uint64_t got = XXH64(unsealed.data(), unsealed.size(), 0);
   if (got != want) {
-    r.fail(kManifestChecksumKey, "checksum mismatch: the manifest's text hashes to " +
-                                     rm::hex64(got) + ", not " + rm::hex64(want) +
-                                     " (damaged, or edited since it was written)");
+    r.fail(field, "checksum mismatch: the manifest's text hashes to " + rm::hex64(got) + ", not " +
+                      rm::hex64(want) + " (damaged, or edited since it was written)");
   }
 }
 
@@ -153,9 +151,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   const Json root = parse_json(text, r, "manifest");
   r.object(root, "",
            {"format", "version", "step", "world_size", "shard_mode", "buffers", "files", "tensors",
-            "state", "job", kManifestChecksumKey});
+            "state", "job"});
   check_format(root, r, "ringmaster-checkpoint");
-  check_manifest_checksum(text, root, r);
   Manifest m;
   m.step = static_cast<int64_t>(r.uint(r.member(root, "step", ""), "step", kMaxStep));
   m.world_size =
@@ -200,7 +197,9 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   if (!state.is_object()) {
     r.fail("state", std::string("expected an object, found ") + state.type_name());
   }
+  check_manifest_checksum(text, state, r);
   m.state = state;
+  m.state.erase(kManifestChecksumKey);
   validate_manifest(m, path);
   return m;
 }

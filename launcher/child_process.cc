@@ -30,9 +30,9 @@ volatile sig_atomic_t g_signals_seen[NSIG] = {};
 volatile sig_atomic_t g_any_signal = 0;
 volatile sig_atomic_t g_notice_due = 0;  // a stop is to be passed on as SIGUSR1 (wait_child)
 volatile sig_atomic_t g_kill_due = 0;    // a second signal: the whole job is to die (wait_child)
-// When each signal was first seen (CLOCK_MONOTONIC, ns); each slot written only by its own
-// signal's handler, which the kernel does not nest with itself.
-int64_t g_first_seen_ns[NSIG] = {};
+// When each signal was first seen (CLOCK_MONOTONIC, ns; 0: not yet); written by its own
+// signal's handler, before that signal counts as seen.
+volatile int64_t g_first_seen_ns[NSIG] = {};
 
 // The same signal again within this long is the same stop, not a plea to kill: GNU timeout(1)
 // signals its child and then its own process group, which the child is in, microseconds apart
@@ -74,15 +74,17 @@ void forward_to_child(int sig) {
   // Repeated SIGUSR1s are one scheduler notice (base/stop_signal.h), not a plea to kill.
   if (sig == SIGUSR1 && g_signals_seen[sig] > 0) return;
   // write(2) and kill(2) are async-signal-safe; printf is not.
-  if (g_signals_seen[sig] > 0 && monotonic_ns() - g_first_seen_ns[sig] < kRepeatWindowNs) {
+  // (A first-seen time of 0: the first copy's handler, on another thread, has not set it yet.)
+  if (g_signals_seen[sig] > 0 &&
+      (g_first_seen_ns[sig] == 0 || monotonic_ns() - g_first_seen_ns[sig] < kRepeatWindowNs)) {
     static const char msg[] =
         "ringmaster: the same signal again at once (as timeout(1) sends it): one stop; send it "
         "again later to kill the job\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
     return;
   }
+  if (g_signals_seen[sig] == 0) g_first_seen_ns[sig] = monotonic_ns();
   if (g_signals_seen[sig]++ == 0) {
-    g_first_seen_ns[sig] = monotonic_ns();
     static const char msg[] =
         "ringmaster: signal received: passing it on to the job (send it again to kill it)\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);

@@ -24,7 +24,12 @@ fs::path through_links(fs::path path) {
     if (!fs::is_symlink(fs::symlink_status(path, ec))) return path;
     const fs::path target = fs::read_symlink(path, ec);
     if (ec) return {};
-    path = (target.is_absolute() ? target : path.parent_path() / target).lexically_normal();
+    // Relative to the link's directory as the kernel resolves it: its own links followed first,
+    // so that a ".." in the target leaves the directory the link really is in.
+    const fs::path dir =
+        fs::weakly_canonical(path.parent_path().empty() ? fs::path(".") : path.parent_path(), ec);
+    if (ec) return {};
+    path = (target.is_absolute() ? target : dir / target).lexically_normal();
   }
   return {};
 }
@@ -73,8 +78,10 @@ CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
         if (errno == ERANGE || n > hi) {
           return in_quotes(value) + " is above the largest allowed, " + std::to_string(hi);
         }
-        if (n < lo)
+        if (n < lo) {
           return in_quotes(value) + " is below the smallest allowed, " + std::to_string(lo);
+        }
+        value = std::to_string(n);  // CLI11 would read "010" as octal
         return "";
       },
       "UINT");

@@ -24,7 +24,8 @@ CLI::Validator non_empty();
 CLI::Validator output_file();
 
 // A whole number written in decimal digits, in [lo, hi]: "1e3", "-1", "0x10" and anything beyond
-// hi are refused (hi: the largest the option's type holds, or less).
+// hi are refused (hi: the largest the option's type holds, or less). Give it with ->transform():
+// it rewrites the value without leading zeros, which CLI11 would read as octal ("010" = 8).
 CLI::Validator whole_number(uint64_t lo = 0, uint64_t hi = std::numeric_limits<int>::max());
 
 // A real number (not NaN) at least lo.

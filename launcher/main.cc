@@ -48,7 +48,10 @@ void add_placement_options(CLI::App* cmd, std::string* backend, std::string* pre
 void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
   add_job_options(cmd, a.job);
   add_fresh_flag(cmd, a.fresh);
-  cmd->add_option("--from", a.from, "resume from this checkpoint directory");
+  cmd->add_option("--from", a.from,
+                  "resume from this checkpoint directory (the run's newer checkpoints, of the line "
+                  "it leaves, are removed once it has resumed)")
+      ->check(rm::cli::non_empty());
 }
 
 }  // namespace
@@ -123,18 +126,19 @@ int main(int argc, char** argv) {
       "text to continue (default: a newline); a model without a tokenizer whose vocabulary is "
       "not 256 bytes takes token ids, space-separated (default: 50256, GPT-2's <|endoftext|>, "
       "for GPT-2's vocabulary, else 0)");
-  s->add_option("--tokens", sample.tokens, "tokens to generate")->check(rm::cli::whole_number());
+  s->add_option("--tokens", sample.tokens, "tokens to generate")
+      ->transform(rm::cli::whole_number());
   s->add_option("--temperature", sample.sampling.temperature, "0 = greedy")
       ->check(rm::cli::real_at_least(0.0));
   s->add_option("--top-k", sample.sampling.top_k,
                 "sample among the K most likely tokens only; 0 = all")
-      ->check(rm::cli::whole_number());
+      ->transform(rm::cli::whole_number());
   s->add_option("--top-p", sample.sampling.top_p,
                 "sample among the most likely tokens up to this much probability (nucleus); 1 = "
                 "all")
       ->check(rm::cli::share());
   s->add_option("--seed", sample.seed, "sampling seed")
-      ->check(rm::cli::whole_number(0, std::numeric_limits<uint64_t>::max()));
+      ->transform(rm::cli::whole_number(0, std::numeric_limits<uint64_t>::max()));
   s->add_option("--tokenizer", sample.tokenizer,
                 "GPT-2 tokenizer directory for the prompt and the output (default: the job's "
                 "data.tokenizer)")
@@ -159,11 +163,11 @@ int main(int argc, char** argv) {
   e->add_option("--max-tokens", eval.max_tokens,
                 "--data: score at most this many tokens, in whole windows of the model's seq_len "
                 "(0 = all)")
-      ->check(rm::cli::whole_number(0, most))
+      ->transform(rm::cli::whole_number(0, most))
       ->excludes(eval_choices);
   e->add_option("--max-examples", eval.max_examples,
                 "--choices: score the first this many examples (0 = all)")
-      ->check(rm::cli::whole_number(0, most))
+      ->transform(rm::cli::whole_number(0, most))
       ->excludes(eval_data);
   e->add_option("--tokenizer", eval.tokenizer,
                 "--data: GPT-2 tokenizer directory that encodes a text file (default: the job's "

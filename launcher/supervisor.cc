@@ -41,6 +41,22 @@ std::vector<std::string> restart_arguments(const std::vector<std::string>& argv)
 
 namespace {
 
+// argv without --fresh (a restart must not empty what the first attempt wrote).
+std::vector<std::string> without_fresh(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (const std::string& a : argv) {
+    if (a != "--fresh" && a.rfind("--fresh=", 0) != 0) out.push_back(a);
+  }
+  return out;
+}
+
+bool has_from(const std::vector<std::string>& argv) {
+  for (const std::string& a : argv) {
+    if (a == "--from" || a.rfind("--from=", 0) == 0) return true;
+  }
+  return false;
+}
+
 // A healthy host takes a process in well under a second; one that has not within this long is
 // treated as down.
 constexpr double kHostProbeTimeoutS = 15;
@@ -238,12 +254,14 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
       append_run_event(job.run_dir, "failed", {{"exit_code", code}, {"restarts", attempt}});
       return code;
     }
-    args = restart_arguments(base_args);
     const auto newest = find_resume_checkpoint(job.run_dir);
+    // --from is for the first attempt: a restart goes on from the run's own newest checkpoint --
+    // unless there is none yet (another run's checkpoint, none saved since), then from it again.
+    args = newest ? restart_arguments(base_args) : without_fresh(base_args);
     const bool memory = job.checkpoint.memory_every > 0;
     // Without a checkpoint to resume, the run starts over -- unless its ranks may hold newer
     // state in memory (worker/memory_checkpoints.h), which --fresh would discard.
-    if (!newest && !memory) args.push_back("--fresh");
+    if (!newest && !memory && !has_from(args)) args.push_back("--fresh");
     append_run_event(job.run_dir, "restart",
                      {{"reason", "failed"}, {"exit_code", code}, {"restart", attempt + 1}});
     const std::string from =

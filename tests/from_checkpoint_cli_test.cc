@@ -108,5 +108,55 @@ TEST(FromCli, AResumeFromAnOlderCheckpointStartsALineThatTheNextResumeContinues)
   EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
 }
 
+// Another run's checkpoint starts a run directory without checkpoints of its own; one with some
+// is refused (their steps up to it would stay, of an unrelated line). A restart before the first
+// save of this run starts from it again (before: from the beginning, --fresh, ignoring it).
+TEST(FromCli, AnotherRunsCheckpointStartsANewRunAndItsRestarts) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string source = dir.file("straight/checkpoints/step_00000008");
+  const std::string other = " --set run_dir=" + dir.file("other");
+  ASSERT_EQ(run_cli("run " + job + other + " --set train.steps=4", dir.path()).exit_code, 0);
+  const auto refused = run_cli("run " + job + other + " --from " + source, dir.path());
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("holds checkpoints of its own: give --fresh"), std::string::npos)
+      << refused.err;
+  const std::string fresh = " --set run_dir=" + dir.file("fresh");
+  const auto r = run_cli("run " + job + fresh + " --set resilience.max_restarts=1 --from " + source,
+                         dir.path(), "RM_TEST_FAULT=kill:0:10");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("restart 1 of 1"), std::string::npos) << r.out;
+  size_t from_source = 0;
+  for (size_t at = 0; (at = r.out.find("resuming from " + source, at)) != std::string::npos; ++at) {
+    ++from_source;
+  }
+  EXPECT_EQ(from_source, 2u) << r.out;
+  EXPECT_EQ(test::slurp(dir.file("fresh/weights.bin")),
+            test::slurp(dir.file("straight/weights.bin")));
+}
+
+// The same with checkpoints in memory: the line left behind held step 10 in memory (disk: 4 and
+// 8); the --from attempt, killed before its own first save, must not leave it there for the next
+// resume to go back to (it would resume at 10, steps 5-10 of this line missing).
+TEST(FromCli, ALineLeftBehindLeavesNothingInMemory) {
+  TempDir dir;
+  const std::string job = job_file(dir) + " --set checkpoint.memory_every=1";
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  const std::string run = dir.file("line");
+  const std::string at = " --set run_dir=" + run;
+  ASSERT_NE(run_cli("run " + job + at, dir.path(), "RM_TEST_FAULT=kill:0:11").exit_code, 0);
+  const auto branched = run_cli("run " + job + at + " --from " + run + "/checkpoints/step_00000004",
+                                dir.path(), "RM_TEST_FAULT=kill:0:5");
+  EXPECT_NE(branched.exit_code, 0);
+  const auto resumed = run_cli("run " + job + at, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(resumed.out.find("resuming from memory"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("step_00000004 (step 4)"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+}
+
 }  // namespace
 }  // namespace rm

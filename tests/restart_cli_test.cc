@@ -98,6 +98,30 @@ TEST(RestartLimit, RepeatedFailureGivesUp) {
   EXPECT_NE(r.out.find("restart 2 of 2 from the beginning"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("after 2 restarts (resilience.max_restarts); giving up"), std::string::npos)
       << r.err;
+  // The restarts start over with --fresh, which keeps what tells why: every attempt's events and
+  // rank logs (before: each restart wiped them, its own "restart" event among them).
+  const std::string events = test::slurp(dir.file("straight/events.jsonl"));
+  size_t restarts = 0, started = 0;
+  for (size_t at = 0; (at = events.find("\"event\":\"restart\"", at)) != std::string::npos; ++at) {
+    ++restarts;
+  }
+  for (size_t at = 0; (at = events.find("\"event\":\"started\"", at)) != std::string::npos; ++at) {
+    ++started;
+  }
+  EXPECT_EQ(restarts, 2u) << events;
+  EXPECT_EQ(started, 3u) << events;
+  EXPECT_NE(events.find("\"event\":\"failed\""), std::string::npos) << events;
+}
+
+// max_restarts 0 and a rank killed by a signal: said, with where to look (before: exit 137 and
+// nothing on the console or in events.jsonl).
+TEST(RestartOff, ARankKilledBySignalIsNamed) {
+  TempDir dir;
+  const auto r = run_cli("run " + job_file(dir), dir.path(), "RM_TEST_FAULT=kill:0:7");
+  EXPECT_EQ(r.exit_code, 137);
+  EXPECT_NE(r.err.find("a rank was killed by SIGKILL (exit code 137), with nothing said"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -182,7 +182,10 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   // A resume from an older checkpoint (--from) starts a new line from it: the run's checkpoints
   // past it belong to the line it leaves, and the next plain resume would go back to the newest
   // of them (its steps since then missing from metrics.jsonl, its settings in place of this
-  // line's). Committed ones go, durably; the line this run trains writes its own.
+  // line's). Committed ones go, durably, once every rank has restored (a resume that fails on
+  // any rank drops nothing); the line this run trains writes its own.
+  comm_.barrier();
+  if (comm_.rank() != 0) return;
   std::vector<std::string> dropped;
   for (const CheckpointInfo& c : list_checkpoints(job_.run_dir, VerifyLevel::kStructure)) {
     if (c.committed && c.step > step) {
@@ -222,7 +225,6 @@ int64_t Checkpointing::resume(const std::string& path) {
       const VerifyResult v = verify_checkpoint(chosen);
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
       step = static_cast<double>(v.step);
-      drop_newer_checkpoints(v.step);
     }
     if (step >= 0) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),

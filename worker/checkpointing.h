@@ -54,10 +54,13 @@ class Checkpointing {
   double take_blocked_ms();
   // Restores from `path`, or (empty path) from the newest verified checkpoint of the run, if
   // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
-  // what it skipped. With a path (--from), the run's committed checkpoints past its step are
-  // removed first: the run goes on from there, on a line of its own. Throws InputError on every
-  // rank for a finished run (weights.bin) none of whose checkpoints verifies.
+  // what it skipped. Throws InputError on every rank for a finished run (weights.bin) none of
+  // whose checkpoints verifies.
   int64_t resume(const std::string& path);
+  // After a resume --from the checkpoint of `step` has succeeded on every rank (collective: it
+  // meets them first): rank 0 removes the run's committed checkpoints past that step, saying
+  // which -- the run goes on from there, on a line of its own. Before the first save.
+  void drop_newer_checkpoints(int64_t step);
   // Rank 0: commits step_N whose shard files -- written by `world_size` ranks of another
   // layout, with write_shard() -- are `files`, with the manifest save() would write; records
   // checkpoint_saved. Throws CheckpointError (IoError) when the commit fails. (The in-memory
@@ -78,9 +81,6 @@ class Checkpointing {
   // in a collective, and unwinding -- whose destructors meet the peers -- would end in a timeout
   // that hides the cause. One rank: the error propagates (exit 1).
   void or_abort(const std::function<void()>& body);
-  // Rank 0, resuming from a given checkpoint of `step`: removes the run's committed checkpoints
-  // past it, saying which.
-  void drop_newer_checkpoints(int64_t step);
   // resume()'s broadcast step for a finished run without a checkpoint that verifies.
   static constexpr double kFinishedWithoutCheckpoint = -2;
   // Runs body; under on_error: continue, an IoError is reported and swallowed (returns false).

@@ -79,13 +79,26 @@ void check_resume_source(const JobConfig& job, const std::string& from, bool fre
       !d.empty()) {
     throw IoError(what + "a checkpoint of another model (" + d + ")");
   }
-  if (fresh) {
-    const fs::path rel =
-        fs::weakly_canonical(from).lexically_relative(fs::weakly_canonical(job.run_dir));
-    if (!rel.empty() && *rel.begin() != "..") {
-      throw IoError(what + "inside " + job.run_dir +
-                    ", which --fresh empties first: drop --fresh (the run then goes on from "
-                    "this checkpoint), or copy the checkpoint elsewhere");
+  const fs::path rel =
+      fs::weakly_canonical(from).lexically_relative(fs::weakly_canonical(job.run_dir));
+  const bool inside = !rel.empty() && *rel.begin() != "..";
+  if (fresh && inside) {
+    throw IoError(what + "inside " + job.run_dir +
+                  ", which --fresh empties first: drop --fresh (the run then goes on from this "
+                  "checkpoint), or copy the checkpoint elsewhere");
+  }
+  // Another run's checkpoint starts this run from it: into a run directory with checkpoints of
+  // its own it would leave those of its steps up to it, of an unrelated line, for a restart to go
+  // back to.
+  if (!fresh && !inside) {
+    const fs::path own = fs::path(job.run_dir) / "checkpoints";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(own, ec)) {
+      if (parse_step_dir_name(e.path().filename().string())) {
+        throw IoError(what + "another run directory's checkpoint, but " + own.string() +
+                      " holds checkpoints of its own: give --fresh to start this run from it, "
+                      "or a new run_dir");
+      }
     }
   }
 }

@@ -58,9 +58,10 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
 
 // --from PATH, before anything is written (by the launcher, and by rank 0 before it prepares
 // the run directory): a checkpoint directory whose manifest and files are all there with their
-// sizes (its checksums are read as the ranks restore it), of this job's model, and -- with
-// --fresh, which empties the run directory first -- not inside the run directory. Throws
-// IoError (exit 2) naming --from and what is wrong. Empty `from`: nothing to check.
+// sizes (its checksums are read as the ranks restore it), of this job's model; with --fresh,
+// which empties the run directory first, not inside it; without, outside it (another run's) only
+// into a run directory without checkpoints. Throws IoError (exit 2) naming --from and what is
+// wrong. Empty `from`: nothing to check.
 void check_resume_source(const JobConfig& job, const std::string& from, bool fresh);
 
 }  // namespace rm

@@ -174,11 +174,15 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   try {
     Trainer trainer(job, data, comm, options);
     trainer.enable_checkpoints(to_yaml(job));
-    if (start == kStartNew) trainer.discard_memory_checkpoints();
+    // A resume --from an older checkpoint starts a line of its own (Checkpointing::resume): what
+    // memory holds is of the line it leaves, which a restart (without --from) would go back to.
+    if (start == kStartNew || !from.empty()) trainer.discard_memory_checkpoints();
     // An attempt that keeps no checkpoints in memory makes any the run's earlier attempts left
     // stale the moment it trains (a later attempt with them on would restore one: steps lost from
-    // metrics.jsonl, two attempts' states mixed); a new run's too, whatever layout left them.
-    if ((start == kStartNew || job.checkpoint.memory_every == 0) &&
+    // metrics.jsonl, two attempts' states mixed); a new run's and a new line's too, whatever
+    // layout left them. No rank has opened one yet (a save creates it, after the first step's
+    // collectives, which wait for this), so none in use goes.
+    if ((start == kStartNew || !from.empty() || job.checkpoint.memory_every == 0) &&
         (mpi == nullptr || mpi->local_rank() == 0)) {
       const std::string removed = remove_run_memory_checkpoints(job.run_dir);
       if (!removed.empty()) {

@@ -499,7 +499,7 @@ int64_t Trainer::resume(const std::string& path) {
                        std::to_string(job_.model.seq_len) + " tokens, where the checkpoint " +
                        "resumed from was trained on " + std::to_string(then) +
                        ": the data changed since (the data order of a resumed run depends on "
-                       "it); put the data back, or start over with --fresh");
+                       "it); put the data back, or start over (--fresh, or a new run_dir)");
     }
   }
   restore_best(state);
@@ -511,6 +511,9 @@ int64_t Trainer::resume(const std::string& path) {
       skipped_batches_.push_back(x.get<int64_t>());
     }
   }
+  // A given checkpoint starts a line of its own: the run's newer ones go, now that every rank
+  // has restored and passed the checks above.
+  if (!path.empty()) checkpoints_->drop_newer_checkpoints(next_step_);
   return next_step_;
 }
 

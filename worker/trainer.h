@@ -98,7 +98,8 @@ class Trainer {
   // steps already done. Requires enable_checkpoints. With checkpoint.memory_every and an empty
   // path, the newest step every rank holds verified in memory (memory_checkpoints.h) is taken
   // instead when no disk checkpoint is newer; rank 0 says which, from where, and what it
-  // passed over. Collective.
+  // passed over. With a path (--from), the run's checkpoints past it are removed once every rank
+  // has restored (Checkpointing::drop_newer_checkpoints). Collective.
   int64_t resume(const std::string& path);
   // A run's first start with model.init_from: the parameters from there instead of the seed's
   // (worker/initial_weights.h), each rank reading its own part; rank 0 says what it read and
