@@ -123,6 +123,8 @@ TEST(FromCli, AnotherRunsCheckpointStartsANewRunAndItsRestarts) {
   EXPECT_NE(refused.err.find("holds checkpoints of its own: give --fresh"), std::string::npos)
       << refused.err;
   const std::string fresh = " --set run_dir=" + dir.file("fresh");
+  // A scratch directory (a save interrupted) is not a checkpoint of its own.
+  fs::create_directories(dir.file("fresh/checkpoints/step_00000099.tmp"));
   const auto r = run_cli("run " + job + fresh + " --set resilience.max_restarts=1 --from " + source,
                          dir.path(), "RM_TEST_FAULT=kill:0:10");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;

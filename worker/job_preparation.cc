@@ -90,14 +90,14 @@ void check_resume_source(const JobConfig& job, const std::string& from, bool fre
   // Another run's checkpoint starts this run from it: into a run directory with checkpoints of
   // its own it would leave those of its steps up to it, of an unrelated line, for a restart to go
   // back to.
+  // (Committed ones whose files are there: scratch and damaged ones are never resumed from, and a
+  // restart that goes on from --from finds those its failed attempt left.)
   if (!fresh && !inside) {
-    const fs::path own = fs::path(job.run_dir) / "checkpoints";
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(own, ec)) {
-      if (parse_step_dir_name(e.path().filename().string())) {
-        throw IoError(what + "another run directory's checkpoint, but " + own.string() +
-                      " holds checkpoints of its own: give --fresh to start this run from it, "
-                      "or a new run_dir");
+    for (const CheckpointInfo& c : list_checkpoints(job.run_dir, VerifyLevel::kStructure)) {
+      if (c.committed && c.verify.ok) {
+        throw IoError(what + "another run directory's checkpoint, but " + job.run_dir +
+                      "/checkpoints holds checkpoints of its own: give --fresh to start this run "
+                      "from it, or a new run_dir");
       }
     }
   }
