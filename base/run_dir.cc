@@ -86,7 +86,7 @@ std::string changed_length(const JobConfig& before, const JobConfig& now) {
 }  // namespace
 
 RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
-                         std::string* changes) {
+                         std::string* changes, const RecordedJob& recorded) {
   if (changes != nullptr) changes->clear();
   if (io::exists(run_dir) && !io::is_directory(run_dir)) {
     throw IoError(run_dir + ": run_dir is not a directory");
@@ -122,11 +122,20 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   const bool has_checkpoints = fs::is_directory(checkpoints) && !fs::is_empty(checkpoints);
   const bool has_metrics = fs::exists(metrics), has_weights = fs::exists(weights);
   if (!has_checkpoints && !has_metrics && !has_weights) return RunStart::kNew;
-  const std::string previous = run_file(run_dir, "config.yaml");
-  const bool known = fs::exists(previous);
+  std::string previous = run_file(run_dir, "config.yaml");
+  std::string previous_job;
+  bool known = fs::exists(previous);
+  if (known) {
+    previous_job = io::read_file(previous);
+  } else if (has_checkpoints && recorded) {
+    // config.yaml removed (or only the checkpoints copied here): the checkpoints record the job.
+    const std::pair<std::string, std::string> found = recorded(run_dir);
+    known = !found.second.empty();
+    previous = found.first;
+    previous_job = found.second;
+  }
   if (known) {
     // Each parsed once; one that does not parse is another job's.
-    const std::string previous_job = io::read_file(previous);
     std::optional<JobConfig> before, now;
     try {
       before = load_job_from_string(previous_job, "config.yaml");
@@ -156,9 +165,10 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   return RunStart::kRestartUnfinished;
 }
 
-RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes) {
+RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes,
+                     const RecordedJob& recorded) {
   const std::string resolved = to_yaml(job);
-  const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved, changes);
+  const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved, changes, recorded);
   write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
   return start;
 }

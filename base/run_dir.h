@@ -6,7 +6,9 @@
 //   RUN_DIR/checkpoints/    verified checkpoints (checkpoint/)
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "configs/job_config.h"
 
@@ -36,12 +38,17 @@ enum class RunStart {
 //  - changes (may be null): one line for the run to print when train.steps differs from the
 //    run the directory holds (what the run will do, and what becomes of its learning-rate
 //    schedule); empty otherwise.
+//  - recorded (may be empty): where config.yaml is gone but checkpoints are there, the job
+//    they record, compared instead (base/ reads no checkpoint: the caller's function returns
+//    {its path, for messages; the job text}, or an empty text when none is readable).
 // Writes nothing else.
+using RecordedJob = std::function<std::pair<std::string, std::string>(const std::string& run_dir)>;
 RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
-                         std::string* changes = nullptr);
+                         std::string* changes = nullptr, const RecordedJob& recorded = {});
 
 // prepare_run_dir() for the job, then writes the resolved job to RUN_DIR/config.yaml
 // (atomically).
-RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes = nullptr);
+RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes = nullptr,
+                     const RecordedJob& recorded = {});
 
 }  // namespace rm

@@ -85,7 +85,69 @@ bool held_by_ancestor(const std::string& dir) {
          is_self_or_ancestor(static_cast<pid_t>(pid));
 }
 
+// Takes flock(fd, LOCK_EX | LOCK_NB) on `path`, retrying every 200 ms until `deadline`. While
+// something else holds it, busy() says what ("in use by another run (pid ...)"): said once on
+// stderr with how long this waits, and thrown as IoError (fd closed) with `way_out` once the
+// deadline has passed. Other failures throw IoError naming the path (fd closed).
+template <typename TimePoint, typename Busy>
+void flock_by(int fd, const std::string& path, const std::string& run_dir, TimePoint deadline,
+              double wait_s, Busy busy, const std::string& way_out) {
+  for (bool said = false; ::flock(fd, LOCK_EX | LOCK_NB) != 0;) {
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EWOULDBLOCK) {
+      ::close(fd);
+      throw IoError(path + ": cannot lock the run directory (does this filesystem support " +
+                    "flock?): " + std::strerror(err));
+    }
+    const std::string why = busy();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      throw IoError(run_dir + ": " + why + "; " + way_out);
+    }
+    if (!said) {
+      std::fprintf(stderr, "ringmaster: %s: %s; waiting up to %.0f s for it to end\n",
+                   run_dir.c_str(), why.c_str(), wait_s);
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// Waits until no process holds a shared lock on `dir`/.ranks.lock (a rank of an earlier run that
+// outlived its launcher), until `deadline`; throws IoError naming the directory then.
+template <typename TimePoint>
+void wait_for_earlier_ranks(const std::string& run_dir, const std::string& dir, TimePoint deadline,
+                            double wait_s) {
+  const std::string path = dir + "/.ranks.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(path + ": cannot open the ranks' lock: " + std::strerror(errno));
+  flock_by(
+      fd, path, run_dir, deadline, wait_s,
+      [] {
+        return std::string(
+            "ranks of an earlier run still run in it (their launcher is gone: "
+            "killed?), and save or stop within seconds");
+      },
+      "try again once they have exited (`pgrep -f 'ringmaster worker'`), or set run_dir to "
+      "another directory");
+  ::close(fd);  // and the exclusive lock with it: this run's ranks take theirs
+}
+
 }  // namespace
+
+void hold_rank_lock(const std::string& run_dir) {
+  const std::string path = run_dir + "/.ranks.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(path + ": cannot open the ranks' lock: " + std::strerror(errno));
+  while (::flock(fd, LOCK_SH) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd);
+    throw IoError(path + ": cannot lock: " + std::strerror(err));
+  }
+  // Open for the life of the process: the kernel releases the lock when it exits, however.
+}
 
 double run_lock_wait_s() { return std::getenv("SLURM_JOB_ID") != nullptr ? 90.0 : 0.0; }
 
@@ -99,34 +161,24 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
 
   const std::string path = dir + "/.lock";
   // Not O_CLOEXEC: children (mpirun) share the open file, so the lock outlives a killed
-  // supervisor as long as its ranks run.
+  // supervisor as long as mpirun runs (the ranks, which mpirun gives no descriptor of it, hold
+  // their own: hold_rank_lock).
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   if (fd < 0) throw IoError(path + ": cannot open the run lock: " + std::strerror(errno));
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, wait_s));
-  bool said = false;
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err != EWOULDBLOCK) {
-      ::close(fd);
-      throw IoError(path + ": cannot lock the run directory (does this filesystem support " +
-                    "flock?): " + std::strerror(err));
-    }
-    const std::string holder = holder_of(fd);
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::close(fd);
-      throw IoError(run_dir + ": in use by another run (" + holder +
-                    "); wait for it to finish or stop it, or set run_dir to another directory");
-    }
-    if (!said) {
-      std::fprintf(stderr, "ringmaster: %s: in use by another run (%s); waiting up to %.0f s "
-                   "for it to exit\n", run_dir.c_str(), holder.c_str(), wait_s);
-      said = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  flock_by(
+      fd, path, run_dir, deadline, wait_s,
+      [&] { return "in use by another run (" + holder_of(fd) + ")"; },
+      "wait for it to finish or stop it, or set run_dir to another directory");
+  // flock granted; the ranks of the run that held it last may outlive their launcher.
+  try {
+    wait_for_earlier_ranks(run_dir, dir, deadline, wait_s);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  // flock granted. Where flock does not reach other hosts, the lease does (run_lease.h).
+  // Where flock does not reach other hosts, the lease does (run_lease.h).
   const double lease_s = run_lock_lease_s();
   for (bool said_lease = false;;) {
     const PreviousHolder previous = check_previous_holder(path, host_name(), lease_s);

@@ -22,6 +22,14 @@
 // holder renews in the lock file keeps a run on another host out (run_lease.h), and lets a run
 // take over from a holder whose node died. The lock file: the holder's line "pid P on host H
 // since T[, Slurm job J]", then its lease line.
+//
+// mpirun does not pass the lock's descriptor on to the ranks: killed with SIGKILL, a supervisor
+// and its mpirun go, the lock with them, while the ranks finish their step and save for a second
+// or two more -- time enough for a new run to start beside them (seen: two trainings' checkpoints
+// interleaved, one removing the other's, metrics lines lost). So every rank also holds a shared
+// flock on RUN_DIR/.ranks.lock while it lives (hold_rank_lock), and a new holder of the run lock
+// waits, like for the lock, until it can take that one exclusively: until no rank of an earlier
+// run is left.
 #pragma once
 
 #include <string>
@@ -38,6 +46,10 @@ inline constexpr const char* kRunLockEnv = "RM_RUN_LOCK";
 // this process, or the ancestor named by RM_RUN_LOCK, holds it already. Throws IoError naming the
 // directory and the holder when the lock stays taken.
 void lock_run_dir(const std::string& run_dir, double wait_s);
+
+// A rank of the run in `run_dir` (which lock_run_dir has prepared): holds a shared lock on
+// RUN_DIR/.ranks.lock until the process exits. Throws IoError if it cannot be opened or locked.
+void hold_rank_lock(const std::string& run_dir);
 
 // How long a run waits for the lock: 90 s inside a Slurm job (a requeued job may start before
 // the old one's processes are killed: KillWait is 30 s by default), 0 elsewhere (a second run

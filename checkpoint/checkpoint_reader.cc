@@ -24,6 +24,10 @@ constexpr size_t kBounceBytes = size_t{256} << 10;
 }  // namespace
 
 Manifest load_manifest(const std::string& ckpt_dir) {
+  return load_manifest(ckpt_dir, nullptr);
+}
+
+Manifest load_manifest(const std::string& ckpt_dir, std::string* digest) {
   const std::string path = io::join(ckpt_dir, kManifestFileName);
   io::Fd fd = io::open_read(path);
   const uint64_t size = io::regular_file_size(fd.get(), path);
@@ -33,6 +37,7 @@ Manifest load_manifest(const std::string& ckpt_dir) {
   }
   std::string text(size, '\0');
   io::pread_exact(fd.get(), text.data(), text.size(), 0, path);
+  if (digest != nullptr) *digest = hex64(XXH64(text.data(), text.size(), 0));
   return parse_manifest(text, path);
 }
 

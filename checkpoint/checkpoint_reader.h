@@ -42,6 +42,9 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir,
 
 // ckpt_dir/manifest.json, parsed and validated. Throws CheckpointError.
 Manifest load_manifest(const std::string& ckpt_dir);
+// The same, and *digest (if not null) set to the XXH64 of manifest.json's bytes as 16 hex
+// digits: which checkpoint it is (a copy elsewhere is the same one).
+Manifest load_manifest(const std::string& ckpt_dir, std::string* digest);
 
 struct CheckpointInfo {
   std::string path;

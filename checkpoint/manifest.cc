@@ -39,7 +39,10 @@ std::string dump(const OJson& j) {
 std::string with_manifest_checksum(const std::string& text) {
   const std::string member = std::string("\"") + kManifestChecksumKey + "\": \"" + kUnsealed + "\"";
   const size_t at = text.find(member);
-  if (at == std::string::npos || text.find(member, at + 1) != std::string::npos) {
+  // The reader finds the member by its key alone: a second member of that name anywhere (a state
+  // object nested in the state) would make the manifest unreadable, so it is refused here.
+  const std::string key = std::string("\"") + kManifestChecksumKey + "\": \"";
+  if (at == std::string::npos || text.find(key, text.find(key) + 1) != std::string::npos) {
     throw CheckpointError("manifest: cannot add its checksum: its placeholder is not there once");
   }
   std::string out = text;

@@ -93,6 +93,14 @@ TEST(Manifest, ItsOwnChecksumCoversTheJobAndTheState) {
   EXPECT_EQ(parse_manifest(j.dump(1), kPath).job, m.job);
 }
 
+// The reader finds the checksum by its key: a state that holds a member of that name of its own
+// (an object nested in it) would be written and then never read back. The writer refuses it.
+TEST(Manifest, AStateMemberNamedAsItsChecksumIsRefusedWhenWritten) {
+  Manifest m = good();
+  m.state["line"] = {{kManifestChecksumKey, "0123456789abcdef"}};
+  EXPECT_THROW(to_json(m), CheckpointError);
+}
+
 TEST(Manifest, RoundTrip) {
   const Manifest m = good();
   const std::string text = to_json(m);

@@ -209,8 +209,9 @@ class Communicator {
   // Advances outstanding operations as far as possible without waiting for peers, and checks
   // their deadlines. Call it between layers of backward to overlap communication with compute.
   virtual void progress() = 0;
-  // Prints "[rank r/n] aborting: why" and fails every peer fast (MPI_Abort); never returns.
-  [[noreturn]] virtual void abort(const std::string& why) = 0;
+  // Prints "[rank r/n] aborting: why" and fails every peer fast (MPI_Abort with exit_code:
+  // mpirun's and srun's exit code); never returns.
+  [[noreturn]] virtual void abort(const std::string& why, int exit_code = 1) = 0;
 
   // Operations issued so far; the next operation gets sequence() + 1.
   uint64_t sequence() const { return sequence_; }

@@ -49,9 +49,9 @@ class SelfCommunicator final : public Communicator {
   }
   void barrier() override { next_sequence(); }
   void progress() override {}
-  [[noreturn]] void abort(const std::string& why) override {
+  [[noreturn]] void abort(const std::string& why, int exit_code = 1) override {
     std::fprintf(stderr, "[rank 0/1] abort: %s\n", why.c_str());
-    std::exit(1);
+    std::exit(exit_code);
   }
 
  private:

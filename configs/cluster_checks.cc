@@ -35,6 +35,26 @@ const std::pair<const char*, const char*> kOwnedOptions[] = {
     {"--export", "cluster.env"},
 };
 
+// sbatch options that would break what submit does, and why.
+const std::pair<const char*, const char*> kRefusedOptions[] = {
+    {"--wait", "submit would hold the run's lock until the job ends, and the job wait for it"},
+    {"--test-only", "nothing would be queued, though submit records a job"},
+    {"--parsable", "submit reads sbatch's usual answer for the job id"},
+    {"--array", "the array's jobs would all train in one run directory"},
+    {"--wrap", "the batch script is the one submit writes"},
+};
+
+// Whether `item` holds a space or tab outside a double-quoted value (--comment="a b"): sbatch
+// reads each word of an #SBATCH line as an option of its own.
+bool words_outside_quotes(const std::string& item) {
+  const size_t eq = item.find('=');
+  const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+  const bool quoted = value.size() >= 2 && value.front() == '"' && value.back() == '"' &&
+                      value.find('"', 1) == value.size() - 1;
+  const std::string outside = quoted ? item.substr(0, eq) : item;
+  return outside.find_first_of(" \t") != std::string::npos;
+}
+
 }  // namespace
 
 void check_cluster(const ClusterConfig& cluster,
@@ -50,7 +70,17 @@ void check_cluster(const ClusterConfig& cluster,
       add("cluster.sbatch_extra", "an item holds a newline or another control character");
       continue;
     }
+    if (words_outside_quotes(item)) {
+      add("cluster.sbatch_extra",
+          "'" + item +
+              "' holds a space: sbatch would read each word as an option of its own; give one "
+              "option per item (a value with spaces in double quotes)");
+      continue;
+    }
     const std::string option = item.substr(0, item.find('='));
+    for (const auto& [refused, why] : kRefusedOptions) {
+      if (option == refused) add("cluster.sbatch_extra", "'" + item + "': not with submit: " + why);
+    }
     for (const auto& [owned, instead] : kOwnedOptions) {
       if (option == owned) {
         add("cluster.sbatch_extra",

@@ -11,6 +11,11 @@
 namespace rm {
 namespace {
 
+// Beyond any machine: the planner's products of them stay far inside an int.
+constexpr int kMaxNodes = 100000;
+constexpr int kMaxDevicesPerNode = 1024;
+constexpr int kMaxDevices = 1 << 20;
+
 class Reader {
  public:
   explicit Reader(std::string path) : path_(std::move(path)) {}
@@ -57,6 +62,21 @@ class Reader {
     error(*n, prefix + key, std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
                                 " number, not '" + (n->IsScalar() ? n->Scalar() : "a collection") + "'");
     return 0;
+  }
+
+  // A whole number in [1, max] (a count the planner multiplies: 2^31 nodes overflowed it, and
+  // divided by zero). 0 when wrong, with the error added.
+  int whole(const YAML::Node& map, const std::string& prefix, const char* key, int max) {
+    const double v = positive(map, prefix, key);
+    if (v == 0) return 0;
+    if (v != std::floor(v) || v > max) {
+      const YAML::Node* n = &nodes_.back();
+      error(*n, prefix + key,
+            "must be a whole number from 1 to " + std::to_string(max) + ", not '" + n->Scalar() +
+                "'");
+      return 0;
+    }
+    return static_cast<int>(v);
   }
 
   std::string text(const YAML::Node& map, const std::string& prefix, const char* key) {
@@ -122,8 +142,14 @@ ClusterSpec read_cluster_file(const std::string& path) {
                     "inter_node", "filesystem", "node_mtbf_hours"});
   ClusterSpec c;
   c.name = r.text(root, "", "name");
-  c.nodes = static_cast<int>(r.positive(root, "", "nodes"));
-  c.devices_per_node = static_cast<int>(r.positive(root, "", "devices_per_node"));
+  c.nodes = r.whole(root, "", "nodes", kMaxNodes);
+  c.devices_per_node = r.whole(root, "", "devices_per_node", kMaxDevicesPerNode);
+  if (int64_t{c.nodes} * c.devices_per_node > kMaxDevices) {
+    r.error(root["nodes"], "nodes",
+            std::to_string(c.nodes) + " nodes x " + std::to_string(c.devices_per_node) +
+                " devices is more than the " + std::to_string(kMaxDevices) +
+                " devices the planner plans for");
+  }
   if (const YAML::Node* d = r.need(root, "", "device")) {
     r.only(*d, "device.", {"type", "name", "tflops", "mfu", "memory_gib"});
     c.device_type = r.text(*d, "device.", "type");

@@ -6,6 +6,7 @@
 #include "configs/job_checks.h"
 #include "configs/job_loader.h"
 #include "configs/schema.h"
+#include "configs/slurm_time.h"
 #include "configs/yaml_format.h"
 
 namespace rm {
@@ -80,6 +81,23 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
           "needs evaluations to tell the best checkpoint: set train.eval_every > 0");
     }
   });
+  when(
+      {"train.eval_every", "data.val", "data.val_fraction", "data.choices", "checkpoint.keep_best"},
+      [&] {
+        // Without validation data an evaluation has no loss to report (it went by silently).
+        if (cfg.train.eval_every == 0 || !cfg.data.val.empty() || cfg.data.val_fraction > 0) {
+          return;
+        }
+        const std::string none =
+            "there is no validation data (data.val is empty and data.val_fraction is 0): hold "
+            "out a share of the training data (data.val_fraction: 0.1) or give data.val";
+        if (cfg.checkpoint.keep_best) {
+          add("checkpoint.keep_best", "needs validation losses, but " + none);
+        } else if (cfg.data.choices.empty()) {
+          add("train.eval_every", "is " + std::to_string(cfg.train.eval_every) + ", but " + none +
+                                      ", or set train.eval_every: 0");
+        }
+      });
   when({"data.choices", "model.type", "train.eval_every"}, [&] {
     if (cfg.data.choices.empty()) return;
     if (m.type != ModelType::kGpt) {
@@ -141,6 +159,23 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
                                         " ranks per node but cluster.gpus_per_node is " +
                                         std::to_string(c.gpus_per_node) +
                                         "; each rank of the cuda backend needs its own GPU");
+    }
+  });
+  when({"cluster.time", "cluster.signal_grace_s"}, [&] {
+    // Slurm's warning comes signal_grace_s before the time limit; the job checkpoints then.
+    const int64_t limit = c.time.empty() ? 0 : slurm_time_seconds(c.time);
+    if (limit <= 0) return;  // the partition's limit, or none
+    if (c.signal_grace_s == 0) {
+      add("cluster.signal_grace_s",
+          "is 0 with cluster.time " + c.time +
+              ": Slurm would send no warning before the limit, and the run would lose every step "
+              "since its last checkpoint; give the seconds a checkpoint takes (default 120)");
+    } else if (c.signal_grace_s >= static_cast<double>(limit)) {
+      add("cluster.signal_grace_s",
+          format_double(c.signal_grace_s) + " s is not less than cluster.time " + c.time + " (" +
+              std::to_string(limit) +
+              " s): the warning would come as the job starts, and it would checkpoint and "
+              "requeue without training, for ever");
     }
   });
   when({"cluster.sbatch_extra", "cluster.env"}, [&] { check_cluster(c, add); });

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "configs/job_loader.h"
+#include "configs/slurm_time.h"
 #include "configs/test_util.h"
 
 namespace rm {
@@ -91,6 +92,47 @@ TEST(CrossField, KeepBestNeedsEvaluations) {
             "set train.eval_every > 0");
   EXPECT_TRUE(
       load_errors(with_train("train:\n  eval_every: 5\ncheckpoint:\n  keep_best: true\n")).empty());
+}
+
+// A warning at or after the job's start requeued it for ever without training (cluster.time 1 with
+// the default 120 s); none at all lost the steps since the last checkpoint at the limit.
+TEST(CrossField, SlurmsWarningComesBeforeTheTimeLimit) {
+  EXPECT_NE(one_error(with_train("cluster:\n  time: '1'\n"))
+                .find("cluster.signal_grace_s: 120 s is not less than cluster.time 1 (60 s)"),
+            std::string::npos);
+  EXPECT_NE(one_error(with_train("cluster:\n  time: '1-00'\n  signal_grace_s: 0\n"))
+                .find("cluster.signal_grace_s: is 0 with cluster.time 1-00: Slurm would send no "
+                      "warning"),
+            std::string::npos);
+  for (const char* fine : {"'10'", "'02:00:00'", "'1-12:00'", "UNLIMITED", "'0'"}) {
+    EXPECT_TRUE(load_errors(with_train("cluster:\n  time: " + std::string(fine) + "\n")).empty())
+        << fine;
+  }
+  EXPECT_NE(
+      one_error(with_train("cluster:\n  time: '99999999999'\n")).find("must be a Slurm time limit"),
+      std::string::npos);
+  EXPECT_EQ(slurm_time_seconds("1-02:03:04"), 93784);
+  EXPECT_EQ(slurm_time_seconds("90:30"), 5430);
+  EXPECT_EQ(slurm_time_seconds("2:00:00"), 7200);
+  EXPECT_EQ(slurm_time_seconds("1-2"), 93600);
+  EXPECT_EQ(slurm_time_seconds("1:2:3:4"), -1);
+  EXPECT_EQ(slurm_time_seconds("1-"), -1);
+}
+
+// Evaluations with no validation data passed silently: no loss, no best checkpoint.
+TEST(CrossField, EvaluationsNeedValidationData) {
+  const std::string none = "data:\n  train: t.txt\n  val_fraction: 0\n";
+  const std::vector<std::string> errors = load_errors(none + "train:\n  eval_every: 10\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("train.eval_every: is 10, but there is no validation data"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(one_error(none + "train:\n  eval_every: 10\ncheckpoint:\n  keep_best: true\n")
+                .find("checkpoint.keep_best: needs validation losses, but there is no validation"),
+            std::string::npos);
+  EXPECT_TRUE(load_errors(none + "train:\n  eval_every: 0\n").empty());
+  EXPECT_TRUE(load_errors(none + "  val: v.txt\ntrain:\n  eval_every: 10\n").empty());
+  EXPECT_TRUE(load_errors(none + "  choices: hs.bin\ntrain:\n  eval_every: 10\n").empty());
 }
 
 TEST(CrossField, ChoicesNeedAGptAndEvaluations) {

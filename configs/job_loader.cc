@@ -182,6 +182,11 @@ void Loader::apply(const std::string& path, const YAML::Node& value, const YAML:
     return;
   }
   std::string message = "unknown key";
+  // YAML 1.1's merge key is not YAML 1.2's, which yaml-cpp reads: "<<" is a key like any other.
+  if (path == "<<" || (path.size() > 2 && path.compare(path.size() - 3, 3, ".<<") == 0)) {
+    sink.add(path, key_mark, "merge keys (<<: *anchor) are not supported: write the keys out");
+    return;
+  }
   const std::string guess = suggest_key(path);
   if (!guess.empty()) message += "; did you mean " + guess + "?";
   sink.add(path, key_mark, message);

@@ -117,6 +117,12 @@ TEST(JobLoader, UnknownKeySuggestsSibling) {
             "job.yaml:2:3: model.depth: unknown key");
 }
 
+TEST(JobLoader, MergeKeysAreSaidToBeUnsupported) {
+  EXPECT_EQ(one_error(with_train("model:\n  <<: {width: 64}\n")),
+            "job.yaml:2:3: model.<<: merge keys (<<: *anchor) are not supported: write the keys "
+            "out");
+}
+
 TEST(JobLoader, UnknownKeySuggestsOtherSection) {
   EXPECT_EQ(one_error(with_train("train:\n  lr: 0.01\n")),
             "job.yaml:2:3: train.lr: unknown key; did you mean optimizer.lr?");
@@ -150,6 +156,8 @@ TEST(JobLoader, WrongTypeFloatAndBool) {
             "job.yaml:2:7: optimizer.lr: expected a number, got 'fast'");
   EXPECT_EQ(one_error(with_train("optimizer:\n  lr: .inf\n")),
             "job.yaml:2:7: optimizer.lr: must be a finite number, got '.inf'");
+  EXPECT_EQ(one_error(with_train("optimizer:\n  lr: 0x1p-10\n")),
+            "job.yaml:2:7: optimizer.lr: expected a number, got '0x1p-10'");
   EXPECT_EQ(one_error(with_train("parallel:\n  overlap: yes\n")),
             "job.yaml:2:12: parallel.overlap: expected true or false, got 'yes'");
   EXPECT_EQ(one_error(with_train("parallel:\n  overlap: True\n")),
@@ -211,12 +219,24 @@ TEST(JobLoader, StringChecks) {
             "job.yaml:1:7: name: must use only letters, digits, '.', '_' and '-' (it names a "
             "directory), got 'my job'");
   EXPECT_EQ(one_error(with_train("name:\n")), "job.yaml:1:1: name: must be non-empty");
+  // YAML tags are not acted on: a !!binary name was taken as its base64 text.
+  EXPECT_EQ(one_error(with_train("name: !!binary YWJj\n")),
+            "job.yaml:1:7: name: a value tagged !!binary: YAML tags are not read; write the "
+            "value itself");
+  EXPECT_NE(one_error(with_train("model:\n  width: !!float 64\n"))
+                .find("got the value tagged !!float '64' (YAML tags are not read"),
+            std::string::npos);
+  EXPECT_EQ(load_job_from_string(with_train("name: !!str abc\n"), "j").name, "abc");
+  EXPECT_EQ(one_error(with_train("name: ..\n")),
+            "job.yaml:1:7: name: must not be '..': as runs/.. it would name the directory above "
+            "runs/, not a run directory");
   EXPECT_EQ(one_error(with_train("cluster:\n  time: 2 hours\n")),
-            "job.yaml:2:9: cluster.time: must be a Slurm time limit (MIN, HH:MM:SS or "
-            "D-HH:MM:SS), got '2 hours'");
-  for (const char* t : {"90", "1:30", "02:00:00", "1-12", "1-12:00", "1-12:00:00"}) {
+            "job.yaml:2:9: cluster.time: must be a Slurm time limit (MIN, HH:MM:SS, D-HH:MM:SS or "
+            "UNLIMITED, at most 100 years), got '2 hours'");
+  for (const char* t : {"90", "1:30", "02:00:00", "1-12", "1-12:00", "1-12:00:00", "unlimited"}) {
     EXPECT_EQ(
-        load_job_from_string(with_train("cluster:\n  time: \"" + std::string(t) + "\"\n"), "j")
+        load_job_from_string(
+            with_train("cluster:\n  signal_grace_s: 30\n  time: \"" + std::string(t) + "\"\n"), "j")
             .cluster.time,
         t);
   }
@@ -344,6 +364,23 @@ TEST(JobLoader, ClusterValuesMustBeSlurmValues) {
             "job.yaml:3:5: cluster.env.A: holds a newline or another control character");
   EXPECT_TRUE(load_errors(with_train("cluster:\n  sbatch_extra: [--exclusive, "
                                      "--constraint=a100]\n  env: {A: \"$(x) 'y'\"}\n")).empty());
+  // One option per item (sbatch reads each word of an #SBATCH line as an option), and none that
+  // breaks submit.
+  EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [\"--hold --nodes=2\"]\n")),
+            "job.yaml:2:17: cluster.sbatch_extra: '--hold --nodes=2' holds a space: sbatch would "
+            "read each word as an option of its own; give one option per item (a value with "
+            "spaces in double quotes)");
+  EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [--wait]\n")),
+            "job.yaml:2:17: cluster.sbatch_extra: '--wait': not with submit: submit would hold "
+            "the run's lock until the job ends, and the job wait for it");
+  for (const char* refused : {"--test-only", "--array=0-2", "--wrap=x", "--parsable"}) {
+    EXPECT_EQ(load_errors(with_train("cluster:\n  sbatch_extra: [" + std::string(refused) + "]\n"))
+                  .size(),
+              1u)
+        << refused;
+  }
+  EXPECT_TRUE(
+      load_errors(with_train("cluster:\n  sbatch_extra: ['--comment=\"a b\"', --hold]\n")).empty());
 }
 
 TEST(ConfigErrorFormat, Forms) {

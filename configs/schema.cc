@@ -1,5 +1,6 @@
 #include "configs/schema.h"
 #include "configs/slurm_memory.h"
+#include "configs/slurm_time.h"
 
 #include "configs/yaml_format.h"
 
@@ -62,7 +63,11 @@ std::string check_name(const std::string& v) {
     return "must be at most 255 bytes (it names a directory), got " + std::to_string(v.size()) +
            " bytes";
   }
-  if (v == "." || v == ".." || !std::regex_match(v, re)) {
+  if (v == "." || v == "..") {
+    return "must not be '" + v + "': as runs/" + v + " it would name " +
+           (v == "." ? "runs/ itself" : "the directory above runs/") + ", not a run directory";
+  }
+  if (!std::regex_match(v, re)) {
     return "must use only letters, digits, '.', '_' and '-' (it names a directory), got '" + v +
            "'";
   }
@@ -72,9 +77,10 @@ std::string check_name(const std::string& v) {
 // Slurm's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; caught here rather than after
 // the job has queued for a day.
 std::string check_slurm_time(const std::string& v) {
-  static const std::regex re(R"(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2})");
-  if (v.empty() || std::regex_match(v, re)) return "";
-  return "must be a Slurm time limit (MIN, HH:MM:SS or D-HH:MM:SS), got '" + v + "'";
+  if (v.empty() || slurm_time_seconds(v) >= 0) return "";
+  return "must be a Slurm time limit (MIN, HH:MM:SS, D-HH:MM:SS or UNLIMITED, at most 100 "
+         "years), got '" +
+         v + "'";
 }
 
 // A node's memory as `--mem` takes it; a typo ("64GB", "1.5G") would otherwise reach sbatch.
@@ -237,7 +243,9 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(parallel.overlap, any(), "Reduce gradient buckets while the backward pass runs."),
       RM_KEY(parallel.threads_per_rank, at_least(0),
              "CPU threads per rank; 0 = cores / ranks on the node."),
-      RM_KEY(parallel.timeout_s, above(0),
+      // At most 10^6 s (11.6 days): far larger values overflowed the clocks' nanoseconds, and
+      // every collective timed out at once.
+      RM_KEY(parallel.timeout_s, above_up_to(0, 1e6),
              "Timeout of each collective, seconds; a stalled peer fails the job instead of "
              "hanging it. On several hosts a rank waiting for a rank of its own host gets half "
              "as long again (1-30 s more), so that the rank waiting on the network names the "
@@ -287,7 +295,7 @@ std::vector<KeySpec> build_schema() {
              "from the in-memory checkpoints they keep when newer than the disk's. false: wait "
              "for the hosts. Spare slots are used either way."),
       RM_KEY(
-          resilience.step_timeout_s, at_least(0),
+          resilience.step_timeout_s, between(0, 1e6),
           "Seconds a rank may go without progress (a phase of a step, a checkpoint chunk read or "
           "written, a collective advancing) before a watchdog ends the job with exit code 1, "
           "naming the step, the phase and the collective it waits for; 0 = off, else >= 1. "
@@ -329,16 +337,17 @@ std::vector<KeySpec> build_schema() {
              "Slurm account; empty = your default."),
       RM_KEY(cluster.qos, checked(check_slurm_name, "Slurm name(s)"),
              "Slurm QOS; empty = the default."),
-      RM_KEY(cluster.time, checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`"),
+      RM_KEY(cluster.time,
+             checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`, `UNLIMITED`"),
              "Slurm time limit (`--time`); empty = the partition default."),
       RM_KEY(cluster.memory_per_node,
              checked(check_slurm_memory, "`64G`, `500000M`, `512000` (MB)"),
              "Memory per node (`--mem`). `submit` refuses a job whose ranks on a node need more "
              "(as `run` does for this host); empty = not asked of Slurm, and the job is checked "
              "against the smallest node of its partition as `sinfo` reports it."),
-      RM_KEY(cluster.signal_grace_s, at_least(0),
+      RM_KEY(cluster.signal_grace_s, between(0, 65535),
              "Seconds between Slurm's warning signal and the kill; the job checkpoints in "
-             "between."),
+             "between (sbatch --signal takes at most 65535)."),
       RM_KEY(cluster.sbatch_extra, any(),
              "Extra sbatch options, one per item (e.g. `--constraint=a100`)."),
       RM_KEY(cluster.env, noted("names: letters, digits, `_`"),

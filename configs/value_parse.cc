@@ -21,6 +21,26 @@ bool is_plain_scalar(const YAML::Node& n) {
   return n.IsScalar() && n.Tag() == "?";
 }
 
+// A scalar's explicit tag as written (!!binary, !!float, !mine), or "" for none: plain ("?"),
+// quoted ("!") and !!str, which says what a string key reads anyway. Tags are not acted on (a
+// !!binary value was taken as its base64 text), so one is refused, named.
+std::string explicit_tag(const YAML::Node& n) {
+  const std::string& tag = n.Tag();
+  if (tag == "?" || tag == "!" || tag == "tag:yaml.org,2002:str") return "";
+  const std::string core = "tag:yaml.org,2002:";
+  return tag.rfind(core, 0) == 0 ? "!!" + tag.substr(core.size()) : tag;
+}
+
+// For string keys: false, with the error added, for a scalar of an explicit tag.
+bool untagged(const std::string& key, const YAML::Node& value, const YAML::Mark& mark,
+              ErrorSink& sink) {
+  if (!value.IsScalar()) return true;
+  const std::string tag = explicit_tag(value);
+  if (tag.empty()) return true;
+  sink.add(key, mark, "a value tagged " + tag + ": YAML tags are not read; write the value itself");
+  return false;
+}
+
 // No std::regex here: libstdc++ matches recursively, one stack frame per character, and a
 // 500000-digit value would overflow the stack.
 bool all_digits(const std::string& text, size_t from) {
@@ -86,6 +106,9 @@ FloatText classify_float(const std::string& text, double* out) {
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) {
     return FloatText::kNotANumber;
   }
+  // strtod reads C's hexadecimal floats ("0x10" = 16, "0x1p-10"); YAML has none, and integer
+  // keys refuse "0x40": so do real ones.
+  if (text.find_first_of("xX") != std::string::npos) return FloatText::kNotANumber;
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
@@ -202,6 +225,7 @@ bool string_scalar(const std::string& key, const YAML::Node& value, const YAML::
     sink.add(key, mark, "expected a string, got " + describe_node(value));
     return false;
   }
+  if (!untagged(key, value, mark, sink)) return false;
   *text = value.IsScalar() ? value.Scalar() : "";
   return !refused_string(key, *text, mark, sink);
 }
@@ -252,6 +276,7 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
       sink.add(key, mark, "expected a non-empty string or a list, got an empty string");
       return false;
     }
+    if (!untagged(key, value, mark, sink)) return false;
     if (refused_string(key, value.Scalar(), mark, sink)) return false;
     items.push_back(value.Scalar());
   } else if (value.IsSequence()) {
@@ -264,7 +289,8 @@ bool set_list(const KeySpec& spec, const YAML::Node& value, const YAML::Mark& ma
                  "expected a non-empty string, got " +
                      (item.IsScalar() ? "an empty string" : describe_node(item)));
         ok = false;
-      } else if (refused_string(item_key, item.Scalar(), value_mark(item, mark), sink)) {
+      } else if (!untagged(item_key, item, value_mark(item, mark), sink) ||
+                 refused_string(item_key, item.Scalar(), value_mark(item, mark), sink)) {
         ok = false;
       } else {
         items.push_back(item.Scalar());
@@ -341,6 +367,10 @@ std::string describe_node(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return "an empty value";
   if (n.IsSequence()) return "a sequence";
   if (n.IsMap()) return "a map";
+  if (const std::string tag = explicit_tag(n); !tag.empty()) {
+    return "the value tagged " + tag + " " + shown_text(n.Scalar()) +
+           " (YAML tags are not read: write the value itself)";
+  }
   if (n.Tag() != "?") return "the quoted string " + shown_text(n.Scalar(), '"');
   return shown_text(n.Scalar());
 }

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "base/input_error.h"
+
 namespace rm::cli {
 
 namespace fs = std::filesystem;
@@ -116,6 +118,33 @@ CLI::Validator share() {
         return "";
       },
       "FLOAT in (0, 1]");
+}
+
+void refuse_overwriting_input(const std::string& option, const std::string& output,
+                              const std::string& input) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(fs::absolute(output), ec);
+  if (ec) return;  // written through its own checks (output_file)
+  const fs::path in = fs::weakly_canonical(fs::absolute(input), ec);
+  if (ec) return;
+  const auto refuse = [&](const std::string& what) {
+    throw InputError(option + " " + output + ": " + what +
+                     ", which this command reads: it would be overwritten; write elsewhere");
+  };
+  if (!fs::is_directory(in, ec)) {
+    if (out == in || (fs::exists(out, ec) && fs::equivalent(out, in, ec))) refuse("the input file");
+    return;
+  }
+  const fs::path rel = out.lexically_relative(in);
+  if (rel.empty() || *rel.begin() == ".." || rel == ".") return;
+  if (fs::exists(in / "manifest.json", ec)) refuse("a file of the checkpoint " + input);
+  const std::string first = rel.begin()->string();
+  for (const char* own : {"checkpoints", "logs", "trace", "slurm"}) {
+    if (first == own && std::next(rel.begin()) != rel.end()) refuse("a file of the run " + input);
+  }
+  for (const char* own : {"weights.bin", "config.yaml", "metrics.jsonl", "events.jsonl"}) {
+    if (rel == own) refuse("a file of the run " + input);
+  }
 }
 
 }  // namespace rm::cli

@@ -16,6 +16,7 @@
 #include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
 #include "io/atomic_file.h"
+#include "launcher/cli_checks.h"
 #include "launcher/cmd_common.h"
 #include "launcher/loaded_run.h"
 #include "model/model_export.h"
@@ -240,6 +241,7 @@ int export_llmc(const LoadedRun& run, const CkptArgs& args) {
 
 int cmd_ckpt_export(const CkptArgs& args) {
   return report_errors([&] {
+    cli::refuse_overwriting_input("-o", args.output, args.path);
     LoadedRun run = load_trained_model(args.path, 1);
     if (args.format != "safetensors") return export_llmc(run, args);
     const ModelExport exported = export_model(run.job.model, *run.model, run.params.data());

@@ -17,6 +17,7 @@
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "io/atomic_file.h"
+#include "launcher/cli_checks.h"
 #include "launcher/commands.h"
 #include "launcher/report_data.h"
 #include "launcher/report_page.h"
@@ -179,7 +180,10 @@ std::vector<std::string> render_plots(const std::vector<RunData>& runs) {
 int cmd_report(const ReportArgs& args) {
   return report_errors([&] {
     std::vector<RunData> runs;
-    for (const std::string& dir : args.run_dirs) runs.push_back(report::read_run(dir));
+    for (const std::string& dir : args.run_dirs) {
+      if (!args.output.empty()) cli::refuse_overwriting_input("-o", args.output, dir);
+      runs.push_back(report::read_run(dir));
+    }
     make_labels_unique(runs);
     for (size_t i = 0; i < runs.size(); ++i) runs[i].color = kRunColors[i % std::size(kRunColors)];
     const std::string html = report::report_page(runs, render_plots(runs));

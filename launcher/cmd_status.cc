@@ -17,7 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
 #include "launcher/commands.h"
-#include "launcher/shell_capture.h"
+#include "launcher/slurm_job.h"
 #include "launcher/slurm_script.h"
 #include "observe/console_progress.h"
 #include "observe/run_events.h"
@@ -44,41 +44,21 @@ std::string text(const json& j, const char* key, const std::string& fallback) {
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
 
-// "KEY=VALUE" of `scontrol show job -o` output, or "".
-std::string scontrol_field(const std::string& line, const std::string& key) {
-  const std::string needle = key + "=";
-  size_t at = line.find(" " + needle);
-  if (at == std::string::npos) {
-    if (line.rfind(needle, 0) != 0) return "";
-    at = 0;
-  } else {
-    ++at;
-  }
-  const size_t begin = at + needle.size();
-  return line.substr(begin, line.find(' ', begin) - begin);
-}
-
 void print_slurm_state(const std::string& run_dir) {
-  std::string id;
-  try {
-    id = io::read_file(run_dir + "/slurm/job_id", 4096);  // a job id, not whatever the file holds
-  } catch (const std::exception&) {
-    return;  // never submitted
-  }
-  id.erase(std::remove(id.begin(), id.end(), '\n'), id.end());
+  const std::string id = submitted_job_id(run_dir);
   if (id.empty()) return;
-  const CapturedCommand sc = capture_command("timeout 5 scontrol show job -o " + shell_quote(id));
-  if (sc.exit_code != 0 || sc.output.find("JobId=") == std::string::npos) {
+  std::string why;
+  const std::string line = scontrol_job_line(id, &why);
+  if (line.empty()) {
     std::printf("slurm       job %s (scontrol does not know it now: %s)\n", id.c_str(),
-                sc.output.empty() ? "no answer" : sc.output.c_str());
+                why.c_str());
     return;
   }
-  std::printf(
-      "slurm       job %s: %s, restarts %s, reason %s, run time %s of %s, nodes %s\n", id.c_str(),
-      scontrol_field(sc.output, "JobState").c_str(), scontrol_field(sc.output, "Restarts").c_str(),
-      scontrol_field(sc.output, "Reason").c_str(), scontrol_field(sc.output, "RunTime").c_str(),
-      scontrol_field(sc.output, "TimeLimit").c_str(),
-      scontrol_field(sc.output, "NodeList").c_str());
+  std::printf("slurm       job %s: %s, restarts %s, reason %s, run time %s of %s, nodes %s\n",
+              id.c_str(), scontrol_field(line, "JobState").c_str(),
+              scontrol_field(line, "Restarts").c_str(), scontrol_field(line, "Reason").c_str(),
+              scontrol_field(line, "RunTime").c_str(), scontrol_field(line, "TimeLimit").c_str(),
+              scontrol_field(line, "NodeList").c_str());
 }
 
 }  // namespace

@@ -16,16 +16,20 @@
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "base/run_dir.h"
+#include "base/run_lock.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
+#include "io/posix_io.h"
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
 #include "launcher/node_memory.h"
 #include "launcher/shell_capture.h"
+#include "launcher/slurm_job.h"
 #include "launcher/slurm_script.h"
 #include "observe/run_events.h"
 #include "planning/memory_fit.h"
 #include "worker/initial_weights.h"
+#include "worker/job_preparation.h"
 #include "worker/training_data.h"
 
 namespace rm {
@@ -62,8 +66,21 @@ int cmd_submit(const SubmitArgs& args) {
       std::fputs(script.c_str(), stdout);
       return kExitOk;
     }
+    // The run lock first (prepare_run_directory takes it again at once), so that two submits of
+    // one run see each other's jobs; then no job of this run may still be queued or running: it
+    // would train the job as rewritten here, or beside this one's once the lock is free.
+    io::make_dirs_durable(paths.run_dir);
+    lock_run_dir(paths.run_dir, run_lock_wait_s());
+    if (const std::string id = submitted_job_id(paths.run_dir); !id.empty()) {
+      const std::string state = scontrol_field(scontrol_job_line(id), "JobState");
+      if (slurm_job_may_run(state)) {
+        throw IoError(job.run_dir + ": its Slurm job " + id + " is " + state + ": `scancel " + id +
+                      "` first (submitting again then resumes from the "
+                      "newest checkpoint), or wait for it to end");
+      }
+    }
     std::string changes;
-    prepare_run(job, args.fresh, &changes);
+    prepare_run_directory(job, args.fresh, &changes);
     if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
     for (const char* sub : {"logs", "slurm"}) {
       std::error_code ec;

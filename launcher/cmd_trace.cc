@@ -6,6 +6,7 @@
 #include "io/atomic_file.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
+#include "launcher/cli_checks.h"
 #include "launcher/commands.h"
 #include "launcher/trace_merge.h"
 
@@ -14,6 +15,7 @@ namespace rm {
 int cmd_trace(const TraceArgs& args) {
   MergedTrace merged;
   try {
+    if (!args.output.empty()) cli::refuse_overwriting_input("-o", args.output, args.run_dir);
     merged = merge_rank_traces(args.run_dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringmaster trace: %s\n", e.what());

@@ -9,6 +9,7 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "launcher/cli_checks.h"
 #include "launcher/cmd_common.h"
 #include "launcher/loaded_run.h"
 #include "launcher/model_placement.h"
@@ -211,6 +212,7 @@ int cmd_eval(const EvalArgs& args) {
 
 int cmd_tokenize(const TokenizeArgs& args) {
   return report_errors([&] {
+    cli::refuse_overwriting_input("-o", args.output, args.text);
     // No model to fit: the encoding refuses a vocabulary that uint16 ids cannot hold.
     BpeTokenizer tokenizer = load_tokenizer_for(args.tokenizer, 0, "--tokenizer");
     const EncodedText encoded = encode_text_file(args.text, tokenizer);

@@ -7,6 +7,7 @@
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
 #include "planning/host_memory.h"
+#include "worker/data/file_glob.h"
 #include "worker/initial_weights.h"
 #include "worker/training_data.h"
 
@@ -18,9 +19,32 @@ int cmd_validate(const JobArgs& args) {
     resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
     const JobConfig job = load_job_args(job_args);
     const std::string weights = check_initial_weights(job, VerifyLevel::kChecksums);
-    // The data files are not opened (they may be on a cluster's file system only), but the
-    // tokenizer is read, as the initial weights are: a job's own files, named by keys.
+    // The tokenizer is read, as the initial weights are: a job's own files, named by keys.
     const std::optional<BpeTokenizer> tokenizer = load_job_tokenizer(job);
+    // The data files are opened as `run` opens them where they are here (a damaged shard, an
+    // empty file: refused, as `run` would); a job for a cluster may name files only its file
+    // system has, which is said, not refused. Text to encode with a tokenizer is only found
+    // (encoding it all may take minutes: `run` does).
+    std::string data_note;
+    try {
+      if (tokenizer && job.data.format == DataFormat::kText) {
+        expand_globs(job.data.train);
+        if (!job.data.val.empty()) expand_globs(job.data.val);
+      } else {
+        open_training_data(job);
+      }
+    } catch (const InputError& e) {
+      bool here = false;
+      for (const std::vector<std::string>* files : {&job.data.train, &job.data.val}) {
+        try {
+          if (!files->empty()) here = !expand_globs(*files).empty() || here;
+        } catch (const std::exception&) {
+        }
+      }
+      if (here) throw;
+      data_note = std::string("data not checked: ") + e.what() +
+                  " (here; a job for a cluster may name files on its file system only)";
+    }
     // The backend the ranks would take, without insisting on it: a cuda job validates on a
     // machine without a GPU (it may be meant for a cluster); its GPU memory is then unchecked.
     const Backend b = job.parallel.backend;
@@ -33,6 +57,7 @@ int cmd_validate(const JobArgs& args) {
                 args.job.c_str(), job.name.c_str(), choice_name(job.model.type), job_args.nproc,
                 job_args.nproc == 1 ? "" : "s", job.run_dir.c_str(),
                 fit.summary(capacity).c_str());
+    if (!data_note.empty()) std::printf("%s\n", data_note.c_str());
     if (tokenizer) {
       std::printf("tokenizer %s: %d tokens\n", job.data.tokenizer.c_str(), tokenizer->vocab_size());
     }

@@ -1,14 +1,16 @@
 #include "launcher/hostfile.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <cstdint>
 #include <sstream>
 
 #include "configs/config_error.h"
+#include "io/io_error.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {
+
+constexpr uint64_t kMaxHostfileBytes = 16 << 20;  // a line per host: some 100,000 hosts
 
 [[noreturn]] void bad(const std::string& path, int line, const std::string& message) {
   ConfigError e;
@@ -30,8 +32,15 @@ int parse_slots(const std::string& text) {
 }  // namespace
 
 std::vector<HostSlots> read_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) bad(path, 0, std::string("--hosts: cannot read the hostfile: ") + std::strerror(errno));
+  // Through io/: a FIFO or /dev/zero is refused at once (before: waited on for ever, or read
+  // without end), and so is a file larger than any cluster's hostfile.
+  std::string contents;
+  try {
+    contents = io::read_file(path, kMaxHostfileBytes);
+  } catch (const IoError& e) {
+    bad(path, 0, std::string("--hosts: cannot read the hostfile: ") + e.what());
+  }
+  std::istringstream in(contents);
   std::vector<HostSlots> hosts;
   std::string text;
   for (int line = 1; std::getline(in, text); ++line) {
@@ -40,6 +49,11 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
     std::string host, word;
     if (!(words >> host)) continue;
     if (host.find('=') != std::string::npos) bad(path, line, "expected a host name first, got '" + host + "'");
+    if (host.size() > 253) {
+      bad(path, line,
+          "a host name of " + std::to_string(host.size()) +
+              " characters: DNS names have at most 253");
+    }
     int slots = 1;
     while (words >> word) {
       const auto eq = word.find('=');
@@ -62,7 +76,6 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
     }
     if (!known) hosts.push_back({host, slots});
   }
-  if (in.bad()) bad(path, 0, std::string("--hosts: read failed: ") + std::strerror(errno));
   if (hosts.empty()) bad(path, 0, "--hosts: the hostfile names no host");
   return hosts;
 }

@@ -16,11 +16,15 @@
 
 namespace {
 
+// More ranks than any machine or cluster runs: a typo, refused as the command line is read.
+constexpr uint64_t kMaxRanks = uint64_t{1} << 20;
+
 void add_job_options(CLI::App* cmd, rm::JobArgs& a) {
   cmd->add_option("job", a.job, "YAML job file")->required();
   cmd->add_option("--set", a.sets, "override a key: --set model.width=512 (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--nproc", a.nproc, "data-parallel ranks")->check(CLI::PositiveNumber);
+  cmd->add_option("--nproc", a.nproc, "data-parallel ranks")
+      ->transform(rm::cli::whole_number(1, kMaxRanks));
 }
 
 void add_hosts_option(CLI::App* cmd, std::string& hosts) {
@@ -193,31 +197,31 @@ int main(int argc, char** argv) {
   auto* bt = bench->add_subcommand("train", "tokens/s and GFLOP/s of a job beside raw sgemm");
   add_job_options(bt, bench_train.job);
   add_hosts_option(bt, bench_train.job.hosts);
-  bt->add_option("--steps", bench_train.steps, "timed steps")->check(CLI::PositiveNumber);
+  bt->add_option("--steps", bench_train.steps, "timed steps")->transform(rm::cli::whole_number(1));
   bt->add_option("--profile", bench_train.profile,
                  "then N steps with every kernel and GEMM timed alone (synchronised): a table of "
                  "where a step's time goes")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(rm::cli::whole_number(0));
   bt->add_option("--warmup", bench_train.warmup, "untimed steps first")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(rm::cli::whole_number(0));
 
   rm::BenchCpuArgs bench_cpu;
   auto* bcpu = bench->add_subcommand(
       "cpu", "the CPU, its BLAS kernels and why, measured FMA peak beside a 1024^3 sgemm");
   bcpu->add_option("--threads", bench_cpu.threads, "threads for the all-core figures")
-      ->check(CLI::PositiveNumber);
-  bcpu->add_option("--n", bench_cpu.n, "sgemm size")->check(CLI::PositiveNumber);
+      ->transform(rm::cli::whole_number(1));
+  bcpu->add_option("--n", bench_cpu.n, "sgemm size")->transform(rm::cli::whole_number(1, 65536));
 
   rm::BenchAllreduceArgs bench_ar;
   auto* ba = bench->add_subcommand(
       "allreduce", "all-reduce busbw of Ringmaster's communicator beside plain MPI_Allreduce");
   ba->add_option("--np", bench_ar.nproc, "ranks (default 2, or the hostfile's slots)")
-      ->check(CLI::PositiveNumber);
+      ->transform(rm::cli::whole_number(1, kMaxRanks));
   add_hosts_option(ba, bench_ar.hosts);
   ba->add_option("--max-mb", bench_ar.max_mb, "largest message in MiB (from 4 KiB, doubling)")
-      ->check(CLI::Range(1, 4096));
+      ->transform(rm::cli::whole_number(1, 4096));
   ba->add_option("--seconds", bench_ar.seconds, "timed seconds per size and implementation")
-      ->check(CLI::PositiveNumber);
+      ->transform(rm::cli::real_at_least(0.001));
   ba->add_option("--backend", bench_ar.backend, "mpi (host buffers) or nccl (GPU buffers)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
   ba->add_option("--op", bench_ar.op,
@@ -233,9 +237,9 @@ int main(int argc, char** argv) {
   bc->add_option("--gib", bench_ckpt.gib, "checkpoint size in GiB")
       ->check(CLI::Range(0.001, 256.0));
   bc->add_option("--ranks", bench_ckpt.ranks, "shard files per checkpoint")
-      ->check(CLI::Range(1, 64));
+      ->transform(rm::cli::whole_number(1, 64));
   bc->add_option("--repeats", bench_ckpt.repeats, "repetitions (medians are reported)")
-      ->check(CLI::Range(1, 100));
+      ->transform(rm::cli::whole_number(1, 100));
 
   auto* ckpt = app.add_subcommand("ckpt", "list, verify, inspect and export checkpoints");
   ckpt->require_subcommand(1);

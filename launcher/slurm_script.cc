@@ -2,14 +2,30 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace rm {
 namespace {
 
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
-    s.replace(at, from.size(), to);
+// The template with each @NAME@ replaced, in one pass: a value that holds another placeholder's
+// name (a run_dir of "/x/@ENV@") is never expanded again, which would break its quoting.
+std::string fill(const std::string& text,
+                 const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    bool replaced = false;
+    for (const auto& [name, value] : values) {
+      if (text.compare(at, name.size(), name) == 0) {
+        out += value;
+        at += name.size();
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += text[at++];
   }
+  return out;
 }
 
 // A directory inside an #SBATCH filename pattern, double-quoted so that spaces survive sbatch's
@@ -38,7 +54,11 @@ rm_run_dir=@RUN_DIR@
 rm_max_restarts=@MAX_RESTARTS@
 rm_stop_signal=@STOP_SIGNAL@   # what a signal to this script becomes for the ranks
 cd @WORKDIR@ || exit 2
-@EXPORTS@
+# cluster.env: for the ranks only (given to srun below), never this script's own variables --
+# a name like rm_max_restarts or IFS would otherwise change what the script does, and PATH which
+# programs it runs. srun is found before, with the PATH the job was submitted with.
+rm_env=(@ENV@)
+rm_srun=$(type -P srun || echo srun)
 # UTC time with milliseconds, from bash builtins only: a signal to this script's process group
 # (Slurm ends a requeued run so) cannot kill a `date` half-way through a log line.
 rm_now() { local t=$EPOCHREALTIME; TZ=UTC printf '%(%Y-%m-%dT%H:%M:%S)T.%sZ' "${t%[.,]*}" "${t:(-6):3}"; }
@@ -91,8 +111,11 @@ rm_forward() {  # the signal this script received
 trap 'rm_forward USR1' USR1
 trap 'rm_forward TERM' TERM
 
-# Rank 0 appends a "started" event once every rank is up (MPI, model, data, restore).
+# Rank 0 appends a "started" event once every rank is up (MPI, model, data, restore), and a
+# "finished" one when training has ended and weights.bin is written (the script's own events are
+# spaced: '"event": ').
 rm_started() { grep -c '"event":"started"' "$rm_run_dir/events.jsonl" 2>/dev/null; }
+rm_finished() { grep -c '"event":"finished"' "$rm_run_dir/events.jsonl" 2>/dev/null; }
 rm_say "starting $SLURM_NTASKS rank(s) on $SLURM_JOB_NODELIST"
 rm_event slurm_start
 # A step whose ranks die before they are all up, with no signal and no refusal, is started again
@@ -103,7 +126,9 @@ rm_event slurm_start
 rm_start_retry=0
 while :; do
   rm_started_before=$(rm_started)
-  RM_START_RETRY=$rm_start_retry srun --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
+  rm_finished_before=$(rm_finished)
+  env -- ${rm_env[@]+"${rm_env[@]}"} RM_START_RETRY=$rm_start_retry \
+    "$rm_srun" --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
   rm_step=$!
   [[ $rm_signalled == 1 ]] && rm_notify_step  # the signal came before srun did
   # `wait` returns early when a trapped signal arrives; wait again until the step has ended.
@@ -125,6 +150,12 @@ while :; do
 done
 rm_step_ended=1
 if [[ -n $rm_holder ]]; then kill -s KILL "$rm_holder" 2>/dev/null; fi
+# srun has returned 0 for a step whose node failed while its ranks were still running: only rank
+# 0's own "finished" event says that training ended.
+if [[ $rm_code == 0 && $(rm_finished) == "$rm_finished_before" ]]; then
+  rm_say "srun returned 0, but rank 0 recorded no end of training (a node failure?); counted as a failure"
+  rm_code=1
+fi
 
 rm_requeue() {  # REASON
   # Said before asking: Slurm ends this run as soon as the requeue is accepted.
@@ -215,18 +246,16 @@ std::string render_slurm_script(const JobConfig& job, const SlurmScriptPaths& pa
   line("--signal=B:USR1@" + format_grace(c.signal_grace_s));
   for (const std::string& extra : c.sbatch_extra) line(extra);
 
-  std::string exports;
+  std::string env;
   for (const auto& [name, value] : c.env)
-    exports += "export " + name + "=" + shell_quote(value) + "\n";
-  std::string body = kBody;
-  replace_all(body, "@BIN@", shell_quote(paths.binary));
-  replace_all(body, "@CONFIG@", shell_quote(paths.config));
-  replace_all(body, "@RUN_DIR@", shell_quote(paths.run_dir));
-  replace_all(body, "@WORKDIR@", shell_quote(paths.workdir));
-  replace_all(body, "@MAX_RESTARTS@", std::to_string(job.resilience.max_restarts));
-  replace_all(body, "@STOP_SIGNAL@", job.checkpoint.on_signal ? "USR1" : "TERM");
-  replace_all(body, "@EXPORTS@\n", exports);
-  return s + body;
+    env += (env.empty() ? "" : " ") + shell_quote(name + "=" + value);
+  return s + fill(kBody, {{"@BIN@", shell_quote(paths.binary)},
+                          {"@CONFIG@", shell_quote(paths.config)},
+                          {"@RUN_DIR@", shell_quote(paths.run_dir)},
+                          {"@WORKDIR@", shell_quote(paths.workdir)},
+                          {"@MAX_RESTARTS@", std::to_string(job.resilience.max_restarts)},
+                          {"@STOP_SIGNAL@", job.checkpoint.on_signal ? "USR1" : "TERM"},
+                          {"@ENV@", env}});
 }
 
 }  // namespace rm

@@ -51,8 +51,8 @@ class OrderCheckingCommunicator final : public Communicator {
   std::unique_ptr<Work> broadcast(void* buf, size_t count, DType dtype, int root) override;
   void barrier() override;
   void progress() override { inner_.progress(); }
-  [[noreturn]] void abort(const std::string& why) override {
-    inner_.abort(why);
+  [[noreturn]] void abort(const std::string& why, int exit_code = 1) override {
+    inner_.abort(why, exit_code);
     std::abort();  // unreachable: GCC does not carry [[noreturn]] through the virtual call
   }
   uint64_t share_liveness(uint64_t beats) override { return inner_.share_liveness(beats); }

@@ -2,11 +2,13 @@
 // written (bad input, exit 2, on one rank or several, at once: not after the collective
 // timeout); --fresh never empties the directory that holds it; and a resume from an older
 // checkpoint starts a line of its own, whose next plain resume continues it (not the line it
-// left). Found by an adversarial review; each case failed before its fix.
+// left), and so does the same --from again (a requeued batch script's). Found by adversarial
+// reviews; each case failed before its fix.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "testing/temp_dir.h"
@@ -158,6 +160,99 @@ TEST(FromCli, ALineLeftBehindLeavesNothingInMemory) {
   EXPECT_NE(resumed.out.find("step_00000004 (step 4)"), std::string::npos) << resumed.out;
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
   EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+}
+
+// A batch script of one's own passes the same --from on every Slurm requeue. Once the line it
+// started has a checkpoint, the same --from again goes on with that line: before, it removed the
+// line's progress each time and trained it again (here: step 8 removed, resumed at 4).
+TEST(FromCli, TheSameFromAgainGoesOnWithTheLineItStarted) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  const std::string run = dir.file("line");
+  const std::string again =
+      "run " + job + " --set run_dir=" + run + " --from " + run + "/checkpoints/step_00000004";
+  ASSERT_EQ(run_cli("run " + job + " --set run_dir=" + run, dir.path()).exit_code, 0);
+  const auto first = run_cli(again, dir.path(), "RM_TEST_FAULT=kill:0:10");
+  EXPECT_NE(first.exit_code, 0);
+  EXPECT_NE(first.out.find("removed this run's newer checkpoints (step 8, step 12)"),
+            std::string::npos)
+      << first.out;
+  ASSERT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
+  const auto requeued = run_cli(again, dir.path());
+  ASSERT_EQ(requeued.exit_code, 0) << requeued.err << requeued.out;
+  EXPECT_NE(requeued.out.find("goes on from it already"), std::string::npos) << requeued.out;
+  EXPECT_NE(requeued.out.find("step_00000008 (step 8)"), std::string::npos) << requeued.out;
+  EXPECT_EQ(requeued.out.find("removed this run's newer checkpoints"), std::string::npos)
+      << requeued.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+  // Another checkpoint (or the line's start after the line finished: a new line) is obeyed.
+  const auto other =
+      run_cli("run " + job + " --set run_dir=" + run + " --set train.steps=16 --from " + run +
+                  "/checkpoints/step_00000008",
+              dir.path());
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.out.find("removed this run's newer checkpoints (step 12)"), std::string::npos)
+      << other.out;
+}
+
+// The same with another run's checkpoint (fine-tuning from it) and retention that removed the
+// line's start from the run directory: the requeue was refused (the run directory "holds
+// checkpoints of its own"), or found no --from directory at all.
+TEST(FromCli, TheSameFromAgainGoesOnWhereverItsStartIs) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  // Another run's checkpoint.
+  const std::string tuned = " --set run_dir=" + dir.file("tuned");
+  const std::string from_other = " --from " + dir.file("straight/checkpoints/step_00000004");
+  EXPECT_NE(
+      run_cli("run " + job + tuned + from_other, dir.path(), "RM_TEST_FAULT=kill:0:10").exit_code,
+      0);
+  const auto requeued = run_cli("run " + job + tuned + from_other, dir.path());
+  ASSERT_EQ(requeued.exit_code, 0) << requeued.err << requeued.out;
+  EXPECT_NE(requeued.out.find("step_00000008 (step 8)"), std::string::npos) << requeued.out;
+  EXPECT_EQ(test::slurp(dir.file("tuned/weights.bin")), straight);
+  // The run's own checkpoint, gone since (checkpoint.keep: 1).
+  const std::string run = dir.file("kept");
+  const std::string at = " --set run_dir=" + run + " --set checkpoint.keep=1";
+  const std::string from_own = " --from " + run + "/checkpoints/step_00000004";
+  EXPECT_NE(run_cli("run " + job + at, dir.path(), "RM_TEST_FAULT=kill:0:6").exit_code, 0);
+  EXPECT_NE(run_cli("run " + job + at + from_own, dir.path(), "RM_TEST_FAULT=kill:0:10").exit_code,
+            0);
+  ASSERT_FALSE(fs::exists(run + "/checkpoints/step_00000004"));
+  const auto gone = run_cli("run " + job + at + from_own, dir.path());
+  ASSERT_EQ(gone.exit_code, 0) << gone.err << gone.out;
+  EXPECT_NE(gone.out.find("goes on from it already"), std::string::npos) << gone.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+}
+
+// The line's checkpoints all damaged: the same --from again starts from it again (on 2 ranks,
+// which must agree on where they resume from).
+TEST(FromCli, TheSameFromAgainStartsOverWhenNothingOfItsLineVerifies) {
+  TempDir dir;
+  const std::string job = job_file(dir) + " --nproc 2";
+  const std::string run = dir.file("straight");
+  const std::string again = "run " + job + " --from " + run + "/checkpoints/step_00000004";
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  EXPECT_NE(run_cli(again, dir.path(), "RM_TEST_FAULT=kill:0:10").exit_code, 0);
+  const std::string shard = run + "/checkpoints/step_00000008/shard_00000.bin";
+  std::string bytes = test::slurp(shard);
+  ASSERT_FALSE(bytes.empty());
+  bytes[bytes.size() / 2] ^= 1;
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
+  const auto r = run_cli(again, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("no checkpoint of the run that goes on from it verifies"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step_00000004 (step 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("removed this run's newer checkpoints (step 8)"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
 }  // namespace

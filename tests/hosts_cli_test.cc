@@ -1,6 +1,7 @@
 // `ringmaster run --hosts FILE` on bad hostfiles: exit 2, one message naming the file (and
 // line), nothing written. The real multi-host run is tests/cluster/cluster_run_test.sh.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <string>
@@ -57,6 +58,14 @@ TEST(HostsCli, MoreRanksThanSlotsOrAMissingFileIsRefused) {
   EXPECT_NE(r.err.find(dir.file("nope") + ": --hosts: cannot read the hostfile"), std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir.file("run")));
+  // A device or a pipe: refused at once (before: /dev/zero read until memory ran out, a FIFO
+  // waited on for ever).
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  for (const std::string& file : {std::string("/dev/zero"), dir.file("fifo")}) {
+    r = run_cli("validate " + tiny_job(dir) + " --hosts " + file, dir.path(), "timeout 20");
+    EXPECT_EQ(r.exit_code, 2) << file << r.err;
+    EXPECT_NE(r.err.find("--hosts: cannot read the hostfile"), std::string::npos) << r.err;
+  }
 }
 
 // A host mpirun cannot start a process on fails the first launch at once, and the message says

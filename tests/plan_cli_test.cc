@@ -149,6 +149,15 @@ speed: 3
                            ":7:13: inter_node.latency_us: missing", ":10:1: speed: unknown key"}) {
     EXPECT_NE(r.err.find(file + want), std::string::npos) << want << "\n" << r.err;
   }
+  // Counts the planner multiplies: 2^31 nodes ended in SIGFPE with nothing said.
+  std::string huge = test::slurp(file);
+  huge.replace(huge.find("nodes: 0"), 8, "nodes: 2147483648");
+  const auto overflow =
+      run_cli("plan configs/shakespeare.yaml --cluster " + dir.write("h.yaml", huge), dir.path());
+  EXPECT_EQ(overflow.exit_code, 2) << overflow.err;
+  EXPECT_NE(overflow.err.find("nodes: must be a whole number from 1 to 100000, not '2147483648'"),
+            std::string::npos)
+      << overflow.err;
   const auto missing = run_cli("plan configs/shakespeare.yaml --cluster " + dir.file("nope"), dir.path());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find(dir.file("nope") + ": cannot read"), std::string::npos) << missing.err;

@@ -242,6 +242,25 @@ TEST(ResumeCli, ADifferentJobNeedsFresh) {
   EXPECT_EQ(run_cli("run " + job + " --set model.width=64 --fresh", dir.path()).exit_code, 0);
 }
 
+// Without config.yaml (removed, or only the checkpoints copied) the checkpoints' own record of
+// the job is compared: another model was accepted, failed as the ranks restored (exit 1), and
+// config.yaml was rewritten to the other job's.
+TEST(ResumeCli, ADifferentJobIsToldFromTheCheckpointsWithoutConfigYaml) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + " --set train.steps=8", dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  std::filesystem::remove(run + "/config.yaml");
+  const auto r = run_cli("run " + job + " --set model.width=64", dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("manifest.json differs: model.width: 32 -> 64)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(run + "/config.yaml"));
+  const auto same = run_cli("run " + job, dir.path());
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_NE(same.out.find("(step 8)"), std::string::npos) << same.out;
+}
+
 // A run that dies before its first checkpoint leaves only its partial metrics.jsonl: running
 // the same job again (by hand, a restart or a Slurm requeue) starts it again from step 0.
 TEST(ResumeCli, RunKilledBeforeItsFirstCheckpointStartsAgain) {

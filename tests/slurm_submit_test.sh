@@ -19,6 +19,9 @@
 #              submitting the same job again resumes it
 #   startcrash a rank SIGKILLed at start-up (before every rank is up), max_restarts 0: the batch
 #              script starts the ranks again at once, not counting it, and the job finishes
+#   pending    a job held in the queue: submitting the run again (with another job, or --fresh)
+#              is refused while it may still start (before: accepted, the held job then
+#              trained the job as rewritten, or beside the new one); once cancelled, accepted
 #   memory     a job too large for the nodes sinfo reports, or for cluster.memory_per_node, is
 #              refused (exit 2, nothing written, nothing queued); one that fits asks for --mem
 #              and runs
@@ -285,6 +288,24 @@ PY
     grep -q "resuming from $ckpt" "$dir"/run/logs/slurm-"$jobid".out || { show_logs; fail "the resubmitted job did not resume"; }
     [[ $(logged_steps "$dir/run/metrics.jsonl") == "$(seq -s ' ' 1 4000)" ]] ||
       fail "metrics.jsonl does not hold steps 1..4000 once each"
+    ;;
+  pending)
+    job 20 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '10', sbatch_extra: [--hold]}"
+    submit
+    held=$jobid
+    for again in "--set model.layers=3" "--fresh"; do
+      code=0
+      out=$("$bin" submit "$dir/job.yaml" $again 2>&1) || code=$?
+      [[ $code == 2 ]] || fail "a second submit ($again) while job $held is held: exit $code: $out"
+      grep -q "its Slurm job $held is PENDING: \`scancel $held\` first" <<<"$out" ||
+        fail "the refusal does not say why: $out"
+    done
+    grep -q "layers: 2" "$dir/run/config.yaml" || fail "the refused submit rewrote config.yaml"
+    scancel "$held"
+    wait_job_end "$held" 60 >/dev/null
+    submit
+    [[ $jobid != "$held" ]] || fail "no new job"
+    scancel "$jobid"
     ;;
   memory)
     job 20 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '10'}"

@@ -53,8 +53,12 @@ hostile=(
 )
 sets=()
 for i in "${!hostile[@]}"; do sets+=(--set "cluster.env.H$i=${hostile[$i]}"); done
-weird_run="$dir/run \$(touch $mark) ';x"
-sets+=(--set "run_dir=$weird_run" --set "cluster.sbatch_extra=[--comment=\$(touch $mark)]")
+# cluster.env names of the script's own variables, and PATH: for the ranks only. Before, the
+# script exported them: rm_max_restarts ran its \$(...) where the script compares it, and PATH
+# lost it wc and scontrol.
+sets+=(--set "cluster.env.rm_max_restarts=rm_code[\$(touch $mark)]" --set "cluster.env.PATH=/none")
+weird_run="$dir/run \$(touch $mark) ';x @ENV@"
+sets+=(--set "run_dir=$weird_run" --set "cluster.sbatch_extra=[--comment=\$(touch\$IFS$mark)]")
 "$bin" submit job.yaml --dry-run "${sets[@]}" >job.sbatch || fail "the dry run failed"
 [[ ! -e "$weird_run" ]] || fail "--dry-run wrote the run directory"
 
@@ -64,7 +68,12 @@ cat >stubs/srun <<'STUB'
 # Records its arguments and the hostile variables, NUL-separated, and succeeds.
 printf '%s\0' "$@" >"$STUB_OUT/srun.args"
 for i in 0 1 2 3 4; do v="H$i"; printf '%s\0' "${!v}"; done >"$STUB_OUT/srun.env"
+printf '%s\0' "$PATH" "$rm_max_restarts" >"$STUB_OUT/srun.scoped"
 echo "${RM_START_RETRY:-unset}" >>"$STUB_OUT/srun.attempts"
+# A step that succeeds ends with rank 0's "finished" event (builtins only: PATH is /none here).
+config=${*: -1}
+[[ ${STUB_SRUN_EXIT:-0} == 0 && -z ${STUB_NO_FINISH:-} ]] &&
+  echo '{"event":"finished"}' >>"${config%/*}/events.jsonl"
 exit "${STUB_SRUN_EXIT:-0}"
 STUB
 printf '#!/bin/bash\necho "$@" >>"$STUB_OUT/scontrol.calls"; exit 1\n' >stubs/scontrol
@@ -83,6 +92,9 @@ mapfile -d '' env_seen <srun.env
 for i in "${!hostile[@]}"; do
   [[ ${env_seen[$i]} == "${hostile[$i]}" ]] || fail "H$i reached srun as '${env_seen[$i]}'"
 done
+mapfile -d '' scoped <srun.scoped
+[[ ${scoped[0]} == /none && ${scoped[1]} == "rm_code[\$(touch $mark)]" ]] ||
+  fail "cluster.env did not reach srun as given: ${scoped[*]}"
 mapfile -d '' args <srun.args
 expected=(--mpi=pmix --kill-on-bad-exit=1 "$bin" worker "$weird_run/config.yaml")
 [[ "${args[*]}" == "${expected[*]}" ]] || fail "srun got: ${args[*]}"
@@ -96,6 +108,13 @@ run_script 75 || code=$?
 [[ $(cat scontrol.calls) == "requeue 42" ]] || fail "scontrol got: $(cat scontrol.calls)"
 grep -q "could not requeue" script.out || fail "no message about the failed requeue"
 [[ ! -e $mark ]] || fail "running the script executed an injected command"
+# srun returned 0 for a node that failed under running ranks: without rank 0's "finished" event
+# it is a failure (before: "training finished", a finished event, exit 0).
+code=0
+STUB_NO_FINISH=1 run_script 0 || code=$?
+[[ $code == 1 ]] || { cat script.out; fail "the script exited $code for a step that did not finish"; }
+grep -q "recorded no end of training" script.out || fail "no word of the unfinished step"
+[[ ! -e $mark ]] || fail "running the script executed an injected command"
 # Ranks that die before any "started" event (here: always) are started again twice at once,
 # RM_START_RETRY 1 and 2, not counted as restarts; then the failure counts (max_restarts 0).
 rm -f srun.attempts
@@ -105,4 +124,5 @@ run_script 137 || code=$?
 [[ $(tr '\n' ' ' <srun.attempts) == "0 1 2 " ]] || fail "srun attempts: $(tr '\n' ' ' <srun.attempts)"
 [[ $(grep -c '"event": "start_retry"' "$weird_run/events.jsonl") == 2 ]] || fail "not 2 start_retry events"
 grep -q "giving up after 0 restart(s)" script.out || { cat script.out; fail "the failure was not counted"; }
+[[ ! -e $mark ]] || fail "counting the failure executed an injected command (cluster.env.rm_max_restarts)"
 echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert, start-up deaths retried twice"

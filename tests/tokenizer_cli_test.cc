@@ -92,7 +92,8 @@ TEST(TokenizerCli, SampleReadsAndPrintsTextThroughTheTokenizer) {
   std::filesystem::rename(tok, moved);
   r = run_cli("sample " + dir.file("text-run") + " --prompt 'And the' --tokens 5", dir.path());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("data.tokenizer: " + tok + ": not a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("data.tokenizer: " + tok + ": no such directory"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("give --tokenizer DIR"), std::string::npos) << r.err;
   const auto with_flag = run_cli(
       "sample " + dir.file("text-run") + " --prompt 'And the' --tokens 5 --tokenizer " + moved,
@@ -110,7 +111,7 @@ TEST(TokenizerCli, BadTokenizersStopBeforeAnythingIsWritten) {
   };
   const std::vector<Case> cases = {
       {"--set data.tokenizer=" + dir.file("none"),
-       "data.tokenizer: " + dir.file("none") + ": not a directory"},
+       "data.tokenizer: " + dir.file("none") + ": no such directory"},
       {"--set data.tokenizer=" + dir.path(), "data.tokenizer: " + dir.path() +
                                                  ": no GPT-2 tokenizer here: expected encoder.json "
                                                  "and vocab.bpe"},

@@ -15,6 +15,7 @@
 #include "io/posix_io.h"
 #include "observe/run_events.h"
 #include "observe/trace_recorder.h"
+#include "worker/checkpoint_line.h"
 
 namespace rm {
 
@@ -204,27 +205,42 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   append_run_event(job_.run_dir, "checkpoints_dropped", {{"from_step", step}, {"steps", dropped}});
 }
 
-int64_t Checkpointing::resume(const std::string& path) {
-  // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others.
-  double step = -1;
+int64_t Checkpointing::resume(const std::string& path, const std::string& line_start) {
+  // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others, and
+  // whether it is the one given (path, or line_start) or the run's own.
+  double choice[2] = {-1, 0};  // step, given
+  double& step = choice[0];
   std::string chosen = path;
   std::vector<std::string> skipped;  // "skipped PATH: why", for the log and the event
   if (comm_.rank() == 0) {
     if (chosen.empty()) {
-      const auto found = find_resume_checkpoint(job_.run_dir, &skipped);  // verified already
+      auto found = find_resume_checkpoint(job_.run_dir, &skipped);  // verified already
       for (const std::string& line : skipped) std::printf("ringmaster: %s\n", line.c_str());
+      // The line started from line_start has a checkpoint on the list, but the newest that
+      // verifies is older than the line: the line starts from line_start again.
+      if (!line_start.empty() &&
+          !(found && goes_on_from(load_manifest(found->path).state, line_start))) {
+        std::printf(
+            "ringmaster: --from %s: no checkpoint of the run that goes on from it "
+            "verifies (above, why): starting from it again\n",
+            line_start.c_str());
+        found.reset();
+        chosen = line_start;
+      }
       if (found) {
         chosen = found->path;
         step = static_cast<double>(found->step);
-      } else if (io::exists(run_file(job_.run_dir, "weights.bin"))) {
+      } else if (chosen.empty() && io::exists(run_file(job_.run_dir, "weights.bin"))) {
         // A finished run none of whose checkpoints verifies: refused, as one without any is
         // (base/run_dir.h), instead of training it again from step 0 beside its weights.bin.
         step = kFinishedWithoutCheckpoint;
       }
-    } else {
+    }
+    if (step < 0 && !chosen.empty()) {
       const VerifyResult v = verify_checkpoint(chosen);
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
       step = static_cast<double>(v.step);
+      choice[1] = 1;
     }
     if (step >= 0) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
@@ -239,7 +255,7 @@ int64_t Checkpointing::resume(const std::string& path) {
                         {"skipped", skipped}});
     }
   }
-  comm_.broadcast(&step, 1, DType::kFloat64, 0)->wait();
+  comm_.broadcast(choice, 2, DType::kFloat64, 0)->wait();
   if (step == kFinishedWithoutCheckpoint) {
     throw InputError(job_.run_dir +
                      ": holds a finished run (weights.bin) none of whose checkpoints verifies "
@@ -248,7 +264,9 @@ int64_t Checkpointing::resume(const std::string& path) {
   }
   if (step < 0) return 0;
   const int64_t steps_done = static_cast<int64_t>(step);
-  CheckpointReader reader(path.empty() ? checkpoint_path(job_.run_dir, steps_done) : path);
+  started_from_ = choice[1] != 0 ? (path.empty() ? line_start : path) : std::string();
+  CheckpointReader reader(started_from_.empty() ? checkpoint_path(job_.run_dir, steps_done)
+                                                : started_from_);
   const Manifest& m = reader.manifest();
   check_checkpoint_matches_model(m, model_, reader.dir());
   state_.restore(reader, m.state.value("optimizer_steps", steps_done));

@@ -56,7 +56,13 @@ class Checkpointing {
   // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
   // what it skipped. Throws InputError on every rank for a finished run (weights.bin) none of
   // whose checkpoints verifies.
-  int64_t resume(const std::string& path);
+  // line_start (with an empty path): the checkpoint the run's line was started from
+  // (worker/checkpoint_line.h), taken when the newest checkpoint that verifies does not go on
+  // from it.
+  int64_t resume(const std::string& path, const std::string& line_start = "");
+  // The given checkpoint (path or line_start) the last resume() restored; empty when it was
+  // the run's own or there was none.
+  const std::string& started_from() const { return started_from_; }
   // After a resume --from the checkpoint of `step` has succeeded on every rank (collective: it
   // meets them first): rank 0 removes the run's committed checkpoints past that step, saying
   // which -- the run goes on from there, on a line of its own. Before the first save.
@@ -97,6 +103,7 @@ class Checkpointing {
   bool staging_ = false;  // a save may still read the training buffers
   int failed_saves_ = 0;
   nlohmann::json resumed_state_ = nlohmann::json::object();
+  std::string started_from_;
   TraceRecorder* trace_ = nullptr;
 };
 

@@ -1,6 +1,7 @@
 #include "worker/initial_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,10 +61,11 @@ std::string model_summary(const ModelConfig& c) {
 }
 
 // The first 8 bytes of a file (fewer if it is shorter), to tell its kind.
-std::string leading_bytes(const std::string& path) {
-  char bytes[8] = {};
+std::string leading_bytes(const std::string& path, size_t count = 8) {
+  char bytes[16] = {};
+  count = std::min(count, sizeof bytes);
   std::ifstream in(path, std::ios::binary);
-  in.read(bytes, sizeof bytes);
+  in.read(bytes, static_cast<std::streamsize>(count));
   return std::string(bytes, static_cast<size_t>(in.gcount()));
 }
 
@@ -94,6 +96,13 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
             "(its newest checkpoint) instead, or a file `ringmaster ckpt export` wrote");
       } else if (looks_like_llmc_model_file(source_)) {
         open_llmc(config);
+      } else if (const std::string head = leading_bytes(source_, 9);
+                 head.size() < 9 || head[8] != '{') {
+        // A safetensors file's JSON header starts right after its 8-byte length.
+        fail(
+            "neither a safetensors file (no JSON header after the first 8 bytes) nor an llm.c "
+            "model file (no llm.c magic) -- give one of those, a checkpoint directory or a run "
+            "directory");
       } else {
         safetensors_ = read_safetensors_header(source_);
         open_safetensors(config);
@@ -360,15 +369,18 @@ void InitialWeights::read(size_t begin, size_t end, float* dst) {
       float* out = dst + (lo - begin);
       if (llmc_) {  // contiguous, [out, in]; a cropped tensor is a prefix
         read_llmc_parameters(source_, *llmc_, m.source_offset + (lo - off), hi - lo, out);
+        check_finite(m, lo - off, out, hi - lo);
         continue;
       }
       if (checkpoint_) {  // nothing transposed; a cropped wpe is a prefix of the source's
         checkpoint_->read_range("params", m.source_offset + (lo - off),
                                 m.source_offset + (hi - off), out);
+        check_finite(m, lo - off, out, hi - lo);
         continue;
       }
       const std::vector<float> values = whole(m);
       std::copy(values.begin() + (lo - off), values.begin() + (hi - off), out);
+      check_finite(m, lo - off, out, hi - lo);
       if (!tied_head_.empty() && m.target->name == "wte") {
         const std::vector<float> head = read_safetensors_f32(source_, safetensors_, tied_head_);
         if (std::memcmp(head.data() + (lo - off), out, (hi - lo) * sizeof(float)) != 0) {
@@ -381,6 +393,17 @@ void InitialWeights::read(size_t begin, size_t end, float* dst) {
     throw;
   } catch (const std::runtime_error& e) {
     fail(without_path(e.what()));
+  }
+}
+
+void InitialWeights::check_finite(const Match& m, size_t first, const float* values,
+                                  size_t count) const {
+  for (size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) {
+      fail("'" + m.source + "' holds " + (std::isnan(values[i]) ? "NaN" : "an infinity") +
+           " (its element " + std::to_string(first + i) +
+           "): training from it would give NaN from the first step");
+    }
   }
 }
 

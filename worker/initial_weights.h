@@ -112,6 +112,9 @@ class InitialWeights {
   void match(const ModelConfig& config, const Shapes& shapes, Rename rename, bool gpt2_file);
   // A source tensor's values in the model's layout (transposed, cropped) as a whole.
   std::vector<float> whole(const Match& m);
+  // fail()s naming the tensor when any of `count` values read of it, from its element `first`
+  // (in the model's layout), is NaN or an infinity: a source saved from a diverged run.
+  void check_finite(const Match& m, size_t first, const float* values, size_t count) const;
 
   std::string path_;    // as the job gives it
   std::string source_;  // the file or checkpoint directory read

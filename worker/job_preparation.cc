@@ -11,6 +11,7 @@
 #include "configs/job_loader.h"
 #include "io/io_error.h"
 #include "planning/host_memory.h"
+#include "worker/checkpoint_line.h"
 #include "worker/initial_weights.h"
 #include "worker/step_graph.h"
 
@@ -40,9 +41,23 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
   return c;
 }
 
-void check_resume_source(const JobConfig& job, const std::string& from, bool fresh) {
+FromUse check_resume_source(const JobConfig& job, const std::string& from, bool fresh) {
   namespace fs = std::filesystem;
-  if (from.empty()) return;
+  if (from.empty()) return FromUse::kNone;
+  if (!fresh) {
+    // The line `from` started already has a checkpoint: the newest committed one that is all
+    // there (a resume takes the newest that verifies, and falls back to `from` itself when none
+    // of the line does: Checkpointing::resume).
+    const auto list = list_checkpoints(job.run_dir, VerifyLevel::kStructure);
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      if (!it->committed || !it->verify.ok) continue;
+      try {
+        if (goes_on_from(load_manifest(it->path).state, from)) return FromUse::kGoesOn;
+      } catch (const std::exception&) {
+      }
+      break;
+    }
+  }
   const std::string what = "--from " + from + ": ";
   if (!fs::is_directory(from)) {
     throw IoError(what + "no such directory (give a checkpoint: RUN_DIR/checkpoints/step_N)");
@@ -101,6 +116,22 @@ void check_resume_source(const JobConfig& job, const std::string& from, bool fre
       }
     }
   }
+  return FromUse::kStartFrom;
+}
+
+RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes) {
+  const auto recorded = [](const std::string& run_dir) -> std::pair<std::string, std::string> {
+    const auto list = list_checkpoints(run_dir, VerifyLevel::kStructure);
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      if (!it->committed || !it->verify.ok) continue;
+      try {
+        return {it->path + "/" + kManifestFileName, load_manifest(it->path).job};
+      } catch (const std::exception&) {
+      }
+    }
+    return {};
+  };
+  return prepare_run(job, fresh, changes, recorded);
 }
 
 }  // namespace rm

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/run_dir.h"
 #include "configs/job_config.h"
 #include "planning/memory_fit.h"
 #include "worker/device_select.h"
@@ -62,6 +63,23 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
 // which empties the run directory first, not inside it; without, outside it (another run's) only
 // into a run directory without checkpoints. Throws IoError (exit 2) naming --from and what is
 // wrong. Empty `from`: nothing to check.
-void check_resume_source(const JobConfig& job, const std::string& from, bool fresh);
+//
+// The same --from again (a batch script that passes it on every Slurm requeue) once the run
+// trains on the line it started: the run's newest committed checkpoint goes on from `from`
+// (worker/checkpoint_line.h). It is then not started from again (which would remove that line's
+// progress) but resumed as without --from, even where `from` is gone since (retention) or is
+// another run's: kGoesOn.
+enum class FromUse {
+  kNone,       // no --from
+  kStartFrom,  // resume from it, and the run's newer checkpoints go
+  kGoesOn,     // the run already goes on from it: resume the run's newest checkpoint
+};
+FromUse check_resume_source(const JobConfig& job, const std::string& from, bool fresh);
+
+// base/run_dir.h's prepare_run, the run's newest committed checkpoint that is all there standing
+// in for a config.yaml that is gone (its manifest records the job): a run directory of
+// checkpoints alone is checked for the same job as any other, and config.yaml is not rewritten
+// for another job's run.
+RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes = nullptr);
 
 }  // namespace rm

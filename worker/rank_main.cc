@@ -14,7 +14,9 @@
 #include "base/elapsed.h"
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "base/input_error.h"
 #include "base/run_dir.h"
+#include "base/run_lock.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_error.h"
 #include "checkpoint/weights_file.h"
@@ -59,13 +61,14 @@ enum StartKind : int {
   kStartNew = 0,         // nothing there, or --fresh: an earlier run's memory segments go
   kStartResume = 1,      // a disk checkpoint (or --from)
   kStartUnfinished = 2,  // a run that saved no disk checkpoint: memory may hold its state
+  kStartGoesOn = 3,      // --from a checkpoint the run's line already goes on from: a resume
 };
 
 // Rank 0 only: prepares the run directory.
 StartKind prepare(const JobConfig& job, const RankArgs& args) {
-  check_resume_source(job, args.from, args.fresh);
+  const FromUse from = check_resume_source(job, args.from, args.fresh);
   std::string changes;  // said here when the worker runs alone (`run` has said it before mpirun)
-  const RunStart start = prepare_run(job, args.fresh, &changes);
+  const RunStart start = prepare_run_directory(job, args.fresh, &changes);
   if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
   if (start == RunStart::kRestartUnfinished && args.from.empty()) {
     std::printf("ringmaster: %s holds an unfinished run of this job that saved no checkpoint on "
@@ -74,6 +77,14 @@ StartKind prepare(const JobConfig& job, const RankArgs& args) {
                 job.checkpoint.memory_every > 0 ? "looking for its in-memory checkpoints"
                                                  : "starting it again from step 0");
     std::fflush(stdout);
+  }
+  if (from == FromUse::kGoesOn) {
+    std::printf(
+        "ringmaster: --from %s: the run's newest checkpoint goes on from it already "
+        "(it was started from it before): resuming the run, as without --from\n",
+        args.from.c_str());
+    std::fflush(stdout);
+    return kStartGoesOn;
   }
   if (start == RunStart::kResume || !args.from.empty()) return kStartResume;
   return start == RunStart::kRestartUnfinished ? kStartUnfinished : kStartNew;
@@ -141,9 +152,14 @@ std::unique_ptr<ConsoleProgress> make_console(const JobConfig& job, const Model&
 // for a lone process.
 int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
           const DeviceChoice& choice, const std::string& where, StartKind start,
-          const std::string& from) {
+          const std::string& from_arg) {
+  // The checkpoint to resume from (--from), and the line's start when the run goes on from it.
+  const std::string from = start == kStartGoesOn ? "" : from_arg;
+  const std::string line_start = start == kStartGoesOn ? from_arg : "";
   const int rank = mpi != nullptr ? mpi->rank() : 0;
   const bool rank0 = rank == 0;
+  // While this rank lives no new run takes the directory, even if its launcher is gone.
+  hold_rank_lock(job.run_dir);
   start_rank_log(job.run_dir, rank);
   const int threads =
       configure_threads(job.parallel.threads_per_rank, mpi != nullptr ? mpi->local_size() : 1);
@@ -171,6 +187,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       std::fflush(stdout);
     }
   }
+  bool training = false;  // the steps have begun (a "started" event is written)
   try {
     Trainer trainer(job, data, comm, options);
     trainer.enable_checkpoints(to_yaml(job));
@@ -191,10 +208,10 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
         std::fflush(stdout);
       }
     }
-    const bool resuming =
-        start == kStartResume || (start == kStartUnfinished && job.checkpoint.memory_every > 0);
+    const bool resuming = start == kStartResume || start == kStartGoesOn ||
+                          (start == kStartUnfinished && job.checkpoint.memory_every > 0);
     const auto restore_began = std::chrono::steady_clock::now();
-    const int64_t steps_done = resuming ? trainer.resume(from) : 0;
+    const int64_t steps_done = resuming ? trainer.resume(from, line_start) : 0;
     // A finished run extended (a larger train.steps) is unfinished again once it has resumed: its
     // weights.bin, the earlier end's, would be what eval, sample and ckpt export read of it while
     // it trains on (they take the newest checkpoint of an unfinished run). That end is in the
@@ -262,6 +279,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     std::unique_ptr<ConsoleProgress> console;
     if (rank0) console = make_console(job, trainer.model(), choice, comm.size(), peak_flops);
     trainer.set_console(console.get());
+    training = true;
     const Trainer::Outcome outcome = trainer.run();
     if (console) console->clear();
     trainer.wait_for_checkpoints();
@@ -318,6 +336,18 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   } catch (const CheckpointError& e) {
     // Likewise a checkpoint that fails as one rank reads its part (a checksum of its piece).
     if (comm.size() > 1) comm.abort(e.what());
+    throw;
+  } catch (const InputError& e) {
+    // Bad input found while training -- a token id past the vocabulary in the part of the data
+    // one rank reads -- is bad input still (exit 2, not retried), said by the rank that found
+    // it. The run has started: events.jsonl says it failed (`status`), or it would look alive.
+    // Under MPI the others are in a collective already, which this rank would otherwise meet
+    // with the wrong buffers as it unwinds ("not in the same allocate() block"), the cause lost.
+    if (training) {
+      append_run_event(job.run_dir, "failed",
+                       {{"exit_code", kExitBadInput}, {"rank", rank}, {"error", e.what()}});
+    }
+    if (comm.size() > 1) comm.abort(e.what(), kExitBadInput);
     throw;
   }
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/elapsed.h"
+#include "base/exit_codes.h"
 #include "base/input_error.h"
 #include "base/run_dir.h"
 #include "base/stop_signal.h"
@@ -16,6 +17,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "model/lr_schedule.h"
 #include "observe/run_events.h"
+#include "worker/checkpoint_line.h"
 #include "worker/fault_injection.h"
 #include "worker/initial_weights.h"
 #include "worker/memory_salvage.h"
@@ -369,21 +371,28 @@ void Trainer::restore_best(const nlohmann::json& state) {
 void Trainer::restore_best_from_disk() {
   // Every new best was saved to disk, so the newest committed checkpoint holds the best up to its
   // step. Rank 0 reads its manifest (structure only: no shard is read) and tells the others.
+  // The line memory's steps are on is that checkpoint's too (a --from resume discards memory).
   double best[2] = {0, 0};  // loss, step
-  if (comm_.rank() == 0 && job_.checkpoint.keep_best) {
+  std::string line;
+  if (comm_.rank() == 0) {
     const auto list = list_checkpoints(job_.run_dir, VerifyLevel::kStructure);
     for (auto it = list.rbegin(); it != list.rend(); ++it) {
       if (!it->committed || !it->verify.ok) continue;
       const nlohmann::json& state = load_manifest(it->path).state;
       if (state.is_object()) {
-        best[0] = state.value("best_val_loss", 0.0);
-        best[1] = static_cast<double>(state.value("best_step", int64_t{0}));
+        if (job_.checkpoint.keep_best) {
+          best[0] = state.value("best_val_loss", 0.0);
+          best[1] = static_cast<double>(state.value("best_step", int64_t{0}));
+        }
+        line = state.value("line_from", nlohmann::json()).dump();
       }
       break;
     }
   }
   host_comm_.broadcast(best, 2, DType::kFloat64, 0)->wait();
+  line = broadcast_string(host_comm_, line, 0);
   restore_best({{"best_val_loss", best[0]}, {"best_step", static_cast<int64_t>(best[1])}});
+  line_from_ = line.empty() ? nlohmann::json() : nlohmann::json::parse(line);
 }
 
 int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
@@ -457,11 +466,12 @@ void Trainer::load_initial_weights() {
     }
   } catch (const InitialWeightsError& e) {
     if (comm_.size() == 1) throw;
-    comm_.abort(e.what());  // the peers may be waiting in a collective already
+    // Bad input still (exit 2); the peers may be waiting in a collective already.
+    comm_.abort(e.what(), kExitBadInput);
   }
 }
 
-int64_t Trainer::resume(const std::string& path) {
+int64_t Trainer::resume(const std::string& path, const std::string& line_start) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
   if (memory_ && path.empty()) {
     // Memory snapshots keep what a resume needs, not the best so far: that comes from the disk,
@@ -477,13 +487,13 @@ int64_t Trainer::resume(const std::string& path) {
                             : "no step that every rank holds, so not from memory");
       std::fflush(stdout);
     }
-    next_step_ = checkpoints_->resume(path);
+    next_step_ = checkpoints_->resume(path, line_start);
     // The newest disk checkpoint did not verify and an older one was taken: memory may be newer.
     if (held.step && *held.step > next_step_) {
       return resume_from_memory(*held.step, held.account, next_step_);
     }
   } else {
-    next_step_ = checkpoints_->resume(path);
+    next_step_ = checkpoints_->resume(path, line_start);
   }
   // The batches skipped by rollbacks before the checkpoint are skipped again.
   skipped_batches_.clear();
@@ -503,6 +513,9 @@ int64_t Trainer::resume(const std::string& path) {
     }
   }
   restore_best(state);
+  const std::string& given = checkpoints_->started_from();
+  line_from_ =
+      given.empty() ? state.value("line_from", nlohmann::json()) : checkpoint_line_origin(given);
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) {
@@ -513,7 +526,7 @@ int64_t Trainer::resume(const std::string& path) {
   }
   // A given checkpoint starts a line of its own: the run's newer ones go, now that every rank
   // has restored and passed the checks above.
-  if (!path.empty()) checkpoints_->drop_newer_checkpoints(next_step_);
+  if (!given.empty()) checkpoints_->drop_newer_checkpoints(next_step_);
   return next_step_;
 }
 
@@ -532,17 +545,21 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
   // (data position, schedule, random draws) being a function of them and the seed.
   const int64_t cursor = batch_index(steps_done) * job_.train.global_batch;
   const uint64_t per_epoch = data_.train->num_windows();
-  return {{"global_sample_cursor", cursor},
-          {"train_windows", per_epoch},
-          {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
-          {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
-          {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
-          {"skipped_batches", skipped_batches_},
-          // checkpoint.keep_best: what a resumed run must beat, and whether this is the best
-          // (retention keeps, of the checkpoints marked so, the one of the lowest loss).
-          {"best_val_loss", best_val_loss_},
-          {"best_step", best_step_},
-          {"best", best_step_ > 0 && best_step_ == steps_done}};
+  nlohmann::json state = {
+      {"global_sample_cursor", cursor},
+      {"train_windows", per_epoch},
+      {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
+      {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
+      {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
+      {"skipped_batches", skipped_batches_},
+      // checkpoint.keep_best: what a resumed run must beat, and whether this is the best
+      // (retention keeps, of the checkpoints marked so, the one of the lowest loss).
+      {"best_val_loss", best_val_loss_},
+      {"best_step", best_step_},
+      {"best", best_step_ > 0 && best_step_ == steps_done}};
+  // Where the line this run trains on started (worker/checkpoint_line.h), if not at step 0.
+  if (!line_from_.is_null()) state["line_from"] = line_from_;
+  return state;
 }
 
 bool Trainer::is_new_best(int64_t step, double val_loss) {

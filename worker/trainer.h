@@ -99,8 +99,10 @@ class Trainer {
   // path, the newest step every rank holds verified in memory (memory_checkpoints.h) is taken
   // instead when no disk checkpoint is newer; rank 0 says which, from where, and what it
   // passed over. With a path (--from), the run's checkpoints past it are removed once every rank
-  // has restored (Checkpointing::drop_newer_checkpoints). Collective.
-  int64_t resume(const std::string& path);
+  // has restored (Checkpointing::drop_newer_checkpoints). line_start (with an empty path): the
+  // --from of a run that goes on from it already (worker/checkpoint_line.h), started from again
+  // when no checkpoint of its line verifies. Collective.
+  int64_t resume(const std::string& path, const std::string& line_start = "");
   // A run's first start with model.init_from: the parameters from there instead of the seed's
   // (worker/initial_weights.h), each rank reading its own part; rank 0 says what it read and
   // records it in events.jsonl ("initialized"). A source that fails to read ends the job: exit
@@ -162,6 +164,9 @@ class Trainer {
   // so a resumed run knows what to beat); 0 = none yet.
   double best_val_loss_ = 0;
   int64_t best_step_ = 0;
+  // The checkpoint the line this run trains on started from, as checkpoint states record it
+  // (worker/checkpoint_line.h); null when it started at step 0.
+  nlohmann::json line_from_;
   int64_t last_bad_step_ = 0;
   int rollbacks_at_step_ = 0;
   int64_t batch_index(int64_t step) const;

@@ -39,24 +39,36 @@ TrainingData open_training_data(const JobConfig& job) {
   // Text with a tokenizer: each file encoded once, here; the train and validation sources that
   // split it share its tokens.
   const bool encoded = tokenizer && d.format == DataFormat::kText;
+  // Errors name the key whose files they are about.
+  const auto of_key = [](const char* key, auto open) {
+    try {
+      return open();
+    } catch (const DataError& e) {
+      throw DataError(std::string(key) + ": " + e.what());
+    }
+  };
   std::vector<EncodedText> encoded_train;
   std::vector<EncodedText> encoded_val;
   if (encoded) {
-    encoded_train = encode_text_globs(d.train, *tokenizer);
-    if (!d.val.empty()) encoded_val = encode_text_globs(d.val, *tokenizer);
+    encoded_train = of_key("data.train", [&] { return encode_text_globs(d.train, *tokenizer); });
+    if (!d.val.empty()) {
+      encoded_val = of_key("data.val", [&] { return encode_text_globs(d.val, *tokenizer); });
+    }
   }
   // The tokens [begin, end) of each training (or validation) file. Tokens outside the model's
   // vocabulary fail when read, naming the file and position, instead of indexing past the
   // embedding table.
   const auto source = [&](const char* role, bool val_files, double begin, double end) {
     const std::vector<std::string>& globs = val_files ? d.val : d.train;
-    TokenSource s = encoded ? TokenSource::open_encoded(val_files ? encoded_val : encoded_train,
-                                                        tokenizer->vocab_size(), begin, end)
-                    : d.format == DataFormat::kText
-                        ? TokenSource::open_text_globs(globs, begin, end)
-                        : TokenSource::open_shards(globs, begin, end);
-    s.set_vocab_size(job.model.vocab_size);
-    return std::make_unique<WindowDataset>(std::move(s), T, role);
+    return of_key(val_files ? "data.val" : "data.train", [&] {
+      TokenSource s = encoded ? TokenSource::open_encoded(val_files ? encoded_val : encoded_train,
+                                                          tokenizer->vocab_size(), begin, end)
+                      : d.format == DataFormat::kText
+                          ? TokenSource::open_text_globs(globs, begin, end)
+                          : TokenSource::open_shards(globs, begin, end);
+      s.set_vocab_size(job.model.vocab_size);
+      return std::make_unique<WindowDataset>(std::move(s), T, role);
+    });
   };
   TrainingData out;
   if (!d.val.empty()) {
@@ -90,6 +102,18 @@ std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_l
     }
   } catch (const IoError& e) {
     throw DataError(e.what());
+  }
+  // Text without a tokenizer is read as bytes, ids 0-255: the text of a byte-level model. A model
+  // of a larger vocabulary (GPT-2's) takes token ids; a damaged shard (its magic wrong) or text
+  // read as bytes would be scored as nonsense, and was.
+  if (magic != kTokenShardMagic && tokenizer == nullptr && vocab > 256) {
+    throw DataError(path, "not an llm.c token shard (its first 4 bytes are not the magic " +
+                              std::to_string(kTokenShardMagic) +
+                              "), and text is read as bytes "
+                              "only for a byte-level model (vocab_size 256; this one has " +
+                              std::to_string(vocab) +
+                              "): give a token shard, or --tokenizer DIR "
+                              "to encode the text");
   }
   TokenSource s =
       magic == kTokenShardMagic ? TokenSource::open_shards({path})

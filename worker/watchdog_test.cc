@@ -84,7 +84,7 @@ class FakeComm final : public Communicator {
   std::unique_ptr<Work> broadcast(void*, size_t, DType, int) override { return none(); }
   void barrier() override {}
   void progress() override {}
-  [[noreturn]] void abort(const std::string& why) override { throw std::logic_error(why); }
+  [[noreturn]] void abort(const std::string& why, int = 1) override { throw std::logic_error(why); }
   uint64_t share_liveness(uint64_t) override { return peers.load(); }
 
   CommActivity& activity_for_test() { return activity_; }

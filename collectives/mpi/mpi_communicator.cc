@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "collectives/mpi/hier_path.h"
@@ -100,7 +101,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> send(const void* buf, size_t bytes, int to) override;
   std::unique_ptr<Work> recv(void* buf, size_t bytes, int from) override;
   void progress() override { poll(); }
-  [[noreturn]] void abort(const std::string& why) override;
+  [[noreturn]] void abort(const std::string& why, int exit_code = 1) override;
   uint64_t share_liveness(uint64_t beats) override {
     return shm_ ? shm_->share_liveness(beats) : hier_ ? hier_->share_liveness(beats) : 0;
   }
@@ -111,7 +112,9 @@ class MpiCommunicator final : public Communicator {
   void poll();
   // Advances every outstanding op and checks deadlines; returns whether anything moved.
   bool advance();
-  [[noreturn]] void fail(const Op& op, const std::string& what);
+  // peer_failed: the failure is a peer's, which reported it (the poison) and is aborting the
+  // job itself: this rank gives that abort, with its exit code, a head start.
+  [[noreturn]] void fail(const Op& op, const std::string& what, bool peer_failed = false);
 
  private:
   std::shared_ptr<Op> new_op(const char* name, size_t bytes);
@@ -552,7 +555,9 @@ bool MpiCommunicator::advance() {
   if (!shm_queue_.empty()) {
     const Op& head = *shm_queue_.front();
     const int failed = shm_->failed_peer();
-    if (failed >= 0) fail(head, "failed: rank " + std::to_string(failed) + " reported a failure");
+    if (failed >= 0) {
+      fail(head, "failed: rank " + std::to_string(failed) + " reported a failure", true);
+    }
     if (now > head.deadline) {
       char text[96];
       std::snprintf(text, sizeof(text), "timed out after %.1f s",
@@ -564,7 +569,8 @@ bool MpiCommunicator::advance() {
   if (!hier_pending_.empty()) {
     const int failed = hier_->failed_peer();
     if (failed >= 0) {
-      fail(*hier_pending_.front(), "failed: rank " + std::to_string(failed) + " reported a failure");
+      fail(*hier_pending_.front(), "failed: rank " + std::to_string(failed) + " reported a failure",
+           true);
     }
     // A rank waiting in-host for a peer gives it a grace past the deadline: with the link to
     // another host cut, the peer (busy with the inter-host step) times out at about the same
@@ -685,7 +691,7 @@ void MpiCommunicator::publish_oldest() {
   activity_.set_oldest(oldest);
 }
 
-void MpiCommunicator::fail(const Op& op, const std::string& what) {
+void MpiCommunicator::fail(const Op& op, const std::string& what, bool peer_failed) {
   const std::string msg =
       describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) + " " + what;
   std::fprintf(stderr, "%s\n", msg.c_str());
@@ -693,6 +699,10 @@ void MpiCommunicator::fail(const Op& op, const std::string& what) {
   if (shm_) shm_->poison();
   if (hier_) hier_->poison();
   if (options_.abort_on_error) {
+    // The job's exit code is that of the first MPI_Abort to reach mpirun: the failing peer's
+    // (2 for bad input it found), not this rank's 1 -- which would otherwise often win, this
+    // rank seeing the poison before the peer has left MPI_Abort. mpirun kills this rank meanwhile.
+    if (peer_failed) std::this_thread::sleep_for(std::chrono::seconds(2));
     MPI_Abort(comm_, 1);
     std::abort();
   }
@@ -700,12 +710,12 @@ void MpiCommunicator::fail(const Op& op, const std::string& what) {
   throw CollectiveError(msg);
 }
 
-void MpiCommunicator::abort(const std::string& why) {
+void MpiCommunicator::abort(const std::string& why, int exit_code) {
   std::fprintf(stderr, "[rank %d/%d] aborting: %s\n", rank_, size_, why.c_str());
   std::fflush(stderr);
   if (shm_) shm_->poison();
   if (hier_) hier_->poison();
-  MPI_Abort(comm_, 1);
+  MPI_Abort(comm_, exit_code);
   std::abort();
 }
 

@@ -74,7 +74,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Work> broadcast(void* buf, size_t count, DType dtype, int root) override;
   void barrier() override;
   void progress() override { advance(); }
-  [[noreturn]] void abort(const std::string& why) override;
+  [[noreturn]] void abort(const std::string& why, int exit_code = 1) override;
 
   void advance();
   void wait_for(const Op& op);
@@ -432,11 +432,11 @@ void NcclCommunicator::fail(const Op& op, const std::string& what) {
   throw CollectiveError(msg);
 }
 
-void NcclCommunicator::abort(const std::string& why) {
+void NcclCommunicator::abort(const std::string& why, int exit_code) {
   std::fprintf(stderr, "[rank %d/%d] aborting: %s\n", rank_, size_, why.c_str());
   std::fflush(stderr);
   if (comm_ != nullptr) ncclCommAbort(comm_);
-  MPI_Abort(mpi_comm_, 1);
+  MPI_Abort(mpi_comm_, exit_code);
   std::abort();
 }
 

@@ -60,10 +60,20 @@ bool alphabet_to_bytes(std::string_view written, std::string& bytes) {
   return true;
 }
 
+// GPT-2's vocabulary file is 1 MB, its merges 0.5 MB; the largest BPE tokenizers' are tens of MB.
+// A larger file is refused before it is read into memory.
+constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{256} << 20;
+
 std::string read_whole(const std::string& path) {
   try {
     io::Fd fd = io::open_read(path);
-    std::string text(io::regular_file_size(fd.get(), path), '\0');
+    const uint64_t size = io::regular_file_size(fd.get(), path);
+    if (size > kMaxTokenizerFileBytes) {
+      throw DataError(path, std::to_string(size >> 20) + " MiB, larger than the " +
+                                std::to_string(kMaxTokenizerFileBytes >> 20) +
+                                " MiB a tokenizer file may have (GPT-2's are 1 MB)");
+    }
+    std::string text(size, '\0');
     io::pread_exact(fd.get(), text.data(), text.size(), 0, path);
     return text;
   } catch (const IoError& e) {
@@ -87,8 +97,9 @@ BpeTokenizer BpeTokenizer::load(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw DataError(dir,
-                    "not a directory (a GPT-2 tokenizer is a directory holding "
-                    "encoder.json and vocab.bpe, or vocab.json and merges.txt)");
+                    std::string(fs::exists(dir, ec) ? "not a directory" : "no such directory") +
+                        " (a GPT-2 tokenizer is a directory holding "
+                        "encoder.json and vocab.bpe, or vocab.json and merges.txt)");
   }
   const auto has = [&](const char* name) { return fs::is_regular_file(fs::path(dir) / name, ec); };
   std::string vocab_name;
@@ -98,6 +109,13 @@ BpeTokenizer BpeTokenizer::load(const std::string& dir) {
   } else if (has("vocab.json") && has("merges.txt")) {
     vocab_name = "vocab.json", merges_name = "merges.txt";
   } else {
+    // Named, but not regular files (a directory, a pipe, a device): say which.
+    for (const char* name : {"encoder.json", "vocab.bpe", "vocab.json", "merges.txt"}) {
+      const fs::path p = fs::path(dir) / name;
+      if (fs::exists(p, ec) && !has(name)) {
+        throw DataError(p.string(), "not a regular file (a tokenizer file is read whole)");
+      }
+    }
     throw DataError(dir,
                     "no GPT-2 tokenizer here: expected encoder.json and vocab.bpe "
                     "(OpenAI's names) or vocab.json and merges.txt (Hugging Face's)");

@@ -1,15 +1,95 @@
 #include "worker/data/mapped_file.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
 #include <utility>
 
+#include "base/exit_codes.h"
 #include "io/posix_io.h"
 #include "worker/data/data_error.h"
 
 namespace rm {
+
+namespace {
+
+// The mappings a SIGBUS may come from, for its handler: a fixed table (nothing is allocated in
+// the handler), each slot's message written when it is claimed. More mappings than slots are
+// mapped all the same, their SIGBUS unexplained.
+struct Mapping {
+  std::atomic<uintptr_t> begin{0};
+  std::atomic<uint64_t> size{0};
+  char message[512] = {};
+  size_t length = 0;
+};
+constexpr size_t kMappings = 1024;
+Mapping g_mappings[kMappings];
+std::mutex g_claim;
+struct sigaction g_previous;
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (Mapping& m : g_mappings) {
+    const uintptr_t begin = m.begin.load(std::memory_order_acquire);
+    if (begin != 0 && at >= begin && at - begin < m.size.load(std::memory_order_acquire)) {
+      ssize_t ignored = ::write(STDERR_FILENO, m.message, m.length);
+      (void)ignored;
+      ::_exit(kExitBadInput);
+    }
+  }
+  // Not ours: what was there before (Open MPI's handler prints a backtrace), else the default.
+  if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
+    return g_previous.sa_sigaction(sig, info, context);
+  }
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN &&
+      g_previous.sa_handler != nullptr) {
+    return g_previous.sa_handler(sig);
+  }
+  ::signal(SIGBUS, SIG_DFL);
+  ::raise(SIGBUS);
+}
+
+void watch(const uint8_t* data, uint64_t size, const std::string& path) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_previous);
+  });
+  const std::lock_guard<std::mutex> lock(g_claim);
+  for (Mapping& m : g_mappings) {
+    if (m.begin.load(std::memory_order_relaxed) != 0) continue;
+    const std::string text = "ringmaster: " + path.substr(0, 300) +
+                             ": the data file shrank or was replaced while the run read it (a "
+                             "page past its new end: SIGBUS); put it back as it was\n";
+    m.length = std::min(text.size(), sizeof m.message);
+    std::memcpy(m.message, text.data(), m.length);
+    m.size.store(size, std::memory_order_release);
+    m.begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
+    return;
+  }
+}
+
+void unwatch(const uint8_t* data) {
+  const std::lock_guard<std::mutex> lock(g_claim);
+  for (Mapping& m : g_mappings) {
+    if (m.begin.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(data)) {
+      m.begin.store(0, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+}  // namespace
 
 MappedFile MappedFile::open(const std::string& path) {
   // io/ opens without waiting for a FIFO's writer and refuses anything but a regular file
@@ -27,6 +107,7 @@ MappedFile MappedFile::open(const std::string& path) {
     void* addr = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
     if (addr == MAP_FAILED) throw DataError(path, std::string("mmap failed: ") + strerror(errno));
     file.data_ = static_cast<const uint8_t*>(addr);
+    watch(file.data_, file.size_, path);
   }
   return file;  // the mapping keeps the file alive; fd closes here
 }
@@ -51,7 +132,10 @@ MappedFile::~MappedFile() {
 }
 
 void MappedFile::reset() {
-  if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) {
+    unwatch(data_);
+    munmap(const_cast<uint8_t*>(data_), size_);
+  }
   data_ = nullptr;
   size_ = 0;
 }

@@ -1,0 +1,26 @@
+// The Slurm job a run directory was submitted as (RUN_DIR/slurm/job_id, written by `submit`),
+// and what scontrol says of it now: for `status`, and for `submit`, which refuses to submit a run
+// whose job is still queued or running.
+#pragma once
+
+#include <string>
+
+namespace rm {
+
+// The id in RUN_DIR/slurm/job_id (at most 4 KiB read, newlines removed), or "" if the run was
+// never submitted.
+std::string submitted_job_id(const std::string& run_dir);
+
+// `scontrol show job -o ID`'s one line, within 5 s; "" when scontrol does not know the job (any
+// more) or does not answer, *why set to what it said then.
+std::string scontrol_job_line(const std::string& id, std::string* why = nullptr);
+
+// KEY's value in that line ("JobState" -> "PENDING"), or "".
+std::string scontrol_field(const std::string& line, const std::string& key);
+
+// Whether a job in `state` (JobState) may still start or is running: anything but a final state
+// (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...) and COMPLETING (its processes are being ended; a
+// new job waits for the run lock they hold).
+bool slurm_job_may_run(const std::string& state);
+
+}  // namespace rm

@@ -1,0 +1,210 @@
+// The files a user hands the commands, through the real binary: outputs that would overwrite
+// what the command reads, data that turns bad in one rank's part mid-run, initial weights that
+// hold NaN, tokenizer files that are no files or too large, data that `validate` can see here,
+// and text given to a model that takes token ids. Found by an adversarial review; each case
+// failed before its fix (a test of each says how).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "testing/temp_dir.h"
+#include "tests/cli_runner.h"
+#include "worker/data/token_shard.h"
+
+namespace rm {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+using testutil::TempDir;
+
+constexpr int kBadInput = 2;
+
+// A tiny GPT job in dir/run; `extra` overrides (--set ...).
+std::string job_file(const TempDir& dir) {
+  return dir.write("job.yaml", "name: inputs\nrun_dir: " + dir.file("run") + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 4, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 1}
+checkpoint: {every: 2, keep: 2, async: false}
+parallel: {threads_per_rank: 1, timeout_s: 120}
+)");
+}
+
+void expect_refused(const test::CliResult& r, const std::string& message) {
+  EXPECT_EQ(r.exit_code, kBadInput) << r.out << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+}
+
+// `tokenize -o` its own text replaced the text by the shard; `ckpt export -o RUN/weights.bin`
+// replaced the run's weights by the export (the run unreadable after). Both exit 0 before.
+TEST(InputFilesCli, AnOutputNeverOverwritesWhatTheCommandReads) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("run");
+  const std::string weights = test::slurp(run + "/weights.bin");
+  expect_refused(
+      run_cli("ckpt export " + run + " --format llmc -o " + run + "/weights.bin", dir.path()),
+      "a file of the run " + run + ", which this command reads");
+  expect_refused(run_cli("ckpt export " + run + "/checkpoints/step_00000004 --format llmc -o " +
+                             run + "/checkpoints/step_00000004/manifest.json",
+                         dir.path()),
+                 "a file of the checkpoint");
+  expect_refused(run_cli("report " + run + " -o " + run + "/metrics.jsonl", dir.path()),
+                 "a file of the run");
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), weights);
+  // A new file beside them is what a user means.
+  const auto beside =
+      run_cli("ckpt export " + run + " --format llmc -o " + run + "/model.bin", dir.path());
+  EXPECT_EQ(beside.exit_code, 0) << beside.err;
+  // tokenize: the same file, by another name or through a link.
+  const std::string text = dir.write("text.txt", "hello world\n");
+  fs::create_symlink(text, dir.file("link.txt"));
+  for (const std::string& out : {text, dir.file("./sub/../text.txt"), dir.file("link.txt")}) {
+    fs::create_directories(dir.file("sub"));
+    expect_refused(
+        run_cli("tokenize " + text + " --tokenizer " + dir.path() + " -o " + out, dir.path()),
+        "the input file, which this command reads");
+  }
+  EXPECT_EQ(test::slurp(text), "hello world\n");
+}
+
+// A token id past the vocabulary in the part of the data one of two ranks reads: that rank threw
+// and unwound into a collective the other waited in ("rank 1's buffer is not in the same
+// allocate() block", exit 1), its own message nowhere, and events.jsonl said nothing of a
+// failure (`status` showed the run as alive). Now the rank says it, the job ends with exit 2, and
+// a "failed" event names the rank.
+TEST(InputFilesCli, ABadTokenInOneRanksPartFailsTheRunByName) {
+  TempDir dir;
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 200000; ++i) {
+    tokens.push_back(i % 20000 == 19999 ? 300 : static_cast<uint16_t>((i * 7) % 256));
+  }
+  write_token_shard(dir.file("oov.bin"), tokens);
+  const auto r =
+      run_cli("run " + job_file(dir) + " --nproc 2 --set data.format=tokens --set data.train=" +
+                  dir.file("oov.bin") + " --set train.steps=400 --set train.global_batch=16",
+              dir.path());
+  EXPECT_EQ(r.exit_code, kBadInput) << r.out << r.err;
+  EXPECT_NE(r.err.find("token 300 at position"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("allocate() block"), std::string::npos) << r.err;
+  const std::string events = test::slurp(dir.file("run/events.jsonl"));
+  EXPECT_NE(events.find("\"event\":\"failed\""), std::string::npos) << events;
+  EXPECT_NE(events.find("token 300 at position"), std::string::npos) << events;
+}
+
+// Initial weights saved from a diverged run (a NaN in one tensor) trained to NaN, or with
+// resilience.on_nan: skip skipped every step and wrote NaN weights, exit 0.
+TEST(InputFilesCli, InitialWeightsWithNaNAreRefusedByTensor) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string file = dir.file("model.safetensors");
+  ASSERT_EQ(
+      run_cli("ckpt export " + dir.file("run") + " --format safetensors -o " + file, dir.path())
+          .exit_code,
+      0);
+  std::string bytes = test::slurp(file);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  const nlohmann::json tensors = nlohmann::json::parse(bytes.substr(8, header));
+  const uint64_t begin = tensors.at("transformer.h.0.mlp.c_fc.bias").at("data_offsets")[0];
+  const float nan = std::nanf("");
+  std::memcpy(&bytes[8 + header + begin + 4 * 10], &nan, sizeof nan);  // its 11th value
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const auto r = run_cli("run " + job + " --set run_dir=" + dir.file("tuned") +
+                             " --set resilience.on_nan=skip --set model.init_from=" + file,
+                         dir.path());
+  expect_refused(r, "'transformer.h.0.mlp.c_fc.bias' holds NaN (its element 10)");
+  EXPECT_FALSE(fs::exists(dir.file("tuned/weights.bin")));
+  EXPECT_FALSE(fs::exists(dir.file("tuned/metrics.jsonl")));
+}
+
+// A tokenizer file that is a directory or a device was "no GPT-2 tokenizer here: expected
+// vocab.json and merges.txt" beside both names; a 5 GB vocab.json was read whole (5 GB of memory).
+TEST(InputFilesCli, TokenizerFilesThatAreNoFilesOrHugeAreNamed) {
+  TempDir dir;
+  const std::string text = dir.write("text.txt", "hello\n");
+  fs::create_directories(dir.file("tok/vocab.json"));
+  dir.write("tok/merges.txt", "#version: 0.2\n");
+  expect_refused(
+      run_cli("tokenize " + text + " --tokenizer " + dir.file("tok") + " -o " + dir.file("out.bin"),
+              dir.path()),
+      "tok/vocab.json: not a regular file");
+  fs::remove(dir.file("tok/vocab.json"));
+  fs::resize_file(dir.write("tok/vocab.json", "{"), uint64_t{300} << 20);  // sparse
+  const auto huge =
+      run_cli("tokenize " + text + " --tokenizer " + dir.file("tok") + " -o " + dir.file("out.bin"),
+              dir.path(), "", test::kDataLimit512MiB);
+  expect_refused(huge, "larger than the 256 MiB a tokenizer file may have");
+  expect_refused(run_cli("tokenize " + text + " --tokenizer " + dir.file("none") + " -o " +
+                             dir.file("out.bin"),
+                         dir.path()),
+                 "none: no such directory");
+}
+
+// `validate` said "ok" of a job whose data `run` refuses at once (a damaged shard here): the data
+// it finds here is now opened as `run` opens it; data it does not find is said to be unchecked.
+TEST(InputFilesCli, ValidateChecksTheDataThatIsHere) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  std::vector<uint16_t> tokens(4096, 7);
+  write_token_shard(dir.file("shard.bin"), tokens);
+  std::string bytes = test::slurp(dir.file("shard.bin"));
+  bytes[0] ^= 1;  // the magic
+  std::ofstream(dir.file("shard.bin"), std::ios::binary | std::ios::trunc) << bytes;
+  expect_refused(run_cli("validate " + job +
+                             " --set data.format=tokens --set data.train=" + dir.file("shard.bin"),
+                         dir.path()),
+                 "data.train: " + dir.file("shard.bin") + ": bad magic");
+  const auto elsewhere =
+      run_cli("validate " + job + " --set data.train=/cluster/only/train.txt", dir.path());
+  EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+  EXPECT_NE(elsewhere.out.find("data not checked: data.train: /cluster/only/train.txt"),
+            std::string::npos)
+      << elsewhere.out;
+}
+
+// Text given to `eval --data` of a model that takes token ids (vocab_size > 256), without a
+// tokenizer, was scored as bytes: nonsense with exit 0 (a damaged shard too, its magic wrong).
+TEST(InputFilesCli, EvalRefusesBytesForAModelOfTokenIds) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + " --set model.vocab_size=320", dir.path()).exit_code, 0);
+  expect_refused(
+      run_cli("eval " + dir.file("run") + " --data data/tinyshakespeare.txt", dir.path()),
+      "not an llm.c token shard");
+}
+
+// A text data file truncated while the run reads it (mapped): the process died of SIGBUS, exit
+// 135, with nothing said. Now one line names the file, exit 2.
+TEST(InputFilesCli, DataThatShrinksUnderTheRunIsNamed) {
+  TempDir dir;
+  const std::string data = dir.file("data.txt");
+  fs::copy_file("data/tinyshakespeare.txt", data);
+  // Runs the command in the background, truncates the data once a step is logged, and waits.
+  const std::string wrapper = dir.write("shrink.sh", R"(#!/bin/bash
+"$@" &
+child=$!
+for _ in $(seq 600); do [ -s )" + dir.file("run/metrics.jsonl") +
+                                                         R"( ] && break; sleep 0.05; done
+truncate -s 1000 )" + data + R"(
+wait $child
+)");
+  const auto r = run_cli("run " + job_file(dir) + " --set data.train=" + data +
+                             " --set train.steps=100000 --set checkpoint.every=0",
+                         dir.path(), "", "bash " + wrapper);
+  expect_refused(r, data + ": the data file shrank or was replaced while the run read it");
+}
+
+}  // namespace
+}  // namespace rm
