@@ -85,9 +85,7 @@ std::string changed_length(const JobConfig& before, const JobConfig& now) {
 
 }  // namespace
 
-RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
-                         std::string* changes, const RecordedJob& recorded) {
-  if (changes != nullptr) changes->clear();
+void own_run_dir(const std::string& run_dir) {
   if (io::exists(run_dir) && !io::is_directory(run_dir)) {
     throw IoError(run_dir + ": run_dir is not a directory");
   }
@@ -95,8 +93,14 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   if (::access(run_dir.c_str(), W_OK | X_OK) != 0) {
     throw IoError(run_dir + ": run directory is not writable: " + std::strerror(errno));
   }
-  // Nothing is removed or written before this run owns the directory.
   lock_run_dir(run_dir, run_lock_wait_s());
+}
+
+RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::string& resolved_job,
+                         std::string* changes, const RecordedJob& recorded) {
+  if (changes != nullptr) changes->clear();
+  // Nothing is removed or written before this run owns the directory.
+  own_run_dir(run_dir);
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
   const std::string metrics = run_file(run_dir, "metrics.jsonl");
   const std::string weights = run_file(run_dir, "weights.bin");
@@ -111,8 +115,8 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
     // they tell why the attempt before failed, and the restart's own event is among them.
     const char* restart = std::getenv("RM_RESTART_COUNT");
     const bool restarted = restart != nullptr && std::atoi(restart) > 0;
-    for (const char* name : {"checkpoints", "metrics.jsonl", "weights.bin", "events.jsonl", "trace",
-                             "trace.json", "report.html", "logs"}) {
+    for (const char* name : {"checkpoints", "metrics.jsonl", "weights.bin", "line.json",
+                             "events.jsonl", "trace", "trace.json", "report.html", "logs"}) {
       const std::string_view n = name;
       if (restarted && (n == "events.jsonl" || n == "logs")) continue;
       io::remove_tree(run_file(run_dir, name));
@@ -138,8 +142,8 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
     // Each parsed once; one that does not parse is another job's.
     std::optional<JobConfig> before, now;
     try {
-      before = load_job_from_string(previous_job, "config.yaml");
-      now = load_job_from_string(resolved_job, "config.yaml");
+      before = load_stored_job(previous_job, "config.yaml");
+      now = load_stored_job(resolved_job, "config.yaml");
     } catch (const std::exception&) {
     }
     const std::string differs =

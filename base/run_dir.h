@@ -25,8 +25,12 @@ enum class RunStart {
                        // again from step 0, as a rerun, a restart or a Slurm requeue must
 };
 
-// Makes RUN_DIR ready: creates it and its parents, proves it writable, and takes its run lock
-// (base/run_lock.h: refused, with IoError, while another run lives in it).
+// Creates RUN_DIR and its parents, proves it writable, and takes its run lock (base/run_lock.h:
+// refused, with IoError, while another run lives in it). Writes nothing else. Again in the same
+// process: nothing more.
+void own_run_dir(const std::string& run_dir);
+
+// Makes RUN_DIR ready: own_run_dir(), then:
 //  - fresh: removes a previous run's checkpoints, metrics and weights, and its events, logs,
 //    traces and the files made of them (trace.json, report.html): start over.
 //  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is

@@ -129,12 +129,21 @@ void wait_for_earlier_ranks(const std::string& run_dir, const std::string& dir, 
             "ranks of an earlier run still run in it (their launcher is gone: "
             "killed?), and save or stop within seconds");
       },
-      "try again once they have exited (`pgrep -f 'ringmaster worker'`), or set run_dir to "
+      "try again once they have exited (`pgrep -af ringmaster` lists them), or set run_dir to "
       "another directory");
   ::close(fd);  // and the exclusive lock with it: this run's ranks take theirs
 }
 
 }  // namespace
+
+void wait_for_ranks_to_leave(const std::string& run_dir, double wait_s) {
+  std::error_code ec;
+  const std::string dir = std::filesystem::canonical(run_dir, ec).string();
+  if (ec) throw IoError(run_dir + ": cannot resolve the run directory: " + ec.message());
+  wait_for_earlier_ranks(run_dir, dir,
+                         std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s),
+                         wait_s);
+}
 
 void hold_rank_lock(const std::string& run_dir) {
   const std::string path = run_dir + "/.ranks.lock";

@@ -51,6 +51,11 @@ void lock_run_dir(const std::string& run_dir, double wait_s);
 // RUN_DIR/.ranks.lock until the process exits. Throws IoError if it cannot be opened or locked.
 void hold_rank_lock(const std::string& run_dir);
 
+// For the holder of the run lock before it starts ranks again (a restart): waits up to wait_s
+// seconds until no rank of the run is left (those of a lost host may outlive their mpirun);
+// throws IoError naming the directory when some still are.
+void wait_for_ranks_to_leave(const std::string& run_dir, double wait_s);
+
 // How long a run waits for the lock: 90 s inside a Slurm job (a requeued job may start before
 // the old one's processes are killed: KillWait is 30 s by default), 0 elsewhere (a second run
 // started by hand is refused at once).

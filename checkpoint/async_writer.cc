@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/statvfs.h>
 
+#include <cerrno>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -204,7 +206,10 @@ SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
     if (request.on_saved) request.on_saved(result);
     return result;
   } catch (const IoError& e) {
-    const std::string error = e.what() + space_note(request);
+    // The space note only where space ran out: with a permission error ("cannot remove
+    // directory: Permission denied") it sent users looking for a full disk.
+    const bool full = e.error_code() == ENOSPC || e.error_code() == EDQUOT;
+    const std::string error = e.what() + (full ? space_note(request) : std::string());
     abandon_save(request, error);
     throw IoError(error, e.error_code());
   }

@@ -1,5 +1,6 @@
 #include "configs/cluster_checks.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace rm {
@@ -44,15 +45,37 @@ const std::pair<const char*, const char*> kRefusedOptions[] = {
     {"--wrap", "the batch script is the one submit writes"},
 };
 
-// Whether `item` holds a space or tab outside a double-quoted value (--comment="a b"): sbatch
-// reads each word of an #SBATCH line as an option of its own.
-bool words_outside_quotes(const std::string& item) {
+// Whether `item` is more than one option: sbatch reads each word of an #SBATCH line as an
+// option or an option's value. One option is `--opt`, `--opt=value`, `--opt="a value"` or
+// `--opt value` (one word, not an option).
+bool several_options(const std::string& item) {
+  const size_t space = item.find_first_of(" \t");
+  if (space == std::string::npos) return false;
   const size_t eq = item.find('=');
-  const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-  const bool quoted = value.size() >= 2 && value.front() == '"' && value.back() == '"' &&
-                      value.find('"', 1) == value.size() - 1;
-  const std::string outside = quoted ? item.substr(0, eq) : item;
-  return outside.find_first_of(" \t") != std::string::npos;
+  if (eq != std::string::npos && eq < space) {
+    const std::string value = item.substr(eq + 1);
+    return !(value.size() >= 2 && value.front() == '"' && value.back() == '"' &&
+             value.find('"', 1) == value.size() - 1);
+  }
+  const std::string value = item.substr(space + 1);
+  return value.empty() || value[0] == '-' || value.find_first_of(" \t") != std::string::npos;
+}
+
+// The option `name` stands for: itself, or the one of `options` it abbreviates (sbatch, as
+// getopt_long, takes a unique prefix: --arr for --array).
+template <typename Options>
+std::string meant(const std::string& name, const Options& options) {
+  if (name.size() < 4) return name;  // "--" and one letter: ambiguous to sbatch anyway
+  // An option of its own that is also the start of one listed (--gpus, --gpus-per-node).
+  if (name == "--gpus") return name;
+  for (const auto& [option, why] : options) {
+    if (name == option) return name;
+  }
+  for (const auto& [option, why] : options) {
+    const std::string full = option;
+    if (full.size() > name.size() && full.compare(0, name.size(), name) == 0) return full;
+  }
+  return name;
 }
 
 }  // namespace
@@ -70,17 +93,20 @@ void check_cluster(const ClusterConfig& cluster,
       add("cluster.sbatch_extra", "an item holds a newline or another control character");
       continue;
     }
-    if (words_outside_quotes(item)) {
+    if (several_options(item)) {
       add("cluster.sbatch_extra",
           "'" + item +
-              "' holds a space: sbatch would read each word as an option of its own; give one "
-              "option per item (a value with spaces in double quotes)");
+              "' holds more than one option: sbatch reads each word of it; give one option "
+              "per item (a value with spaces in double quotes)");
       continue;
     }
-    const std::string option = item.substr(0, item.find('='));
+    const std::string name = item.substr(0, std::min(item.find('='), item.find_first_of(" \t")));
     for (const auto& [refused, why] : kRefusedOptions) {
-      if (option == refused) add("cluster.sbatch_extra", "'" + item + "': not with submit: " + why);
+      if (meant(name, kRefusedOptions) == refused) {
+        add("cluster.sbatch_extra", "'" + item + "': not with submit: " + why);
+      }
     }
+    const std::string option = meant(name, kOwnedOptions);
     for (const auto& [owned, instead] : kOwnedOptions) {
       if (option == owned) {
         add("cluster.sbatch_extra",

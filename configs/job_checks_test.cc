@@ -135,6 +135,18 @@ TEST(CrossField, EvaluationsNeedValidationData) {
   EXPECT_TRUE(load_errors(none + "  choices: hs.bin\ntrain:\n  eval_every: 10\n").empty());
 }
 
+// A stored job (an older run's config.yaml or checkpoint manifest) is read without the rules
+// between keys: one added since (above) must not make the run's checkpoints unreadable, or its
+// directory "a run of another job" (whose advice, --fresh, deletes them).
+TEST(CrossField, StoredJobsAreReadWithoutThem) {
+  const std::string older = "data:\n  train: t.txt\n  val_fraction: 0\ntrain:\n  eval_every: 10\n";
+  EXPECT_THROW(load_job_from_string(older, "j"), JobConfigError);
+  EXPECT_EQ(load_stored_job(older, "j").train.eval_every, 10);
+  // Each key is still checked on its own.
+  EXPECT_THROW(load_stored_job("data:\n  train: t.txt\nmodel:\n  width: abc\n", "j"),
+               JobConfigError);
+}
+
 TEST(CrossField, ChoicesNeedAGptAndEvaluations) {
   const std::string data = "data:\n  train: t.txt\n  choices: hs.bin\n";
   EXPECT_EQ(one_error(data + "train:\n  eval_every: 0\n"),

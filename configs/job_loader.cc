@@ -36,7 +36,8 @@ class Loader {
   void load_text(const std::string& text);
   void apply_override(const std::string& text);
   // Fills derived defaults, runs the cross-field checks, throws if anything was wrong.
-  JobConfig finish(int dp_ranks);
+  // cross_field: the rules between keys (check_job_if) too; a stored job is read without them.
+  JobConfig finish(int dp_ranks, bool cross_field = true);
 
  private:
   // Refuses the whole text (an error without a key): the guards of yaml_guard.h.
@@ -257,7 +258,7 @@ void Loader::locate(ConfigError& e) const {
   }
 }
 
-JobConfig Loader::finish(int dp_ranks) {
+JobConfig Loader::finish(int dp_ranks, bool cross_field) {
   if (cfg_.run_dir.empty()) cfg_.run_dir = "runs/" + cfg_.name;
   // The batch arithmetic needs the rank count; `submit` takes it from the cluster section.
   bool ranks_known = true;
@@ -282,9 +283,11 @@ JobConfig Loader::finish(int dp_ranks) {
   const auto checkable = [&](std::string_view key) {
     return usable(key) && (ranks_known || key != "train.global_batch");
   };
-  for (ConfigError& e : check_job_if(cfg_, ranks_known ? dp_ranks : 1, checkable)) {
-    locate(e);
-    errors_.push_back(std::move(e));
+  if (cross_field) {
+    for (ConfigError& e : check_job_if(cfg_, ranks_known ? dp_ranks : 1, checkable)) {
+      locate(e);
+      errors_.push_back(std::move(e));
+    }
   }
   if (!errors_.empty()) throw JobConfigError(errors_);
   return cfg_;
@@ -292,14 +295,14 @@ JobConfig Loader::finish(int dp_ranks) {
 
 JobConfig load(const std::string& text, const std::string& display_name,
                const std::string& source_path, const std::vector<std::string>& overrides,
-               int dp_ranks) {
+               int dp_ranks, bool cross_field = true) {
   if (dp_ranks < 1 && dp_ranks != kRanksFromCluster) {
     throw std::invalid_argument("load_job: dp_ranks must be >= 1, got " + std::to_string(dp_ranks));
   }
   Loader loader(display_name, source_path);
   loader.load_text(text);
   for (const std::string& o : overrides) loader.apply_override(o);
-  return loader.finish(dp_ranks);
+  return loader.finish(dp_ranks, cross_field);
 }
 
 }  // namespace
@@ -316,6 +319,18 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
 JobConfig load_job_from_string(const std::string& yaml_text, const std::string& display_name,
                                const std::vector<std::string>& overrides, int dp_ranks) {
   return load(yaml_text, display_name, "", overrides, dp_ranks);
+}
+
+JobConfig load_stored_job(const std::string& yaml_text, const std::string& display_name) {
+  return load(yaml_text, display_name, "", {}, 1, /*cross_field=*/false);
+}
+
+JobConfig load_stored_job_file(const std::string& path) {
+  std::string text;
+  if (const std::string why = read_job_file(path, &text); !why.empty()) {
+    throw JobConfigError({ConfigError{path, 0, 0, "", why}});
+  }
+  return load(text, path, path, {}, 1, /*cross_field=*/false);
 }
 
 }  // namespace rm

@@ -45,6 +45,14 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
 JobConfig load_job_from_string(const std::string& yaml_text, const std::string& display_name,
                                const std::vector<std::string>& overrides = {}, int dp_ranks = 1);
 
+// A job a run stored (RUN_DIR/config.yaml, a checkpoint manifest's job), read to compare it or to
+// build its model: as load_job_from_string() without the rules between keys (check_job_if). Those
+// were checked when the run started; rules added since (evaluations need validation data, ...)
+// must not make an older run's checkpoints unreadable, or its directory "another job's".
+JobConfig load_stored_job(const std::string& yaml_text, const std::string& display_name);
+// The same for a file (RUN_DIR/config.yaml), read as load_job() reads one.
+JobConfig load_stored_job_file(const std::string& path);
+
 // train.global_batch must be micro_batch x dp_ranks x a whole number of accumulation steps.
 // Returns the errors (key "train.global_batch", file = cfg.source_path, no position); empty if
 // fine. Throws std::invalid_argument if dp_ranks < 1.

@@ -367,9 +367,16 @@ TEST(JobLoader, ClusterValuesMustBeSlurmValues) {
   // One option per item (sbatch reads each word of an #SBATCH line as an option), and none that
   // breaks submit.
   EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [\"--hold --nodes=2\"]\n")),
-            "job.yaml:2:17: cluster.sbatch_extra: '--hold --nodes=2' holds a space: sbatch would "
-            "read each word as an option of its own; give one option per item (a value with "
-            "spaces in double quotes)");
+            "job.yaml:2:17: cluster.sbatch_extra: '--hold --nodes=2' holds more than one option: "
+            "sbatch reads each word of it; give one option per item (a value with spaces in "
+            "double quotes)");
+  // Abbreviations (getopt_long's unique prefixes) are the options they stand for.
+  EXPECT_NE(
+      one_error(with_train("cluster:\n  sbatch_extra: [--arr=0-3]\n")).find("not with submit"),
+      std::string::npos);
+  EXPECT_NE(one_error(with_train("cluster:\n  sbatch_extra: [--nod=2]\n"))
+                .find("--nodes is set by submit"),
+            std::string::npos);
   EXPECT_EQ(one_error(with_train("cluster:\n  sbatch_extra: [--wait]\n")),
             "job.yaml:2:17: cluster.sbatch_extra: '--wait': not with submit: submit would hold "
             "the run's lock until the job ends, and the job wait for it");
@@ -379,8 +386,9 @@ TEST(JobLoader, ClusterValuesMustBeSlurmValues) {
               1u)
         << refused;
   }
-  EXPECT_TRUE(
-      load_errors(with_train("cluster:\n  sbatch_extra: ['--comment=\"a b\"', --hold]\n")).empty());
+  EXPECT_TRUE(load_errors(with_train("cluster:\n  sbatch_extra: ['--comment=\"a b\"', --hold, "
+                                     "'--gres gpu:2', --gpus=2]\n"))
+                  .empty());
 }
 
 TEST(ConfigErrorFormat, Forms) {

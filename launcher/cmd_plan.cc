@@ -9,6 +9,7 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "base/input_error.h"
 #include "configs/cluster_spec.h"
 #include "configs/job_loader.h"
 #include "launcher/cmd_common.h"
@@ -107,6 +108,11 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
 
 int cmd_plan(const PlanArgs& args) {
   return report_errors([&] {
+    if (!args.cluster.empty() && args.job.nproc_given) {
+      throw InputError(
+          "--nproc with --cluster: the cluster file's nodes x devices_per_node are "
+          "the ranks planned for; give one or the other");
+    }
     const ClusterSpec cluster = args.cluster.empty()
                                     ? this_host(args.job.nproc_given ? args.job.nproc
                                                                      : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)))

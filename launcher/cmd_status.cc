@@ -71,7 +71,8 @@ int cmd_status(const StatusArgs& args) {
       print_error(dir + ": not a run directory (no config.yaml); give the run_dir of a job");
       return kExitBadInput;
     }
-    const JobConfig job = load_job(config_path);  // read as any job file: bounded, text only
+    // Read as any job file (bounded, text only), without the rules added since the run began.
+    const JobConfig job = load_stored_job_file(config_path);
     // The last 20 step lines and the last evaluation's (a val_loss or a choice_accuracy), read
     // from the end: a long run's metrics.jsonl is never read whole, let alone held.
     constexpr size_t kRecent = 20;

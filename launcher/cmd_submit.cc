@@ -15,8 +15,8 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "base/input_error.h"
 #include "base/run_dir.h"
-#include "base/run_lock.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
@@ -38,6 +38,11 @@ namespace fs = std::filesystem;
 
 int cmd_submit(const SubmitArgs& args) {
   return report_errors([&] {
+    if (args.job.nproc_given) {
+      throw InputError(
+          "--nproc: a submitted job runs cluster.nodes x cluster.tasks_per_node "
+          "ranks; set those (--set cluster.nodes=N)");
+    }
     const JobConfig job = load_job(args.job.job, args.job.sets, kRanksFromCluster);
     open_training_data(job);
     check_initial_weights(job, VerifyLevel::kChecksums);
@@ -69,10 +74,18 @@ int cmd_submit(const SubmitArgs& args) {
     // The run lock first (prepare_run_directory takes it again at once), so that two submits of
     // one run see each other's jobs; then no job of this run may still be queued or running: it
     // would train the job as rewritten here, or beside this one's once the lock is free.
-    io::make_dirs_durable(paths.run_dir);
-    lock_run_dir(paths.run_dir, run_lock_wait_s());
+    own_run_dir(paths.run_dir);
     if (const std::string id = submitted_job_id(paths.run_dir); !id.empty()) {
-      const std::string state = scontrol_field(scontrol_job_line(id), "JobState");
+      std::string why;
+      const std::string line = scontrol_job_line(id, &why);
+      // Not known to scontrol any more ("Invalid job id": ended long enough ago) is fine; no
+      // answer is no knowledge.
+      if (line.empty() && why.find("Invalid job id") == std::string::npos) {
+        throw IoError(job.run_dir + ": cannot tell whether its Slurm job " + id +
+                      " may still run (scontrol: " + why + "); try again, or remove " +
+                      job.run_dir + "/slurm/job_id if that job is gone");
+      }
+      const std::string state = scontrol_field(line, "JobState");
       if (slurm_job_may_run(state)) {
         throw IoError(job.run_dir + ": its Slurm job " + id + " is " + state + ": `scancel " + id +
                       "` first (submitting again then resumes from the "

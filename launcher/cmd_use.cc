@@ -191,8 +191,10 @@ int cmd_eval(const EvalArgs& args) {
     configure_threads(run.job.parallel.threads_per_rank, 1);
     describe_source(run, &placement);
     std::optional<BpeTokenizer> tokenizer = text_tokenizer(args.tokenizer, run);
+    const bool bytes_model =
+        run.job.data.format == DataFormat::kText && run.job.data.tokenizer.empty();
     auto data = open_eval_file(args.data, run.model->seq_len(), run.model->vocab_size(),
-                               tokenizer ? &*tokenizer : nullptr);
+                               tokenizer ? &*tokenizer : nullptr, bytes_model);
     const int per_window = run.model->targets_per_sample();
     // Whole windows only: --max-tokens is an upper bound, which one window must fit under.
     if (args.max_tokens > 0 && args.max_tokens < per_window) {

@@ -24,7 +24,7 @@ LoadedRun load_checkpoint_as_is(const std::string& ckpt_dir, int max_batch,
   CheckpointReader reader(ckpt_dir);
   const Manifest& m = reader.manifest();
   LoadedRun run;
-  run.job = load_job_from_string(m.job, (fs::path(ckpt_dir) / "manifest.json").string());
+  run.job = load_stored_job(m.job, (fs::path(ckpt_dir) / "manifest.json").string());
   run.model = make_for(run.job, max_batch, make);
   // A checkpoint whose job and tensors disagree was not written by Ringmaster.
   check_checkpoint_matches_model(m, *run.model, ckpt_dir);
@@ -82,7 +82,7 @@ LoadedRun load_trained_model(const std::string& path, int max_batch, const Model
     }
   }
   LoadedRun run;
-  run.job = load_job(config);
+  run.job = load_stored_job_file(config);
   run.model = make_for(run.job, max_batch, make);
   run.params = load_weights(weights, run.model->layout().size());
   run.source = weights;

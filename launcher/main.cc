@@ -312,6 +312,7 @@ int main(int argc, char** argv) {
   sample.prompt_given = prompt->count() > 0;
   run.job.nproc_given = r->get_option("--nproc")->count() > 0;
   plan.job.nproc_given = pl->get_option("--nproc")->count() > 0;
+  submit.job.nproc_given = sb->get_option("--nproc")->count() > 0;
   bench_train.job.nproc_given = bt->get_option("--nproc")->count() > 0;
   bench_ar.nproc_given = ba->get_option("--np")->count() > 0;
   try {

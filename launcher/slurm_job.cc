@@ -42,9 +42,9 @@ std::string scontrol_field(const std::string& line, const std::string& key) {
 }
 
 bool slurm_job_may_run(const std::string& state) {
-  for (const char* alive :
-       {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "SUSPENDED",
-        "RESIZING", "SIGNALING", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT", "STAGE_OUT"}) {
+  for (const char* alive : {"PENDING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
+                            "REQUEUE_FED", "CONFIGURING", "SUSPENDED", "RESIZING", "SIGNALING",
+                            "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT", "STAGE_OUT"}) {
     if (state == alive) return true;
   }
   return false;

@@ -19,8 +19,8 @@ std::string scontrol_job_line(const std::string& id, std::string* why = nullptr)
 std::string scontrol_field(const std::string& line, const std::string& key);
 
 // Whether a job in `state` (JobState) may still start or is running: anything but a final state
-// (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...) and COMPLETING (its processes are being ended; a
-// new job waits for the run lock they hold).
+// (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...). COMPLETING counts: a job being requeued passes
+// through it before it is REQUEUED and PENDING again.
 bool slurm_job_may_run(const std::string& state);
 
 }  // namespace rm

@@ -103,13 +103,15 @@ rm_notify_step() {
 rm_forward() {  # the signal this script received
   [[ $rm_step_ended == 1 ]] && return  # the ranks are done; Slurm is ending this run
   rm_signalled=1
-  [[ $1 == TERM ]] && rm_terminated=1
+  [[ $1 != USR1 ]] && rm_terminated=$1
   rm_say "received SIG$1; asking the ranks to checkpoint and stop (SIG$rm_stop_signal)"
   rm_event signal "SIG$1"
   rm_notify_step
 }
 trap 'rm_forward USR1' USR1
 trap 'rm_forward TERM' TERM
+trap 'rm_forward INT' INT  # scancel --signal=INT: a stop, as TERM (before: the script died silently)
+trap 'rm_forward HUP' HUP
 
 # Rank 0 appends a "started" event once every rank is up (MPI, model, data, restore), and a
 # "finished" one when training has ended and weights.bin is written (the script's own events are
@@ -157,11 +159,19 @@ if [[ $rm_code == 0 && $(rm_finished) == "$rm_finished_before" ]]; then
   rm_code=1
 fi
 
+# Whether this job has been requeued past this run (its Restarts count has grown): scontrol can
+# fail though its requeue went through, killed by the end of this run that the requeue starts.
+rm_requeued() {
+  local r
+  r=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | grep -o 'Restarts=[0-9]*')
+  r=${r#Restarts=}
+  [[ -n $r && $r -gt ${SLURM_RESTART_COUNT:-0} ]]
+}
 rm_requeue() {  # REASON
   # Said before asking: Slurm ends this run as soon as the requeue is accepted.
   rm_say "requeueing ($1); the rerun resumes from the newest verified checkpoint"
   rm_event requeue "$1" "$rm_code"
-  if scontrol requeue "$SLURM_JOB_ID"; then
+  if scontrol requeue "$SLURM_JOB_ID" || rm_requeued; then
     exit 0  # the requeue is recorded: leaving now saves Slurm's KillWait before the rerun
   fi
   rm_say "could not requeue ($1); run \`ringmaster submit\` again to continue"
@@ -172,9 +182,9 @@ rm_requeue() {  # REASON
 # SIGTERM to the batch script is `scancel` (or the end of a preemption's grace time, after
 # which Slurm requeues the job itself): the ranks have saved what they could; requeueing now
 # would make the job impossible to cancel.
-if [[ $rm_terminated == 1 && $rm_code != 0 ]]; then
-  rm_say "stopped by SIGTERM (scancel, or Slurm ending the job); not requeued by this script; \`ringmaster submit\` again continues from the newest checkpoint"
-  rm_event stopped "SIGTERM" "$rm_code"
+if [[ $rm_terminated != 0 && $rm_code != 0 ]]; then
+  rm_say "stopped by SIG$rm_terminated (scancel, or Slurm ending the job); not requeued by this script; \`ringmaster submit\` again continues from the newest checkpoint"
+  rm_event stopped "SIG$rm_terminated" "$rm_code"
   exit "$rm_code"
 fi
 case $rm_code in

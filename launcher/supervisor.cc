@@ -13,13 +13,14 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "base/run_lock.h"
+#include "io/atomic_file.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/host_check.h"
 #include "launcher/hostfile.h"
 #include "launcher/mpi_launch.h"
 #include "launcher/restart_placement.h"
-#include "io/atomic_file.h"
 #include "observe/run_events.h"
 #include "worker/memory_salvage.h"
 
@@ -63,6 +64,9 @@ constexpr double kHostProbeTimeoutS = 15;
 // After this host's ranks have exited, how long mpirun may take to follow (child_process.h):
 // it normally exits within a second; it lingers when a host it waits for is unreachable.
 constexpr double kMpirunLingerS = 20;
+// How long a restart waits for the failed attempt's ranks to be gone (they save or die within
+// seconds of losing their mpirun).
+constexpr double kRanksLeaveS = 60;
 
 std::string join_hosts(const std::vector<std::string>& hosts) {
   std::string out;
@@ -197,6 +201,8 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
     const MpiLaunch before = launch;
     if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) return code;
+    // The failed attempt's ranks on a host mpirun lost may live on a moment: not beside them.
+    if (attempt > 0) wait_for_ranks_to_leave(job.run_dir, kRanksLeaveS);
     if (launch.hostfile != before.hostfile || launch.nproc != before.nproc) {
       for (std::vector<std::string>* a : {&base_args, &args}) {
         *a = with_option(with_option(*a, "--hosts", launch.hostfile), "--nproc",

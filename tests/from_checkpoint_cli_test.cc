@@ -198,6 +198,30 @@ TEST(FromCli, TheSameFromAgainGoesOnWithTheLineItStarted) {
       << other.out;
 }
 
+// A restart before the line's first save resumes from the line's start as the run's own checkpoint,
+// whose state records the line *it* was on: the line's next checkpoints recorded that one, and the
+// same --from again removed them (found by a review). RUN_DIR/line.json says which line it is.
+TEST(FromCli, TheLineSurvivesARestartBeforeItsFirstSave) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  const std::string run = dir.file("line");
+  const std::string at = " --set run_dir=" + run;
+  const std::string again = "run " + job + at + " --from " + run + "/checkpoints/step_00000004";
+  ASSERT_EQ(run_cli("run " + job + at, dir.path()).exit_code, 0);
+  EXPECT_NE(run_cli(again, dir.path(), "RM_TEST_FAULT=kill:0:6").exit_code, 0);
+  // The restart (as `run`'s supervisor makes it once the run has a checkpoint): no --from.
+  EXPECT_NE(run_cli("run " + job + at, dir.path(), "RM_TEST_FAULT=kill:0:10").exit_code, 0);
+  ASSERT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
+  const auto requeued = run_cli(again, dir.path());
+  ASSERT_EQ(requeued.exit_code, 0) << requeued.err << requeued.out;
+  EXPECT_NE(requeued.out.find("goes on from it already"), std::string::npos) << requeued.out;
+  EXPECT_NE(requeued.out.find("step_00000008 (step 8)"), std::string::npos) << requeued.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+}
+
 // The same with another run's checkpoint (fine-tuning from it) and retention that removed the
 // line's start from the run directory: the requeue was refused (the run directory "holds
 // checkpoints of its own"), or found no --from directory at all.

@@ -174,15 +174,31 @@ TEST(InputFilesCli, ValidateChecksTheDataThatIsHere) {
       << elsewhere.out;
 }
 
-// Text given to `eval --data` of a model that takes token ids (vocab_size > 256), without a
-// tokenizer, was scored as bytes: nonsense with exit 0 (a damaged shard too, its magic wrong).
+// Text given to `eval --data` of a model trained on token ids, without a tokenizer, was scored as
+// bytes: nonsense with exit 0 (a damaged shard too, its magic wrong). A model trained on bytes
+// takes text, whatever its vocab_size.
 TEST(InputFilesCli, EvalRefusesBytesForAModelOfTokenIds) {
   TempDir dir;
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 20000; ++i) tokens.push_back(static_cast<uint16_t>((i * 7) % 300));
+  write_token_shard(dir.file("train.bin"), tokens);
   const std::string job = job_file(dir);
-  ASSERT_EQ(run_cli("run " + job + " --set model.vocab_size=320", dir.path()).exit_code, 0);
+  ASSERT_EQ(run_cli("run " + job + " --set model.vocab_size=320 --set data.format=tokens " +
+                        "--set data.train=" + dir.file("train.bin"),
+                    dir.path())
+                .exit_code,
+            0);
   expect_refused(
       run_cli("eval " + dir.file("run") + " --data data/tinyshakespeare.txt", dir.path()),
       "not an llm.c token shard");
+  EXPECT_EQ(
+      run_cli("eval " + dir.file("run") + " --data " + dir.file("train.bin"), dir.path()).exit_code,
+      0);
+  const auto padded = run_cli("run " + job + " --fresh --set model.vocab_size=320", dir.path());
+  ASSERT_EQ(padded.exit_code, 0) << padded.err;
+  const auto text = run_cli(
+      "eval " + dir.file("run") + " --data data/tinyshakespeare.txt --max-tokens 4096", dir.path());
+  EXPECT_EQ(text.exit_code, 0) << text.err;
 }
 
 // A text data file truncated while the run reads it (mapped): the process died of SIGBUS, exit

@@ -158,6 +158,12 @@ speed: 3
   EXPECT_NE(overflow.err.find("nodes: must be a whole number from 1 to 100000, not '2147483648'"),
             std::string::npos)
       << overflow.err;
+  // --nproc beside a cluster file was ignored.
+  const auto both =
+      run_cli("plan configs/shakespeare.yaml --nproc 3 --cluster configs/clusters/h100-8x8.yaml",
+              dir.path());
+  EXPECT_EQ(both.exit_code, 2) << both.out;
+  EXPECT_NE(both.err.find("--nproc with --cluster"), std::string::npos) << both.err;
   const auto missing = run_cli("plan configs/shakespeare.yaml --cluster " + dir.file("nope"), dir.path());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find(dir.file("nope") + ": cannot read"), std::string::npos) << missing.err;

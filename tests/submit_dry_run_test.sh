@@ -43,6 +43,12 @@ for kv in "${refused[@]}"; do
   [[ ! -e $dir/run && ! -e $mark ]] || fail "something was written for --set $kv"
 done
 
+# --nproc, which submit used to ignore silently (the ranks are cluster.nodes x tasks_per_node).
+code=0
+out=$("$bin" submit job.yaml --dry-run --nproc 3 2>&1) || code=$?
+[[ $code == 2 && $out == *"--nproc: a submitted job runs cluster.nodes x cluster.tasks_per_node"* ]] ||
+  fail "submit --nproc 3: exit $code: $out"
+
 # 2. Values the job may hold, rendered and run.
 hostile=(
   "\$(touch $mark)"
@@ -76,7 +82,13 @@ config=${*: -1}
   echo '{"event":"finished"}' >>"${config%/*}/events.jsonl"
 exit "${STUB_SRUN_EXIT:-0}"
 STUB
-printf '#!/bin/bash\necho "$@" >>"$STUB_OUT/scontrol.calls"; exit 1\n' >stubs/scontrol
+cat >stubs/scontrol <<'STUB'
+#!/bin/bash
+# Records its arguments and fails; `show job` answers with STUB_RESTARTS when that is set.
+echo "$@" >>"$STUB_OUT/scontrol.calls"
+[[ $1 == show && -n ${STUB_RESTARTS:-} ]] && { echo "JobId=42 JobState=REQUEUED Restarts=$STUB_RESTARTS"; exit 0; }
+exit 1
+STUB
 printf '#!/bin/bash\nexit 1\n' >stubs/sbatch
 chmod +x stubs/*
 run_script() {  # SRUN_EXIT
@@ -105,8 +117,14 @@ grep -q '"event": "finished"' "$weird_run/events.jsonl" || fail "no finished eve
 code=0
 run_script 75 || code=$?
 [[ $code == 75 ]] || fail "the script exited $code after a failed requeue"
-[[ $(cat scontrol.calls) == "requeue 42" ]] || fail "scontrol got: $(cat scontrol.calls)"
+[[ $(head -n 1 scontrol.calls) == "requeue 42" ]] || fail "scontrol got: $(cat scontrol.calls)"
 grep -q "could not requeue" script.out || fail "no message about the failed requeue"
+# scontrol failed (killed as the requeue it asked for ended this run), but the job's Restarts grew:
+# the requeue went through (before: "could not requeue" and a requeue_failed event).
+code=0
+STUB_RESTARTS=1 run_script 75 || code=$?
+[[ $code == 0 ]] || { cat script.out; fail "the script exited $code after a requeue that went through"; }
+! grep -q "could not requeue" script.out || fail "a requeue that went through was said to fail"
 [[ ! -e $mark ]] || fail "running the script executed an injected command"
 # srun returned 0 for a node that failed under running ranks: without rank 0's "finished" event
 # it is a failure (before: "training finished", a finished event, exit 0).

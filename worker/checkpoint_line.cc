@@ -4,12 +4,16 @@
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "io/atomic_file.h"
+#include "io/posix_io.h"
 
 namespace rm {
 
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr const char* kLineFile = "line.json";
 
 std::string absolute_path(const std::string& path) {
   std::error_code ec;
@@ -22,7 +26,31 @@ std::string absolute_path(const std::string& path) {
 nlohmann::json checkpoint_line_origin(const std::string& ckpt) {
   std::string digest;
   const int64_t step = load_manifest(ckpt, &digest).step;
-  return {{"checkpoint", absolute_path(ckpt)}, {"step", step}, {"manifest_digest", digest}};
+  return {{"checkpoint", absolute_path(ckpt)},
+          {"as_given", fs::absolute(ckpt).lexically_normal().string()},
+          {"step", step},
+          {"manifest_digest", digest}};
+}
+
+void record_line_start(const std::string& run_dir, const nlohmann::json& line_from) {
+  const std::string text = line_from.dump() + "\n";
+  write_file_atomic((fs::path(run_dir) / kLineFile).string(), text.data(), text.size());
+}
+
+nlohmann::json line_of_checkpoint(const std::string& run_dir, const std::string& ckpt,
+                                  const nlohmann::json& state) {
+  const nlohmann::json own =
+      state.is_object() ? state.value("line_from", nlohmann::json()) : nlohmann::json();
+  try {
+    const std::string path = (fs::path(run_dir) / kLineFile).string();
+    if (!io::exists(path)) return own;
+    const nlohmann::json line = nlohmann::json::parse(io::read_file(path, 1 << 16));
+    std::string digest;
+    load_manifest(ckpt, &digest);
+    if (line.is_object() && line.value("manifest_digest", std::string()) == digest) return line;
+  } catch (const std::exception&) {
+  }
+  return own;
 }
 
 bool goes_on_from(const nlohmann::json& state, const std::string& from) {
@@ -31,6 +59,13 @@ bool goes_on_from(const nlohmann::json& state, const std::string& from) {
   if (it == state.end() || !it->is_object()) return false;
   const nlohmann::json& line = *it;
   try {
+    // A link (RUN_DIR/checkpoints/best) names the line's start by its name: what it points to
+    // moves on as the line (or another run) saves new bests.
+    std::error_code ec;
+    if (fs::is_symlink(from, ec) &&
+        line.value("as_given", std::string()) == fs::absolute(from).lexically_normal().string()) {
+      return true;
+    }
     if (fs::exists(fs::path(from) / kManifestFileName)) {
       const nlohmann::json now = checkpoint_line_origin(from);
       return line.value("manifest_digest", std::string()) == now["manifest_digest"] &&

@@ -267,6 +267,7 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   started_from_ = choice[1] != 0 ? (path.empty() ? line_start : path) : std::string();
   CheckpointReader reader(started_from_.empty() ? checkpoint_path(job_.run_dir, steps_done)
                                                 : started_from_);
+  resumed_path_ = reader.dir();
   const Manifest& m = reader.manifest();
   check_checkpoint_matches_model(m, model_, reader.dir());
   state_.restore(reader, m.state.value("optimizer_steps", steps_done));

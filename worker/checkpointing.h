@@ -63,6 +63,8 @@ class Checkpointing {
   // The given checkpoint (path or line_start) the last resume() restored; empty when it was
   // the run's own or there was none.
   const std::string& started_from() const { return started_from_; }
+  // The checkpoint directory the last resume() restored ("" if none).
+  const std::string& resumed_path() const { return resumed_path_; }
   // After a resume --from the checkpoint of `step` has succeeded on every rank (collective: it
   // meets them first): rank 0 removes the run's committed checkpoints past that step, saying
   // which -- the run goes on from there, on a line of its own. Before the first save.
@@ -104,6 +106,7 @@ class Checkpointing {
   int failed_saves_ = 0;
   nlohmann::json resumed_state_ = nlohmann::json::object();
   std::string started_from_;
+  std::string resumed_path_;
   TraceRecorder* trace_ = nullptr;
 };
 

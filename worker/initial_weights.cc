@@ -182,7 +182,7 @@ void InitialWeights::open_checkpoint(const std::string& dir, const ModelConfig& 
   if (config.type == ModelType::kGpt) {  // the heads are in the job the checkpoint records
     int64_t heads = -1;
     try {
-      heads = load_job_from_string(m.job, dir + "/manifest.json's job").model.heads;
+      heads = load_stored_job(m.job, dir + "/manifest.json's job").model.heads;
     } catch (const std::exception&) {
       // A job of an older schema: its shapes matched, which is what can be checked.
     }

@@ -71,7 +71,7 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
   // Its model must be this job's (the ranks would find out only as they restore it, one by one).
   JobConfig source;
   try {
-    source = load_job_from_string(CheckpointReader(from).manifest().job, from + "/manifest.json");
+    source = load_stored_job(CheckpointReader(from).manifest().job, from + "/manifest.json");
   } catch (const std::exception& e) {
     throw IoError(what + "its job does not load: " + e.what());
   }

@@ -66,6 +66,11 @@ enum StartKind : int {
 
 // Rank 0 only: prepares the run directory.
 StartKind prepare(const JobConfig& job, const RankArgs& args) {
+  // Bad input first, before anything is written; then what to do with --from, decided again on
+  // what the run lock guards (a job of the run being requeued may commit a checkpoint until its
+  // ranks are gone, which taking the lock waits for).
+  check_resume_source(job, args.from, args.fresh);
+  own_run_dir(job.run_dir);
   const FromUse from = check_resume_source(job, args.from, args.fresh);
   std::string changes;  // said here when the worker runs alone (`run` has said it before mpirun)
   const RunStart start = prepare_run_directory(job, args.fresh, &changes);
@@ -343,11 +348,14 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     // it. The run has started: events.jsonl says it failed (`status`), or it would look alive.
     // Under MPI the others are in a collective already, which this rank would otherwise meet
     // with the wrong buffers as it unwinds ("not in the same allocate() block"), the cause lost.
+    // Before the steps, bad input is found by every rank alike (the resume's checks): each
+    // leaves with exit 2 (srun reports that; an abort's killed tasks could make it 137, which
+    // the batch script would requeue).
     if (training) {
       append_run_event(job.run_dir, "failed",
                        {{"exit_code", kExitBadInput}, {"rank", rank}, {"error", e.what()}});
+      if (comm.size() > 1) comm.abort(e.what(), kExitBadInput);
     }
-    if (comm.size() > 1) comm.abort(e.what(), kExitBadInput);
     throw;
   }
 }

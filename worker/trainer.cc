@@ -371,7 +371,8 @@ void Trainer::restore_best(const nlohmann::json& state) {
 void Trainer::restore_best_from_disk() {
   // Every new best was saved to disk, so the newest committed checkpoint holds the best up to its
   // step. Rank 0 reads its manifest (structure only: no shard is read) and tells the others.
-  // The line memory's steps are on is that checkpoint's too (a --from resume discards memory).
+  // The line memory's steps are on is that checkpoint's too (a --from resume discards memory; a
+  // restart before the line's first save finds the line's start newest: line.json says which).
   double best[2] = {0, 0};  // loss, step
   std::string line;
   if (comm_.rank() == 0) {
@@ -384,7 +385,7 @@ void Trainer::restore_best_from_disk() {
           best[0] = state.value("best_val_loss", 0.0);
           best[1] = static_cast<double>(state.value("best_step", int64_t{0}));
         }
-        line = state.value("line_from", nlohmann::json()).dump();
+        line = line_of_checkpoint(job_.run_dir, it->path, state).dump();
       }
       break;
     }
@@ -392,7 +393,7 @@ void Trainer::restore_best_from_disk() {
   host_comm_.broadcast(best, 2, DType::kFloat64, 0)->wait();
   line = broadcast_string(host_comm_, line, 0);
   restore_best({{"best_val_loss", best[0]}, {"best_step", static_cast<int64_t>(best[1])}});
-  line_from_ = line.empty() ? nlohmann::json() : nlohmann::json::parse(line);
+  line_from_ = line.empty() ? nlohmann::json() : nlohmann::json::parse(line);  // "null": none
 }
 
 int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
@@ -514,8 +515,8 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
   }
   restore_best(state);
   const std::string& given = checkpoints_->started_from();
-  line_from_ =
-      given.empty() ? state.value("line_from", nlohmann::json()) : checkpoint_line_origin(given);
+  line_from_ = given.empty() ? line_of_checkpoint(job_.run_dir, checkpoints_->resumed_path(), state)
+                             : checkpoint_line_origin(given);
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) {
@@ -526,7 +527,12 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
   }
   // A given checkpoint starts a line of its own: the run's newer ones go, now that every rank
   // has restored and passed the checks above.
-  if (!given.empty()) checkpoints_->drop_newer_checkpoints(next_step_);
+  if (!given.empty()) {
+    checkpoints_->drop_newer_checkpoints(next_step_);
+    // A restart before the line's first save resumes from its start as the run's own checkpoint
+    // (worker/checkpoint_line.h): this says which line that is.
+    if (comm_.rank() == 0) record_line_start(job_.run_dir, line_from_);
+  }
   return next_step_;
 }
 

@@ -91,7 +91,7 @@ TrainingData open_training_data(const JobConfig& job) {
 }
 
 std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab,
-                                              BpeTokenizer* tokenizer) {
+                                              BpeTokenizer* tokenizer, bool bytes_model) {
   // A token shard starts with llm.c's magic number; anything else is text.
   // Read through io/: a FIFO or a device is refused at once instead of waited on.
   int32_t magic = 0;
@@ -103,17 +103,15 @@ std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_l
   } catch (const IoError& e) {
     throw DataError(e.what());
   }
-  // Text without a tokenizer is read as bytes, ids 0-255: the text of a byte-level model. A model
-  // of a larger vocabulary (GPT-2's) takes token ids; a damaged shard (its magic wrong) or text
-  // read as bytes would be scored as nonsense, and was.
-  if (magic != kTokenShardMagic && tokenizer == nullptr && vocab > 256) {
+  // Text without a tokenizer is read as bytes, ids 0-255: the text of a model trained on bytes.
+  // One trained on token ids (a shard's, a tokenizer's) would score a damaged shard (its magic
+  // wrong) or text read as bytes as nonsense, and did.
+  if (magic != kTokenShardMagic && tokenizer == nullptr && !bytes_model) {
     throw DataError(path, "not an llm.c token shard (its first 4 bytes are not the magic " +
                               std::to_string(kTokenShardMagic) +
-                              "), and text is read as bytes "
-                              "only for a byte-level model (vocab_size 256; this one has " +
-                              std::to_string(vocab) +
-                              "): give a token shard, or --tokenizer DIR "
-                              "to encode the text");
+                              "), and the model was trained "
+                              "on token ids, not on text a byte a token: give a token shard, or "
+                              "--tokenizer DIR to encode the text");
   }
   TokenSource s =
       magic == kTokenShardMagic ? TokenSource::open_shards({path})

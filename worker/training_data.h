@@ -41,8 +41,11 @@ std::optional<BpeTokenizer> load_job_tokenizer(const JobConfig& job);
 
 // Opens FILE (a token shard if it starts with llm.c's magic number, else text: encoded with
 // `tokenizer` when given, else a byte a token) as an evaluation dataset of seq_len windows for
-// a model with `vocab` tokens.
+// a model with `vocab` tokens. bytes_model: the model was trained on text a byte a token
+// (data.format text, no tokenizer); for any other, text without `tokenizer` -- or a damaged
+// shard, its magic wrong -- is refused (DataError) instead of scored as bytes.
 std::unique_ptr<WindowDataset> open_eval_file(const std::string& path, int seq_len, int vocab,
-                                              BpeTokenizer* tokenizer = nullptr);
+                                              BpeTokenizer* tokenizer = nullptr,
+                                              bool bytes_model = true);
 
 }  // namespace rm

@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -26,8 +28,11 @@ namespace {
 struct Mapping {
   std::atomic<uintptr_t> begin{0};
   std::atomic<uint64_t> size{0};
-  char message[512] = {};
-  size_t length = 0;
+  char path[4096] = {};   // for stat(), which the handler may call
+  char shrunk[512] = {};  // the messages: the file is shorter now, or not (an I/O error)
+  size_t shrunk_length = 0;
+  char failed[512] = {};
+  size_t failed_length = 0;
 };
 constexpr size_t kMappings = 1024;
 Mapping g_mappings[kMappings];
@@ -38,10 +43,16 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
   const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
   for (Mapping& m : g_mappings) {
     const uintptr_t begin = m.begin.load(std::memory_order_acquire);
-    if (begin != 0 && at >= begin && at - begin < m.size.load(std::memory_order_acquire)) {
-      ssize_t ignored = ::write(STDERR_FILENO, m.message, m.length);
+    const uint64_t size = m.size.load(std::memory_order_acquire);
+    if (begin != 0 && at >= begin && at - begin < size) {
+      // Shorter than mapped (or gone): the data changed under the run, bad input. Else the read
+      // itself failed (a disk's EIO, an NFS timeout): a failure, which a restart may get past.
+      struct stat st;
+      const bool shrunk = ::stat(m.path, &st) != 0 || static_cast<uint64_t>(st.st_size) < size;
+      ssize_t ignored = shrunk ? ::write(STDERR_FILENO, m.shrunk, m.shrunk_length)
+                               : ::write(STDERR_FILENO, m.failed, m.failed_length);
       (void)ignored;
-      ::_exit(kExitBadInput);
+      ::_exit(shrunk ? kExitBadInput : kExitFailure);
     }
   }
   // Not ours: what was there before (Open MPI's handler prints a backtrace), else the default.
@@ -68,11 +79,18 @@ void watch(const uint8_t* data, uint64_t size, const std::string& path) {
   const std::lock_guard<std::mutex> lock(g_claim);
   for (Mapping& m : g_mappings) {
     if (m.begin.load(std::memory_order_relaxed) != 0) continue;
-    const std::string text = "ringmaster: " + path.substr(0, 300) +
-                             ": the data file shrank or was replaced while the run read it (a "
-                             "page past its new end: SIGBUS); put it back as it was\n";
-    m.length = std::min(text.size(), sizeof m.message);
-    std::memcpy(m.message, text.data(), m.length);
+    const std::string shown = path.substr(0, 300);
+    const std::string shrunk = "ringmaster: " + shown +
+                               ": the data file shrank or was replaced while the run read it (a "
+                               "page past its new end: SIGBUS); put it back as it was\n";
+    const std::string failed = "ringmaster: " + shown +
+                               ": reading the data file failed (SIGBUS on its mapping: an I/O "
+                               "error of its disk or file system)\n";
+    m.shrunk_length = std::min(shrunk.size(), sizeof m.shrunk);
+    std::memcpy(m.shrunk, shrunk.data(), m.shrunk_length);
+    m.failed_length = std::min(failed.size(), sizeof m.failed);
+    std::memcpy(m.failed, failed.data(), m.failed_length);
+    std::snprintf(m.path, sizeof m.path, "%s", path.c_str());
     m.size.store(size, std::memory_order_release);
     m.begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
     return;

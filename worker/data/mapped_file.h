@@ -6,9 +6,10 @@
 // keeps the file alive.
 //
 // The file must not be truncated while mapped: reading a page past the new end raises SIGBUS.
-// The process then ends with exit code 2 and one line naming the file (a SIGBUS handler, installed
+// The process then ends with one line naming the file, exit code 2 when the file is shorter than
+// mapped (or gone), else 1 (the read failed: EIO, an NFS timeout). A SIGBUS handler, installed
 // with the first mapping, knows the mappings' address ranges; a SIGBUS anywhere else goes on to
-// the handler before it, or kills the process as it would have).
+// the handler before it, or kills the process as it would have.
 // Const methods are thread-safe.
 #pragma once
 
