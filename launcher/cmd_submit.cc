@@ -19,7 +19,6 @@
 #include "base/run_dir.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
-#include "io/posix_io.h"
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
 #include "launcher/node_memory.h"
