@@ -2,6 +2,7 @@
 // exit code, stdout and stderr. Test-only.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -43,6 +44,12 @@ inline CliResult run_cli(const std::string& args, const std::string& scratch,
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// `r` is a refusal of bad input: exit code 2, `message` in what it printed on stderr.
+inline void expect_refused(const CliResult& r, const std::string& message) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
 }
 
 }  // namespace rm::test

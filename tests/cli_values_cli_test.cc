@@ -23,6 +23,7 @@ namespace rm {
 namespace {
 
 namespace fs = std::filesystem;
+using test::expect_refused;
 using test::run_cli;
 using testutil::TempDir;
 
@@ -43,11 +44,6 @@ checkpoint: {every: 4, keep: 3, async: false}
   const auto r = run_cli("run " + job, dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return dir.file("run");
-}
-
-void expect_refused(const test::CliResult& r, const std::string& message) {
-  EXPECT_EQ(r.exit_code, kBadInput) << r.out << r.err;
-  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
 }
 
 // -o through a symbolic link writes the file it names; the link stays a link. Before, the atomic

@@ -33,6 +33,19 @@ parallel: {threads_per_rank: 1, timeout_s: 120}
 )");
 }
 
+// The run in `run` ended as the one never interrupted: each of its 12 steps logged once, and
+// its weights (`straight`) bit for bit.
+void expect_ended_as_straight(const std::string& run, const std::string& straight) {
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+}
+
+// `r`, a --from given again, went on with its line from the line's checkpoint of step 8.
+void expect_goes_on_at_step_8(const test::CliResult& r) {
+  EXPECT_NE(r.out.find("goes on from it already"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step_00000008 (step 8)"), std::string::npos) << r.out;
+}
+
 // --fresh with a --from inside the run directory would delete the checkpoint it names (and every
 // other) and then fail: refused, nothing removed.
 TEST(FromCli, FreshNeverEmptiesTheDirectoryOfItsCheckpoint) {
@@ -106,8 +119,7 @@ TEST(FromCli, AResumeFromAnOlderCheckpointStartsALineThatTheNextResumeContinues)
   const auto resumed = run_cli("run " + job + at, dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("step_00000004 (step 4)"), std::string::npos) << resumed.out;
-  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
-  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+  expect_ended_as_straight(run, straight);
 }
 
 // Another run's checkpoint starts a run directory without checkpoints of its own; one with some
@@ -158,8 +170,7 @@ TEST(FromCli, ALineLeftBehindLeavesNothingInMemory) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_EQ(resumed.out.find("resuming from memory"), std::string::npos) << resumed.out;
   EXPECT_NE(resumed.out.find("step_00000004 (step 4)"), std::string::npos) << resumed.out;
-  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
-  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+  expect_ended_as_straight(run, straight);
 }
 
 // A batch script of one's own passes the same --from on every Slurm requeue. Once the line it
@@ -182,12 +193,10 @@ TEST(FromCli, TheSameFromAgainGoesOnWithTheLineItStarted) {
   ASSERT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
   const auto requeued = run_cli(again, dir.path());
   ASSERT_EQ(requeued.exit_code, 0) << requeued.err << requeued.out;
-  EXPECT_NE(requeued.out.find("goes on from it already"), std::string::npos) << requeued.out;
-  EXPECT_NE(requeued.out.find("step_00000008 (step 8)"), std::string::npos) << requeued.out;
+  expect_goes_on_at_step_8(requeued);
   EXPECT_EQ(requeued.out.find("removed this run's newer checkpoints"), std::string::npos)
       << requeued.out;
-  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
-  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+  expect_ended_as_straight(run, straight);
   // Another checkpoint (or the line's start after the line finished: a new line) is obeyed.
   const auto other =
       run_cli("run " + job + " --set run_dir=" + run + " --set train.steps=16 --from " + run +
@@ -216,10 +225,8 @@ TEST(FromCli, TheLineSurvivesARestartBeforeItsFirstSave) {
   ASSERT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
   const auto requeued = run_cli(again, dir.path());
   ASSERT_EQ(requeued.exit_code, 0) << requeued.err << requeued.out;
-  EXPECT_NE(requeued.out.find("goes on from it already"), std::string::npos) << requeued.out;
-  EXPECT_NE(requeued.out.find("step_00000008 (step 8)"), std::string::npos) << requeued.out;
-  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
-  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+  expect_goes_on_at_step_8(requeued);
+  expect_ended_as_straight(run, straight);
 }
 
 // The same with another run's checkpoint (fine-tuning from it) and retention that removed the
@@ -251,8 +258,7 @@ TEST(FromCli, TheSameFromAgainGoesOnWhereverItsStartIs) {
   const auto gone = run_cli("run " + job + at + from_own, dir.path());
   ASSERT_EQ(gone.exit_code, 0) << gone.err << gone.out;
   EXPECT_NE(gone.out.find("goes on from it already"), std::string::npos) << gone.out;
-  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
-  EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
+  expect_ended_as_straight(run, straight);
 }
 
 // The line's checkpoints all damaged: the same --from again starts from it again (on 2 ranks,

@@ -23,6 +23,7 @@ namespace rm {
 namespace {
 
 namespace fs = std::filesystem;
+using test::expect_refused;
 using test::run_cli;
 using testutil::TempDir;
 
@@ -37,11 +38,6 @@ train: {steps: 4, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 1}
 checkpoint: {every: 2, keep: 2, async: false}
 parallel: {threads_per_rank: 1, timeout_s: 120}
 )");
-}
-
-void expect_refused(const test::CliResult& r, const std::string& message) {
-  EXPECT_EQ(r.exit_code, kBadInput) << r.out << r.err;
-  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
 }
 
 // `tokenize -o` its own text replaced the text by the shard; `ckpt export -o RUN/weights.bin`
