@@ -231,8 +231,16 @@ SaveResult AsyncCheckpointWriter::write_and_commit(const SaveRequest& request) {
     result.committed_path = commit_checkpoint(request.run_dir, request.step, manifest);
     for (const ShardFileInfo& f : manifest.files) result.committed_bytes += f.size;
     if (request.keep > 0) {
-      result.removed =
-          apply_retention(request.run_dir, request.keep, request.keep_every, request.keep_best);
+      // The checkpoint is committed: one that retention cannot remove (made read-only to keep
+      // it, a permission) costs disk space, not the save or the run. The caller warns.
+      try {
+        result.removed =
+            apply_retention(request.run_dir, request.keep, request.keep_every, request.keep_best);
+      } catch (const IoError& e) {
+        result.retention_error = e.what();
+      } catch (const CheckpointError& e) {
+        result.retention_error = e.what();
+      }
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

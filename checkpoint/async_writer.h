@@ -86,6 +86,7 @@ struct SaveResult {
   std::string committed_path;        // set when this rank committed
   uint64_t committed_bytes = 0;      // the committed checkpoint's shard bytes, all ranks' (ditto)
   std::vector<std::string> removed;  // by retention
+  std::string retention_error;       // why retention failed, when it did (the save did not)
   double seconds = 0;                // spent writing (and committing), excluding the copy
 };
 

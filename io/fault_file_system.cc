@@ -50,7 +50,9 @@ int errno_by_name(const std::string& name) {
   if (name == "ENOSPC") return ENOSPC;
   if (name == "EDQUOT") return EDQUOT;
   if (name == "EROFS") return EROFS;
-  throw IoError("RM_TEST_IO_FAULT: error=" + name + " is not one of EIO, ENOSPC, EDQUOT, EROFS");
+  if (name == "EACCES") return EACCES;
+  throw IoError("RM_TEST_IO_FAULT: error=" + name +
+                " is not one of EIO, ENOSPC, EDQUOT, EROFS, EACCES");
 }
 
 std::string rank_of_process() {

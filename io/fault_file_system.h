@@ -24,13 +24,13 @@
 // install_fault_file_system):
 //   RM_TEST_IO_FAULT="scope=/abs/run journal=/abs/j.log [count_under=/abs/run/checkpoints]
 //                     [start_at=step_00000004] [at=N action=crash|tear|fail op=any|write|...
-//                      error=EIO|ENOSPC sticky=0|1 rank=R] [skip_fsync=K]"
+//                      error=EIO|ENOSPC|EACCES|... sticky=0|1 rank=R] [skip_fsync=K]"
 // Every process journals, and every rank counts its own calls (each "K" record names its rank);
 // only rank R (OMPI_COMM_WORLD_RANK or PMIX_RANK, default 0) triggers, and the supervising
 // `ringmaster run` process (which has neither MPI's variables nor RM_RESTART_COUNT) neither
 // counts nor triggers. Faults strike only the first attempt (RM_RESTART_COUNT /
-// SLURM_RESTART_COUNT unset or 0), so `max_restarts` recovers from them. Paths are compared as written after
-// making them absolute against the working directory; give absolute paths.
+// SLURM_RESTART_COUNT unset or 0), so `max_restarts` recovers from them. Paths are compared as
+// written after making them absolute against the working directory; give absolute paths.
 #pragma once
 
 #include <atomic>

@@ -18,6 +18,24 @@ int cmd_validate(const JobArgs& args) {
     JobArgs job_args = args;
     resolve_launch(job_args.hosts, job_args.nproc_given, job_args.nproc);
     const JobConfig job = load_job_args(job_args);
+    // A job for a cluster (more ranks there than here) is checked as `submit` checks it too, on
+    // cluster.nodes x cluster.tasks_per_node ranks, where the batch arithmetic differs; --nproc
+    // or --hosts say the job is meant for `run`.
+    std::string submit_note;
+    const long long cluster_ranks =
+        static_cast<long long>(job.cluster.nodes) * job.cluster.tasks_per_node;
+    if (!args.nproc_given && args.hosts.empty() && cluster_ranks != job_args.nproc) {
+      const std::string as_submitted = "as submitted, on " + std::to_string(cluster_ranks) +
+                                       " ranks (cluster.nodes x cluster.tasks_per_node)";
+      try {
+        load_job(args.job, args.sets, kRanksFromCluster);
+      } catch (const JobConfigError& e) {
+        std::vector<ConfigError> errors = e.errors;
+        for (ConfigError& error : errors) error.message = as_submitted + ": " + error.message;
+        throw JobConfigError(errors);
+      }
+      submit_note = as_submitted + ": ok";
+    }
     const std::string weights = check_initial_weights(job, VerifyLevel::kChecksums);
     // The tokenizer is read, as the initial weights are: a job's own files, named by keys.
     const std::optional<BpeTokenizer> tokenizer = load_job_tokenizer(job);
@@ -57,6 +75,7 @@ int cmd_validate(const JobArgs& args) {
                 args.job.c_str(), job.name.c_str(), choice_name(job.model.type), job_args.nproc,
                 job_args.nproc == 1 ? "" : "s", job.run_dir.c_str(),
                 fit.summary(capacity).c_str());
+    if (!submit_note.empty()) std::printf("%s\n", submit_note.c_str());
     if (!data_note.empty()) std::printf("%s\n", data_note.c_str());
     if (tokenizer) {
       std::printf("tokenizer %s: %d tokens\n", job.data.tokenizer.c_str(), tokenizer->vocab_size());

@@ -47,6 +47,29 @@ TEST(Cli, ValidateReportsEveryErrorWithFileLineAndKey) {
   EXPECT_NE(r.err.find(job + ":4:11: model.layers"), std::string::npos) << r.err;
 }
 
+// A job for a cluster is checked on the ranks `submit` would give it too (before: validate
+// passed cluster.nodes=3, which submit then refused for its batch arithmetic); --nproc says the
+// job is meant for `run`.
+TEST(Cli, ValidateChecksAClusterJobOnItsClusterRanks) {
+  TempDir dir;
+  const std::string job = tiny_job(dir);
+  const auto three = run_cli("validate " + job + " --set cluster.nodes=3", dir.path());
+  EXPECT_EQ(three.exit_code, 2) << three.out;
+  EXPECT_NE(three.err.find("train.global_batch: as submitted, on 3 ranks (cluster.nodes x "
+                           "cluster.tasks_per_node): "),
+            std::string::npos)
+      << three.err;
+  const auto submit = run_cli("submit " + job + " --set cluster.nodes=3 --dry-run", dir.path());
+  EXPECT_EQ(submit.exit_code, 2) << "validate and submit agree";
+  const auto for_run = run_cli("validate " + job + " --set cluster.nodes=3 --nproc 1", dir.path());
+  EXPECT_EQ(for_run.exit_code, 0) << for_run.err;
+  const auto two = run_cli("validate " + job + " --set cluster.nodes=2", dir.path());
+  EXPECT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.out.find("as submitted, on 2 ranks (cluster.nodes x cluster.tasks_per_node): ok"),
+            std::string::npos)
+      << two.out;
+}
+
 TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
   TempDir dir;
   const auto r = run_cli("run " + tiny_job(dir), dir.path());

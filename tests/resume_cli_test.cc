@@ -216,6 +216,37 @@ TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
+// A finished run extended whose end's checkpoint is damaged: weights.bin is the only copy of
+// that end. Refused, weights.bin and metrics.jsonl as they were (before: weights.bin removed, and
+// the run trained on from step 8 under the new schedule to another end). With weights.bin moved
+// out, it goes on from step 8.
+TEST(ResumeCli, AFinishedRunWhoseEndsCheckpointIsDamagedKeepsItsWeights) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  const std::string weights = test::slurp(run + "/weights.bin");
+  std::ofstream(run + "/checkpoints/step_00000012/shard_00000.bin",
+                std::ios::in | std::ios::out | std::ios::binary)
+      .write("garbage!", 8);
+  const auto again = run_cli("run " + job + " --set train.steps=16", dir.path());
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("holds a finished run whose end (weights.bin) is newer than its "
+                           "newest checkpoint that verifies"),
+            std::string::npos)
+      << again.err;
+  EXPECT_NE(again.err.find("(step 8; above, why"), std::string::npos) << again.err;
+  EXPECT_NE(again.out.find("skipped " + run + "/checkpoints/step_00000012"), std::string::npos)
+      << again.out;
+  EXPECT_TRUE(test::slurp(run + "/weights.bin") == weights) << "weights.bin changed";
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  std::filesystem::rename(run + "/weights.bin", dir.file("end.bin"));
+  const auto goes_on = run_cli("run " + job + " --set train.steps=16", dir.path());
+  ASSERT_EQ(goes_on.exit_code, 0) << goes_on.err;
+  EXPECT_NE(goes_on.out.find("step_00000008 (step 8)"), std::string::npos) << goes_on.out;
+  EXPECT_TRUE(std::filesystem::exists(run + "/weights.bin"));
+}
+
 // The training data replaced at the same path by a file of another size: the data order would
 // go on differently from the checkpoint, silently (before: resumed, exit 0). Refused, naming it.
 TEST(ResumeCli, DataChangedSinceTheCheckpointIsRefused) {

@@ -34,11 +34,19 @@ parallel: {threads_per_rank: 1, timeout_s: 30}
 )");
 }
 
+// RM_TEST_IO_FAULT journaling the run directory, counting calls under count_under (in it), the
+// fault as `fault` says (io/fault_file_system.h).
+std::string io_fault(const std::string& run_dir, const std::string& journal,
+                     const std::string& count_under, const std::string& fault) {
+  return "RM_TEST_IO_FAULT='scope=" + run_dir + " journal=" + journal + " count_under=" + run_dir +
+         count_under + " " + fault + "'";
+}
+
 std::string fail_first_fsync_of_step_2(const std::string& run_dir, const std::string& journal,
                                        int rank) {
-  return "RM_TEST_IO_FAULT='scope=" + run_dir + " journal=" + journal + " count_under=" + run_dir +
-         "/checkpoints start_at=step_00000002 op=fsync at=1 action=fail error=ENOSPC rank=" +
-         std::to_string(rank) + "'";
+  return io_fault(
+      run_dir, journal, "/checkpoints",
+      "start_at=step_00000002 op=fsync at=1 action=fail error=ENOSPC rank=" + std::to_string(rank));
 }
 
 struct Left {
@@ -122,10 +130,9 @@ INSTANTIATE_TEST_SUITE_P(Saves, SaveErrorCli,
 TEST(SaveErrorCli, AFailedFinalWriteOnRankZeroEndsTheJobAtOnceWithItsCause) {
   TempDir dir;
   const std::string run = dir.file("run");
-  const std::string fault = "RM_TEST_IO_FAULT='scope=" + run + " journal=" + dir.file("j.log") +
-                            " count_under=" + run +
-                            " start_at=weights.bin op=write at=1 action=fail error=ENOSPC "
-                            "sticky=1 rank=0'";
+  const std::string fault =
+      io_fault(run, dir.file("j.log"), "",
+               "start_at=weights.bin op=write at=1 action=fail error=ENOSPC sticky=1 rank=0");
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_cli("run " + job_file(dir) +
                              " --nproc 2 --set checkpoint.every=0 --set "
@@ -141,6 +148,30 @@ TEST(SaveErrorCli, AFailedFinalWriteOnRankZeroEndsTheJobAtOnceWithItsCause) {
   EXPECT_NE(all.find("weights.bin"), std::string::npos) << all;
   EXPECT_NE(all.find("No space left on device"), std::string::npos) << all;
   EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin"));
+}
+
+// Retention cannot remove an older checkpoint (its rename to step_N.del.tmp fails, as on one
+// made read-only to keep it): the save is committed all the same, with a warning and the cause
+// in its event, and the run goes on to its end; the next retention removes what is due (before:
+// the save ended the run, exit 1).
+TEST(SaveErrorCli, ACheckpointRetentionCannotRemoveCostsAWarningNotTheRun) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const std::string fault =
+      io_fault(run, dir.file("j.log"), "/checkpoints",
+               "start_at=.del.tmp op=rename at=1 action=fail error=EACCES rank=0");
+  const auto r = run_cli("run " + job_file(dir) + " --set checkpoint.keep=1 --set run_dir=" + run,
+                         dir.path(), fault, kGuard);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("an older checkpoint could not be removed (checkpoint.keep); it stays, "
+                       "and training goes on"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(run + "/weights.bin"));
+  EXPECT_TRUE(verify_checkpoint(run + "/checkpoints/step_00000006").ok);
+  EXPECT_FALSE(std::filesystem::exists(run + "/checkpoints/step_00000002"));
+  EXPECT_NE(test::slurp(run + "/events.jsonl").find("\"retention_error\""), std::string::npos);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "configs/job_loader.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
 #include "observe/run_events.h"
@@ -76,9 +77,20 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   r.on_saved = [run_dir = job_.run_dir, commit = r.commit, trace = trace_](const SaveResult& s) {
     if (commit) {
       nlohmann::json removed = s.removed;
-      append_run_event(run_dir, "checkpoint_saved",
-                       {{"step", s.step}, {"path", s.committed_path}, {"bytes", s.committed_bytes},
-                        {"seconds", s.seconds}, {"removed", removed}});
+      nlohmann::json event = {{"step", s.step},
+                              {"path", s.committed_path},
+                              {"bytes", s.committed_bytes},
+                              {"seconds", s.seconds},
+                              {"removed", removed}};
+      if (!s.retention_error.empty()) {
+        std::fprintf(stderr,
+                     "ringmaster: warning: %s is saved, but an older checkpoint could not be "
+                     "removed (checkpoint.keep); it stays, and training goes on: %s\n",
+                     s.committed_path.c_str(), s.retention_error.c_str());
+        std::fflush(stderr);
+        event["retention_error"] = s.retention_error;
+      }
+      append_run_event(run_dir, "checkpoint_saved", event);
     }
     if (trace != nullptr) trace->save_done();
   };
@@ -205,6 +217,17 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   append_run_event(job_.run_dir, "checkpoints_dropped", {{"from_step", step}, {"steps", dropped}});
 }
 
+namespace {
+
+// Whether the checkpoint is one a run wrote at its last step (the one weights.bin was written
+// beside), by the job it was saved under.
+bool is_runs_end(const std::string& ckpt_dir) {
+  const Manifest m = load_manifest(ckpt_dir);
+  return m.step == load_stored_job(m.job, ckpt_dir + "/manifest.json").train.steps;
+}
+
+}  // namespace
+
 int64_t Checkpointing::resume(const std::string& path, const std::string& line_start) {
   // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others, and
   // whether it is the one given (path, or line_start) or the run's own.
@@ -230,13 +253,18 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       if (found) {
         chosen = found->path;
         step = static_cast<double>(found->step);
+        if (found->step < job_.train.steps && !is_runs_end(found->path) &&
+            io::exists(run_file(job_.run_dir, "weights.bin"))) {
+          step = kEndNewerThanCheckpoints;
+          choice[1] = static_cast<double>(found->step);  // for the message on every rank
+        }
       } else if (chosen.empty() && io::exists(run_file(job_.run_dir, "weights.bin"))) {
         // A finished run none of whose checkpoints verifies: refused, as one without any is
         // (base/run_dir.h), instead of training it again from step 0 beside its weights.bin.
         step = kFinishedWithoutCheckpoint;
       }
     }
-    if (step < 0 && !chosen.empty()) {
+    if (step == -1 && !chosen.empty()) {  // given (not refused above)
       const VerifyResult v = verify_checkpoint(chosen);
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
       step = static_cast<double>(v.step);
@@ -261,6 +289,16 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
                      ": holds a finished run (weights.bin) none of whose checkpoints verifies "
                      "(above, why); pass --fresh to start it over, or set run_dir to a new "
                      "directory");
+  }
+  if (step == kEndNewerThanCheckpoints) {
+    throw InputError(
+        job_.run_dir +
+        ": holds a finished run whose end (weights.bin) is newer than its newest checkpoint "
+        "that verifies (step " +
+        std::to_string(static_cast<int64_t>(choice[1])) +
+        "; above, why the newer ones were skipped): going on would remove weights.bin and train "
+        "from that checkpoint to another end. Move weights.bin out of the directory to keep "
+        "that end and go on from the checkpoint, or pass --fresh to start the run over");
   }
   if (step < 0) return 0;
   const int64_t steps_done = static_cast<int64_t>(step);

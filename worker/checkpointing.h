@@ -55,7 +55,8 @@ class Checkpointing {
   // Restores from `path`, or (empty path) from the newest verified checkpoint of the run, if
   // any. Returns the number of steps done (0: nothing to resume). Rank 0 prints what it used and
   // what it skipped. Throws InputError on every rank for a finished run (weights.bin) none of
-  // whose checkpoints verifies.
+  // whose checkpoints verifies, or whose end's checkpoint does not (weights.bin is then the
+  // only copy of that end, and going on would replace it with another).
   // line_start (with an empty path): the checkpoint the run's line was started from
   // (worker/checkpoint_line.h), taken when the newest checkpoint that verifies does not go on
   // from it.
@@ -91,6 +92,8 @@ class Checkpointing {
   void or_abort(const std::function<void()>& body);
   // resume()'s broadcast step for a finished run without a checkpoint that verifies.
   static constexpr double kFinishedWithoutCheckpoint = -2;
+  // ...and for a finished run whose newest checkpoint that verifies is older than its end.
+  static constexpr double kEndNewerThanCheckpoints = -3;
   // Runs body; under on_error: continue, an IoError is reported and swallowed (returns false).
   bool tolerate_io_error(const std::function<void()>& body);
 

@@ -153,6 +153,102 @@ std::unique_ptr<ConsoleProgress> make_console(const JobConfig& job, const Model&
                                            peak_flops);
 }
 
+// "ringmaster: " and, on other ranks than 0, "rank R: ": for lines every host's first rank may
+// print.
+std::string said_by(int rank) {
+  return rank == 0 ? "ringmaster: " : "ringmaster: rank " + std::to_string(rank) + ": ";
+}
+
+// Removes the run's segments of memory checkpoints (worker/memory_checkpoints.h) that this
+// attempt would find stale, on one rank a host.
+void drop_stale_memory_checkpoints(Trainer& trainer, const JobConfig& job, const MpiSession* mpi,
+                                   StartKind start, bool new_line) {
+  // A resume --from an older checkpoint starts a line of its own (Checkpointing::resume): what
+  // memory holds is of the line it leaves, which a restart (without --from) would go back to.
+  if (start == kStartNew || new_line) trainer.discard_memory_checkpoints();
+  // An attempt that keeps no checkpoints in memory makes any the run's earlier attempts left
+  // stale the moment it trains (a later attempt with them on would restore one: steps lost from
+  // metrics.jsonl, two attempts' states mixed); a new run's and a new line's too, whatever
+  // layout left them. No rank has opened one yet (a save creates it, after the first step's
+  // collectives, which wait for this), so none in use goes.
+  if ((start == kStartNew || new_line || job.checkpoint.memory_every == 0) &&
+      (mpi == nullptr || mpi->local_rank() == 0)) {
+    const std::string removed = remove_run_memory_checkpoints(job.run_dir);
+    if (!removed.empty()) {
+      std::printf("%s%s\n", said_by(mpi != nullptr ? mpi->rank() : 0).c_str(), removed.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+// Brings the trainer to where the run stands: a checkpoint's state (disk or memory), or
+// model.init_from's weights at a run's first start. Returns the steps done.
+int64_t restore(Trainer& trainer, const JobConfig& job, StartKind start, const std::string& from,
+                const std::string& line_start, bool rank0) {
+  const bool resuming = start == kStartResume || start == kStartGoesOn ||
+                        (start == kStartUnfinished && job.checkpoint.memory_every > 0);
+  const int64_t steps_done = resuming ? trainer.resume(from, line_start) : 0;
+  // A finished run extended (a larger train.steps) is unfinished again once it has resumed: its
+  // weights.bin, the earlier end's, would be what eval, sample and ckpt export read of it while
+  // it trains on (they take the newest checkpoint of an unfinished run). That end is in the
+  // checkpoint just resumed from (resume() refuses a run whose end's checkpoint does not
+  // verify), and the run writes weights.bin again when it ends.
+  if (rank0 && steps_done > 0 && steps_done < job.train.steps) {
+    const std::string weights = run_file(job.run_dir, "weights.bin");
+    if (io::exists(weights)) {
+      io::remove_tree(weights);
+      std::printf(
+          "ringmaster: weights.bin, of the run's end at step %lld, is removed until it "
+          "ends again (eval, sample and ckpt export read its newest checkpoint "
+          "meanwhile)\n",
+          static_cast<long long>(steps_done));
+      std::fflush(stdout);
+    }
+  }
+  // model.init_from: at a run's first start only. A run that resumed goes on from its own
+  // weights; a restart before its first checkpoint starts from init_from again.
+  if (!job.model.init_from.empty()) {
+    if (steps_done == 0) {
+      trainer.load_initial_weights();
+    } else if (rank0) {
+      std::printf("ringmaster: model.init_from not read: the run goes on from its own step %lld\n",
+                  static_cast<long long>(steps_done));
+      std::fflush(stdout);
+    }
+  }
+  return steps_done;
+}
+
+// Rank 0: opens metrics.jsonl (kept to steps_done's lines), writes the "started" event and says
+// what the job is on the console.
+std::unique_ptr<MetricsLog> announce_start(Trainer& trainer, const JobConfig& job,
+                                           const Communicator& comm, const MpiSession* mpi,
+                                           const DeviceChoice& choice, int threads,
+                                           int64_t steps_done, double restore_s,
+                                           double peak_flops) {
+  auto metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
+  trainer.set_metrics(metrics.get());
+  nlohmann::json started =
+      started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops);
+  // How long this start took, for the recovery figures (scripts/bench-recovery.sh): since rank
+  // 0's process began (MPI start, set-up and restore), and of that the restore.
+  if (const double age = process_age_s(); age >= 0) {
+    started["startup_s"] = std::round(age * 100) / 100;
+  }
+  started["restore_s"] = std::round(restore_s * 1000) / 1000;
+  append_run_event(job.run_dir, "started", started);
+  std::printf(
+      "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
+      "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
+      job.name.c_str(), choice_name(job.model.type), trainer.model().layout().size() / 1e6,
+      static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
+      comm.size(), comm.size() == 1 ? "" : "s", threads, choice_name(job.parallel.shard),
+      choice_name(job.parallel.precision),
+      job.parallel.grad_reduce == Precision::kBf16 ? ", gradients reduced in bf16" : "",
+      job.run_dir.c_str());
+  return metrics;
+}
+
 // `where` describes rank 0's place (host, Slurm job, restart count) for the log. mpi is null
 // for a lone process.
 int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
@@ -187,8 +283,7 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   if (mpi == nullptr || mpi->local_rank() == 0) {
     const std::string swept = remove_orphaned_memory_checkpoints();
     if (!swept.empty()) {
-      const std::string who = rank0 ? "" : "rank " + std::to_string(rank) + ": ";
-      std::printf("ringmaster: %s%s\n", who.c_str(), swept.c_str());
+      std::printf("%s%s\n", said_by(rank).c_str(), swept.c_str());
       std::fflush(stdout);
     }
   }
@@ -196,83 +291,19 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
   try {
     Trainer trainer(job, data, comm, options);
     trainer.enable_checkpoints(to_yaml(job));
-    // A resume --from an older checkpoint starts a line of its own (Checkpointing::resume): what
-    // memory holds is of the line it leaves, which a restart (without --from) would go back to.
-    if (start == kStartNew || !from.empty()) trainer.discard_memory_checkpoints();
-    // An attempt that keeps no checkpoints in memory makes any the run's earlier attempts left
-    // stale the moment it trains (a later attempt with them on would restore one: steps lost from
-    // metrics.jsonl, two attempts' states mixed); a new run's and a new line's too, whatever
-    // layout left them. No rank has opened one yet (a save creates it, after the first step's
-    // collectives, which wait for this), so none in use goes.
-    if ((start == kStartNew || !from.empty() || job.checkpoint.memory_every == 0) &&
-        (mpi == nullptr || mpi->local_rank() == 0)) {
-      const std::string removed = remove_run_memory_checkpoints(job.run_dir);
-      if (!removed.empty()) {
-        std::printf("ringmaster: %s%s\n",
-                    rank0 ? "" : ("rank " + std::to_string(rank) + ": ").c_str(), removed.c_str());
-        std::fflush(stdout);
-      }
-    }
-    const bool resuming = start == kStartResume || start == kStartGoesOn ||
-                          (start == kStartUnfinished && job.checkpoint.memory_every > 0);
+    drop_stale_memory_checkpoints(trainer, job, mpi, start, !from.empty());
     const auto restore_began = std::chrono::steady_clock::now();
-    const int64_t steps_done = resuming ? trainer.resume(from, line_start) : 0;
-    // A finished run extended (a larger train.steps) is unfinished again once it has resumed: its
-    // weights.bin, the earlier end's, would be what eval, sample and ckpt export read of it while
-    // it trains on (they take the newest checkpoint of an unfinished run). That end is in the
-    // checkpoint just resumed from, and the run writes weights.bin again when it ends.
-    if (rank0 && steps_done > 0 && steps_done < job.train.steps) {
-      const std::string weights = run_file(job.run_dir, "weights.bin");
-      if (io::exists(weights)) {
-        io::remove_tree(weights);
-        std::printf(
-            "ringmaster: weights.bin, of the run's end at step %lld, is removed until it "
-            "ends again (eval, sample and ckpt export read its newest checkpoint "
-            "meanwhile)\n",
-            static_cast<long long>(steps_done));
-        std::fflush(stdout);
-      }
-    }
-    // model.init_from: at a run's first start only. A run that resumed goes on from its own
-    // weights; a restart before its first checkpoint starts from init_from again.
-    if (!job.model.init_from.empty()) {
-      if (steps_done == 0) {
-        trainer.load_initial_weights();
-      } else if (rank0) {
-        std::printf(
-            "ringmaster: model.init_from not read: the run goes on from its own step %lld\n",
-            static_cast<long long>(steps_done));
-        std::fflush(stdout);
-      }
-    }
-    const double restore_s = resuming ? seconds_since(restore_began) : 0;
-    std::unique_ptr<MetricsLog> metrics;
+    const int64_t steps_done = restore(trainer, job, start, from, line_start, rank0);
+    const double restore_s = steps_done > 0 ? seconds_since(restore_began) : 0;
     // Rank 0 measures the cores' FMA peak once (~50 ms) for the started event and the console.
     const double peak_flops =
         rank0 && choice.kind == ComputeKind::kCpu
             ? cpu::measure_fma_peak(cpu::host_cpu_features(), threads).flops_per_s
             : 0;
+    std::unique_ptr<MetricsLog> metrics;
     if (rank0) {
-      metrics = std::make_unique<MetricsLog>(run_file(job.run_dir, "metrics.jsonl"), steps_done);
-      trainer.set_metrics(metrics.get());
-      nlohmann::json started =
-          started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops);
-      // How long this start took, for the recovery figures (scripts/bench-recovery.sh): since rank
-      // 0's process began (MPI start, set-up and restore), and of that the restore.
-      if (const double age = process_age_s(); age >= 0) {
-        started["startup_s"] = std::round(age * 100) / 100;
-      }
-      started["restore_s"] = std::round(restore_s * 1000) / 1000;
-      append_run_event(job.run_dir, "started", started);
-      std::printf(
-          "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
-          "tokens | %d rank%s x %d threads, shard %s, %s%s | run_dir %s\n",
-          job.name.c_str(), choice_name(job.model.type), trainer.model().layout().size() / 1e6,
-          static_cast<long long>(job.train.steps), job.train.global_batch, job.model.seq_len,
-          comm.size(), comm.size() == 1 ? "" : "s", threads, choice_name(job.parallel.shard),
-          choice_name(job.parallel.precision),
-          job.parallel.grad_reduce == Precision::kBf16 ? ", gradients reduced in bf16" : "",
-          job.run_dir.c_str());
+      metrics = announce_start(trainer, job, comm, mpi, choice, threads, steps_done, restore_s,
+                               peak_flops);
     }
     // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
     // log only.

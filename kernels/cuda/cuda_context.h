@@ -55,7 +55,9 @@ class CudaContext {
   LtGemm& lt() { return *lt_; }  // cuBLASLt on the compute stream, its workspace and plans
   DeviceResults* results() const { return results_; }
   // Scratch of at least n elements (grow-only, device_scratch.h), valid until the next larger
-  // request of the same kind.
+  // request of the same kind. A growth frees the old buffer once the compute stream is done
+  // with it: work on the bias side stream that uses one (column sums) must be joined back into
+  // the compute stream (join_side) before the next request, as linear_backward* do.
   float* attention_scratch(size_t n) { return attention_scratch_.get<float>(n, stream_); }
   double* loss_scratch(size_t n) { return loss_scratch_.get<double>(n, stream_); }
   float* column_scratch(size_t n) { return column_scratch_.get<float>(n, stream_); }

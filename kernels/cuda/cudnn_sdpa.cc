@@ -432,6 +432,9 @@ void CudnnAttention::refuse(int B, int Tn, int C, int H, const std::string& why)
                B, Tn, C, H, why.c_str());
   std::fflush(refusals_);
   takes_[std::make_tuple(B, Tn, C, H)] = false;
+  // Its plan, if it was made (refused at its first execution), is never run: it would only
+  // count against kMaxShapes.
+  plans_.erase(std::make_tuple(B, Tn, C, H));
 }
 
 bool CudnnAttention::takes(int B, int Tn, int C, int H) {

@@ -161,8 +161,15 @@ bool LtGemm::run(const LtGemmArgs& a, GemmType out, const void* first, const voi
                 a.vector_length};
   const auto [it, created] = plans_.try_emplace(key);
   if (created) {
-    it->second = std::make_unique<Plan>();
-    make_plan(*it->second, a, out, vec, aux, align);
+    // A plan whose making throws is not kept: kept as "no matmul", every later GEMM of the
+    // shape would take the unfused path silently.
+    try {
+      it->second = std::make_unique<Plan>();
+      make_plan(*it->second, a, out, vec, aux, align);
+    } catch (...) {
+      plans_.erase(it);
+      throw;
+    }
   }
   Plan& p = *it->second;
   if (!p.ok) {
@@ -177,9 +184,17 @@ bool LtGemm::run(const LtGemmArgs& a, GemmType out, const void* first, const voi
   }
   if (has_vector(a.epilogue)) set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vec);
   if (has_aux(a.epilogue)) set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
-  RM_CUBLAS_CHECK(cublas().lt_matmul(handle_, p.desc, &g.alpha, first, p.a, second, p.b, &g.beta, D,
-                                     p.d, D, p.d, &p.algo, workspace_, kWorkspaceBytes, stream_),
-                  kThrow);
+  const cublasStatus_t rc =
+      cublas().lt_matmul(handle_, p.desc, &g.alpha, first, p.a, second, p.b, &g.beta, D, p.d, D,
+                         p.d, &p.algo, workspace_, kWorkspaceBytes, stream_);
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    // Which of a step's many GEMMs failed is what the message must say.
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "epilogue %s at m=%d n=%d k=%d (aligned %d/%d/%d bytes)",
+                  epilogue_name(a.epilogue), g.m, g.n, g.k, align.a, align.b, align.d);
+    throw std::runtime_error(std::string("rm::cuda: cublasLtMatmul failed, ") + shape + ": " +
+                             cublas().status_string(rc));
+  }
   return true;
 }
 
