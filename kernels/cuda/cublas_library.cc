@@ -58,6 +58,7 @@ CublasLibrary load() {
   resolve(blas, bp, "cublasCreate_v2", &lib.create);
   resolve(blas, bp, "cublasDestroy_v2", &lib.destroy);
   resolve(blas, bp, "cublasSetStream_v2", &lib.set_stream);
+  resolve(blas, bp, "cublasSetWorkspace_v2", &lib.set_workspace);
   resolve(blas, bp, "cublasGetStatusString", &lib.status_string);
   resolve(blas, bp, "cublasGetProperty", &lib.get_property);
   resolve(blas, bp, "cublasGemmEx", &lib.gemm_ex);

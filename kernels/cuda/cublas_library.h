@@ -37,6 +37,7 @@ struct CublasLibrary {
   decltype(&::cublasCreate_v2) create = nullptr;
   decltype(&::cublasDestroy_v2) destroy = nullptr;
   decltype(&::cublasSetStream_v2) set_stream = nullptr;
+  decltype(&::cublasSetWorkspace_v2) set_workspace = nullptr;
   decltype(&::cublasGetStatusString) status_string = nullptr;
   decltype(&::cublasGetProperty) get_property = nullptr;
   GemmEx gemm_ex = nullptr;

@@ -40,6 +40,7 @@ TEST(CublasLibrary, OpensOnFirstUseWithEveryEntryPointAndTheHeadersVersion) {
       reinterpret_cast<const void*>(lib.create),
       reinterpret_cast<const void*>(lib.destroy),
       reinterpret_cast<const void*>(lib.set_stream),
+      reinterpret_cast<const void*>(lib.set_workspace),
       reinterpret_cast<const void*>(lib.status_string),
       reinterpret_cast<const void*>(lib.get_property),
       reinterpret_cast<const void*>(lib.gemm_ex),

@@ -53,6 +53,12 @@ CudaContext::CudaContext(int device, bool allow_tf32, std::FILE* notes)
     }
     RM_CUBLAS_CHECK(cublas().create(&blas_.handle), on_error);
     RM_CUBLAS_CHECK(cublas().set_stream(blas_.handle, stream_), on_error);
+    // A workspace of its own, made once: without one, cuBLAS (12.2 on) takes its workspace with
+    // cudaMallocAsync as it runs, which a recorded step graph (worker/step_graph.h) would hold
+    // as memory nodes. After set_stream, which resets it to the default.
+    RM_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes), on_error);
+    RM_CUBLAS_CHECK(cublas().set_workspace(blas_.handle, blas_workspace_, kBlasWorkspaceBytes),
+                    on_error);
     blas_.allow_tf32 = allow_tf32;
     lt_ = std::make_unique<LtGemm>(stream_);
     void* results = nullptr;
@@ -88,6 +94,8 @@ void CudaContext::release() noexcept {
       std::fprintf(stderr, "rm::cuda: cublasDestroy: %s\n", cublas().status_string(rc));
     }
   }
+  // After the handle that used it (the streams were synchronised above).
+  if (blas_workspace_ != nullptr) report(cudaFree(blas_workspace_), "cudaFree");
   if (queued_ != nullptr) report(cudaEventDestroy(queued_), "cudaEventDestroy");
   if (bias_side_.stream != nullptr) {
     report(cudaStreamDestroy(bias_side_.stream), "cudaStreamDestroy");
@@ -100,6 +108,7 @@ void CudaContext::release() noexcept {
   staging_ = nullptr;
   results_ = nullptr;
   blas_.handle = nullptr;
+  blas_workspace_ = nullptr;
   queued_ = nullptr;
   bias_side_ = SideStream{};
   side_stream_ = nullptr;

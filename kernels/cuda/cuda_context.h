@@ -95,6 +95,9 @@ class CudaContext {
   bool cudnn_attention_tried_ = false;
   DeviceResults* results_ = nullptr;
   void* staging_ = nullptr;  // pinned, kStagingBytes
+  // cuBLAS's workspace (cublasSetWorkspace), as cuBLASLt's (lt_gemm.h): NVIDIA's advice for Hopper.
+  static constexpr size_t kBlasWorkspaceBytes = 32u << 20;
+  void* blas_workspace_ = nullptr;
   DeviceScratch attention_scratch_;
   DeviceScratch loss_scratch_;
   DeviceScratch column_scratch_;  // column sums' partials (column_sums.cuh)
