@@ -60,8 +60,13 @@ cd @WORKDIR@ || exit 2
 rm_env=(@ENV@)
 rm_srun=$(type -P srun || echo srun)
 # UTC time with milliseconds, from bash builtins only: a signal to this script's process group
-# (Slurm ends a requeued run so) cannot kill a `date` half-way through a log line.
-rm_now() { local t=$EPOCHREALTIME; TZ=UTC printf '%(%Y-%m-%dT%H:%M:%S)T.%sZ' "${t%[.,]*}" "${t:(-6):3}"; }
+# (Slurm ends a requeued run so) cannot kill a `date` half-way through a log line. Bash before
+# 5.0 (RHEL 8's 4.4) has no EPOCHREALTIME: whole seconds there.
+rm_now() {
+  local t=${EPOCHREALTIME:-}
+  if [[ -z $t ]]; then TZ=UTC printf '%(%Y-%m-%dT%H:%M:%S)T.000Z' -1; return; fi
+  TZ=UTC printf '%(%Y-%m-%dT%H:%M:%S)T.%sZ' "${t%[.,]*}" "${t:(-6):3}"
+}
 rm_say() { echo "ringmaster-slurm: $(rm_now) job ${SLURM_JOB_ID:-?} run ${SLURM_RESTART_COUNT:-0}: $*"; }
 # One JSON object per line in RUN_DIR/events.jsonl; every value written here is a number or a
 # fixed word, so no escaping is needed.

@@ -68,6 +68,16 @@ sets+=(--set "run_dir=$weird_run" --set "cluster.sbatch_extra=[--comment=\$(touc
 "$bin" submit job.yaml --dry-run "${sets[@]}" >job.sbatch || fail "the dry run failed"
 [[ ! -e "$weird_run" ]] || fail "--dry-run wrote the run directory"
 
+# The script's clock, with bash 5's EPOCHREALTIME and without it (bash 4.4, RHEL 8): an ISO UTC
+# time with milliseconds either way (before: 1970-01-01T00:00:00.Z without it).
+now_def=$(sed -n '/^rm_now() {$/,/^}$/p' job.sbatch)
+[[ -n $now_def ]] || fail "no rm_now in the script"
+iso='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$'
+for unset_it in "" "unset EPOCHREALTIME;"; do
+  t=$(bash -c "$unset_it $now_def; rm_now")
+  [[ $t =~ $iso && $t != 1970* ]] || fail "rm_now ($unset_it) gave '$t'"
+done
+
 mkdir -p stubs "$weird_run/slurm"
 cat >stubs/srun <<'STUB'
 #!/bin/bash
