@@ -53,9 +53,24 @@ Fd open_write_truncate(const std::string& path) {
 }
 
 Fd open_append(const std::string& path) {
-  const int fd = fs().open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno(path, "cannot open for appending", errno);
-  return Fd(fd);
+  // O_NONBLOCK: a FIFO at `path` would otherwise hold the open until a reader came (a run hung
+  // at its first event); without one it fails at once (ENXIO). Only a regular file is appended
+  // to; the flag is cleared after the check, so writes block as usual.
+  Fd fd(fs().open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644));
+  if (!fd.valid()) {
+    const int err = errno;
+    struct stat st;
+    if (err == ENXIO && ::stat(path.c_str(), &st) == 0) {
+      throw IoError(path + ": " + file_kind(st.st_mode) + ", not a regular file");
+    }
+    throw_errno(path, "cannot open for appending", err);
+  }
+  regular_file_size(fd.get(), path);
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw_errno(path, "fcntl failed", errno);
+  }
+  return fd;
 }
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {

@@ -61,7 +61,7 @@ const char* file_kind(mode_t mode);
 
 // ---- writing -----------------------------------------------------------------------------
 Fd open_write_truncate(const std::string& path);  // create or truncate, mode 0644
-Fd open_append(const std::string& path);          // create if missing, O_APPEND, mode 0644
+Fd open_append(const std::string& path);  // create if missing, O_APPEND, 0644; regular files only
 void write_all(int fd, const void* data, size_t size, const std::string& path);
 void seek_to(int fd, off_t offset, const std::string& path);  // lseek(SEEK_SET)
 void fsync_fd(int fd, const std::string& path);

@@ -142,7 +142,10 @@ void refuse_overwriting_input(const std::string& option, const std::string& outp
   for (const char* own : {"checkpoints", "logs", "trace", "slurm"}) {
     if (first == own && std::next(rel.begin()) != rel.end()) refuse("a file of the run " + input);
   }
-  for (const char* own : {"weights.bin", "config.yaml", "metrics.jsonl", "events.jsonl"}) {
+  // The locks too: a file written over one is a new inode, and the run holding the old one would
+  // no longer keep another out (base/run_lock.h).
+  for (const char* own : {"weights.bin", "config.yaml", "metrics.jsonl", "events.jsonl",
+                          "line.json", ".lock", ".ranks.lock"}) {
     if (rel == own) refuse("a file of the run " + input);
   }
 }

@@ -37,7 +37,8 @@ CLI::Validator share();
 // -o `output` of a command that reads `input`: throws InputError (exit 2) naming `option` when
 // writing it would overwrite what is read -- the input file itself (`tokenize` replaced its text
 // by the shard), or a file of the run or checkpoint directory `input`: any file of a checkpoint,
-// and of a run its own (weights.bin, config.yaml, metrics.jsonl, events.jsonl, and everything
+// and of a run its own (weights.bin, config.yaml, metrics.jsonl, events.jsonl, line.json, the
+// locks .lock and .ranks.lock, and everything
 // under checkpoints/, logs/, trace/ and slurm/; `ckpt export -o RUN_DIR/weights.bin` replaced
 // the run's weights). A new file beside them (RUN_DIR/model.safetensors) is fine.
 void refuse_overwriting_input(const std::string& option, const std::string& output,

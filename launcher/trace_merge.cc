@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/json_guard.h"
 #include "io/posix_io.h"
 
 namespace rm {
@@ -17,6 +18,7 @@ using nlohmann::json;
 // A trace window is bounded (trace_recorder.h: 200000 events, ~200 bytes each), so a file far
 // larger than that is not one of ours.
 constexpr uint64_t kMaxRankFileBytes = uint64_t{256} << 20;
+constexpr size_t kMaxRankFileValues = size_t{8} << 20;
 // More ranks than any job of ours has: a larger otherData.ranks is not one of our files (and
 // would have the merge name millions of missing ranks).
 constexpr int64_t kMaxRanks = int64_t{1} << 20;
@@ -57,7 +59,14 @@ int64_t int_field(const json& other, const char* key, int64_t absent, const std:
 RankFile read_rank_file(const std::string& path, int rank) {
   RankFile f;
   f.path = path;
-  const json doc = json::parse(io::read_file(path, kMaxRankFileBytes), nullptr, false);
+  const std::string text = io::read_file(path, kMaxRankFileBytes);
+  // Before nlohmann builds a tree: a rank's trace nests five levels, and a window of 200000
+  // events holds ~3 million values (json_guard.h: deeper nesting crashes nlohmann's recursion,
+  // more values only grow the tree).
+  if (const std::string shape = check_json_shape(text, 32, kMaxRankFileValues); !shape.empty()) {
+    throw std::runtime_error(path + ": not a rank trace of ours (" + shape + ")");
+  }
+  const json doc = json::parse(text, nullptr, false);
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array() ||
       !doc.contains("otherData") || !doc["otherData"].is_object()) {
     throw std::runtime_error(path + ": not a rank trace (expected a JSON object with "

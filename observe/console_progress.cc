@@ -18,7 +18,9 @@ constexpr const char* kEraseLine = "\r\033[K";
 }  // namespace
 
 std::string duration_text(double seconds) {
-  const long long s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
+  // Bounded before the conversion (a hostile metrics line's step_ms of 1e300 made it undefined):
+  // NaN reads as 0, anything past 100000 hours as that.
+  const long long s = static_cast<long long>(std::min(std::max(0.0, seconds), 3.6e8) + 0.5);
   char buf[48];
   if (s >= 3600) {
     std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);

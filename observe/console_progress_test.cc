@@ -1,6 +1,8 @@
 // The progress line's arithmetic: percent, ETA from the median of recent steps, MFU.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "observe/console_progress.h"
@@ -48,6 +50,16 @@ TEST(ConsoleProgress, LongRunsShowHoursAndMinutes) {
   console.step(step(1, 1000), false);
   // 99998 steps of a second left: 27h46m.
   EXPECT_NE(console.progress_line(step(2, 1000)).find("eta 27h46m"), std::string::npos);
+}
+
+// Durations out of range (a hostile metrics line's step_ms: `status`'s eta) are bounded before
+// the conversion to whole seconds, which was undefined past long long (UBSan flags it).
+TEST(ConsoleProgress, DurationsOutOfRangeAreBounded) {
+  EXPECT_EQ(duration_text(1e300), "100000h00m");
+  EXPECT_EQ(duration_text(std::numeric_limits<double>::infinity()), "100000h00m");
+  EXPECT_EQ(duration_text(std::nan("")), "0s");
+  EXPECT_EQ(duration_text(-5), "0s");
+  EXPECT_EQ(duration_text(61), "1m01s");
 }
 
 // A diverging run's numbers can be long: the lines are cut to their buffers, never read past.

@@ -19,7 +19,7 @@ namespace {
 std::string lines_through(const std::string& path, int64_t steps_done) {
   std::string kept;
   for_each_line(path, [&](const std::string& line) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto j = parse_json_line(line);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
         j["step"].get<int64_t>() <= steps_done) {
       kept += line + "\n";

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 
+#include "checkpoint/json_guard.h"
 #include "io/posix_io.h"
 
 namespace rm {
@@ -42,6 +44,13 @@ void append_run_event(const std::string& run_dir, const std::string& event,
   }
 }
 
+nlohmann::json parse_json_line(std::string_view line) {
+  // Our lines nest three levels at most; a line's value count is bounded by its 1 MiB.
+  if (!check_json_shape(line, 16, SIZE_MAX).empty())
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+}
+
 std::vector<nlohmann::json> read_run_events(const std::string& run_dir) {
   return read_json_lines(run_dir + "/events.jsonl");
 }
@@ -49,7 +58,7 @@ std::vector<nlohmann::json> read_run_events(const std::string& run_dir) {
 std::vector<nlohmann::json> read_json_lines(const std::string& path) {
   std::vector<nlohmann::json> out;
   for_each_line(path, [&](const std::string& line) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    nlohmann::json j = parse_json_line(line);
     if (j.is_object()) out.push_back(std::move(j));
     return true;
   });
@@ -97,9 +106,7 @@ void for_each_json_line_backwards(const std::string& path,
       return true;
     }
     if (end == begin) return true;
-    const nlohmann::json j =
-        nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(begin),
-                              text.begin() + static_cast<std::ptrdiff_t>(end), nullptr, false);
+    const nlohmann::json j = parse_json_line(std::string_view(text).substr(begin, end - begin));
     return !j.is_object() || visit(j);
   };
   std::string text;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <functional>
@@ -23,6 +24,12 @@ namespace rm {
 // because its event log cannot be written (it says so on stderr instead).
 void append_run_event(const std::string& run_dir, const std::string& event,
                       const nlohmann::json& fields = nlohmann::json::object());
+
+// One line of a JSON-lines file (events.jsonl, metrics.jsonl): the value it holds, or a
+// discarded one (is_discarded()) when it is not JSON or nests deeper than any line of ours
+// (checkpoint/json_guard.h): nlohmann's copy and dump() recurse once per level, and a 200 KB
+// line of brackets would crash `status` and `report` that read it.
+nlohmann::json parse_json_line(std::string_view line);
 
 // Every line of a JSON-lines file that parses as an object, in file order (none if the file is
 // missing); a line torn by a crash is skipped.

@@ -99,5 +99,31 @@ TEST(JsonLinesForwards, AFifoIsRefusedNotWaitedOn) {
   }
 }
 
+// The writing side: an event appended to a FIFO (no reader) is refused at once, naming it
+// (before: the open waited for a reader, and a resumed run hung at its first event for ever).
+TEST(RunEvents, AFifoAsTheEventLogIsRefusedNotWaitedOn) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("events.jsonl").c_str(), 0644), 0);
+  testing::internal::CaptureStderr();
+  append_run_event(dir.path(), "started");  // never throws: says why on stderr
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("events.jsonl: a FIFO, not a regular file"), std::string::npos) << err;
+}
+
+// Lines nested deeper than any of ours are skipped as lines that do not parse are (before: a
+// 200 KB line of brackets crashed `status`, `report` and `trace` in nlohmann's recursion).
+TEST(JsonLinesForwards, ALineNestedTooDeepIsSkipped) {
+  TempDir dir;
+  const std::string deep =
+      "{\"step\": 2, \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}\n";
+  const std::string path = dir.write("metrics.jsonl", step_lines(1, 1) + deep + step_lines(3, 3));
+  std::vector<int> steps;
+  for (const nlohmann::json& j : read_json_lines(path)) steps.push_back(j["step"]);
+  EXPECT_EQ(steps, (std::vector<int>{1, 3}));
+  EXPECT_EQ(steps_backwards(path), (std::vector<int>{3, 1}));
+  EXPECT_TRUE(parse_json_line(std::string(20, '[') + std::string(20, ']')).is_discarded());
+  EXPECT_EQ(parse_json_line("{\"a\": {\"b\": [1, {\"c\": 2}]}}")["a"]["b"][1]["c"], 2);
+}
+
 }  // namespace
 }  // namespace rm

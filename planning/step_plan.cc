@@ -111,7 +111,9 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   p.flops_per_token = flops_per_token(job.model, p.params);
   const double samples_per_rank = static_cast<double>(job.train.global_batch) / p.ranks;
   const bool gpt = job.model.type == ModelType::kGpt;
-  p.tokens_per_rank = samples_per_rank * (gpt ? job.model.seq_len : 1);
+  // Every position of a sample is a prediction, the MLP's too (it predicts each next token
+  // from the ones before it).
+  p.tokens_per_rank = samples_per_rank * job.model.seq_len;
   p.accumulation = std::max(1, static_cast<int>(std::ceil(samples_per_rank / job.train.micro_batch)));
   std::vector<bool> recomputes = {job.model.recompute};
   if (gpt && !job.model.recompute) recomputes.push_back(true);
@@ -148,11 +150,15 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   p.interval_s = std::sqrt(2 * std::max(p.stall_s, 1e-3) * mtbf_s);
   if (p.recommended >= 0) {
     const double step = p.modes[p.recommended].step_s();
-    p.interval_steps = std::max<int64_t>(1, static_cast<int64_t>(p.interval_s / step));
+    // Bounded before the conversion: an extreme node_mtbf_hours (1e300) overflowed it to 1.
+    const double steps = p.interval_s / step;
+    p.interval_steps = steps >= 1 ? static_cast<int64_t>(std::min(steps, 1e15)) : 1;
   }
   // Young's first-order expected overhead: stall per interval plus half an interval lost per
   // failure (and the restart's reload, ~ a save).
-  p.lost_fraction = p.stall_s / p.interval_s + (p.interval_s / 2 + p.save_s) / mtbf_s;
+  // At most all of it (a node_mtbf_hours or fs_write_gbs near zero made it 7e294%).
+  p.lost_fraction =
+      std::min(1.0, p.stall_s / p.interval_s + (p.interval_s / 2 + p.save_s) / mtbf_s);
   return p;
 }
 

@@ -57,6 +57,10 @@ TEST(InputFilesCli, AnOutputNeverOverwritesWhatTheCommandReads) {
                  "a file of the checkpoint");
   expect_refused(run_cli("report " + run + " -o " + run + "/metrics.jsonl", dir.path()),
                  "a file of the run");
+  // The locks: written over, a live run's lock no longer keeps a second run out.
+  for (const char* lock : {"/.lock", "/.ranks.lock", "/line.json"}) {
+    expect_refused(run_cli("report " + run + " -o " + run + lock, dir.path()), "a file of the run");
+  }
   EXPECT_EQ(test::slurp(run + "/weights.bin"), weights);
   // A new file beside them is what a user means.
   const auto beside =
