@@ -1,6 +1,7 @@
 #include "base/stop_signal.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include <cstring>
 #include <initializer_list>
@@ -11,9 +12,30 @@ namespace rm {
 namespace {
 
 volatile sig_atomic_t g_stop_signal = 0;
+// When SIGTERM and SIGINT were first received (CLOCK_MONOTONIC ns; 0: not yet). Written only by
+// their own handlers, which do not interrupt themselves (the signal is blocked while it runs).
+volatile int64_t g_first_term_ns = 0;
+volatile int64_t g_first_int_ns = 0;
+
+int64_t monotonic_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe (POSIX)
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 void on_stop_signal(int sig) {
   if (g_stop_signal == 0) g_stop_signal = sig;
+  if (sig != SIGTERM && sig != SIGINT) return;
+  volatile int64_t& first = sig == SIGTERM ? g_first_term_ns : g_first_int_ns;
+  const int64_t now = monotonic_ns();
+  if (first == 0) {
+    first = now;
+    return;
+  }
+  if (now - first < kStopRepeatWindowNs) return;  // the same stop, delivered again
+  // Again, later: the default action, once this handler returns (the signal is blocked here).
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 void handle(std::initializer_list<int> signals) {
@@ -22,11 +44,9 @@ void handle(std::initializer_list<int> signals) {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : signals) {
-    // SA_RESTART: file I/O and MPI's own system calls carry on as if nothing happened.
-    // SA_RESETHAND (a second one kills) for SIGTERM and SIGINT only: SIGUSR1 is a scheduler's
-    // notice, never a person's "kill it now", and it often comes twice (scancel --full reaches
-    // the ranks directly and through the batch script that passes it on).
-    sa.sa_flags = SA_RESTART | (sig == SIGUSR1 ? 0 : SA_RESETHAND);
+    // SA_RESTART: file I/O and MPI's own system calls carry on as if nothing happened. A second
+    // SIGTERM or SIGINT kills (the handler says when); SIGUSR1 never does.
+    sa.sa_flags = SA_RESTART;
     if (sigaction(sig, &sa, nullptr) != 0) {
       throw std::runtime_error("sigaction(" + std::string(strsignal(sig)) + ") failed");
     }

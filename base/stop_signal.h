@@ -7,9 +7,13 @@
 // checkpoint of that step, wait until it is committed and exit with kExitStopped, and running
 // the same command again resumes.
 //
-// A second SIGTERM or SIGINT takes its default action (SA_RESETHAND), so a second Ctrl-C or
-// SIGTERM still kills a run whose save hangs. Repeated SIGUSR1s are one request: Slurm's notice
-// can reach a rank twice (scancel --full: directly and through the batch script).
+// A second SIGTERM or SIGINT takes its default action, so a second Ctrl-C or SIGTERM still kills
+// a run whose save hangs -- when it comes kStopRepeatWindowNs or more after the first. The same
+// signal again within that window is the same stop: machinery delivers one stop several times
+// within milliseconds (mpirun passing on the SIGTERM it got beside the one `pkill` sent each
+// rank; PR_SET_PDEATHSIG firing once per thread of a dying launcher), and the rank killed by the
+// copy lost every step since its last checkpoint. Repeated SIGUSR1s are always one request:
+// Slurm's notice can reach a rank twice (scancel --full: directly and through the batch script).
 //
 // SIGUSR1, the notice that Slurm, the batch script and the supervisor send, is recorded from a
 // rank's first instruction (catch_stop_notice_early), before its job is even read: a rank takes
@@ -21,9 +25,15 @@
 // it. This catches a notice sent to the ranks directly.)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace rm {
+
+// The same stop signal again within this long is the same stop, not a plea to kill (ranks here,
+// `ringmaster run`'s supervisor in launcher/child_process.cc). A person sending it again to kill
+// is slower than this; the messages say to.
+inline constexpr int64_t kStopRepeatWindowNs = 1'000'000'000;
 
 // A rank's first instruction: records SIGUSR1 from now on. SIGTERM and SIGINT keep their
 // default action (a rank killed while it starts has trained nothing to save) until the job says

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/stop_signal.h"
 namespace rm {
 namespace {
 
@@ -34,12 +35,11 @@ volatile sig_atomic_t g_kill_due = 0;    // a second signal: the whole job is to
 // signal's handler, before that signal counts as seen.
 volatile int64_t g_first_seen_ns[NSIG] = {};
 
-// The same signal again within this long is the same stop, not a plea to kill: GNU timeout(1)
-// signals its child and then its own process group, which the child is in, microseconds apart
-// (measured: `timeout 5 ringmaster run ...` lost its run to "second signal" in 2 of 6 tries,
-// when the two did not merge into one pending signal). A person sending it again to kill is
-// slower than this; the message says to.
-constexpr int64_t kRepeatWindowNs = 1'000'000'000;
+// The same signal again within kStopRepeatWindowNs (base/stop_signal.h) is the same stop, not
+// a plea to kill: GNU timeout(1) signals its child and then its own process group, which the
+// child is in, microseconds apart (measured: `timeout 5 ringmaster run ...` lost its run to
+// "second signal" in 2 of 6 tries, when the two did not merge into one pending signal).
+constexpr int64_t kRepeatWindowNs = kStopRepeatWindowNs;
 
 int64_t monotonic_ns() {
   timespec t{};

@@ -7,6 +7,7 @@
 // child process for one rank, or `mpirun -np N` of itself.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 
 #include "base/error_report.h"
@@ -60,6 +61,11 @@ int cmd_run(const RunArgs& args) {
     // The ranks' stdout is mpirun's pipe: tell rank 0 whether the console is a terminal, for
     // its progress line (console_progress.h). Not if the caller already said.
     ::setenv(kConsoleTtyEnv, ::isatty(STDOUT_FILENO) == 1 ? "1" : "0", 0);
+    // Output that cannot be shown must not end the training: `run ... | tee log` and Ctrl-C
+    // kill tee too, and the supervisor's next line (or mpirun's, passing on a rank's) died of
+    // SIGPIPE, the ranks with it, before their stop checkpoint. Ignored here and in what it
+    // starts (the disposition survives exec): a write to the broken pipe fails instead.
+    ::signal(SIGPIPE, SIG_IGN);
     return supervise(job, launch, args.argv);
   });
 }
