@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -83,6 +85,26 @@ std::string changed_length(const JobConfig& before, const JobConfig& now) {
   }
 }
 
+// A write of one of the run's own files cut short (a rank killed as it wrote the final weights)
+// leaves NAME.tmp.PID (io/atomic_file.h) for ever: for weights.bin, the model's size. Once this
+// run owns the directory no process of an earlier one is left in it (own_run_dir waited for its
+// ranks), so they go, said on the console. Only the names of our files: nothing of the user's.
+void remove_cut_writes(const std::string& run_dir) {
+  for (const std::string& name : io::list_dir(run_dir)) {
+    for (const char* own : {"weights.bin", "config.yaml", "metrics.jsonl", "line.json"}) {
+      const std::string prefix = std::string(own) + ".tmp.";
+      const std::string_view pid =
+          std::string_view(name).substr(std::min(name.size(), prefix.size()));
+      if (name.rfind(prefix, 0) != 0 || pid.empty() ||
+          pid.find_first_not_of("0123456789") != std::string_view::npos) {
+        continue;
+      }
+      io::remove_tree(run_file(run_dir, name.c_str()));
+      std::printf("ringmaster: removed %s, a write of %s cut short\n", name.c_str(), own);
+    }
+  }
+}
+
 }  // namespace
 
 void own_run_dir(const std::string& run_dir) {
@@ -101,6 +123,7 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
   if (changes != nullptr) changes->clear();
   // Nothing is removed or written before this run owns the directory.
   own_run_dir(run_dir);
+  remove_cut_writes(run_dir);
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
   const std::string metrics = run_file(run_dir, "metrics.jsonl");
   const std::string weights = run_file(run_dir, "weights.bin");

@@ -30,7 +30,8 @@ enum class RunStart {
 // process: nothing more.
 void own_run_dir(const std::string& run_dir);
 
-// Makes RUN_DIR ready: own_run_dir(), then:
+// Makes RUN_DIR ready: own_run_dir(), removes the temporary files of writes of its own files cut
+// short (weights.bin.tmp.PID, ...), then:
 //  - fresh: removes a previous run's checkpoints, metrics and weights, and its events, logs,
 //    traces and the files made of them (trace.json, report.html): start over.
 //  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is

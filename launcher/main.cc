@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <limits>
 
@@ -321,7 +323,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringmaster: %s\n", e.what());
     return rm::kExitBadInput;
   }
-  try {
+  const auto dispatch = [&]() -> int {
     if (*v) return rm::cmd_validate(validate);
     if (*r) return rm::cmd_run(run);
     if (*pl) return rm::cmd_plan(plan);
@@ -342,11 +344,29 @@ int main(int argc, char** argv) {
     if (*ci) return rm::cmd_ckpt_inspect(ckpt_args);
     if (*ce) return rm::cmd_ckpt_export(ckpt_args);
     if (*docs_ref) return rm::cmd_docs_job_reference();
+    return rm::kExitBadInput;
+  };
+  int code = rm::kExitFailure;
+  try {
+    code = dispatch();
   } catch (const std::exception& ex) {
     // Commands report expected failures themselves; this is the last line of defence so that
     // nothing escapes as an abort with a core dump.
     rm::print_error(ex.what());
     return rm::kExitFailure;
   }
-  return rm::kExitBadInput;
+  // What a command prints is what it is for (eval's scores, status, a list): output that could
+  // not be written (a full disk, /dev/full, a closed stdout) fails it, instead of exit 0 with an
+  // empty file. Not the training's: a run's result is its directory, and `run` goes on when
+  // nobody reads its console (cmd_run.cc).
+  if (!*r && !*w) {
+    const bool flush_failed = std::fflush(stdout) != 0;
+    const int err = errno;
+    if (flush_failed || std::ferror(stdout)) {
+      rm::print_error(std::string("cannot write the output: ") +
+                      (flush_failed ? std::strerror(err) : "a write to it failed"));
+      return code == rm::kExitOk ? rm::kExitFailure : code;
+    }
+  }
+  return code;
 }

@@ -70,6 +70,25 @@ TEST(Cli, ValidateChecksAClusterJobOnItsClusterRanks) {
       << two.out;
 }
 
+// Output that cannot be written fails the command that was to print it (before: `eval >
+// /dev/full`, `status >&-` and the like exited 0 with nothing written).
+TEST(Cli, OutputThatCannotBeWrittenFailsTheCommand) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  ASSERT_EQ(run_cli("run " + tiny_job(dir) + " --set train.steps=2", dir.path()).exit_code, 0);
+  for (const std::string& to : {std::string(">/dev/full"), std::string(">&-")}) {
+    for (const char* command : {"status ", "ckpt list "}) {
+      const std::string err = dir.file("err");
+      const int status = std::system(
+          (std::string(RINGMASTER_BIN) + " " + command + run + " " + to + " 2>" + err).c_str());
+      EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << command << to;
+      EXPECT_NE(test::slurp(err).find("ringmaster: cannot write the output: "), std::string::npos)
+          << command << to << ": " << test::slurp(err);
+    }
+  }
+  EXPECT_EQ(run_cli("status " + run, dir.path()).exit_code, 0);
+}
+
 TEST(Cli, RunTrainsWritesMetricsAndWeightsThenSampleAndEvalUseThem) {
   TempDir dir;
   const auto r = run_cli("run " + tiny_job(dir), dir.path());

@@ -247,6 +247,27 @@ TEST(ResumeCli, AFinishedRunWhoseEndsCheckpointIsDamagedKeepsItsWeights) {
   EXPECT_TRUE(std::filesystem::exists(run + "/weights.bin"));
 }
 
+// A write of the run's own file cut short (a rank killed as it wrote the final weights) left
+// weights.bin.tmp.PID, the model's size, for ever: the next start removes it, and only names of
+// ours.
+TEST(ResumeCli, AWriteCutShortIsRemovedAtTheNextStart) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  for (const char* name : {"weights.bin.tmp.16610", "notes.tmp.1", "weights.bin.tmp.x"}) {
+    std::ofstream(run + "/" + name) << "leftover";
+  }
+  const auto again = run_cli("run " + job + " --set train.steps=14", dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("removed weights.bin.tmp.16610, a write of weights.bin cut short"),
+            std::string::npos)
+      << again.out;
+  EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin.tmp.16610"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/notes.tmp.1"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/weights.bin.tmp.x"));
+}
+
 // The training data replaced at the same path by a file of another size: the data order would
 // go on differently from the checkpoint, silently (before: resumed, exit 0). Refused, naming it.
 TEST(ResumeCli, DataChangedSinceTheCheckpointIsRefused) {
