@@ -1,21 +1,27 @@
 #include "base/run_lock.h"
 
 #include <fcntl.h>
-#include <sys/types.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/run_lease.h"
 #include "io/atomic_file.h"
@@ -143,6 +149,30 @@ void wait_for_ranks_to_leave(const std::string& run_dir, double wait_s) {
   wait_for_earlier_ranks(run_dir, dir,
                          std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s),
                          wait_s);
+}
+
+int ranks_here_holding(const std::string& run_dir) {
+  struct stat st;
+  if (::stat((run_dir + "/.ranks.lock").c_str(), &st) != 0) return 0;
+  std::ifstream locks("/proc/locks");
+  if (!locks) return -1;
+  // "1: FLOCK  ADVISORY  READ  4711 08:01:1234567 0 EOF" ("->" before the type for a waiter):
+  // the file as major:minor (hex) and inode.
+  char file[64];
+  std::snprintf(file, sizeof file, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  int holders = 0;
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string id, type, word;
+    fields >> id >> type;
+    if (type == "->" || type != "FLOCK") continue;
+    std::vector<std::string> rest;
+    while (fields >> word) rest.push_back(word);
+    // ADVISORY READ|WRITE PID FILE START END
+    if (rest.size() >= 4 && rest[3] == file) ++holders;
+  }
+  return holders;
 }
 
 void hold_rank_lock(const std::string& run_dir) {

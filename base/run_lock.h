@@ -51,6 +51,11 @@ void lock_run_dir(const std::string& run_dir, double wait_s);
 // RUN_DIR/.ranks.lock until the process exits. Throws IoError if it cannot be opened or locked.
 void hold_rank_lock(const std::string& run_dir);
 
+// How many processes on this host hold RUN_DIR/.ranks.lock now (ranks of a run training in it),
+// from /proc/locks: read only, so asking never gets in a starting run's way. -1 where this host
+// cannot tell (no /proc/locks); 0 also when the ranks run on other hosts (a Slurm job's nodes).
+int ranks_here_holding(const std::string& run_dir);
+
 // For the holder of the run lock before it starts ranks again (a restart): waits up to wait_s
 // seconds until no rank of the run is left (those of a lost host may outlive their mpirun);
 // throws IoError naming the directory when some still are.

@@ -12,6 +12,7 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "base/run_lock.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
@@ -42,6 +43,40 @@ double number(const json& j, const char* key, double fallback = 0) {
 std::string text(const json& j, const char* key, const std::string& fallback) {
   if (!j.contains(key)) return fallback;
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+// What the run is doing, from its last event that says (a run killed by SIGKILL writes none)
+// and from the ranks holding its directory on this host (base/run_lock.h). Sets *live when
+// ranks of it run here.
+std::string run_state(const std::string& dir, const std::vector<json>& events, bool* live) {
+  const int ranks = ranks_here_holding(dir);
+  *live = ranks > 0;
+  if (*live) {
+    return "training (" + std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") +
+           " on this host hold the directory)";
+  }
+  for (auto e = events.rbegin(); e != events.rend(); ++e) {
+    const std::string kind = text(*e, "event", "");
+    const std::string at = text(*e, "time", "?");
+    if (kind == "finished") return "finished, " + at;
+    if (kind == "stopped") {
+      // Rank 0 names the signal it got, or says that another rank got one.
+      std::string by = text(*e, "signal", text(*e, "reason", ""));
+      if (by.empty() || by[0] == '(') by = "a signal" + (by.empty() ? "" : " " + by);
+      return "stopped by " + by + ", " + at + ": run the same command to resume";
+    }
+    if (kind == "failed") {
+      std::string why = text(*e, "error", text(*e, "reason", ""));
+      if (why.size() > 200) why = why.substr(0, 200) + "...";
+      return "failed (exit code " + text(*e, "exit_code", "?") + "), " + at +
+             (why.empty() ? "" : ": " + why);
+    }
+    if (kind == "started" || kind == "submitted" || kind == "restart" || kind == "requeue") {
+      return std::string("not training on this host (last: '") + kind + "', " + at +
+             "; ended without a word if it was here: killed? run the same command to resume)";
+    }
+  }
+  return "not started";
 }
 
 void print_slurm_state(const std::string& run_dir) {
@@ -89,10 +124,14 @@ int cmd_status(const StatusArgs& args) {
     const int64_t total = job.train.steps;
     const int64_t step = metrics.empty() ? 0 : metrics.back()["step"].get<int64_t>();
     const bool finished = fs::exists(dir + "/weights.bin") && step >= total;
+    const std::vector<json> events = read_run_events(dir);
+    bool live = false;
+    const std::string state = run_state(dir, events, &live);
 
     std::printf("job         %s (%s)\n", job.name.c_str(), dir.c_str());
     std::printf("step        %lld / %lld (%.1f%%)%s\n", static_cast<long long>(step),
                 static_cast<long long>(total), 100.0 * step / total, finished ? ", finished" : "");
+    std::printf("state       %s\n", state.c_str());
     if (!metrics.empty()) {
       const json& last = metrics.back();
       std::printf("loss        %.4f (step %lld)", number(last, "loss"),
@@ -120,7 +159,8 @@ int cmd_status(const StatusArgs& args) {
       const double step_ms = ms[ms.size() / 2];
       std::printf("speed       %.0f tokens/s, %.1f ms/step (median of the last %zu steps)\n",
                   tps[tps.size() / 2], step_ms, ms.size());
-      if (!finished) {
+      // Only for a run that trains: a stopped or failed one has no time of arrival.
+      if (!finished && live) {
         std::printf("eta         %s for the %lld steps left (training time only)\n",
                     duration_text(step_ms / 1e3 * static_cast<double>(total - step)).c_str(),
                     static_cast<long long>(total - step));
@@ -140,7 +180,7 @@ int cmd_status(const StatusArgs& args) {
 
     int restarts = 0;
     std::string last_restart;
-    for (const json& e : read_run_events(dir)) {
+    for (const json& e : events) {
       const std::string kind = text(e, "event", "");
       if (kind != "restart" && kind != "requeue") continue;
       ++restarts;

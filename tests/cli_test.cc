@@ -249,6 +249,7 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("job         tiny"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step        30 / 30 (100.0%), finished"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("state       finished, 20"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("val_loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("checkpoints/step_00000030 (step 30, verified)"), std::string::npos)

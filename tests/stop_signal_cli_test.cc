@@ -110,6 +110,12 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   const std::string args = "run " + job + np + " --set run_dir=" + run;
   const Child child = spawn(args, dir);
   ASSERT_TRUE(wait_for_steps(run + "/metrics.jsonl", 30)) << test::slurp(child.err);
+  // While it trains, `status` sees its ranks hold the directory, and gives a time of arrival.
+  const auto training = run_cli("status " + run, dir.path());
+  EXPECT_NE(training.out.find("state       training (" + std::to_string(c.nproc) + " rank"),
+            std::string::npos)
+      << training.out;
+  EXPECT_NE(training.out.find("eta "), std::string::npos) << training.out;
   pid_t target = child.pid;
   if (c.one_rank_only) {
     // ringmaster (supervisor) -> mpirun -> ranks; signal the last rank found.
@@ -147,6 +153,15 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
       << events;
   EXPECT_TRUE(std::regex_search(events, std::regex(R"(\{"event":"stopped",)" + signal + step)))
       << events;
+
+  // `status` says it stopped, and gives no time of arrival for a run that is not training
+  // (before: no state at all, and an eta for the steps left).
+  const auto status = run_cli("status " + run, dir.path());
+  EXPECT_TRUE(std::regex_search(
+      status.out, std::regex("state       stopped by (SIG[A-Z0-9]+|a signal \\(seen on another "
+                             "rank\\)), 20[0-9-]+T")))
+      << status.out;
+  EXPECT_EQ(status.out.find("eta "), std::string::npos) << status.out;
 
   const auto resumed = run_cli(args, dir.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
