@@ -45,15 +45,53 @@ std::string text(const json& j, const char* key, const std::string& fallback) {
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
 
+// The run's Slurm job, as scontrol tells it (asked once: up to 5 s).
+struct SlurmState {
+  std::string id;    // empty: never submitted
+  std::string line;  // scontrol's line; empty when it does not answer
+  std::string why;   // ...and why
+};
+
+SlurmState slurm_state(const std::string& run_dir) {
+  SlurmState s;
+  s.id = submitted_job_id(run_dir);
+  if (!s.id.empty()) s.line = scontrol_job_line(s.id, &s.why);
+  return s;
+}
+
+void print_slurm_state(const SlurmState& s) {
+  const std::string& id = s.id;
+  const std::string& line = s.line;
+  const std::string& why = s.why;
+  if (id.empty()) return;
+  if (line.empty()) {
+    std::printf("slurm       job %s (scontrol does not know it now: %s)\n", id.c_str(),
+                why.c_str());
+    return;
+  }
+  std::printf("slurm       job %s: %s, restarts %s, reason %s, run time %s of %s, nodes %s\n",
+              id.c_str(), scontrol_field(line, "JobState").c_str(),
+              scontrol_field(line, "Restarts").c_str(), scontrol_field(line, "Reason").c_str(),
+              scontrol_field(line, "RunTime").c_str(), scontrol_field(line, "TimeLimit").c_str(),
+              scontrol_field(line, "NodeList").c_str());
+}
+
 // What the run is doing, from its last event that says (a run killed by SIGKILL writes none)
 // and from the ranks holding its directory on this host (base/run_lock.h). Sets *live when
 // ranks of it run here.
-std::string run_state(const std::string& dir, const std::vector<json>& events, bool* live) {
+std::string run_state(const std::string& dir, const std::vector<json>& events,
+                      const SlurmState& slurm, bool* live) {
   const int ranks = ranks_here_holding(dir);
   *live = ranks > 0;
   if (*live) {
     return "training (" + std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") +
            " on this host hold the directory)";
+  }
+  // Submitted: its nodes are elsewhere; scontrol says whether it runs.
+  if (!slurm.line.empty() && scontrol_field(slurm.line, "JobState") == "RUNNING") {
+    *live = true;
+    return "training as Slurm job " + slurm.id + " (RUNNING on " +
+           scontrol_field(slurm.line, "NodeList") + ")";
   }
   for (auto e = events.rbegin(); e != events.rend(); ++e) {
     const std::string kind = text(*e, "event", "");
@@ -77,23 +115,6 @@ std::string run_state(const std::string& dir, const std::vector<json>& events, b
     }
   }
   return "not started";
-}
-
-void print_slurm_state(const std::string& run_dir) {
-  const std::string id = submitted_job_id(run_dir);
-  if (id.empty()) return;
-  std::string why;
-  const std::string line = scontrol_job_line(id, &why);
-  if (line.empty()) {
-    std::printf("slurm       job %s (scontrol does not know it now: %s)\n", id.c_str(),
-                why.c_str());
-    return;
-  }
-  std::printf("slurm       job %s: %s, restarts %s, reason %s, run time %s of %s, nodes %s\n",
-              id.c_str(), scontrol_field(line, "JobState").c_str(),
-              scontrol_field(line, "Restarts").c_str(), scontrol_field(line, "Reason").c_str(),
-              scontrol_field(line, "RunTime").c_str(), scontrol_field(line, "TimeLimit").c_str(),
-              scontrol_field(line, "NodeList").c_str());
 }
 
 }  // namespace
@@ -126,7 +147,8 @@ int cmd_status(const StatusArgs& args) {
     const bool finished = fs::exists(dir + "/weights.bin") && step >= total;
     const std::vector<json> events = read_run_events(dir);
     bool live = false;
-    const std::string state = run_state(dir, events, &live);
+    const SlurmState slurm = slurm_state(dir);
+    const std::string state = run_state(dir, events, slurm, &live);
 
     std::printf("job         %s (%s)\n", job.name.c_str(), dir.c_str());
     std::printf("step        %lld / %lld (%.1f%%)%s\n", static_cast<long long>(step),
@@ -191,7 +213,7 @@ int cmd_status(const StatusArgs& args) {
     }
     std::printf("restarts    %d%s\n", restarts,
                 restarts ? (" (last " + last_restart + ")").c_str() : "");
-    print_slurm_state(dir);
+    print_slurm_state(slurm);
     return kExitOk;
   });
 }
