@@ -87,11 +87,16 @@ std::string run_state(const std::string& dir, const std::vector<json>& events,
     return "training (" + std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") +
            " on this host hold the directory)";
   }
-  // Submitted: its nodes are elsewhere; scontrol says whether it runs.
-  if (!slurm.line.empty() && scontrol_field(slurm.line, "JobState") == "RUNNING") {
+  // Submitted: its nodes are elsewhere; scontrol says whether it runs, or waits to.
+  const std::string job_state = slurm.line.empty() ? "" : scontrol_field(slurm.line, "JobState");
+  if (job_state == "RUNNING") {
     *live = true;
     return "training as Slurm job " + slurm.id + " (RUNNING on " +
            scontrol_field(slurm.line, "NodeList") + ")";
+  }
+  if (!job_state.empty() && slurm_job_may_run(job_state)) {
+    return "waiting as Slurm job " + slurm.id + " (" + job_state + ", reason " +
+           scontrol_field(slurm.line, "Reason") + ")";
   }
   for (auto e = events.rbegin(); e != events.rend(); ++e) {
     const std::string kind = text(*e, "event", "");

@@ -220,10 +220,15 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
 namespace {
 
 // Whether the checkpoint is one a run wrote at its last step (the one weights.bin was written
-// beside), by the job it was saved under.
+// beside), by the job it was saved under. One whose job cannot be read counts as the end: the
+// refusal this answers is for a case known, never a guess.
 bool is_runs_end(const std::string& ckpt_dir) {
-  const Manifest m = load_manifest(ckpt_dir);
-  return m.step == load_stored_job(m.job, ckpt_dir + "/manifest.json").train.steps;
+  try {
+    const Manifest m = load_manifest(ckpt_dir);
+    return m.step == load_stored_job(m.job, ckpt_dir + "/manifest.json").train.steps;
+  } catch (const std::exception&) {
+    return true;
+  }
 }
 
 }  // namespace
