@@ -68,7 +68,7 @@ class ErrnoKeeper {
 
 void forward_to_child(int sig) {
   const ErrnoKeeper keep_errno;
-  g_any_signal = 1;
+  if (g_any_signal == 0) g_any_signal = sig;
   const pid_t pid = g_child_pid;
   if (pid <= 0) return;
   // Repeated SIGUSR1s are one scheduler notice (base/stop_signal.h), not a plea to kill.
@@ -258,6 +258,10 @@ std::string self_path(bool* replaced) {
 
 bool stop_signal_seen() {
   return g_any_signal != 0;
+}
+
+int first_stop_signal() {
+  return g_any_signal;
 }
 
 int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,

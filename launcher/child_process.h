@@ -37,6 +37,8 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
 
 // True once SIGTERM, SIGINT or SIGUSR1 has reached this process during or after a run_child().
 bool stop_signal_seen();
+// The first of them (SIGTERM, SIGINT or SIGUSR1), or 0.
+int first_stop_signal();
 
 // This program's own path (/proc/self/exe): the path it was started from, also once the file
 // there has been replaced (ringmaster upgraded in place during a long run, for which the kernel

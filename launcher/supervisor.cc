@@ -1,5 +1,6 @@
 #include "launcher/supervisor.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "base/run_lock.h"
+#include "base/stop_signal.h"
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
@@ -238,6 +240,24 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
                          : run_mpirun(launch, args, forwarding,
                                       launch.hostfile.empty() ? 0 : kMpirunLingerS, ranks_started);
     last_code = code;
+    if (stop_signal_seen() && forwarding == SignalForwarding::kAsUsr1 &&
+        first_stop_signal() != SIGUSR1) {
+      // The ranks were told with SIGUSR1 and say so; what this process got is what was sent.
+      const std::string sig = signal_name(first_stop_signal());
+      const std::vector<nlohmann::json> events = read_run_events(job.run_dir);
+      const bool said = !events.empty() && events.back().value("event", "") == "stopped" &&
+                        events.back().value("signal", "") == sig;
+      if (code == kExitStopped && !said) {
+        append_run_event(job.run_dir, "stopped",
+                         {{"signal", sig}, {"by", "ringmaster run, passed on as SIGUSR1"}});
+      } else if (code != kExitOk) {
+        print_error("stopped by " + sig + ", but the job ended with exit code " +
+                    std::to_string(code) +
+                    " before its ranks saved (a signal sent to mpirun "
+                    "too, or to the ranks more than once, kills them); its log is in " +
+                    job.run_dir + "/logs/");
+      }
+    }
     if (code == kExitOk || code == kExitBadInput || code == kExitStopped || stop_signal_seen()) {
       return code;
     }
