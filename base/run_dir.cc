@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -93,10 +92,8 @@ void remove_cut_writes(const std::string& run_dir) {
   for (const std::string& name : io::list_dir(run_dir)) {
     for (const char* own : {"weights.bin", "config.yaml", "metrics.jsonl", "line.json"}) {
       const std::string prefix = std::string(own) + ".tmp.";
-      const std::string_view pid =
-          std::string_view(name).substr(std::min(name.size(), prefix.size()));
-      if (name.rfind(prefix, 0) != 0 || pid.empty() ||
-          pid.find_first_not_of("0123456789") != std::string_view::npos) {
+      if (name.size() <= prefix.size() || name.rfind(prefix, 0) != 0 ||
+          name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
         continue;
       }
       io::remove_tree(run_file(run_dir, name.c_str()));

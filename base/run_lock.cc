@@ -21,7 +21,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "base/run_lease.h"
 #include "io/atomic_file.h"
@@ -164,13 +163,11 @@ int ranks_here_holding(const std::string& run_dir) {
   int holders = 0;
   for (std::string line; std::getline(locks, line);) {
     std::istringstream fields(line);
-    std::string id, type, word;
-    fields >> id >> type;
-    if (type == "->" || type != "FLOCK") continue;
-    std::vector<std::string> rest;
-    while (fields >> word) rest.push_back(word);
-    // ADVISORY READ|WRITE PID FILE START END
-    if (rest.size() >= 4 && rest[3] == file) ++holders;
+    std::string id, type, advisory, access, pid, where;
+    if (fields >> id >> type >> advisory >> access >> pid >> where && type == "FLOCK" &&
+        where == file) {
+      ++holders;
+    }
   }
   return holders;
 }

@@ -1,12 +1,13 @@
 #include "base/stop_signal.h"
 
 #include <signal.h>
-#include <time.h>
 
 #include <cstring>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+
+#include "base/elapsed.h"
 
 namespace rm {
 namespace {
@@ -16,12 +17,6 @@ volatile sig_atomic_t g_stop_signal = 0;
 // their own handlers, which do not interrupt themselves (the signal is blocked while it runs).
 volatile int64_t g_first_term_ns = 0;
 volatile int64_t g_first_int_ns = 0;
-
-int64_t monotonic_ns() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe (POSIX)
-  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
 
 void on_stop_signal(int sig) {
   if (g_stop_signal == 0) g_stop_signal = sig;

@@ -34,15 +34,25 @@ void Fd::close_checked(const std::string& path) {
   if (fd_ >= 0 && fs().close(release()) != 0) throw_errno(path, "close failed", errno);
 }
 
-Fd open_read(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, before regular_file_size()
-  // could refuse it. Cleared at once, so reads of what it opened block as usual.
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid()) throw_errno(path, "cannot open", errno);
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+namespace {
+
+// For a descriptor opened O_NONBLOCK only so that the open of a FIFO cannot wait: its reads and
+// writes block as usual from now on.
+void clear_nonblock(int fd, const std::string& path) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     throw_errno(path, "fcntl failed", errno);
   }
+}
+
+}  // namespace
+
+Fd open_read(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, before regular_file_size()
+  // could refuse it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) throw_errno(path, "cannot open", errno);
+  clear_nonblock(fd.get(), path);
   return fd;
 }
 
@@ -66,10 +76,7 @@ Fd open_append(const std::string& path) {
     throw_errno(path, "cannot open for appending", err);
   }
   regular_file_size(fd.get(), path);
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    throw_errno(path, "fcntl failed", errno);
-  }
+  clear_nonblock(fd.get(), path);
   return fd;
 }
 

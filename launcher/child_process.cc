@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/elapsed.h"
 #include "base/stop_signal.h"
 namespace rm {
 namespace {
@@ -39,13 +40,6 @@ volatile int64_t g_first_seen_ns[NSIG] = {};
 // a plea to kill: GNU timeout(1) signals its child and then its own process group, which the
 // child is in, microseconds apart (measured: `timeout 5 ringmaster run ...` lost its run to
 // "second signal" in 2 of 6 tries, when the two did not merge into one pending signal).
-constexpr int64_t kRepeatWindowNs = kStopRepeatWindowNs;
-
-int64_t monotonic_ns() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe (POSIX)
-  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
 
 // How long a stop passed on as SIGUSR1 is held for the ranks to start (run_child) when nothing
 // says they have: by then srun or mpirun has long started them.
@@ -76,7 +70,7 @@ void forward_to_child(int sig) {
   // write(2) and kill(2) are async-signal-safe; printf is not.
   // (A first-seen time of 0: the first copy's handler, on another thread, has not set it yet.)
   if (g_signals_seen[sig] > 0 &&
-      (g_first_seen_ns[sig] == 0 || monotonic_ns() - g_first_seen_ns[sig] < kRepeatWindowNs)) {
+      (g_first_seen_ns[sig] == 0 || monotonic_ns() - g_first_seen_ns[sig] < kStopRepeatWindowNs)) {
     static const char msg[] =
         "ringmaster: the same signal again at once (as timeout(1) sends it): one stop; send it "
         "again later to kill the job\n";

@@ -244,9 +244,11 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
         first_stop_signal() != SIGUSR1) {
       // The ranks were told with SIGUSR1 and say so; what this process got is what was sent.
       const std::string sig = signal_name(first_stop_signal());
-      const std::vector<nlohmann::json> events = read_run_events(job.run_dir);
-      const bool said = !events.empty() && events.back().value("event", "") == "stopped" &&
-                        events.back().value("signal", "") == sig;
+      bool said = false;  // rank 0's last event names it already
+      for_each_json_line_backwards(job.run_dir + "/events.jsonl", [&](const nlohmann::json& e) {
+        said = e.value("event", "") == "stopped" && e.value("signal", "") == sig;
+        return false;
+      });
       if (code == kExitStopped && !said) {
         append_run_event(job.run_dir, "stopped",
                          {{"signal", sig}, {"by", "ringmaster run, passed on as SIGUSR1"}});
