@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "io/posix_io.h"
 
@@ -71,6 +72,14 @@ CheckpointInfo describe(const ListedDir& e, VerifyResult verify) {
 
 VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
   VerifyResult result;
+  const auto pin = CheckpointPin::take(ckpt_dir);
+  if (!pin) {
+    result.gone = true;
+    result.error = ckpt_dir +
+                   ": no such directory (a live run's retention removes its older "
+                   "checkpoints as it saves)";
+    return result;
+  }
   try {
     CheckpointReader reader(ckpt_dir);
     const Manifest& m = reader.manifest();
@@ -100,24 +109,43 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyLevel level) {
   std::vector<CheckpointInfo> out;
   for (const ListedDir& e : scan(run_dir)) {
-    out.push_back(
-        describe(e, e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e.path)));
+    VerifyResult v = e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e.path);
+    if (!v.gone) out.push_back(describe(e, std::move(v)));
   }
   return out;
 }
 
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
                                                      std::vector<std::string>* report) {
-  const std::vector<ListedDir> entries = scan(run_dir);
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    if (!it->name.committed) {
-      if (report) report->push_back("ignored " + incomplete(it->path).error);
-      continue;
+  // Each look that meets a vanished checkpoint means the run saved a newer one meanwhile; a run
+  // saving faster than this reads is given up on after a while, as if nothing verified.
+  constexpr int kLooks = 20;
+  std::vector<std::string> passed_over;
+  for (int look = 0; look < kLooks; ++look) {
+    passed_over.clear();
+    bool vanished = false;
+    const std::vector<ListedDir> entries = scan(run_dir);
+    for (auto it = entries.rbegin(); it != entries.rend() && !vanished; ++it) {
+      if (!it->name.committed) {
+        passed_over.push_back("ignored " + incomplete(it->path).error);
+        continue;
+      }
+      auto pin = CheckpointPin::take(it->path);
+      VerifyResult v = pin ? verify_checkpoint(it->path, VerifyLevel::kChecksums) : VerifyResult{};
+      if (v.ok) {
+        if (report) report->insert(report->end(), passed_over.begin(), passed_over.end());
+        CheckpointInfo info = describe(*it, std::move(v));
+        info.pin = std::make_shared<const CheckpointPin>(std::move(*pin));
+        return info;
+      }
+      // Gone between the listing and now. Unpinned (no lock support), a checkpoint removed while
+      // it was read reads as damaged: gone too, when the directory is no longer there.
+      vanished = !pin || v.gone || !io::exists(it->path);
+      if (!vanished) passed_over.push_back("skipped " + it->path + ": " + v.error);
     }
-    VerifyResult v = verify_checkpoint(it->path, VerifyLevel::kChecksums);
-    if (v.ok) return describe(*it, std::move(v));
-    if (report) report->push_back("skipped " + it->path + ": " + v.error);
+    if (!vanished) break;
   }
+  if (report) report->insert(report->end(), passed_over.begin(), passed_over.end());
   return std::nullopt;
 }
 

@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/manifest.h"
 
 namespace rm {
@@ -33,10 +35,14 @@ struct VerifyResult {
   std::string error;
   int64_t step = -1;        // from the manifest, when it parsed
   uint64_t data_bytes = 0;  // sum of the shard files' sizes, when the manifest parsed
+  // When !ok: no directory was there to verify (removed, most likely by a live run's retention
+  // between a listing and this read): no damage.
+  bool gone = false;
   explicit operator bool() const { return ok; }
 };
 
-// Never throws for a bad checkpoint: every problem becomes the result's error.
+// Never throws for a bad checkpoint: every problem becomes the result's error. The checkpoint is
+// pinned while it is read (checkpoint_pin.h): retention leaves it alone meanwhile.
 VerifyResult verify_checkpoint(const std::string& ckpt_dir,
                                VerifyLevel level = VerifyLevel::kChecksums);
 
@@ -53,19 +59,24 @@ struct CheckpointInfo {
   uint64_t bytes = 0;      // total size of the files in the directory
   int64_t mtime_unix = 0;  // of manifest.json, or of the directory if there is none
   VerifyResult verify;     // for scratch directories: not ok, "incomplete (never committed)"
+  // find_resume_checkpoint's choice is pinned for as long as this (or a copy) lives: a live run's
+  // retention does not remove it while the caller reads it. Empty otherwise.
+  std::shared_ptr<const CheckpointPin> pin;
 };
 
 // Every checkpoint directory under RUN_DIR/checkpoints/ (committed and scratch), sorted by
 // step (scratch before committed at equal steps), each verified at `level`. An absent
-// checkpoints/ directory is an empty list. Throws CheckpointError if it cannot be listed.
+// checkpoints/ directory is an empty list, and one removed while the list is made (a live run's
+// retention) is left out. Throws CheckpointError if it cannot be listed.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir,
                                              VerifyLevel level = VerifyLevel::kChecksums);
 
-// The newest committed checkpoint that verifies with checksums, or nullopt. Appends to *report
-// (if given) one line per newer directory passed over and why, newest first, e.g.
+// The newest committed checkpoint that verifies with checksums, or nullopt; pinned (above).
+// Appends to *report (if given) one line per newer directory passed over and why, newest first:
 //   "skipped .../step_00001300: .../shard_00001.bin: checksum mismatch in piece ..."
 //   "ignored .../step_00001400.tmp: incomplete (never committed)"
-// Verifies newest first and stops at the first good one.
+// Verifies newest first and stops at the first good one. A checkpoint that vanishes before it is
+// pinned (retention of a live run, which by then has a newer one) makes it look again.
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
                                                      std::vector<std::string>* report = nullptr);
 

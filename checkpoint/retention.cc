@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "io/atomic_file.h"
@@ -125,6 +126,8 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
     checkpoint_phase("retention:delete");
     std::string path = io::join(root, name);
     if (parse_step_dir_name(name)->committed) {
+      io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
+      if (!claim_for_removal(path, &claim)) continue;  // being read: a later retention's
       const std::string scratch = path + ".del.tmp";
       io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
       io::rename_path(path, scratch);

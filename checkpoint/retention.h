@@ -14,7 +14,9 @@
 //     the manifests, which are what counts (a file system that refuses the link costs a
 //     warning, not the save). Without keep_best a link left by an earlier run is removed, as
 //     what it points to is no longer kept.
-//   - deleted: the other structurally valid checkpoints older than the anchor. Checkpoints newer
+//   - deleted: the other structurally valid checkpoints older than the anchor -- except one a
+//     reader has pinned (checkpoint_pin.h: eval, sample, export, ckpt of a live run), which is
+//     left for the first retention after its readers are done. Checkpoints newer
 //     than the anchor (they failed verification) and ones that fail even the structural check
 //     are left alone for a person to look at: retention bounds disk use, it does not destroy
 //     evidence. The anchor is never deleted.

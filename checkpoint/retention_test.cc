@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
 
@@ -38,6 +42,70 @@ TEST(Retention, KeepsTheNewest) {
   EXPECT_EQ(removed.size(), 4u);
   EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000005", "step_00000006"}));
   EXPECT_TRUE(apply_retention(dir.path(), 2).empty());  // idempotent
+}
+
+// A checkpoint a reader has pinned (eval of a live run) stays until the first retention after
+// the reader is done; the others go as usual.
+TEST(Retention, APinnedCheckpointIsLeftForALaterRetention) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 4);
+  const std::string pinned = checkpoint_path(dir.path(), 2);
+  {
+    const auto pin = CheckpointPin::take(pinned);
+    ASSERT_TRUE(pin && pin->holds());
+    apply_retention(dir.path(), 1);
+    EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000002", "step_00000004"}));
+    EXPECT_TRUE(verify_checkpoint(pinned).ok);  // whole, not half removed
+  }
+  apply_retention(dir.path(), 1);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000004"}));
+}
+
+// find_resume_checkpoint's choice is pinned while the caller holds it: the run saving on and
+// retention keeping one checkpoint do not take it from under a reader.
+TEST(Retention, TheCheckpointFoundStaysWhileItsFinderHoldsIt) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 2);
+  auto found = find_resume_checkpoint(dir.path());
+  ASSERT_TRUE(found);
+  ASSERT_EQ(found->step, 2);
+  save_steps(dir.path(), 3, 3);
+  apply_retention(dir.path(), 1);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000002", "step_00000003"}));
+  EXPECT_TRUE(verify_checkpoint(found->path).ok);
+  found.reset();
+  apply_retention(dir.path(), 1);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000003"}));
+}
+
+// A reader that opens a checkpoint as retention renames it away learns that it is gone, instead
+// of reading the directory retention is about to empty.
+TEST(Retention, APinTakenAsRetentionRenamesTheCheckpointIsGone) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 1);
+  const std::string path = checkpoint_path(dir.path(), 1);
+  io::Fd claim;
+  ASSERT_TRUE(claim_for_removal(path, &claim));
+  ASSERT_TRUE(claim.valid());
+  std::optional<CheckpointPin> pin;
+  std::atomic<bool> taken{false};
+  std::thread reader([&] {
+    pin = CheckpointPin::take(path);  // waits for the claim (or opens after the rename)
+    taken = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(taken);  // the claim keeps readers out
+  io::Fd other;
+  EXPECT_FALSE(claim_for_removal(path, &other));  // one claim at a time
+  std::filesystem::rename(path, path + ".del.tmp");
+  claim = io::Fd();
+  reader.join();
+  EXPECT_TRUE(taken);
+  EXPECT_FALSE(pin.has_value());
+  EXPECT_FALSE(CheckpointPin::take(path).has_value());
+  const VerifyResult v = verify_checkpoint(path);
+  EXPECT_TRUE(v.gone);
+  EXPECT_FALSE(v.ok);
 }
 
 TEST(Retention, KeepEveryKeepsMilestones) {

@@ -9,9 +9,11 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
@@ -124,21 +126,9 @@ int cmd_ckpt_verify(const CkptArgs& args) {
   return report_errors([&] {
     require_run_dir_or_checkpoint(args.path);
     if (is_run_dir(args.path)) {
-      std::vector<CheckpointInfo> list;
-      int gone = 0;
-      for (CheckpointInfo& c : list_checkpoints(args.path, VerifyLevel::kChecksums)) {
-        // A live run's retention removes its oldest checkpoint as it saves a new one: one that
-        // failed because it went while being read is no damage (it was said to be: exit 1).
-        if (!c.verify.ok && !io::exists(c.path)) {
-          ++gone;
-          continue;
-        }
-        list.push_back(std::move(c));
-      }
-      if (gone > 0) {
-        std::printf("%s: %d checkpoint%s removed while being verified (retention of a live run)\n",
-                    args.path.c_str(), gone, gone == 1 ? "" : "s");
-      }
+      // A live run's retention removes its oldest checkpoint as it saves a new one: one that
+      // went before it was verified is left out, one being verified stays until it is done.
+      const std::vector<CheckpointInfo> list = list_checkpoints(args.path, VerifyLevel::kChecksums);
       if (list.empty()) {
         std::printf("%s: no checkpoints yet (nothing to verify)\n", args.path.c_str());
         return kExitOk;
@@ -166,6 +156,7 @@ int cmd_ckpt_inspect(const CkptArgs& args) {
   return report_errors([&] {
     require_run_dir_or_checkpoint(args.path);
     std::string path = args.path;
+    std::optional<CheckpointPin> pin;  // a live run's retention leaves it alone while it is read
     if (is_run_dir(path)) {
       std::vector<std::string> skipped;
       const auto newest = find_resume_checkpoint(path, &skipped);
@@ -175,8 +166,12 @@ int cmd_ckpt_inspect(const CkptArgs& args) {
         throw IoError(path + ": no checkpoint that verifies" + why);
       }
       path = newest->path;
+      pin = CheckpointPin::take(path);  // found pinned: it is still there
       std::printf("run         %s: its newest checkpoint that verifies\n", args.path.c_str());
+    } else {
+      pin = CheckpointPin::take(path);
     }
+    pause_before_reading_for_tests();
     Manifest m;
     try {
       m = load_manifest(path);

@@ -17,6 +17,7 @@
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
+#include "launcher/cmd_common.h"
 #include "launcher/commands.h"
 #include "launcher/slurm_job.h"
 #include "launcher/slurm_script.h"

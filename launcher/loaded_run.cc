@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
@@ -21,6 +22,9 @@ std::unique_ptr<Model> make_for(const JobConfig& job, int max_batch, const Model
 
 LoadedRun load_checkpoint_as_is(const std::string& ckpt_dir, int max_batch,
                                 const ModelMaker& make) {
+  const auto pin = CheckpointPin::take(ckpt_dir);  // a live run's retention leaves it alone
+  if (!pin) throw IoError(ckpt_dir + ": no such directory (removed by its run's retention?)");
+  pause_before_reading_for_tests();
   CheckpointReader reader(ckpt_dir);
   const Manifest& m = reader.manifest();
   LoadedRun run;
@@ -58,8 +62,9 @@ LoadedRun load_trained_model(const std::string& path, int max_batch, const Model
     throw IoError(config + ": no such file (is " + path + " a run directory or a checkpoint?)");
   }
   if (!fs::exists(weights)) {
-    // A run still training may remove the checkpoint chosen here (checkpoint.keep) before it is
-    // read: a failed read is tried again while the newest checkpoint that verifies is another
+    // The checkpoint chosen is pinned (checkpoint_pin.h) until it is read. Where pins hold
+    // nothing (no flock on directories), a run still training may remove it (checkpoint.keep)
+    // first: a failed read is tried again while the newest checkpoint that verifies is another
     // one by then (if it is the same one, the failure is the checkpoint's own).
     constexpr int kAttempts = 5;
     for (int attempt = 1;; ++attempt) {

@@ -113,7 +113,7 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   run_lock_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
   ckpt_cli_test bench_ckpt_cli_test stop_signal_cli_test nan_rollback_cli_test restart_cli_test
   watchdog_cli_test reshard_cli_test save_error_cli_test gtest_by_suite_fixture
-  cli_values_cli_test from_checkpoint_cli_test input_files_cli_test)
+  cli_values_cli_test from_checkpoint_cli_test input_files_cli_test reader_pin_cli_test)
 # The test programs not built under ASan, and why. Nothing else may be left out (check_programs).
 declare -A ASAN_NOT_BUILT=(
   [hostile_files_cli_test]="every test runs ringmaster under prlimit --data=512MiB, and ASan's shadow memory (terabytes of reserved, never touched address space) counts against RLIMIT_DATA, so the binary cannot start; the same parsers run in-process under ASan in configs_test (hostile_job_test) and checkpoint_test (hostile_files_test)"

@@ -9,6 +9,7 @@
 #include "base/input_error.h"
 #include "base/run_dir.h"
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "configs/job_loader.h"
@@ -308,8 +309,17 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   if (step < 0) return 0;
   const int64_t steps_done = static_cast<int64_t>(step);
   started_from_ = choice[1] != 0 ? (path.empty() ? line_start : path) : std::string();
-  CheckpointReader reader(started_from_.empty() ? checkpoint_path(job_.run_dir, steps_done)
-                                                : started_from_);
+  const std::string source =
+      started_from_.empty() ? checkpoint_path(job_.run_dir, steps_done) : started_from_;
+  // --from may name a checkpoint of another run that still trains: its retention leaves it alone
+  // while this rank reads it.
+  const auto pin = CheckpointPin::take(source);
+  if (!pin) {
+    throw CheckpointError(source +
+                          ": no such directory any more (removed by its run's "
+                          "retention after it was verified?)");
+  }
+  CheckpointReader reader(source);
   resumed_path_ = reader.dir();
   const Manifest& m = reader.manifest();
   check_checkpoint_matches_model(m, model_, reader.dir());
