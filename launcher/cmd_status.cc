@@ -77,11 +77,41 @@ void print_slurm_state(const SlurmState& s) {
               scontrol_field(line, "NodeList").c_str());
 }
 
+// What status takes from events.jsonl, in one pass that holds one line at a time (a long run's
+// log of saves may have hundreds of thousands).
+struct EventSummary {
+  json last_state;  // the last event that says what the run did: finished, stopped, failed, ...
+  int restarts = 0;
+  std::string last_restart;  // "TIME: restart, REASON (exit code N)"
+};
+
+EventSummary summarize_events(const std::string& dir) {
+  EventSummary s;
+  for_each_line(dir + "/events.jsonl", [&](const std::string& line) {
+    json e = parse_json_line(line);
+    if (!e.is_object()) return true;  // torn by a crash, or not ours
+    const std::string kind = text(e, "event", "");
+    if (kind == "restart" || kind == "requeue") {
+      ++s.restarts;
+      s.last_restart = text(e, "time", "?") + ": " + kind + ", " + text(e, "reason", "?");
+      if (e.contains("exit_code") && !e["exit_code"].is_null()) {
+        s.last_restart += " (exit code " + text(e, "exit_code", "") + ")";
+      }
+    }
+    for (const char* k :
+         {"finished", "stopped", "failed", "started", "submitted", "restart", "requeue"}) {
+      if (kind == k) s.last_state = std::move(e);
+    }
+    return true;
+  });
+  return s;
+}
+
 // What the run is doing, from its last event that says (a run killed by SIGKILL writes none)
 // and from the ranks holding its directory on this host (base/run_lock.h). Sets *live when
 // ranks of it run here.
-std::string run_state(const std::string& dir, const std::vector<json>& events,
-                      const SlurmState& slurm, bool* live) {
+std::string run_state(const std::string& dir, const json& last_state, const SlurmState& slurm,
+                      bool* live) {
   const int ranks = ranks_here_holding(dir);
   *live = ranks > 0;
   if (*live) {
@@ -99,7 +129,8 @@ std::string run_state(const std::string& dir, const std::vector<json>& events,
     return "waiting as Slurm job " + slurm.id + " (" + job_state + ", reason " +
            scontrol_field(slurm.line, "Reason") + ")";
   }
-  for (auto e = events.rbegin(); e != events.rend(); ++e) {
+  if (!last_state.is_null()) {
+    const json* e = &last_state;
     const std::string kind = text(*e, "event", "");
     const std::string at = text(*e, "time", "?");
     if (kind == "finished") return "finished, " + at;
@@ -115,10 +146,8 @@ std::string run_state(const std::string& dir, const std::vector<json>& events,
       return "failed (exit code " + text(*e, "exit_code", "?") + "), " + at +
              (why.empty() ? "" : ": " + why);
     }
-    if (kind == "started" || kind == "submitted" || kind == "restart" || kind == "requeue") {
-      return std::string("not training on this host (last: '") + kind + "', " + at +
-             "; ended without a word if it was here: killed? run the same command to resume)";
-    }
+    return std::string("not training on this host (last: '") + kind + "', " + at +
+           "; ended without a word if it was here: killed? run the same command to resume)";
   }
   return "not started";
 }
@@ -149,12 +178,22 @@ int cmd_status(const StatusArgs& args) {
       return metrics.size() < kRecent || last_val.is_null();
     });
     const int64_t total = job.train.steps;
-    const int64_t step = metrics.empty() ? 0 : metrics.back()["step"].get<int64_t>();
+    const EventSummary events = summarize_events(dir);
+    std::vector<std::string> skipped;
+    const auto newest = find_resume_checkpoint(dir, &skipped);
+    // How far it got: the furthest of its last logged step, its newest checkpoint (logs may be
+    // sparser than saves) and its end (a crash may tear metrics.jsonl's last line, which is
+    // then skipped).
+    int64_t step = newest ? newest->step : 0;
+    for (const json& m : metrics) step = std::max(step, m["step"].get<int64_t>());
+    if (text(events.last_state, "event", "") == "finished" &&
+        events.last_state.value("step", json()).is_number_integer()) {
+      step = std::max(step, events.last_state["step"].get<int64_t>());
+    }
     const bool finished = fs::exists(dir + "/weights.bin") && step >= total;
-    const std::vector<json> events = read_run_events(dir);
     bool live = false;
     const SlurmState slurm = slurm_state(dir);
-    const std::string state = run_state(dir, events, slurm, &live);
+    const std::string state = run_state(dir, events.last_state, slurm, &live);
 
     std::printf("job         %s (%s)\n", job.name.c_str(), dir.c_str());
     std::printf("step        %lld / %lld (%.1f%%)%s\n", static_cast<long long>(step),
@@ -163,7 +202,7 @@ int cmd_status(const StatusArgs& args) {
     if (!metrics.empty()) {
       const json& last = metrics.back();
       std::printf("loss        %.4f (step %lld)", number(last, "loss"),
-                  static_cast<long long>(step));
+                  static_cast<long long>(last["step"].get<int64_t>()));
       if (!last_val.is_null()) {
         const long long at = last_val["step"].get<int64_t>();
         if (has_number(last_val, "val_loss")) {
@@ -188,14 +227,12 @@ int cmd_status(const StatusArgs& args) {
       std::printf("speed       %.0f tokens/s, %.1f ms/step (median of the last %zu steps)\n",
                   tps[tps.size() / 2], step_ms, ms.size());
       // Only for a run that trains: a stopped or failed one has no time of arrival.
-      if (!finished && live) {
+      if (!finished && live && step < total) {
         std::printf("eta         %s for the %lld steps left (training time only)\n",
                     duration_text(step_ms / 1e3 * static_cast<double>(total - step)).c_str(),
                     static_cast<long long>(total - step));
       }
     }
-    std::vector<std::string> skipped;
-    const auto newest = find_resume_checkpoint(dir, &skipped);
     if (newest) {
       std::printf("checkpoint  %s (step %lld, verified)\n", newest->path.c_str(),
                   static_cast<long long>(newest->step));
@@ -206,19 +243,8 @@ int cmd_status(const StatusArgs& args) {
     const std::string best = describe_best_checkpoint(dir);
     if (!best.empty()) std::printf("best        %s\n", best.c_str());
 
-    int restarts = 0;
-    std::string last_restart;
-    for (const json& e : events) {
-      const std::string kind = text(e, "event", "");
-      if (kind != "restart" && kind != "requeue") continue;
-      ++restarts;
-      last_restart = text(e, "time", "?") + ": " + kind + ", " + text(e, "reason", "?");
-      if (e.contains("exit_code") && !e["exit_code"].is_null()) {
-        last_restart += " (exit code " + text(e, "exit_code", "") + ")";
-      }
-    }
-    std::printf("restarts    %d%s\n", restarts,
-                restarts ? (" (last " + last_restart + ")").c_str() : "");
+    std::printf("restarts    %d%s\n", events.restarts,
+                events.restarts ? (" (last " + events.last_restart + ")").c_str() : "");
     print_slurm_state(slurm);
     return kExitOk;
   });

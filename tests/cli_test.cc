@@ -256,6 +256,16 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
       << r.out;
   EXPECT_NE(r.out.find("restarts    0"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("slurm"), std::string::npos) << "never submitted:\n" << r.out;
+  // A crash that tore metrics.jsonl's last line (the file is written line by line, not atomically)
+  // does not make the finished run read as one step short.
+  const std::string metrics = dir.file("run/metrics.jsonl");
+  const std::string lines = test::slurp(metrics);
+  const size_t last = lines.rfind('\n', lines.size() - 2);
+  ASSERT_NE(last, std::string::npos);
+  fs::resize_file(metrics, last + 1 + (lines.size() - last) / 2);
+  const auto torn = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(torn.exit_code, 0) << torn.err;
+  EXPECT_NE(torn.out.find("step        30 / 30 (100.0%), finished"), std::string::npos) << torn.out;
   const auto bad = run_cli("status " + dir.path(), dir.path());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;
