@@ -155,6 +155,54 @@ TEST(MemoryCheckpointEarly, BeforeAnyDiskCheckpointTheRestartResumesFromMemory) 
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
 }
 
+// The end's save cut short after every rank held the last step in memory (rank 1 killed in its
+// shard of step 10, slowed so that its memory save comes first): the restart resumes from memory
+// at the last step and trains none, and still saves the end's checkpoint (before: none, the
+// memory then removed, the end's optimizer state lost and a longer train.steps refused).
+TEST(MemoryCheckpointEnd, ARestartFromMemoryAtTheLastStepSavesTheEnd) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string async = np(2) + " --set checkpoint.async=true";
+  ASSERT_EQ(run_cli("run " + job + async, dir.path()).exit_code, 0);
+  const std::string run = dir.file("end");
+  const auto r = run_cli("run " + job + async + " --set run_dir=" + run +
+                             " --set resilience.max_restarts=1 --set "
+                             "cluster.env.RM_TEST_FAULT=savekill:1:9,slowio:1:100000",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  ASSERT_NE(r.out.find("resuming from memory (step 10; disk: step 8)"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  const auto verify = run_cli("ckpt verify " + run + "/checkpoints/step_00000010", dir.path());
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  const auto longer =
+      run_cli("run " + job + async + " --set run_dir=" + run + " --set train.steps=12", dir.path());
+  EXPECT_EQ(longer.exit_code, 0) << longer.err << longer.out;
+  EXPECT_NE(longer.out.find("step_00000010 (step 10)"), std::string::npos) << longer.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+}
+
+// Rank 0 killed as it commits the end's checkpoint: the other rank kept its memory checkpoint
+// until the commit (before: it removed it once its own shard was written), so the restart
+// resumes from memory at the last step, not from the disk two steps before.
+TEST(MemoryCheckpointEnd, ARankKilledCommittingLeavesTheOthersTheirMemory) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string async = np(2) + " --set checkpoint.async=true";
+  const std::string run = dir.file("commit");
+  const auto r = run_cli("run " + job + async + " --set run_dir=" + run +
+                             " --set resilience.max_restarts=1 --set "
+                             "cluster.env.RM_TEST_FAULT=savekill:0:18",
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("savekill at checkpoint phase event 18 (commit:"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("resuming from memory (step 10; disk: step 8); in memory: rank 0 holds "
+                       "steps 10, 9; rank 1 holds steps 10, 9"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+}
+
 // The same kill with no restart leaves the segments (steps 5 and 6); a byte flipped in the
 // newest slot makes the rerun take step 5, saying why, and still end on the same weights.
 TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
@@ -257,6 +305,31 @@ TEST(MemoryCheckpointStale, AnAttemptWithoutThemRemovesTheEarlierAttemptsSegment
               dir.path());
   ASSERT_EQ(ended.exit_code, 0) << ended.err << ended.out;
   for (int r = 0; r < 3; ++r) EXPECT_FALSE(fs::exists(segment_path(shrunk, r))) << r;
+}
+
+// An attempt on another rank count that resumes from the disk removes what memory holds of the
+// earlier layout: a later attempt back on that layout, after this one died before its first
+// memory save, resumes from the disk too (before: from the first attempt's memory, past the
+// metrics.jsonl the second had cut back -- steps 5 and 6 missing from it).
+TEST(MemoryCheckpointStale, AnAttemptOnAnotherLayoutRemovesTheEarlierLayoutsSegments) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string at = " --set run_dir=" + dir.file("moved") + " --set train.global_batch=12";
+  const std::string moved = dir.file("moved");
+  ASSERT_NE(
+      run_cli("run " + job + np(2) + at + " --set cluster.env.RM_TEST_FAULT=kill:1:7", dir.path())
+          .exit_code,
+      0);
+  ASSERT_TRUE(fs::exists(segment_path(moved, 1)));
+  const auto other =
+      run_cli("run " + job + np(3) + at + " --set cluster.env.RM_TEST_FAULT=kill:1:5", dir.path());
+  ASSERT_NE(other.exit_code, 0);
+  EXPECT_NE(other.out.find("(step 4)"), std::string::npos) << other.out;
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(fs::exists(segment_path(moved, r))) << r;
+  const auto back = run_cli("run " + job + np(2) + at, dir.path());
+  ASSERT_EQ(back.exit_code, 0) << back.err << back.out;
+  EXPECT_EQ(back.out.find("resuming from memory"), std::string::npos) << back.out;
+  EXPECT_TRUE(test::each_step_once(moved + "/metrics.jsonl", 10));
 }
 
 // A run that crashed and is never run again leaves its segments; once its directory is gone, the

@@ -255,12 +255,17 @@ MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
   for (size_t r = 0; r < R; ++r) {
     a.account += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " holds " +
                  held_text(&held_[4 * r]);
+    // Rank 0's slots passed over, and why, beside its own; other ranks say theirs in their logs.
+    if (r == 0 && me == 0 && !skipped.empty()) a.account += " (" + skipped.substr(2) + ")";
     if (a.step && !own(r, static_cast<double>(*a.step))) {
       a.account += " (step " + std::to_string(*a.step) + " from its replica on rank " +
                    std::to_string(ring_.keeper[r]) + ")";
     }
   }
-  a.account += skipped.empty() ? "" : " (rank 0" + skipped + ")";
+  if (me != 0 && !skipped.empty()) {
+    std::printf("ringmaster: rank %zu: in memory, %s\n", me, skipped.substr(2).c_str());
+    std::fflush(stdout);
+  }
   return a;
 }
 

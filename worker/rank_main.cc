@@ -319,8 +319,10 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     const Trainer::Outcome outcome = trainer.run();
     if (console) console->clear();
     trainer.wait_for_checkpoints();
-    // The disk now holds this step (stopped) or the weights (finished): the segments would only
-    // hold memory.
+    // Every rank's part is written and, once rank 0 is here too, committed: the disk now holds
+    // this step, and the segments would only hold memory. Not before: a rank 0 that died
+    // committing would leave a restart none of the step in memory but its own.
+    comm.barrier();
     trainer.discard_memory_checkpoints();
     // ...and those an earlier layout of the job left (a run shrunk onto fewer ranks).
     comm.barrier();

@@ -344,6 +344,30 @@ void Trainer::discard_memory_checkpoints() {
   if (memory_) memory_->discard();
 }
 
+void Trainer::forget_memory_checkpoints() {
+  // What memory held was not taken: older steps, or newer ones of another rank layout or shard
+  // mode (a run moved onto other ranks and back). A later restart before this attempt's first
+  // memory save would restore the latter, past the metrics.jsonl this resume cut back to its
+  // step: those steps' lines lost for good, and a state of another attempt.
+  discard_memory_checkpoints();
+  host_comm_.barrier();  // every rank of this host is done with its own
+  const std::vector<int>& host = options_.host_of_rank;
+  const int me = comm_.rank();
+  const bool first_on_host =
+      host.empty()
+          ? me == 0
+          : std::find(host.begin(), host.end(), host[static_cast<size_t>(me)]) - host.begin() == me;
+  // Other layouts' segments too. The first memory save comes after a step's collectives, which
+  // this rank joins only once it is done here.
+  if (first_on_host) {
+    const std::string removed = remove_run_memory_checkpoints(job_.run_dir);
+    if (!removed.empty() && me == 0) {
+      std::printf("ringmaster: resumed from the disk: %s\n", removed.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
 namespace {
 
 // The newest committed checkpoint's step by its directory's name (not verified; -1: none),
@@ -493,6 +517,7 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
     if (held.step && *held.step > next_step_) {
       return resume_from_memory(*held.step, held.account, next_step_);
     }
+    forget_memory_checkpoints();
   } else {
     next_step_ = checkpoints_->resume(path, line_start);
   }
@@ -740,6 +765,14 @@ Trainer::Outcome Trainer::run_steps() {
       memory_->poll();  // a replica received since the last save is committed now
     }
     if (stop) return Outcome::kStopped;
+  }
+  // A run restored at (or past) its last step trains none, so the end's save above never came:
+  // restored from memory, the disk may be steps behind it, and a checkpoint of the end is what
+  // extending the run (a larger train.steps) goes on from. A no-op when the disk holds it.
+  if (checkpoints_) {
+    progress_.enter(Phase::kCheckpointSave);
+    if (rank0 && options_.metrics) options_.metrics->sync();
+    checkpoints_->save(next_step_, data_state(next_step_));
   }
   return Outcome::kFinished;
 }

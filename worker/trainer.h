@@ -181,6 +181,9 @@ class Trainer {
   void roll_back(const StepMetrics& bad);
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
   int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
+  // resume()'s branch that took the disk although memory checkpoints are on: removes what
+  // memory holds of the run on every host, of any layout (collective).
+  void forget_memory_checkpoints();
   // After a shrunk restart (RM_SHRUNK_FROM_RANKS): the earlier layout's in-memory checkpoints,
   // if newer than the disk's, written to disk as that layout's checkpoint
   // (worker/memory_salvage.h), which resume() then reshards from.
