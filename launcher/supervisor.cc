@@ -17,6 +17,7 @@
 #include "base/run_lock.h"
 #include "base/stop_signal.h"
 #include "io/atomic_file.h"
+#include "io/posix_io.h"
 #include "launcher/child_process.h"
 #include "launcher/cmd_common.h"
 #include "launcher/host_check.h"
@@ -142,6 +143,20 @@ long started_events(const std::string& run_dir) {
   }
 }
 
+// Whether the attempt that began with `started_before` "started" events got to its end: it
+// started, its last event is rank 0's "finished" (written once weights.bin is committed) and
+// weights.bin is there. A rank that dies after that -- killed in MPI's teardown, a crash in
+// MPI_Finalize -- costs the job nothing: a restart would only resume at the end to finish again.
+bool finished_anyway(const std::string& run_dir, long started_before) {
+  if (started_events(run_dir) <= started_before) return false;
+  bool finished = false;
+  for_each_json_line_backwards(run_dir + "/events.jsonl", [&](const nlohmann::json& e) {
+    finished = e.value("event", "") == "finished";
+    return false;
+  });
+  return finished && io::is_regular_file(run_dir + "/weights.bin");
+}
+
 // With a hostfile: every host must take a process before mpirun starts the job (mpirun would
 // wait forever for one that cannot). The first launch fails at once, naming the hosts; a
 // restart goes on without them where the hosts left can take the job (restart_without), else
@@ -249,6 +264,14 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
         said = e.value("event", "") == "stopped" && e.value("signal", "") == sig;
         return false;
       });
+      if (code == kExitStopped) {
+        // The ranks' line names the SIGUSR1 they got.
+        std::printf(
+            "ringmaster: the stop was %s, sent to ringmaster run, which passed it on to "
+            "the ranks as SIGUSR1\n",
+            sig.c_str());
+        std::fflush(stdout);
+      }
       if (code == kExitStopped && !said) {
         append_run_event(job.run_dir, "stopped",
                          {{"signal", sig}, {"by", "ringmaster run, passed on as SIGUSR1"}});
@@ -262,6 +285,14 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     }
     if (code == kExitOk || code == kExitBadInput || code == kExitStopped || stop_signal_seen()) {
       return code;
+    }
+    if (finished_anyway(job.run_dir, started_before)) {
+      std::fprintf(stderr,
+                   "ringmaster: the job finished (weights.bin written), then exited with code "
+                   "%d as its ranks shut down; nothing to restart (their logs are in %s/logs/)\n",
+                   code, job.run_dir.c_str());
+      append_run_event(job.run_dir, "exit_after_finish", {{"exit_code", code}});
+      return kExitOk;
     }
     if (attempt >= max_restarts) {
       if (max_restarts > 0) {

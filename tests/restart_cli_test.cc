@@ -79,6 +79,31 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Restart, ::testing::Values(1, 2),
                          [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
 
 // max_restarts 0 (the default): a failure is the end.
+// A rank that dies once the job has finished (rank 1 SIGKILLed as it exits, after rank 0 wrote
+// weights.bin and "finished"): the job is done, and `run` says so instead of spending a restart
+// on resuming at the end to finish again (before: "finished", "restart", "resumed", "finished").
+TEST(RestartAfterFinish, ARankDyingAsItExitsCostsNoRestart) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + " --nproc 2", dir.path()).exit_code, 0);
+  const std::string run = dir.file("late");
+  // savekill with a delay: at rank 1's 9th save event (the last save's last), a kill that comes
+  // when the process exits.
+  const auto r = run_cli("run " + job + " --nproc 2 --set run_dir=" + run +
+                             " --set resilience.max_restarts=1 --set "
+                             "cluster.env.RM_TEST_FAULT=savekill:1:9:600000000",
+                         dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("the job finished (weights.bin written), then exited with code"),
+            std::string::npos)
+      << r.err;
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_EQ(events.find("\"event\":\"restart\""), std::string::npos) << events;
+  EXPECT_NE(events.find("\"event\":\"exit_after_finish\""), std::string::npos) << events;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+}
+
 TEST(RestartOff, FailureIsFinal) {
   TempDir dir;
   const auto r = run_cli("run " + job_file(dir), dir.path(), "RM_TEST_FAULT=kill:0:7");

@@ -133,6 +133,14 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   EXPECT_NE(out.find("checkpoint saved; run the same command again to resume"),
             std::string::npos) << out;
   EXPECT_FALSE(fs::exists(run + "/weights.bin"));
+  // The ranks were told with SIGUSR1 and name it; `run` says what it was sent.
+  if (!c.one_rank_only && c.signal != SIGUSR1) {
+    EXPECT_NE(out.find("ringmaster: the stop was " +
+                       std::string(c.signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                       ", sent to ringmaster run"),
+              std::string::npos)
+        << out;
+  }
 
   // The checkpoint is of the step the run stopped after, and verifies.
   const std::vector<int> steps = logged_steps(run + "/metrics.jsonl");
