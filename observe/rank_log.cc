@@ -140,8 +140,18 @@ void start_rank_log(const std::string& run_dir, int rank) {
   const std::string dir = run_dir + "/logs";
   check(::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST, dir + ": cannot create");
   const std::string path = dir + "/rank-" + std::to_string(rank) + ".log";
-  const int log = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NONBLOCK: a FIFO there would hold the open (and the rank) until a reader came; without
+  // one it fails at once. Only a regular file is appended to, then written blocking as usual.
+  const int log =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (log < 0 && errno == ENXIO) throw IoError(path + ": a FIFO, not a regular file");
   check(log >= 0, path + ": cannot open");
+  struct stat st;
+  if (::fstat(log, &st) != 0 || !S_ISREG(st.st_mode) ||
+      ::fcntl(log, F_SETFL, ::fcntl(log, F_GETFL) & ~O_NONBLOCK) != 0) {
+    ::close(log);
+    throw IoError(path + ": not a regular file");
+  }
   int out[2], err[2];
   check(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "rank log: pipe");
   std::fflush(stdout);

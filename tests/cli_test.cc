@@ -2,6 +2,8 @@
 // kind named in the foundation issue (exit 2, one clear message, nothing half-written).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -269,6 +271,18 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
   const auto bad = run_cli("status " + dir.path(), dir.path());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;
+}
+
+// A FIFO where a rank's log goes is refused, named (before: the rank waited for a reader for
+// ever, and the run with it).
+TEST(Cli, AFifoAsARankLogIsRefusedNotWaitedOn) {
+  TempDir dir;
+  fs::create_directories(dir.file("run/logs"));
+  ASSERT_EQ(::mkfifo(dir.file("run/logs/rank-0.log").c_str(), 0644), 0);
+  const auto r = run_cli("run " + tiny_job(dir), dir.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("run/logs/rank-0.log: a FIFO, not a regular file"), std::string::npos)
+      << r.err;
 }
 
 // `submit` when sbatch fails: its message and exit 1. Without a cluster section error the job
