@@ -13,21 +13,25 @@
 namespace rm {
 
 int cmd_trace(const TraceArgs& args) {
-  MergedTrace merged;
+  TraceMergePlan plan;
   try {
     if (!args.output.empty()) cli::refuse_overwriting_input("-o", args.output, args.run_dir);
-    merged = merge_rank_traces(args.run_dir);
+    plan = plan_trace_merge(args.run_dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringmaster trace: %s\n", e.what());
     return kExitBadInput;
   }
   const std::string out = args.output.empty() ? io::join(args.run_dir, "trace.json") : args.output;
+  MergedTrace merged;
   try {
-    write_file_atomic(out, merged.json.data(), merged.json.size());
+    AtomicFileWriter writer(out);
+    merged = write_merged_trace(plan, args.run_dir, writer);
+    writer.commit();
   } catch (const std::exception& e) {
-    // As `report` answers a file it cannot write: an IoError is the path's (bad input).
+    // As `report` answers a file it cannot write: an IoError is the path's (bad input); so is a
+    // rank file that changed under the merge.
     std::fprintf(stderr, "ringmaster trace: %s\n", e.what());
-    return dynamic_cast<const IoError*>(&e) != nullptr ? kExitBadInput : kExitFailure;
+    return kExitBadInput;
   }
   for (const std::string& note : merged.notes) std::fprintf(stderr, "ringmaster trace: %s\n", note.c_str());
   std::printf("%s: %zu events of %d ranks; open it in Perfetto (ui.perfetto.dev, \"Open trace "

@@ -4,10 +4,12 @@
 #include <cctype>
 #include <map>
 #include <stdexcept>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/json_guard.h"
+#include "io/atomic_file.h"
 #include "io/posix_io.h"
 
 namespace rm {
@@ -29,6 +31,7 @@ struct RankFile {
   int rank = -1;
   int ranks = 0;
   std::string origin;
+  int64_t first_step = 0, last_step = 0;
 };
 
 // "rank-00012.json" -> 12, else -1.
@@ -83,8 +86,8 @@ RankFile read_rank_file(const std::string& path, int rank) {
                              ": for rank " + std::to_string(rank) + " it must be from " +
                              std::to_string(rank + 1) + " to " + std::to_string(kMaxRanks));
   }
-  int_field(other, "first_step", 0, path);
-  int_field(other, "last_step", 0, path);
+  f.first_step = int_field(other, "first_step", 0, path);
+  f.last_step = int_field(other, "last_step", 0, path);
   const auto origin = other.find("origin_utc");
   if (origin != other.end() && !origin->is_string()) {
     throw std::runtime_error(path + ": its otherData.origin_utc is " + origin->dump() +
@@ -105,17 +108,21 @@ RankFile read_rank_file(const std::string& path, int rank) {
 
 }  // namespace
 
-MergedTrace merge_rank_traces(const std::string& run_dir) {
+TraceMergePlan plan_trace_merge(const std::string& run_dir) {
   const std::string dir = io::join(run_dir, "trace");
   if (!io::is_directory(run_dir)) throw std::runtime_error(run_dir + ": no such directory");
   if (!io::is_directory(dir)) {
     throw std::runtime_error(dir + ": no trace directory (the run did not record a trace: set "
                              "observability.trace: true in the job and run it)");
   }
-  std::map<int, RankFile> files;
+  std::map<int, TraceRankFile> files;
   for (const std::string& name : io::list_dir(dir)) {
     const int rank = rank_of_name(name);
-    if (rank >= 0) files.emplace(rank, read_rank_file(io::join(dir, name), rank));
+    if (rank < 0) continue;
+    // Read again when written: a rank's tree is ~10x its file, and only one is held at a time.
+    const RankFile f = read_rank_file(io::join(dir, name), rank);
+    files.emplace(rank,
+                  TraceRankFile{f.path, f.rank, f.ranks, f.origin, f.first_step, f.last_step});
   }
   if (files.empty()) {
     throw std::runtime_error(dir + ": no rank-K.json files (a trace is written when the window "
@@ -123,23 +130,22 @@ MergedTrace merge_rank_traces(const std::string& run_dir) {
                              "training ends inside it)");
   }
   // The attempt to merge: rank 0's, else the newest start among the files.
-  const RankFile* lead = &files.begin()->second;
+  TraceMergePlan plan;
+  const TraceRankFile* lead = &files.begin()->second;
   if (files.count(0) == 0) {
     for (const auto& [rank, f] : files) {
       if (f.origin > lead->origin) lead = &f;
     }
   }
-  MergedTrace out;
-  json events = json::array();
+  plan.lead = *lead;
   for (auto& [rank, f] : files) {
     if (f.origin != lead->origin || f.ranks != lead->ranks) {
-      out.notes.push_back(f.path + ": skipped, from another attempt (started " + f.origin + " on " +
-                          std::to_string(f.ranks) + " ranks; merging the one started " +
-                          lead->origin + " on " + std::to_string(lead->ranks) + ")");
+      plan.notes.push_back(f.path + ": skipped, from another attempt (started " + f.origin +
+                           " on " + std::to_string(f.ranks) + " ranks; merging the one started " +
+                           lead->origin + " on " + std::to_string(lead->ranks) + ")");
       continue;
     }
-    for (json& e : f.doc["traceEvents"]) events.push_back(std::move(e));
-    ++out.ranks;
+    plan.merged.push_back(f);
   }
   // One note for the ranks without a file, naming the first few.
   constexpr int kNamed = 8;
@@ -152,22 +158,50 @@ MergedTrace merge_rank_traces(const std::string& run_dir) {
     }
   }
   if (missing_count > 0) {
-    out.notes.push_back(
+    plan.notes.push_back(
         std::string(missing_count == 1 ? "rank " : "ranks ") + missing +
         (missing_count > kNamed ? " and " + std::to_string(missing_count - kNamed) + " more" : "") +
         ": no trace file (the rank ended before its window did)");
   }
-  for (const json& e : events) out.events += e.value("ph", "") != "M" ? 1 : 0;
-  const json merged = {{"traceEvents", std::move(events)},
-                       {"displayTimeUnit", "ms"},
-                       {"otherData",
-                        {{"run_dir", run_dir},
-                         {"ranks", lead->ranks},
-                         {"origin_utc", lead->origin},
-                         {"first_step", lead->doc["otherData"].value("first_step", 0)},
-                         {"last_step", lead->doc["otherData"].value("last_step", 0)}}}};
-  out.json = merged.dump();
-  return out;
+  return plan;
+}
+
+MergedTrace write_merged_trace(const TraceMergePlan& plan, const std::string& run_dir,
+                               AtomicFileWriter& out) {
+  MergedTrace result;
+  result.notes = plan.notes;
+  // The ranks' events one file at a time, each written as it is dumped: the merged trace is
+  // never whole in memory, nor more than one rank's tree.
+  constexpr size_t kFlushBytes = size_t{4} << 20;
+  std::string text = "{\"traceEvents\":[";
+  bool first = true;
+  for (const TraceRankFile& planned : plan.merged) {
+    const RankFile f = read_rank_file(planned.path, planned.rank);
+    if (f.origin != planned.origin || f.ranks != planned.ranks) {
+      throw std::runtime_error(f.path +
+                               ": changed while the trace was merged (another run "
+                               "writing its trace?); merge again once it is done");
+    }
+    for (const json& e : f.doc["traceEvents"]) {
+      text += first ? "" : ",";
+      first = false;
+      text += e.dump();
+      result.events += e.value("ph", "") != "M" ? 1 : 0;
+      if (text.size() >= kFlushBytes) {
+        out.append(text.data(), text.size());
+        text.clear();
+      }
+    }
+    ++result.ranks;
+  }
+  const json other = {{"run_dir", run_dir},
+                      {"ranks", plan.lead.ranks},
+                      {"origin_utc", plan.lead.origin},
+                      {"first_step", plan.lead.first_step},
+                      {"last_step", plan.lead.last_step}};
+  text += "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}";
+  out.append(text.data(), text.size());
+  return result;
 }
 
 }  // namespace rm
