@@ -81,16 +81,16 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
     return result;
   }
   try {
-    CheckpointReader reader(ckpt_dir);
+    CheckpointReader reader(pin->path());
     const Manifest& m = reader.manifest();
     result.step = m.step;
     result.data_bytes = m.data_bytes();
     // A manifest copied into the wrong directory would resume the wrong step.
-    if (const auto name = parse_step_dir_name(io::base_name(ckpt_dir))) {
+    if (const auto name = parse_step_dir_name(io::base_name(pin->path()))) {
       if (name->step != m.step) {
         throw CheckpointError(io::join(ckpt_dir, kManifestFileName) +
                               ": step: " + std::to_string(m.step) + ", but the directory is " +
-                              io::base_name(ckpt_dir));
+                              io::base_name(pin->path()));
       }
     }
     reader.check_files();
@@ -103,6 +103,8 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
   } catch (const std::bad_alloc&) {
     result.error = ckpt_dir + ": out of memory while verifying";
   }
+  // Removed while it was read, where the pin could not keep retention away (NFS): no damage.
+  if (!result.ok && !pin->still_there()) result.gone = true;
   return result;
 }
 
@@ -124,6 +126,7 @@ std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
   for (int look = 0; look < kLooks; ++look) {
     passed_over.clear();
     bool vanished = false;
+    const bool last_look = look == kLooks - 1;
     const std::vector<ListedDir> entries = scan(run_dir);
     for (auto it = entries.rbegin(); it != entries.rend() && !vanished; ++it) {
       if (!it->name.committed) {
@@ -138,10 +141,19 @@ std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
         info.pin = std::make_shared<const CheckpointPin>(std::move(*pin));
         return info;
       }
-      // Gone between the listing and now. Unpinned (no lock support), a checkpoint removed while
-      // it was read reads as damaged: gone too, when the directory is no longer there.
-      vanished = !pin || v.gone || !io::exists(it->path);
-      if (!vanished) passed_over.push_back("skipped " + it->path + ": " + v.error);
+      // Gone between the listing and now (or, where pins cannot keep retention away, while it
+      // was read). The last look goes on to older ones instead of starting over.
+      if (!pin || v.gone) {
+        vanished = !last_look;
+        if (last_look) {
+          passed_over.push_back("skipped " + it->path +
+                                ": removed while being read (the run saves faster than this "
+                                "reads, " +
+                                std::to_string(kLooks) + " times)");
+        }
+        continue;
+      }
+      passed_over.push_back("skipped " + it->path + ": " + v.error);
     }
     if (!vanished) break;
   }

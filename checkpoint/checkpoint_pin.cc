@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 namespace rm {
@@ -34,19 +35,32 @@ bool same_file(int fd, const std::string& path) {
 }  // namespace
 
 std::optional<CheckpointPin> CheckpointPin::take(const std::string& ckpt_dir) {
-  io::Fd fd = open_directory(ckpt_dir);
+  char* real = ::realpath(ckpt_dir.c_str(), nullptr);
+  if (real == nullptr) {
+    if (errno == ENOENT) return std::nullopt;
+    return CheckpointPin(io::Fd(), ckpt_dir);
+  }
+  const std::string path = real;
+  std::free(real);
+  io::Fd fd = open_directory(path);
   if (!fd.valid()) {
     if (errno == ENOENT) return std::nullopt;
-    return CheckpointPin(io::Fd());
+    return CheckpointPin(io::Fd(), path);
   }
   int locked;
   do {
     // Blocks only while retention renames the directory away (it never waits for a lock itself).
     locked = ::flock(fd.get(), LOCK_SH);
   } while (locked != 0 && errno == EINTR);
-  if (locked != 0) return CheckpointPin(io::Fd());
-  if (!same_file(fd.get(), ckpt_dir)) return std::nullopt;
-  return CheckpointPin(std::move(fd));
+  if (locked != 0) return CheckpointPin(io::Fd(), path);
+  if (!same_file(fd.get(), path)) return std::nullopt;
+  return CheckpointPin(std::move(fd), path);
+}
+
+bool CheckpointPin::still_there() const {
+  if (fd_.valid()) return same_file(fd_.get(), path_);
+  struct stat st;
+  return ::stat(path_.c_str(), &st) == 0;
 }
 
 bool claim_for_removal(const std::string& ckpt_dir, io::Fd* claim) {

@@ -15,10 +15,13 @@
 // "gone" (nullopt) when they differ, or when nothing is there. The caller then looks again: the
 // run has a newer checkpoint by then.
 //
-// Where flock does not lock directories (NFS, which maps flock to byte-range locks that need a
-// file open for writing to be exclusive; file systems without locks), pins and claims hold
-// nothing and retention removes as it did; readers then fall back on looking again when what
-// they read vanished (find_resume_checkpoint, launcher/loaded_run.cc). flock is per open file
+// Where flock does not lock directories exclusively (NFS maps flock to byte-range locks, and an
+// exclusive one needs a file open for writing; file systems without locks), claims hold nothing
+// and retention removes as it did; readers then fall back on telling a checkpoint that vanished
+// from a damaged one (still_there) and looking again (find_resume_checkpoint,
+// launcher/loaded_run.cc). Pins keep a checkpoint from retention only: a --from resume removing
+// the run's checkpoints past its start, and a save of a step that is already on disk, replace
+// them regardless. flock is per open file
 // description: a process that pins a checkpoint and then runs retention itself defers it too.
 #pragma once
 
@@ -31,17 +34,25 @@ namespace rm {
 
 class CheckpointPin {
  public:
-  // Pins the directory at ckpt_dir (following symbolic links, so checkpoints/best pins the one it
-  // points to). nullopt: no directory is there, or the one there is not the one locked (renamed
-  // away meanwhile). A directory that cannot be opened or locked otherwise (permissions, no lock
-  // support) gives a pin that holds nothing: the read goes on and fails, or not, as it would have.
+  // Pins the directory at ckpt_dir. nullopt: no directory is there, or the one there is not the
+  // one locked (renamed away meanwhile). A directory that cannot be opened or locked otherwise
+  // (permissions, no lock support) gives a pin that holds nothing: the read goes on and fails,
+  // or not, as it would have.
   static std::optional<CheckpointPin> take(const std::string& ckpt_dir);
 
   bool holds() const { return fd_.valid(); }
+  // The directory pinned, its symbolic links resolved: what to read through. checkpoints/best is
+  // a link that retention points elsewhere when a better checkpoint comes; read through the link,
+  // a reader would take the manifest of one checkpoint and the shards of another.
+  const std::string& path() const { return path_; }
+  // Whether path() still names the directory pinned (false: removed or renamed away). Where the
+  // pin holds nothing, whether path() is there at all.
+  bool still_there() const;
 
  private:
-  explicit CheckpointPin(io::Fd fd) : fd_(std::move(fd)) {}
+  CheckpointPin(io::Fd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
   io::Fd fd_;
+  std::string path_;
 };
 
 // Retention's side. True: ckpt_dir may be removed now, and *claim holds it exclusively (or holds

@@ -126,10 +126,10 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
     checkpoint_phase("retention:delete");
     std::string path = io::join(root, name);
     if (parse_step_dir_name(name)->committed) {
-      io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
-      if (!claim_for_removal(path, &claim)) continue;  // being read: a later retention's
       const std::string scratch = path + ".del.tmp";
       io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
+      io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
+      if (!claim_for_removal(path, &claim)) continue;  // being read: a later retention's
       io::rename_path(path, scratch);
       io::fsync_directory(root);
       removed.push_back(path);

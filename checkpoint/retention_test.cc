@@ -108,6 +108,23 @@ TEST(Retention, APinTakenAsRetentionRenamesTheCheckpointIsGone) {
   EXPECT_FALSE(v.ok);
 }
 
+// A pin through checkpoints/best holds, and reads through, the checkpoint the link named then:
+// retention pointing the link at a better one meanwhile neither removes it nor mixes the two.
+TEST(Retention, APinThroughTheBestLinkHoldsWhatItNamed) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 3);
+  const std::string link = io::join(checkpoints_root(dir.path()), kBestLink);
+  io::replace_symlink("step_00000002", link);
+  const auto pin = CheckpointPin::take(link);
+  ASSERT_TRUE(pin && pin->holds());
+  EXPECT_EQ(io::base_name(pin->path()), "step_00000002");
+  io::replace_symlink("step_00000003", link);
+  apply_retention(dir.path(), 1);
+  EXPECT_TRUE(pin->still_there());
+  EXPECT_TRUE(verify_checkpoint(pin->path()).ok);
+  EXPECT_EQ(load_manifest(pin->path()).step, 2);
+}
+
 TEST(Retention, KeepEveryKeepsMilestones) {
   TempDir dir;
   save_steps(dir.path(), 1, 10);

@@ -172,6 +172,7 @@ int cmd_ckpt_inspect(const CkptArgs& args) {
       pin = CheckpointPin::take(path);
     }
     pause_before_reading_for_tests();
+    if (pin) path = pin->path();  // checkpoints/best resolved once, read whole
     Manifest m;
     try {
       m = load_manifest(path);

@@ -25,7 +25,7 @@ LoadedRun load_checkpoint_as_is(const std::string& ckpt_dir, int max_batch,
   const auto pin = CheckpointPin::take(ckpt_dir);  // a live run's retention leaves it alone
   if (!pin) throw IoError(ckpt_dir + ": no such directory (removed by its run's retention?)");
   pause_before_reading_for_tests();
-  CheckpointReader reader(ckpt_dir);
+  CheckpointReader reader(pin->path());  // checkpoints/best resolved once, read whole
   const Manifest& m = reader.manifest();
   LoadedRun run;
   run.job = load_stored_job(m.job, (fs::path(ckpt_dir) / "manifest.json").string());

@@ -309,10 +309,15 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   if (step < 0) return 0;
   const int64_t steps_done = static_cast<int64_t>(step);
   started_from_ = choice[1] != 0 ? (path.empty() ? line_start : path) : std::string();
-  const std::string source =
+  std::string source =
       started_from_.empty() ? checkpoint_path(job_.run_dir, steps_done) : started_from_;
   // --from may name a checkpoint of another run that still trains: its retention leaves it alone
-  // while this rank reads it.
+  // while this rank reads it. Every rank reads the directory rank 0 resolved: --from
+  // other/checkpoints/best is a link that run may point elsewhere meanwhile.
+  if (!started_from_.empty()) {
+    const auto resolved = CheckpointPin::take(source);
+    source = broadcast_string(comm_, resolved ? resolved->path() : source, 0);
+  }
   const auto pin = CheckpointPin::take(source);
   if (!pin) {
     throw CheckpointError(source +

@@ -47,6 +47,11 @@ class Checkpointing {
   void wait();
   // Saves that failed and were tolerated (on_error: continue).
   int failed_saves() const { return failed_saves_; }
+  // The state of `steps_done` is on disk already (a resume from memory of the disk's newest
+  // step): save() of it is a no-op.
+  void note_saved(int64_t steps_done) { last_saved_ = steps_done; }
+  // Whether the last save (or resume, or note_saved) was of `steps_done`: save() of it is a no-op.
+  bool has_saved(int64_t steps_done) const { return last_saved_ == steps_done; }
   // Waits until the last save no longer reads the training buffers: call before modifying
   // parameters or optimizer moments (the optimizer update).
   void wait_staged();

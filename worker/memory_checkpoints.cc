@@ -61,8 +61,7 @@ std::string remove_run_memory_checkpoints(const std::string& run_dir) {
   const std::vector<std::string> removed = MemorySnapshot::remove_homed(prefix, dir);
   if (removed.empty()) return "";
   return "removed " + std::to_string(removed.size()) + " in-memory checkpoint segment" +
-         (removed.size() == 1 ? "" : "s") +
-         " of this run's earlier attempts from /dev/shm (this attempt keeps none, or starts anew)";
+         (removed.size() == 1 ? "" : "s") + " of this run's earlier attempts from /dev/shm";
 }
 
 MemorySegmentId memory_segment_id(const std::string& run_dir, ShardMode shard,
@@ -262,7 +261,7 @@ MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
                    std::to_string(ring_.keeper[r]) + ")";
     }
   }
-  if (me != 0 && !skipped.empty()) {
+  if (me != 0 && snapshot_ && !skipped.empty()) {  // slots passed over, not "no segment"
     std::printf("ringmaster: rank %zu: in memory, %s\n", me, skipped.substr(2).c_str());
     std::fflush(stdout);
   }

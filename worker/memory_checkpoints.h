@@ -74,9 +74,10 @@ void held_steps(const MemorySnapshot& snap, double* out, const std::string& what
 std::string remove_orphaned_memory_checkpoints();
 
 // Removes this host's segments of the run in `run_dir`, of any rank layout (own segments and
-// replicas), and returns a line saying how many, "" when none. For a run that keeps none in
-// this attempt, or has started anew or ended: one rank a host calls it, no rank of the run
-// using a segment at the time.
+// replicas), and returns a line saying how many ("removed N in-memory checkpoint segments of
+// this run's earlier attempts from /dev/shm"; the caller says why), "" when none. For a run that
+// keeps none in this attempt, or has started anew or ended: one rank a host calls it, no rank of
+// the run using a segment at the time.
 std::string remove_run_memory_checkpoints(const std::string& run_dir);
 
 class MemoryCheckpoints {

@@ -175,7 +175,8 @@ void drop_stale_memory_checkpoints(Trainer& trainer, const JobConfig& job, const
       (mpi == nullptr || mpi->local_rank() == 0)) {
     const std::string removed = remove_run_memory_checkpoints(job.run_dir);
     if (!removed.empty()) {
-      std::printf("%s%s\n", said_by(mpi != nullptr ? mpi->rank() : 0).c_str(), removed.c_str());
+      std::printf("%s%s (this attempt keeps none, or starts anew)\n",
+                  said_by(mpi != nullptr ? mpi->rank() : 0).c_str(), removed.c_str());
       std::fflush(stdout);
     }
   }
@@ -320,13 +321,24 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     if (console) console->clear();
     trainer.wait_for_checkpoints();
     // Every rank's part is written and, once rank 0 is here too, committed: the disk now holds
-    // this step, and the segments would only hold memory. Not before: a rank 0 that died
-    // committing would leave a restart none of the step in memory but its own.
-    comm.barrier();
-    trainer.discard_memory_checkpoints();
-    // ...and those an earlier layout of the job left (a run shrunk onto fewer ranks).
-    comm.barrier();
-    if (mpi == nullptr || mpi->local_rank() == 0) remove_run_memory_checkpoints(job.run_dir);
+    // this step, and the segments would only hold memory. Not before (this sum waits for every
+    // rank): a rank 0 that died committing would leave a restart none of the step in memory but
+    // its own. Nor when a save failed and was let pass (checkpoint.on_error: continue): the disk
+    // may lack the end's step, which memory holds.
+    double failed_saves = trainer.failed_checkpoint_saves();
+    devices.host_comm->all_reduce(&failed_saves, 1, DType::kFloat64, ReduceOp::kSum)->wait();
+    if (failed_saves == 0) {
+      trainer.discard_memory_checkpoints();
+      // ...and those an earlier layout of the job left (a run shrunk onto fewer ranks).
+      comm.barrier();
+      if (mpi == nullptr || mpi->local_rank() == 0) remove_run_memory_checkpoints(job.run_dir);
+    } else if (rank0 && job.checkpoint.memory_every > 0) {
+      std::printf(
+          "ringmaster: in-memory checkpoints kept: %d checkpoint save(s) failed in this "
+          "attempt (checkpoint.on_error: continue)\n",
+          static_cast<int>(failed_saves));
+      std::fflush(stdout);
+    }
     if (outcome == Trainer::Outcome::kStopped) {
       // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
       // mpirun a rank that exits early with a non-zero code gets the others killed.

@@ -344,6 +344,10 @@ void Trainer::discard_memory_checkpoints() {
   if (memory_) memory_->discard();
 }
 
+int Trainer::failed_checkpoint_saves() const {
+  return checkpoints_ ? checkpoints_->failed_saves() : 0;
+}
+
 void Trainer::forget_memory_checkpoints() {
   // What memory held was not taken: older steps, or newer ones of another rank layout or shard
   // mode (a run moved onto other ranks and back). A later restart before this attempt's first
@@ -362,7 +366,10 @@ void Trainer::forget_memory_checkpoints() {
   if (first_on_host) {
     const std::string removed = remove_run_memory_checkpoints(job_.run_dir);
     if (!removed.empty() && me == 0) {
-      std::printf("ringmaster: resumed from the disk: %s\n", removed.c_str());
+      std::printf(
+          "ringmaster: %s (none held a step this layout can restore that is newer than "
+          "the disk's)\n",
+          removed.c_str());
       std::fflush(stdout);
     }
   }
@@ -424,6 +431,9 @@ int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
                                     int64_t disk_step) {
   skipped_batches_ = memory_->restore(step);
   next_step_ = step;
+  // The disk holds this step too (its newest checkpoint, by name; memory was taken as it is at
+  // least as new): no save of it again, which would replace that checkpoint under its readers.
+  if (step == disk_step) checkpoints_->note_saved(step);
   if (comm_.rank() == 0) {
     const std::string disk =
         disk_step < 0 ? "no disk checkpoint" : "disk: step " + std::to_string(disk_step);
@@ -768,8 +778,9 @@ Trainer::Outcome Trainer::run_steps() {
   }
   // A run restored at (or past) its last step trains none, so the end's save above never came:
   // restored from memory, the disk may be steps behind it, and a checkpoint of the end is what
-  // extending the run (a larger train.steps) goes on from. A no-op when the disk holds it.
-  if (checkpoints_) {
+  // extending the run (a larger train.steps) goes on from. Not when the disk holds it (nor the
+  // metrics fsync that goes with a save: the power-cut tests find every fsync that is not needed).
+  if (checkpoints_ && !checkpoints_->has_saved(next_step_)) {
     progress_.enter(Phase::kCheckpointSave);
     if (rank0 && options_.metrics) options_.metrics->sync();
     checkpoints_->save(next_step_, data_state(next_step_));

@@ -112,6 +112,8 @@ class Trainer {
   void discard_memory_checkpoints();
   // Waits for the last checkpoint to be on disk.
   void wait_for_checkpoints();
+  // Saves of this attempt that failed and were let pass (checkpoint.on_error: continue).
+  int failed_checkpoint_saves() const;
 
   int64_t next_step() const { return next_step_; }
   Model& model() { return *model_; }
