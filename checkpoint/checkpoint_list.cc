@@ -119,8 +119,9 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyL
 
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
                                                      std::vector<std::string>* report) {
-  // Each look that meets a vanished checkpoint means the run saved a newer one meanwhile; a run
-  // saving faster than this reads is given up on after a while, as if nothing verified.
+  // Each look that meets a vanished checkpoint means the run saved a newer one meanwhile, so it
+  // starts over from the newest; the last look (a run saving faster than this reads) goes on to
+  // the older ones instead.
   constexpr int kLooks = 20;
   std::vector<std::string> passed_over;
   for (int look = 0; look < kLooks; ++look) {
