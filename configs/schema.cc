@@ -210,7 +210,9 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(train.micro_batch, at_least(1), "Sequences per forward/backward pass on one rank."),
       RM_KEY(train.eval_every, at_least(0), "Steps between evaluations; 0 = never."),
       RM_KEY(train.eval_batches, at_least(0),
-             "Validation micro-batches per evaluation; >= 1 when train.eval_every > 0."),
+             "Validation micro-batches per evaluation: the first `eval_batches x micro_batch` "
+             "windows of the validation data, whatever the rank count (so `val_loss` compares "
+             "between runs of the same `micro_batch`); >= 1 when train.eval_every > 0."),
       RM_KEY(train.log_every, at_least(1), "Steps between metric log lines."),
 
       RM_KEY(optimizer.name, one_of_its_choices(), "Optimizer."),
@@ -242,7 +244,9 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(parallel.bucket_mb, above(0), "Size of a gradient all-reduce bucket, MiB."),
       RM_KEY(parallel.overlap, any(), "Reduce gradient buckets while the backward pass runs."),
       RM_KEY(parallel.threads_per_rank, at_least(0),
-             "CPU threads per rank; 0 = cores / ranks on the node."),
+             "CPU threads per rank; 0 = cores / ranks on the node. The count changes the order "
+             "of the BLAS sums, so results differ in the last bits between counts: a resume is "
+             "bit for bit with the same."),
       // At most 10^6 s (11.6 days): far larger values overflowed the clocks' nanoseconds, and
       // every collective timed out at once.
       RM_KEY(parallel.timeout_s, above_up_to(0, 1e6),
@@ -254,7 +258,9 @@ std::vector<KeySpec> build_schema() {
              "Compute precision of matmuls and activations (master weights stay fp32)."),
       RM_KEY(parallel.grad_reduce, one_of_its_choices(),
              "Element type of the gradient reduction between ranks: bf16 halves the bytes sent, "
-             "rounding each rank's gradients and the sum to bf16 (accumulated in fp32)."),
+             "rounding each rank's gradients and the sum to bf16 (accumulated in fp32). It "
+             "rounds on one rank too (a 1-rank run's weights then differ from fp32's by ~5e-5 "
+             "after 20 steps)."),
 
       RM_KEY(checkpoint.every, at_least(0),
              "Steps between checkpoints; 0 = only at the end and on signals."),
