@@ -14,7 +14,9 @@ const char* compute_kind_name(ComputeKind kind) {
   return kind == ComputeKind::kCuda ? "cuda" : "cpu";
 }
 
-void set_host_threads(int n) { cpu::set_num_threads(n); }
+int set_host_threads(int n) {
+  return cpu::set_num_threads(n);
+}
 
 bool cuda_compiled() {
 #ifdef RM_HAVE_CUDA

@@ -25,8 +25,8 @@ struct ComputeOptions {
 };
 
 // Sets the calling thread's OpenMP and BLAS thread count (the cpu backend's, and any host-side
-// parallel loop's). n < 1 is treated as 1.
-void set_host_threads(int n);
+// parallel loop's) and returns it: n, at least 1, at most OMP_THREAD_LIMIT.
+int set_host_threads(int n);
 
 // Whether this build has the cuda backend.
 bool cuda_compiled();

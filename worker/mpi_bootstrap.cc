@@ -105,8 +105,7 @@ int configure_threads(int threads_per_rank, int local_ranks) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     threads = std::max(1, cores / std::max(1, local_ranks));
   }
-  set_host_threads(threads);
-  return threads;
+  return set_host_threads(threads);
 }
 
 }  // namespace rm

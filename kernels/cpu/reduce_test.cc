@@ -1,9 +1,14 @@
 // reduce.h, residual.h and threads.h.
 #include "kernels/cpu/reduce.h"
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/residual.h"
@@ -64,6 +69,31 @@ TEST(Threads, SetNumThreadsControlsOpenMP) {
   set_num_threads(0);  // clamped
   EXPECT_EQ(num_threads(), 1);
   set_num_threads(saved);
+}
+
+// OMP_THREAD_LIMIT is read once, at start-up: the test runs itself again in a child process
+// with a limit of 2 (RM_TEST_THREAD_LIMIT_CHILD marks the child), where OpenBLAS must not be
+// told more threads than OpenMP will give.
+TEST(Threads, OmpThreadLimitCapsTheBlasThreadsToo) {
+  if (std::getenv("RM_TEST_THREAD_LIMIT_CHILD") != nullptr) {
+    ASSERT_EQ(omp_get_thread_limit(), 2);
+    EXPECT_EQ(set_num_threads(3), 2);
+    EXPECT_EQ(num_threads(), 2);
+    EXPECT_EQ(openblas_get_num_threads(), 2);
+    EXPECT_EQ(set_num_threads(1), 1);
+    EXPECT_EQ(openblas_get_num_threads(), 1);
+    return;
+  }
+  const std::string cmd = "RM_TEST_THREAD_LIMIT_CHILD=1 OMP_THREAD_LIMIT=2 /proc/" +
+                          std::to_string(::getpid()) +
+                          "/exe --gtest_filter=Threads.OmpThreadLimitCapsTheBlasThreadsToo 2>&1";
+  std::FILE* child = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, child)) out.append(buf, n);
+  EXPECT_EQ(::pclose(child), 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -7,10 +7,11 @@
 
 namespace rm::cpu {
 
-// Sets the thread count of the OpenMP kernels and of OpenBLAS. n < 1 is treated as 1.
-// Affects the calling thread's OpenMP ICV (like omp_set_num_threads): call it from the thread
-// that runs the kernels, before the step loop.
-void set_num_threads(int n);
+// Sets the thread count of the OpenMP kernels and of OpenBLAS and returns it: n, at least 1 and
+// at most OMP_THREAD_LIMIT (omp_get_thread_limit()). Affects the calling thread's OpenMP ICV
+// (like omp_set_num_threads): call it from the thread that runs the kernels, before the step
+// loop.
+int set_num_threads(int n);
 
 // The thread count the next parallel kernel will use (omp_get_max_threads()).
 int num_threads();

@@ -150,7 +150,8 @@ env_lines() {
   # ranks): a rank waiting inside MPI would spin for its whole time slice while the rank it
   # waits for has no core. Yielding when idle, as Open MPI does by itself when it sees a host
   # oversubscribed, took a barrier of 4 ranks on 2 hosts from 7.9 ms to 0.05 ms and an
-  # MPI_Comm_dup from 24-40 ms to 0.3-2 ms (2 cores).
+  # MPI_Comm_dup from 24-40 ms to 0.3-2 ms (2 cores). OpenMP's idle threads sleep, for the same
+  # reason (the Makefile's `test` says what it measured).
   cat <<ENV
 export OMPI_MCA_plm_rsh_agent=$here/rsh-agent.sh
 export OMPI_MCA_plm_rsh_no_tree_spawn=1
@@ -159,6 +160,7 @@ export OMPI_MCA_btl=self,tcp
 export OMPI_MCA_btl_tcp_if_include=$net.0/24
 export OMPI_MCA_oob_tcp_if_include=$net.0/24
 export OMPI_MCA_mpi_yield_when_idle=1
+export OMP_WAIT_POLICY=passive
 export RM_CLUSTER_NAME=$name
 export RM_CLUSTER_NET=$net
 export RM_CLUSTER_HOSTFILE=$state/hostfile
