@@ -50,9 +50,9 @@ demo:
 # result: only how an idle rank waits.
 # The same for OpenMP's threads: a rank's team (cores / ranks) spins at each barrier for the
 # thread that another test holds the core of; passive waits sleep instead. Measured on 2 cores,
-# ctest -j2: 52 of the training CLI tests 101 -> 66 s, and one of them alone beside a busy
-# process 4.5 -> 0.9 s (0.45 s with the machine to itself). A run of your own keeps OpenMP's
-# default, the faster one on cores it has to itself.
+# ctest -j2: 52 of the training CLI tests 101 -> 66 s; a 100-step run of a small model (1 rank,
+# 2 threads) beside one busy process 4.5 -> 0.9 s (0.7 s with the machine to itself). A run of
+# your own keeps OpenMP's default, the faster one on cores it has to itself.
 test_env = OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=passive
 test: build
 	cd $(BUILD) && $(test_env) ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
