@@ -4,7 +4,8 @@
 //
 // The job is checked as `run` checks it (same errors, exit 2, nothing written), on
 // cluster.nodes x cluster.tasks_per_node ranks, its memory against a node's
-// (launcher/node_memory.h) as `run` checks this host's, then the resolved job is written to
+// (launcher/node_memory.h) as `run` checks this host's, its shape against the partition's nodes
+// (launcher/slurm_nodes.h), then the resolved job is written to
 // RUN_DIR/config.yaml and the script to RUN_DIR/slurm/job.sbatch: the job that runs is the job
 // that was submitted, even if the YAML file is edited afterwards. Submitting the same job again
 // continues the same run (its checkpoints); another job in the same run_dir is refused.
@@ -24,6 +25,7 @@
 #include "launcher/node_memory.h"
 #include "launcher/shell_capture.h"
 #include "launcher/slurm_job.h"
+#include "launcher/slurm_nodes.h"
 #include "launcher/slurm_script.h"
 #include "observe/run_events.h"
 #include "planning/memory_fit.h"
@@ -54,6 +56,12 @@ int cmd_submit(const SubmitArgs& args) {
     const MemoryFit fit =
         check_memory_fit(job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,
                          cuda ? ComputeKind::kCuda : ComputeKind::kCpu, node);
+    // Nor wait in the queue for ever for nodes the partition does not have (slurm_nodes.h).
+    if (!sbatch_extra_reshapes(cluster.sbatch_extra)) {
+      const std::string refusal =
+          slurm_shape_refusal(cluster, query_slurm_partition(cluster.partition));
+      if (!refusal.empty()) throw InputError(args.job.job + ": " + refusal);
+    }
     const fs::path run_dir = fs::absolute(job.run_dir).lexically_normal();
     SlurmScriptPaths paths;
     paths.binary = self_path();

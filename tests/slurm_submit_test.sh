@@ -24,7 +24,9 @@
 #              trained the job as rewritten, or beside the new one); once cancelled, accepted
 #   memory     a job too large for the nodes sinfo reports, or for cluster.memory_per_node, is
 #              refused (exit 2, nothing written, nothing queued); one that fits asks for --mem
-#              and runs
+#              and runs. So is a shape no node of the partition holds (more nodes, CPUs or GPUs
+#              than it has), which Slurm 22.05 takes and keeps pending for ever
+#              (PartitionNodeLimit, PartitionConfig) or refuses in its own words
 # Skips (77) when no cluster answers.
 #   slurm_submit_test.sh RINGMASTER_BIN REPO_ROOT CASE
 set -euo pipefail
@@ -330,6 +332,24 @@ PY
     grep -q "; a node (cluster.memory_per_node: 16M) has 16.0 MiB" <<<"$out" ||
       fail "the refusal does not name cluster.memory_per_node"
     nothing_submitted
+    # Shapes the partition cannot hold (2 nodes of 4 CPUs, no GPU): each refused, naming its key.
+    refused_shape() {
+      local want=$1
+      shift
+      code=0
+      out=$("$bin" submit "$dir/job.yaml" "$@" 2>&1) || code=$?
+      echo "$out"
+      [[ $code == 2 ]] || fail "exit $code for a shape the partition cannot hold: $*"
+      grep -qF "$dir/job.yaml: $want" <<<"$out" || fail "the refusal does not say: $want"
+      grep -q "Slurm would never start the job" <<<"$out" || fail "the refusal does not say why"
+      nothing_submitted
+    }
+    refused_shape "cluster.nodes: 3, but partition debug (sinfo) has 2 nodes" \
+      --set cluster.nodes=3 --set train.global_batch=12
+    refused_shape "cluster.tasks_per_node x cluster.cpus_per_task: 1 x 16 = 16 CPUs a node, but the largest node of partition debug (sinfo) has 4 CPUs" \
+      --set cluster.cpus_per_task=16
+    refused_shape "cluster.gpus_per_node: 1, but no node of partition urgent (sinfo) has a GPU" \
+      --set cluster.gpus_per_node=1 --set parallel.backend=cpu --set cluster.partition=urgent
     # One that fits: the script asks Slurm for the memory, and the job runs to the end.
     submit --set cluster.memory_per_node=2G
     grep -q " of 2.00 GiB on a node (cluster.memory_per_node: 2G)" <<<"$submit_out" ||
