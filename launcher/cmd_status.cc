@@ -126,8 +126,15 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
            scontrol_field(slurm.line, "NodeList") + ")";
   }
   if (!job_state.empty() && slurm_job_may_run(job_state)) {
-    return "waiting as Slurm job " + slurm.id + " (" + job_state + ", reason " +
-           scontrol_field(slurm.line, "Reason") + ")";
+    const std::string reason = scontrol_field(slurm.line, "Reason");
+    std::string waiting =
+        "waiting as Slurm job " + slurm.id + " (" + job_state + ", reason " + reason + ")";
+    if (job_state == "PENDING" && slurm_reason_blocks_for_good(reason)) {
+      // A job submitted by hand, or one the cluster shrank under (submit refuses such a shape).
+      waiting += ": Slurm will not start it as it asks; `scancel " + slurm.id +
+                 "`, change the job's cluster section and submit it again";
+    }
+    return waiting;
   }
   if (!last_state.is_null()) {
     const json* e = &last_state;

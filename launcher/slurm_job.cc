@@ -50,4 +50,16 @@ bool slurm_job_may_run(const std::string& state) {
   return false;
 }
 
+bool slurm_reason_blocks_for_good(const std::string& reason) {
+  for (const char* never :
+       {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "BadConstraints"}) {
+    if (reason == never) return true;
+  }
+  // QOSMaxCpuPerJobLimit, AssocMaxNodesPerJobLimit, QOSMaxWallDurationPerJobLimit, ...: what one
+  // job asks beyond what one job may have. (The per-user and per-account limits clear as other
+  // jobs end.)
+  const bool limit = reason.rfind("QOS", 0) == 0 || reason.rfind("Assoc", 0) == 0;
+  return limit && reason.find("PerJob") != std::string::npos;
+}
+
 }  // namespace rm

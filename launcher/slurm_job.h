@@ -23,4 +23,11 @@ std::string scontrol_field(const std::string& line, const std::string& key);
 // through it before it is REQUEUED and PENDING again.
 bool slurm_job_may_run(const std::string& state);
 
+// Whether a pending job's Reason says Slurm will not start it as it asks until an administrator
+// changes the cluster: more nodes or time than the partition allows (PartitionNodeLimit,
+// PartitionTimeLimit), a shape no node has (PartitionConfig), constraints no node meets
+// (BadConstraints), a per-job limit of its QOS or association (QOSMaxCpuPerJobLimit, ...).
+// Reasons that clear by themselves (Resources, Priority, a node down, a dependency) are not.
+bool slurm_reason_blocks_for_good(const std::string& reason);
+
 }  // namespace rm

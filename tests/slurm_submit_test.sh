@@ -21,7 +21,8 @@
 #              script starts the ranks again at once, not counting it, and the job finishes
 #   pending    a job held in the queue: submitting the run again (with another job, or --fresh)
 #              is refused while it may still start (before: accepted, the held job then
-#              trained the job as rewritten, or beside the new one); once cancelled, accepted
+#              trained the job as rewritten, or beside the new one); once cancelled, accepted.
+#              Made to ask more CPUs than a node has, status says Slurm will not start it
 #   memory     a job too large for the nodes sinfo reports, or for cluster.memory_per_node, is
 #              refused (exit 2, nothing written, nothing queued); one that fits asks for --mem
 #              and runs. So is a shape no node of the partition holds (more nodes, CPUs or GPUs
@@ -36,7 +37,8 @@ require_slurm
 dir=$(mktemp -d /tmp/rm-submit-"$case".XXXXXX)
 name="rm-$case-$$"
 passed=0
-trap 'scancel -n "$name" -n "$name-urgent" >/dev/null 2>&1 || true
+# One name a scancel: of two -n options it takes the last.
+trap 'scancel -n "$name" >/dev/null 2>&1 || true; scancel -n "$name-urgent" >/dev/null 2>&1 || true
       if [[ $passed == 1 ]]; then rm -rf "$dir"; else echo "kept $dir"; fi' EXIT
 
 # job STEPS EVERY [YAML LINES...]: the job file, a GPT small enough for the 2-core machine;
@@ -303,6 +305,19 @@ PY
         fail "the refusal does not say why: $out"
     done
     grep -q "layers: 2" "$dir/run/config.yaml" || fail "the refused submit rewrote config.yaml"
+    # Made to ask more CPUs a node than any has (submit itself refuses that shape): Slurm keeps
+    # it pending for ever (PartitionConfig), and status says so. (scontrol applies the change,
+    # and the release, and answers both "Requested partition configuration not available now",
+    # exit 1.)
+    scontrol update JobId="$held" MinCPUsNode=16 >/dev/null 2>&1 || true
+    scontrol release "$held" >/dev/null 2>&1 || true
+    for _ in $(seq 40); do
+      [[ $(scontrol show job -o "$held" | grep -oP 'Reason=\K\S+') == PartitionConfig ]] && break
+      sleep 0.5
+    done
+    out=$("$bin" status "$dir/run")
+    grep -qF "(PENDING, reason PartitionConfig): Slurm will not start it as it asks; \`scancel $held\`" <<<"$out" ||
+      fail "status does not say that the job will not start: $out"
     scancel "$held"
     wait_job_end "$held" 60 >/dev/null
     submit
