@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <queue>
 #include <stdexcept>
+#include <string>
+#include <unordered_set>
 
 #include "io/io_error.h"
 #include "io/posix_io.h"
@@ -132,10 +134,24 @@ BpeTokenizer BpeTokenizer::from_strings(std::string_view vocab_json, std::string
                                         const std::string& vocab_name,
                                         const std::string& merges_name) {
   BpeTokenizer t;
-  const nlohmann::json vocab = nlohmann::json::parse(vocab_json, nullptr, false);
+  // A key written twice: JSON parsers keep one of the two values and drop the other without a
+  // word, which would leave a hole in the ids and a token encoded as another model's id.
+  std::unordered_set<std::string> keys;
+  std::string twice;
+  const auto note_keys = [&](int depth, nlohmann::json::parse_event_t event,
+                             nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+        !keys.insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  const nlohmann::json vocab = nlohmann::json::parse(vocab_json, note_keys, false);
   if (vocab.is_discarded() || !vocab.is_object() || vocab.empty()) {
     throw DataError(vocab_name, "not a JSON object of tokens and their ids");
   }
+  if (!twice.empty()) throw DataError(vocab_name, "token " + shown(twice) + " is written twice");
+  keys = {};  // the parse's copy of every token, no longer needed
   std::unordered_map<std::string, int32_t> id_of;
   id_of.reserve(vocab.size());
   std::string bytes;

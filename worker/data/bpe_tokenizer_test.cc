@@ -104,6 +104,10 @@ TEST(BpeTokenizer, BadFilesAreNamed) {
   nlohmann::json v = nlohmann::json::parse(ok.vocab_json);
   v["xyz"] = 3;
   EXPECT_EQ(error(v.dump(), ok.merges), "V.json: id 3 is given to two tokens");
+  // A key written twice (the parser would keep one value): the ids 97 and 999 both for "a".
+  std::string twice = ok.vocab_json;
+  twice.insert(twice.rfind('}'), ", \"a\": 999");
+  EXPECT_EQ(error(twice, ok.merges), "V.json: token 'a' is written twice");
   v = nlohmann::json::parse(ok.vocab_json);
   v["x y"] = 999;  // a space is not in the alphabet (it is written "Ġ")
   EXPECT_EQ(error(v.dump(), ok.merges),
