@@ -57,9 +57,8 @@ int cmd_submit(const SubmitArgs& args) {
         check_memory_fit(job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,
                          cuda ? ComputeKind::kCuda : ComputeKind::kCpu, node);
     // Nor wait in the queue for ever for nodes the partition does not have (slurm_nodes.h).
-    if (!sbatch_extra_reshapes(cluster.sbatch_extra)) {
-      const std::string refusal =
-          slurm_shape_refusal(cluster, query_slurm_partition(cluster.partition));
+    if (!sbatch_extra_reshapes(cluster.sbatch_extra) && sbatch_environment_override().empty()) {
+      const std::string refusal = slurm_shape_refusal(cluster, query_slurm_partitions());
       if (!refusal.empty()) throw InputError(args.job.job + ": " + refusal);
     }
     const fs::path run_dir = fs::absolute(job.run_dir).lexically_normal();

@@ -55,11 +55,13 @@ bool slurm_reason_blocks_for_good(const std::string& reason) {
        {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "BadConstraints"}) {
     if (reason == never) return true;
   }
-  // QOSMaxCpuPerJobLimit, AssocMaxNodesPerJobLimit, QOSMaxWallDurationPerJobLimit, ...: what one
-  // job asks beyond what one job may have. (The per-user and per-account limits clear as other
-  // jobs end.)
+  // QOSMaxCpuPerJobLimit, AssocMaxNodePerJobLimit, QOSMaxGRESPerNode, QOSMinCpuNotSatisfied,
+  // ...: what one job asks beyond (or below) what one job may have. (The per-user, per-account
+  // and group limits clear as other jobs end.)
+  if (reason.rfind("QOSMin", 0) == 0) return true;
   const bool limit = reason.rfind("QOS", 0) == 0 || reason.rfind("Assoc", 0) == 0;
-  return limit && reason.find("PerJob") != std::string::npos;
+  return limit && (reason.find("PerJob") != std::string::npos ||
+                   reason.find("PerNode") != std::string::npos);
 }
 
 }  // namespace rm

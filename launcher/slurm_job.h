@@ -26,7 +26,8 @@ bool slurm_job_may_run(const std::string& state);
 // Whether a pending job's Reason says Slurm will not start it as it asks until an administrator
 // changes the cluster: more nodes or time than the partition allows (PartitionNodeLimit,
 // PartitionTimeLimit), a shape no node has (PartitionConfig), constraints no node meets
-// (BadConstraints), a per-job limit of its QOS or association (QOSMaxCpuPerJobLimit, ...).
+// (BadConstraints), a per-job or per-node limit of its QOS or association (QOSMaxCpuPerJobLimit,
+// QOSMaxGRESPerNode, ...), a QOS minimum it is below (QOSMinCpuNotSatisfied).
 // Reasons that clear by themselves (Resources, Priority, a node down, a dependency) are not.
 bool slurm_reason_blocks_for_good(const std::string& reason);
 

@@ -22,7 +22,8 @@ TEST(SlurmJob, OnlyReasonsThatNeedTheClusterChangedBlockForGood) {
   // Seen on the local cluster: cluster.nodes 3 on 2 nodes, cpus_per_task 16 on 4-CPU nodes.
   for (const char* never :
        {"PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit", "BadConstraints",
-        "QOSMaxCpuPerJobLimit", "AssocMaxNodesPerJobLimit", "QOSMaxWallDurationPerJobLimit"}) {
+        "QOSMaxCpuPerJobLimit", "AssocMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit",
+        "QOSMaxGRESPerNode", "QOSMaxCpuPerNode", "QOSMinCpuNotSatisfied"}) {
     EXPECT_TRUE(slurm_reason_blocks_for_good(never)) << never;
   }
   for (const char* waits :

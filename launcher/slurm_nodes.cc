@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <sstream>
+#include <unordered_set>
 
 #include "launcher/shell_capture.h"
-#include "launcher/slurm_script.h"
+#include "launcher/slurm_job.h"
 
 namespace rm {
 namespace {
@@ -19,17 +21,74 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return out;
 }
 
-// A whole non-negative number of at most 9 digits, or -1.
-int whole_number(const std::string& text) {
-  if (text.empty() || text.size() > 9) return -1;
+// A whole non-negative number of at most 15 digits, or -1.
+long long whole_number(const std::string& text) {
+  if (text.empty() || text.size() > 15) return -1;
   for (char c : text) {
     if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
   }
-  return std::stoi(text);
+  return std::stoll(text);
 }
 
-std::string plural(int n, const char* one, const char* many) {
+std::string plural(long long n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// Why `p` cannot hold the job, without the closing clause; "" when it can, or when what sinfo
+// shows of it may not be all there is.
+std::string partition_refusal(const ClusterConfig& cluster, const SlurmPartition& p) {
+  const auto listed = static_cast<long long>(p.nodes.size());
+  if (p.total_nodes < 0 || p.total_nodes != listed) return "";
+  const std::string where = "partition " + p.name;
+  if (p.max_nodes >= 0 && cluster.nodes > p.max_nodes) {
+    return "cluster.nodes: " + std::to_string(cluster.nodes) + ", but " + where + " allows a job " +
+           plural(p.max_nodes, "node", "nodes") + " at most (MaxNodes)";
+  }
+  // Slurm's default is one CPU a task. 64-bit: neither key has an upper bound.
+  const long long cpus =
+      static_cast<long long>(cluster.tasks_per_node) * std::max(cluster.cpus_per_task, 1);
+  const int gpus = cluster.gpus_per_node;
+  long long holding = 0, most_cpus = 0, most_usable = 0, most_gpus = 0;
+  for (const SlurmNode& node : p.nodes) {
+    const long long usable =
+        p.max_cpus_per_node >= 0 ? std::min<long long>(node.cpus, p.max_cpus_per_node) : node.cpus;
+    if (usable >= cpus && node.gpus >= gpus) ++holding;
+    most_cpus = std::max<long long>(most_cpus, node.cpus);
+    most_usable = std::max(most_usable, usable);
+    most_gpus = std::max<long long>(most_gpus, node.gpus);
+  }
+  if (holding >= cluster.nodes) return "";
+  if (listed < cluster.nodes) {
+    return "cluster.nodes: " + std::to_string(cluster.nodes) + ", but " + where + " (sinfo) has " +
+           plural(listed, "node", "nodes");
+  }
+  if (most_usable < cpus) {
+    const std::string share =
+        cluster.cpus_per_task > 1
+            ? "cluster.tasks_per_node x cluster.cpus_per_task: " +
+                  std::to_string(cluster.tasks_per_node) + " x " +
+                  std::to_string(cluster.cpus_per_task) + " = " + std::to_string(cpus) +
+                  " CPUs a node"
+            : "cluster.tasks_per_node: " + std::to_string(cluster.tasks_per_node) +
+                  " ranks a node, a CPU each";
+    if (most_cpus >= cpus) {
+      return share + ", but " + where + " lets a job use " +
+             plural(p.max_cpus_per_node, "CPU", "CPUs") + " of a node at most (MaxCPUsPerNode)";
+    }
+    return share + ", but the largest node of " + where + " (sinfo) has " +
+           plural(most_cpus, "CPU", "CPUs");
+  }
+  if (most_gpus < gpus) {
+    return "cluster.gpus_per_node: " + std::to_string(gpus) + ", but " +
+           (most_gpus == 0 ? "no node of " + where + " (sinfo) has a GPU"
+                           : "the nodes of " + where + " (sinfo) have at most " +
+                                 plural(most_gpus, "GPU", "GPUs"));
+  }
+  // Each share fits some node, but too few nodes have all of it.
+  return "cluster.nodes: " + std::to_string(cluster.nodes) + " nodes of " +
+         plural(cpus, "CPU", "CPUs") + (gpus > 0 ? " and " + plural(gpus, "GPU", "GPUs") : "") +
+         " each, but " + where + " (sinfo) has " + std::to_string(holding) + " such of its " +
+         plural(listed, "node", "nodes");
 }
 
 }  // namespace
@@ -40,46 +99,71 @@ int gres_gpu_count(const std::string& gres) {
     entry = entry.substr(0, entry.find('('));  // "(S:0-1)", "(IDX:0-3)": where, not how many
     const std::vector<std::string> fields = split(entry, ':');
     if (fields.size() < 2 || fields.front() != "gpu") continue;
-    const int count = whole_number(fields.back());
-    if (count > 0) gpus += count;
+    const long long count = whole_number(fields.back());
+    if (count > 0) gpus += static_cast<int>(std::min<long long>(count, 1 << 20));
   }
   return gpus;
 }
 
-SlurmPartition parse_sinfo_nodes(const std::string& sinfo_output, const std::string& partition) {
-  const std::vector<std::string> wanted = split(partition, ',');  // sbatch takes a list
-  SlurmPartition out;
+SlurmPartitions parse_sinfo_nodes(const std::string& sinfo_output) {
+  SlurmPartitions out;
+  std::vector<std::unordered_set<std::string>> seen;  // node names, one set a partition
   std::istringstream in(sinfo_output);
   std::string line;
   while (std::getline(in, line)) {
+    if (line.empty()) continue;
     const std::vector<std::string> f = split(line, '|');
-    if (f.size() != 4 || f[0].empty()) continue;  // an error line, or another format
+    const long long cpus = f.size() == 4 ? whole_number(f[2]) : -1;
+    if (cpus < 0 || f[0].empty() || f[1].empty() || f[1] == "*") return {};  // not all readable
     std::string name = f[1];
-    const bool is_default = !name.empty() && name.back() == '*';
+    const bool is_default = name.back() == '*';
     if (is_default) name.pop_back();
-    const bool kept = partition.empty()
-                          ? is_default
-                          : std::find(wanted.begin(), wanted.end(), name) != wanted.end();
-    const int cpus = whole_number(f[2]);
-    if (!kept || cpus < 0) continue;
-    if (out.name.empty()) out.name = partition.empty() ? name : partition;
-    // A node in two of the partitions listed is one node.
-    const bool seen = std::any_of(out.nodes.begin(), out.nodes.end(),
-                                  [&](const SlurmNode& n) { return n.name == f[0]; });
-    if (!seen) out.nodes.push_back({f[0], cpus, gres_gpu_count(f[3])});
+    size_t i = 0;
+    while (i < out.all.size() && out.all[i].name != name) ++i;
+    if (i == out.all.size()) {
+      out.all.push_back({name, is_default, {}});
+      seen.emplace_back();
+    }
+    if (seen[i].insert(f[0]).second) {
+      out.all[i].nodes.push_back(
+          {f[0], static_cast<int>(std::min(cpus, 1LL << 30)), gres_gpu_count(f[3])});
+    }
   }
   return out;
 }
 
+void add_partition_limits(SlurmPartitions& partitions, const std::string& scontrol_output) {
+  std::istringstream in(scontrol_output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string name = scontrol_field(line, "PartitionName");
+    for (SlurmPartition& p : partitions.all) {
+      if (p.name != name) continue;
+      // "UNLIMITED", or a figure; what is neither stays unknown (-1: no limit judged, and a
+      // total not known judges nothing of the partition).
+      p.total_nodes = whole_number(scontrol_field(line, "TotalNodes"));
+      p.max_nodes = whole_number(scontrol_field(line, "MaxNodes"));
+      p.max_cpus_per_node = whole_number(scontrol_field(line, "MaxCPUsPerNode"));
+    }
+  }
+}
+
 bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra) {
   // The partition, node count, tasks and CPUs a task are keys of their own: the job loader
-  // refuses them in sbatch_extra (configs/cluster_checks.cc). These are the ones it lets pass.
+  // refuses them in sbatch_extra (configs/cluster_checks.cc). These are the ones it lets pass
+  // that change where the job may go or what a node must give it. (--overcommit: one CPU a
+  // node, whatever the tasks.)
   static const char* const kReshaping[] = {"--gpus",
                                            "--gres",
                                            "--gpus-per-task",
+                                           "--gpus-per-socket",
                                            "--cpus-per-gpu",
+                                           "--tres-per-task",
                                            "--mincpus",
                                            "--ntasks-per-gpu",
+                                           "--overcommit",
+                                           "--clusters",
+                                           "--cluster-constraint",
                                            "--sockets-per-node",
                                            "--cores-per-socket",
                                            "--threads-per-core"};
@@ -94,57 +178,66 @@ bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra) {
   return false;
 }
 
-std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartition& partition) {
-  if (partition.nodes.empty()) return "";
-  const int cpus_a_task = std::max(cluster.cpus_per_task, 1);  // Slurm's default is one
-  const int cpus = cluster.tasks_per_node * cpus_a_task;
-  const int gpus = cluster.gpus_per_node;
-  int holding = 0, most_cpus = 0, most_gpus = 0;
-  for (const SlurmNode& node : partition.nodes) {
-    if (node.cpus >= cpus && node.gpus >= gpus) ++holding;
-    most_cpus = std::max(most_cpus, node.cpus);
-    most_gpus = std::max(most_gpus, node.gpus);
+std::string sbatch_environment_override() {
+  // Read by sbatch before the script's #SBATCH lines, and winning over them (man sbatch,
+  // INPUT ENVIRONMENT VARIABLES).
+  for (const char* name :
+       {"SBATCH_PARTITION", "SBATCH_CLUSTERS", "SLURM_CLUSTERS", "SBATCH_OVERCOMMIT", "SBATCH_GRES",
+        "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK", "SBATCH_CPUS_PER_GPU",
+        "SBATCH_THREADS_PER_CORE"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return name;
   }
-  if (holding >= cluster.nodes) return "";
-  const int total = static_cast<int>(partition.nodes.size());
-  const std::string where = "partition " + partition.name + " (sinfo)";
-  const std::string never = ": Slurm would never start the job";
-  if (total < cluster.nodes) {
-    return "cluster.nodes: " + std::to_string(cluster.nodes) + ", but " + where + " has " +
-           plural(total, "node", "nodes") + never;
-  }
-  if (most_cpus < cpus) {
-    const std::string share =
-        cluster.cpus_per_task > 1
-            ? "cluster.tasks_per_node x cluster.cpus_per_task: " +
-                  std::to_string(cluster.tasks_per_node) + " x " +
-                  std::to_string(cluster.cpus_per_task) + " = " + std::to_string(cpus) +
-                  " CPUs a node"
-            : "cluster.tasks_per_node: " + std::to_string(cluster.tasks_per_node) +
-                  " ranks a node, a CPU each";
-    return share + ", but the largest node of " + where + " has " +
-           plural(most_cpus, "CPU", "CPUs") + never;
-  }
-  if (most_gpus < gpus) {
-    return "cluster.gpus_per_node: " + std::to_string(gpus) + ", but " +
-           (most_gpus == 0
-                ? "no node of " + where + " has a GPU"
-                : "the nodes of " + where + " have at most " + plural(most_gpus, "GPU", "GPUs")) +
-           never;
-  }
-  // Each share fits some node, but too few nodes have all of it.
-  return "cluster.nodes: " + std::to_string(cluster.nodes) + " nodes of " +
-         plural(cpus, "CPU", "CPUs") + (gpus > 0 ? " and " + plural(gpus, "GPU", "GPUs") : "") +
-         " each, but " + where + " has " + std::to_string(holding) + " such of its " +
-         plural(total, "node", "nodes") + never;
+  return "";
 }
 
-SlurmPartition query_slurm_partition(const std::string& partition) {
-  std::string command = "timeout 10 sinfo --Node --noheader --format='%N|%P|%c|%G'";
-  if (!partition.empty()) command += " --partition=" + shell_quote(partition);
-  const CapturedCommand sinfo = capture_command(command);
+std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartitions& partitions) {
+  // Where the job may go, and the partition the message describes: the first listed, or the
+  // default.
+  std::vector<const SlurmPartition*> candidates;
+  const SlurmPartition* described = nullptr;
+  if (cluster.partition.empty()) {
+    for (const SlurmPartition& p : partitions.all) {
+      candidates.push_back(&p);
+      if (p.is_default) described = &p;
+    }
+  } else {
+    for (const std::string& name : split(cluster.partition, ',')) {
+      const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
+                                  [&](const SlurmPartition& q) { return q.name == name; });
+      if (p == partitions.all.end()) return "";  // sbatch refuses it in its own words
+      candidates.push_back(&*p);
+    }
+    described = candidates.front();
+  }
+  if (described == nullptr) return "";
+  std::string why;
+  for (const SlurmPartition* p : candidates) {
+    const std::string refusal = partition_refusal(cluster, *p);
+    if (refusal.empty()) return "";  // it holds the job, or may
+    if (p == described) why = refusal;
+  }
+  if (cluster.partition.empty() && candidates.size() > 1) {
+    why += "; no other partition of the cluster holds it either";
+  } else if (candidates.size() > 1) {
+    why += candidates.size() == 2 ? "; nor does the other partition of cluster.partition"
+                                  : "; nor does any other partition of cluster.partition";
+  }
+  return why + ": Slurm would never start the job";
+}
+
+SlurmPartitions query_slurm_partitions() {
+  // --all: hidden partitions too (a job_submit plugin may route there). With --Node each line is
+  // one node of one partition, format or not (Slurm's sinfo; its man page says --Node is
+  // ignored with --format, which is not what it does).
+  const CapturedCommand sinfo =
+      capture_command("timeout 10 sinfo --all --Node --noheader --format='%N|%P|%c|%G'");
   if (sinfo.exit_code != 0) return {};
-  return parse_sinfo_nodes(sinfo.output, partition);
+  SlurmPartitions partitions = parse_sinfo_nodes(sinfo.output);
+  const CapturedCommand scontrol = capture_command("timeout 10 scontrol --all show partition -o");
+  if (scontrol.exit_code != 0) return {};
+  add_partition_limits(partitions, scontrol.output);
+  return partitions;
 }
 
 }  // namespace rm

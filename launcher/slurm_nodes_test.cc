@@ -1,10 +1,12 @@
 // The partition's nodes as submit's shape check takes them (launcher/slurm_nodes.h): sinfo's
 // per-node lines, GPUs in generic resources, the sbatch_extra options that skip the check, and
 // the refusal for each key. The whole path, sinfo and sbatch included, runs against the real
-// local cluster in tests/slurm_submit_test.sh (case shape).
+// local cluster in tests/slurm_submit_test.sh (case memory).
 #include "launcher/slurm_nodes.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 namespace rm {
 namespace {
@@ -15,17 +17,39 @@ constexpr const char* kSinfo =
     "node1|gpu|4|(null)\n"
     "node2|debug*|4|(null)\n"
     "node2|gpu|4|(null)\n"
-    "node3|gpu|64|gpu:h100:8(S:0-1),shard:16\n"
-    "sinfo: error: something to skip\n";
+    "node3|gpu|64|gpu:h100:8(S:0-1),shard:16\n";
 
-ClusterConfig shape(int nodes, int tasks_per_node, int cpus_per_task = 0, int gpus = 0) {
+std::string scontrol_line(const std::string& name, int total, const std::string& max_nodes,
+                          const std::string& max_cpus) {
+  return "PartitionName=" + name + " AllowGroups=ALL Default=NO MaxNodes=" + max_nodes +
+         " MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=" + max_cpus +
+         " Nodes=node[1-3] State=UP TotalCPUs=8 TotalNodes=" + std::to_string(total) +
+         " SelectTypeParameters=NONE\n";
+}
+
+// kSinfo with every node listed, no limits.
+SlurmPartitions cluster_of(const std::string& sinfo = kSinfo,
+                           const std::string& limits = scontrol_line("debug", 2, "UNLIMITED",
+                                                                     "UNLIMITED") +
+                                                       scontrol_line("gpu", 3, "UNLIMITED",
+                                                                     "UNLIMITED")) {
+  SlurmPartitions p = parse_sinfo_nodes(sinfo);
+  add_partition_limits(p, limits);
+  return p;
+}
+
+ClusterConfig shape(int nodes, int tasks_per_node, int cpus_per_task = 0, int gpus = 0,
+                    const std::string& partition = "") {
   ClusterConfig c;
   c.nodes = nodes;
   c.tasks_per_node = tasks_per_node;
   c.cpus_per_task = cpus_per_task;
   c.gpus_per_node = gpus;
+  c.partition = partition;
   return c;
 }
+
+constexpr const char* kNever = ": Slurm would never start the job";
 
 TEST(SlurmNodes, GpusAreCountedFromGenericResources) {
   EXPECT_EQ(gres_gpu_count("(null)"), 0);
@@ -36,61 +60,118 @@ TEST(SlurmNodes, GpusAreCountedFromGenericResources) {
   EXPECT_EQ(gres_gpu_count("gpu:h100:x"), 0);
 }
 
-TEST(SlurmNodes, TheDefaultPartitionIsTheOneMarkedWithAStar) {
-  const SlurmPartition p = parse_sinfo_nodes(kSinfo, "");
-  EXPECT_EQ(p.name, "debug");
-  ASSERT_EQ(p.nodes.size(), 2u);
-  EXPECT_EQ(p.nodes[0].name, "node1");
-  EXPECT_EQ(p.nodes[0].cpus, 4);
-  EXPECT_EQ(p.nodes[1].gpus, 0);
+TEST(SlurmNodes, SinfoGivesEachPartitionsNodesOnceAndItsDefault) {
+  const SlurmPartitions p = cluster_of(kSinfo + std::string("node3|gpu|64|gpu:8\n"));
+  ASSERT_EQ(p.all.size(), 2u);
+  EXPECT_EQ(p.all[0].name, "debug");
+  EXPECT_TRUE(p.all[0].is_default);
+  EXPECT_FALSE(p.all[1].is_default);
+  ASSERT_EQ(p.all[1].nodes.size(), 3u) << "node3 listed twice is one node";
+  EXPECT_EQ(p.all[1].nodes[2].cpus, 64);
+  EXPECT_EQ(p.all[1].nodes[2].gpus, 8);
+  EXPECT_EQ(p.all[1].total_nodes, 3);
+  EXPECT_EQ(p.all[1].max_nodes, -1) << "UNLIMITED";
 }
 
-TEST(SlurmNodes, ANamedPartitionOrAListKeepsEachNodeOnce) {
-  const SlurmPartition gpu = parse_sinfo_nodes(kSinfo, "gpu");
-  ASSERT_EQ(gpu.nodes.size(), 3u);
-  EXPECT_EQ(gpu.nodes[2].cpus, 64);
-  EXPECT_EQ(gpu.nodes[2].gpus, 8);
-  EXPECT_EQ(parse_sinfo_nodes(kSinfo, "debug,gpu").nodes.size(), 3u);
-  EXPECT_TRUE(parse_sinfo_nodes(kSinfo, "nosuch").nodes.empty());
-  EXPECT_TRUE(parse_sinfo_nodes("", "").nodes.empty());
+TEST(SlurmNodes, AnythingUnreadableJudgesNothing) {
+  for (const char* odd : {"sinfo: error: Unable to contact slurm controller\n",
+                          "node4|gpu|4+|(null)\n", "node4|gpu|4\n", "|gpu|4|(null)\n"}) {
+    EXPECT_TRUE(parse_sinfo_nodes(kSinfo + std::string(odd)).all.empty()) << odd;
+  }
+  EXPECT_EQ(slurm_shape_refusal(shape(9, 99, 99, 99), SlurmPartitions{}), "");
+  // No scontrol figures: TotalNodes unknown.
+  EXPECT_EQ(slurm_shape_refusal(shape(9, 1), cluster_of(kSinfo, "")), "");
 }
 
-TEST(SlurmNodes, AShapeThePartitionHoldsPasses) {
-  const SlurmPartition debug = parse_sinfo_nodes(kSinfo, "");
-  EXPECT_EQ(slurm_shape_refusal(shape(2, 4), debug), "");
-  EXPECT_EQ(slurm_shape_refusal(shape(2, 2, 2), debug), "");
-  EXPECT_EQ(slurm_shape_refusal(shape(1, 8, 8, 8), parse_sinfo_nodes(kSinfo, "gpu")), "");
-  EXPECT_EQ(slurm_shape_refusal(shape(9, 99, 99, 99), SlurmPartition{}), "") << "unknown";
+TEST(SlurmNodes, APartitionWithNodesSinfoDoesNotListIsNotJudged) {
+  // FUTURE nodes, and CLOUD nodes powered down: slurmctld leaves them out of sinfo.
+  const SlurmPartitions p =
+      cluster_of(kSinfo, scontrol_line("debug", 6, "UNLIMITED", "UNLIMITED") +
+                             scontrol_line("gpu", 3, "UNLIMITED", "UNLIMITED"));
+  EXPECT_EQ(slurm_shape_refusal(shape(3, 1, 0, 0, "debug"), p), "");
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 16), p), "") << "gpu has node3; debug may hide more";
+}
+
+TEST(SlurmNodes, AShapeSomePartitionHoldsPasses) {
+  const SlurmPartitions p = cluster_of();
+  EXPECT_EQ(slurm_shape_refusal(shape(2, 4), p), "");
+  EXPECT_EQ(slurm_shape_refusal(shape(2, 2, 2, 0, "debug"), p), "");
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 8, 8, 8, "gpu"), p), "");
+  // Without a partition, one the default cannot hold passes where another holds it: a site's
+  // job_submit plugin may send GPU jobs there.
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 8), p), "");
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 8, "debug,gpu"), p), "");
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 0, "nosuch"), p), "") << "sbatch says so itself";
 }
 
 TEST(SlurmNodes, EachImpossibleShapeNamesItsKeyAndWhatThePartitionHas) {
-  const SlurmPartition debug = parse_sinfo_nodes(kSinfo, "");
-  EXPECT_EQ(slurm_shape_refusal(shape(3, 1), debug),
-            "cluster.nodes: 3, but partition debug (sinfo) has 2 nodes: Slurm would never start "
-            "the job");
-  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 16), debug),
+  const SlurmPartitions p = cluster_of();
+  EXPECT_EQ(slurm_shape_refusal(shape(3, 1, 0, 0, "debug"), p),
+            "cluster.nodes: 3, but partition debug (sinfo) has 2 nodes" + std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 16, 0, "debug"), p),
             "cluster.tasks_per_node x cluster.cpus_per_task: 1 x 16 = 16 CPUs a node, but the "
-            "largest node of partition debug (sinfo) has 4 CPUs: Slurm would never start the job");
-  EXPECT_EQ(slurm_shape_refusal(shape(1, 8), debug),
+            "largest node of partition debug (sinfo) has 4 CPUs" +
+                std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 8, 0, 0, "debug"), p),
             "cluster.tasks_per_node: 8 ranks a node, a CPU each, but the largest node of "
-            "partition debug (sinfo) has 4 CPUs: Slurm would never start the job");
-  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 1), debug),
-            "cluster.gpus_per_node: 1, but no node of partition debug (sinfo) has a GPU: Slurm "
-            "would never start the job");
-  const SlurmPartition gpu = parse_sinfo_nodes(kSinfo, "gpu");
-  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 16), gpu),
+            "partition debug (sinfo) has 4 CPUs" +
+                std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 1, "debug"), p),
+            "cluster.gpus_per_node: 1, but no node of partition debug (sinfo) has a GPU" +
+                std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 16, "gpu"), p),
             "cluster.gpus_per_node: 16, but the nodes of partition gpu (sinfo) have at most 8 "
-            "GPUs: Slurm would never start the job");
+            "GPUs" +
+                std::string(kNever));
   // Each share fits a node, but only one node has all of it.
-  EXPECT_EQ(slurm_shape_refusal(shape(2, 8, 0, 8), gpu),
+  EXPECT_EQ(slurm_shape_refusal(shape(2, 8, 0, 8, "gpu"), p),
             "cluster.nodes: 2 nodes of 8 CPUs and 8 GPUs each, but partition gpu (sinfo) has 1 "
-            "such of its 3 nodes: Slurm would never start the job");
+            "such of its 3 nodes" +
+                std::string(kNever));
+  // No partition named: the default's limits, and no other holds it either.
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 16), p),
+            "cluster.gpus_per_node: 16, but no node of partition debug (sinfo) has a GPU; no other "
+            "partition of the cluster holds it either" +
+                std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(4, 1, 0, 0, "debug,gpu"), p),
+            "cluster.nodes: 4, but partition debug (sinfo) has 2 nodes; nor does the other "
+            "partition of cluster.partition" +
+                std::string(kNever));
+  // 64-bit: 2^31 CPUs a node is refused, not wrapped into a pass.
+  EXPECT_NE(slurm_shape_refusal(shape(1, 1 << 16, 1 << 16, 0, "debug"), p), "");
+}
+
+TEST(SlurmNodes, ThePartitionsLimitsAreJudgedToo) {
+  const SlurmPartitions p = cluster_of(
+      kSinfo, scontrol_line("debug", 2, "1", "2") + scontrol_line("gpu", 3, "UNLIMITED", "16"));
+  EXPECT_EQ(slurm_shape_refusal(shape(2, 1, 0, 0, "debug"), p),
+            "cluster.nodes: 2, but partition debug allows a job 1 node at most (MaxNodes)" +
+                std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 4, 0, 0, "debug"), p),
+            "cluster.tasks_per_node: 4 ranks a node, a CPU each, but partition debug lets a job "
+            "use 2 CPUs of a node at most (MaxCPUsPerNode)" +
+                std::string(kNever));
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 16, 0, 0, "gpu"), p), "");
+  EXPECT_NE(slurm_shape_refusal(shape(1, 17, 0, 0, "gpu"), p), "");
+}
+
+TEST(SlurmNodes, SbatchsEnvironmentThatOverridesTheScriptSkipsTheCheck) {
+  ASSERT_EQ(sbatch_environment_override(), "") << "the test's own environment sets one";
+  ::setenv("SBATCH_PARTITION", "gpu", 1);
+  EXPECT_EQ(sbatch_environment_override(), "SBATCH_PARTITION");
+  ::setenv("SBATCH_PARTITION", "", 1);
+  EXPECT_EQ(sbatch_environment_override(), "") << "set but empty: sbatch ignores it";
+  ::unsetenv("SBATCH_PARTITION");
+  ::setenv("SLURM_CLUSTERS", "other", 1);
+  EXPECT_EQ(sbatch_environment_override(), "SLURM_CLUSTERS");
+  ::unsetenv("SLURM_CLUSTERS");
 }
 
 TEST(SlurmNodes, SbatchExtraThatReshapesANodesShareSkipsTheCheck) {
   for (const char* reshaping :
        {"--gres=gpu:4", "--gre=gpu:4", "--gpus=8", "--gpus 8", "--mincpus=32", "--cpus-per-gpu=4",
-        "--gpus-per-task=1", "--threads-per-core=1"}) {
+        "--gpus-per-task=1", "--threads-per-core=1", "--overcommit", "--clusters=other",
+        "--cluster-constraint=x", "--tres-per-task=cpu:4"}) {
     EXPECT_TRUE(sbatch_extra_reshapes({"--constraint=a100", reshaping})) << reshaping;
   }
   for (const char* narrowing :
