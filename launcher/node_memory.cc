@@ -28,6 +28,24 @@ double smallest_node_memory(const std::string& sinfo_output) {
   return least;
 }
 
+std::string memory_of_partition(const std::string& sinfo_output, const std::string& partition,
+                                std::string* default_name) {
+  std::istringstream in(sinfo_output);
+  std::string line, all, kept;
+  while (std::getline(in, line)) {
+    const size_t bar = line.find('|');
+    if (bar == std::string::npos) continue;
+    const std::string memory = line.substr(bar + 1) + "\n";
+    all += memory;
+    if (bar > 0 && line[bar - 1] == '*') {
+      *default_name = line.substr(0, bar - 1);
+      kept += memory;
+    }
+  }
+  if (!partition.empty() || default_name->empty()) return all;
+  return kept;
+}
+
 MemoryCapacity slurm_node_capacity(const ClusterConfig& cluster) {
   MemoryCapacity c;
   c.slurm = true;
@@ -36,13 +54,18 @@ MemoryCapacity slurm_node_capacity(const ClusterConfig& cluster) {
     c.host_name = "a node (cluster.memory_per_node: " + cluster.memory_per_node + ")";
     return c;
   }
-  std::string command = "timeout 10 sinfo --noheader --format=%m";
+  std::string command = "timeout 10 sinfo --noheader --format='%P|%m'";
   if (!cluster.partition.empty()) command += " --partition=" + shell_quote(cluster.partition);
   const CapturedCommand sinfo = capture_command(command);
-  if (sinfo.exit_code == 0) c.host = smallest_node_memory(sinfo.output);
+  std::string default_name;
+  if (sinfo.exit_code == 0) {
+    c.host =
+        smallest_node_memory(memory_of_partition(sinfo.output, cluster.partition, &default_name));
+  }
   c.host_name = "the smallest node of " +
-                (cluster.partition.empty() ? std::string("the cluster")
-                                           : "partition " + cluster.partition) +
+                (!cluster.partition.empty() ? "partition " + cluster.partition
+                 : default_name.empty()     ? std::string("the cluster")
+                                            : "the default partition " + default_name) +
                 " (sinfo)";
   return c;
 }

@@ -21,6 +21,22 @@ TEST(NodeMemory, SinfoGivesTheSmallestConfiguredNode) {
   EXPECT_EQ(smallest_node_memory("sinfo: error: ...\n"), 0);
 }
 
+TEST(NodeMemory, WithoutAPartitionTheDefaultPartitionsNodesCount) {
+  constexpr double kMiB = 1024.0 * 1024;
+  // A small debug partition beside the default one: its nodes do not bound the default's jobs.
+  const std::string sinfo = "debug|16000\nbatch*|512000\nbatch*|256000+\n";
+  std::string name;
+  EXPECT_EQ(smallest_node_memory(memory_of_partition(sinfo, "", &name)), 256000 * kMiB);
+  EXPECT_EQ(name, "batch");
+  name.clear();
+  EXPECT_EQ(smallest_node_memory(memory_of_partition("a|100\nb|200\n", "", &name)), 100 * kMiB)
+      << "no default marked: every node";
+  EXPECT_EQ(name, "");
+  EXPECT_EQ(smallest_node_memory(memory_of_partition("debug|16000\n", "debug", &name)),
+            16000 * kMiB)
+      << "sinfo was asked for the partition";
+}
+
 TEST(NodeMemory, SlurmSizesAreMegabytesUnlessSuffixed) {
   EXPECT_EQ(parse_slurm_memory("512"), 512.0 * 1024 * 1024);
   EXPECT_EQ(parse_slurm_memory("64G"), 64 * kGiB);

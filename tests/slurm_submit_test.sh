@@ -335,7 +335,7 @@ PY
     out=$("$bin" submit "$dir/job.yaml" --set model.width=4096 --set model.layers=24 2>&1) || code=$?
     echo "$out"
     [[ $code == 2 ]] || fail "exit $code for a job larger than a node"
-    grep -q "x 1 rank per node = .*; the smallest node of the cluster (sinfo) has .* per node)" <<<"$out" ||
+    grep -q "x 1 rank per node = .*; the smallest node of the default partition debug (sinfo) has .* per node)" <<<"$out" ||
       fail "the refusal does not name the node's memory from sinfo"
     nothing_submitted
     # Declared memory wins over sinfo's. (The job needs ~24 MiB a rank: 22 of them the runtime,
