@@ -34,10 +34,16 @@ namespace {
 // that was moved or copied resumes from its new place), how long it trains (train.steps: a run
 // extended, or cut short) and how often it evaluates and logs -- those set to defaults. Two
 // jobs train the same thing when their training parts are equal.
+//
+// train.micro_batch may change too: a step's samples do not depend on it (worker/trainer.h), only
+// the order its gradients are summed in. But the validation set is the first eval_batches x
+// micro_batch windows, and validation losses over other windows do not compare (the best
+// checkpoint of checkpoint.keep_best is chosen by them): that product is compared instead, by
+// validation_change below.
 JobConfig training_part(JobConfig j) {
-  // Not train.eval_batches: validation losses over other batches do not compare (the best
-  // checkpoint of checkpoint.keep_best is chosen by them).
   const TrainConfig defaults;
+  j.train.micro_batch = defaults.micro_batch;
+  j.train.eval_batches = defaults.eval_batches;
   j.train.steps = defaults.steps;
   j.train.eval_every = defaults.eval_every;
   j.train.log_every = defaults.log_every;
@@ -49,6 +55,31 @@ JobConfig training_part(JobConfig j) {
   j.observability = ObservabilityConfig();
   j.cluster = ClusterConfig();
   return j;
+}
+
+// How the validation set (train.eval_batches x train.micro_batch windows) differs, with the
+// eval_batches that would keep it when only micro_batch changed; empty when it is the same.
+std::string validation_change(const TrainConfig& before, const TrainConfig& now) {
+  const auto windows = [](const TrainConfig& t) {
+    return static_cast<long long>(t.eval_batches) * t.micro_batch;
+  };
+  const long long was = windows(before), is = windows(now);
+  if (was == is) return "";
+  const auto product = [](const TrainConfig& t, long long n) {
+    return std::to_string(t.eval_batches) + " x " + std::to_string(t.micro_batch) + " = " +
+           std::to_string(n);
+  };
+  std::string out = "the validation set, train.eval_batches x train.micro_batch windows: " +
+                    product(before, was) + " -> " + product(now, is);
+  if (now.micro_batch != before.micro_batch) {
+    out += was % now.micro_batch == 0
+               ? " (with train.micro_batch " + std::to_string(now.micro_batch) +
+                     ", train.eval_batches " + std::to_string(was / now.micro_batch) + " keeps it)"
+               : " (no train.eval_batches keeps it with train.micro_batch " +
+                     std::to_string(now.micro_batch) + "; a micro_batch that divides " +
+                     std::to_string(was) + " would)";
+  }
+  return out;
 }
 
 // What a resumed run changes that it may (train.steps), for the run to say; empty when nothing.
@@ -166,14 +197,28 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
       now = load_stored_job(resolved_job, "config.yaml");
     } catch (const std::exception&) {
     }
-    const std::string differs =
+    std::string differs =
         before && now ? describe_differences(training_part(*before), training_part(*now)) : "";
+    if (before && now) {
+      const std::string validation = validation_change(before->train, now->train);
+      if (!validation.empty()) differs += (differs.empty() ? "" : "; ") + validation;
+    }
     if (!before || !now || !differs.empty()) {
       throw IoError(run_dir + ": holds a run of a different job (" + previous + " differs" +
                     (differs.empty() ? "" : ": " + differs) +
                     "); pass --fresh to start over, or set run_dir");
     }
-    if (changes != nullptr) *changes = changed_length(*before, *now);
+    if (changes != nullptr) {
+      *changes = changed_length(*before, *now);
+      if (before->train.micro_batch != now->train.micro_batch) {
+        *changes += std::string(changes->empty() ? "" : "; ") + "train.micro_batch is " +
+                    std::to_string(now->train.micro_batch) + ", where the run in this directory " +
+                    "had " + std::to_string(before->train.micro_batch) +
+                    ": each step trains the same samples, their gradients summed in another "
+                    "order (within floating-point tolerance of the run it continues, not bit "
+                    "for bit)";
+      }
+    }
   }
   if (has_checkpoints) return RunStart::kResume;
   if (has_weights) {

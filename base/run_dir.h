@@ -36,13 +36,14 @@ void own_run_dir(const std::string& run_dir);
 //    traces and the files made of them (trace.json, report.html): start over.
 //  - otherwise a directory that holds a run (checkpoints, metrics.jsonl or weights.bin) is
 //    accepted only for the same job (config.yaml trains the same thing as resolved_job: it may
-//    differ in how it runs -- ranks, sharding, checkpoints, cluster -- and in train.steps, so that
+//    differ in how it runs -- ranks, sharding, checkpoints, cluster, train.micro_batch while
+//    train.eval_batches x micro_batch, the validation set, stays -- and in train.steps, so that
 //    a run can be extended), and one that holds a finished run without checkpoints (weights.bin)
 //    is refused, so nothing is overwritten by accident. Refusals throw IoError naming the
 //    directory and the way out.
-//  - changes (may be null): one line for the run to print when train.steps differs from the
-//    run the directory holds (what the run will do, and what becomes of its learning-rate
-//    schedule); empty otherwise.
+//  - changes (may be null): one line for the run to print when train.steps or train.micro_batch
+//    differs from the run the directory holds (what the run will do, and what becomes of its
+//    learning-rate schedule or its bit-for-bit resume); empty otherwise.
 //  - recorded (may be empty): where config.yaml is gone but checkpoints are there, the job
 //    they record, compared instead (base/ reads no checkpoint: the caller's function returns
 //    {its path, for messages; the job text}, or an empty text when none is readable).

@@ -212,7 +212,8 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(train.eval_batches, at_least(0),
              "Validation micro-batches per evaluation: the first `eval_batches x micro_batch` "
              "windows of the validation data, whatever the rank count (so `val_loss` compares "
-             "between runs of the same `micro_batch`); >= 1 when train.eval_every > 0."),
+             "between runs of the same product). A run resumed with another `micro_batch` must "
+             "keep the product; >= 1 when train.eval_every > 0."),
       RM_KEY(train.log_every, at_least(1), "Steps between metric log lines."),
 
       RM_KEY(optimizer.name, one_of_its_choices(), "Optimizer."),
