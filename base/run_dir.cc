@@ -58,28 +58,33 @@ JobConfig training_part(JobConfig j) {
 }
 
 // How the validation set (train.eval_batches x train.micro_batch windows) differs, with the
-// eval_batches that would keep it when only micro_batch changed; empty when it is the same.
-std::string validation_change(const TrainConfig& before, const TrainConfig& now) {
+// eval_batches that would keep it; empty when it is the same, or when there is no set to keep.
+std::string validation_change(const JobConfig& before_job, const JobConfig& now_job) {
+  // No validation data (data.val empty and val_fraction 0, the same before and now: compared
+  // with the rest of the job), or none evaluated before (eval_batches 0): no set to keep.
+  if (now_job.data.val.empty() && now_job.data.val_fraction <= 0) return "";
+  const TrainConfig& before = before_job.train;
+  const TrainConfig& now = now_job.train;
   const auto windows = [](const TrainConfig& t) {
     return static_cast<long long>(t.eval_batches) * t.micro_batch;
   };
   const long long was = windows(before), is = windows(now);
-  if (was == is) return "";
+  if (was == is || was == 0) return "";
   const auto product = [](const TrainConfig& t, long long n) {
     return std::to_string(t.eval_batches) + " x " + std::to_string(t.micro_batch) + " = " +
            std::to_string(n);
   };
-  std::string out = "the validation set, train.eval_batches x train.micro_batch windows: " +
-                    product(before, was) + " -> " + product(now, is);
-  if (now.micro_batch != before.micro_batch) {
-    out += was % now.micro_batch == 0
-               ? " (with train.micro_batch " + std::to_string(now.micro_batch) +
-                     ", train.eval_batches " + std::to_string(was / now.micro_batch) + " keeps it)"
-               : " (no train.eval_batches keeps it with train.micro_batch " +
-                     std::to_string(now.micro_batch) + "; a micro_batch that divides " +
-                     std::to_string(was) + " would)";
+  const std::string out = "the validation set, train.eval_batches x train.micro_batch windows: " +
+                          product(before, was) + " -> " + product(now, is);
+  if (was % now.micro_batch != 0) {
+    return out + " (no train.eval_batches keeps it with train.micro_batch " +
+           std::to_string(now.micro_batch) + "; a micro_batch that divides " + std::to_string(was) +
+           " would)";
   }
-  return out;
+  const std::string keeps = "train.eval_batches " + std::to_string(was / now.micro_batch);
+  if (now.micro_batch == before.micro_batch) return out + " (" + keeps + " keeps it)";
+  return out + " (with train.micro_batch " + std::to_string(now.micro_batch) + ", " + keeps +
+         " keeps it)";
 }
 
 // What a resumed run changes that it may (train.steps), for the run to say; empty when nothing.
@@ -200,7 +205,7 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
     std::string differs =
         before && now ? describe_differences(training_part(*before), training_part(*now)) : "";
     if (before && now) {
-      const std::string validation = validation_change(before->train, now->train);
+      const std::string validation = validation_change(*before, *now);
       if (!validation.empty()) differs += (differs.empty() ? "" : "; ") + validation;
     }
     if (!before || !now || !differs.empty()) {
@@ -210,7 +215,8 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
     }
     if (changes != nullptr) {
       *changes = changed_length(*before, *now);
-      if (before->train.micro_batch != now->train.micro_batch) {
+      // Said only of a resume: a run restarted from its first step continues nothing.
+      if (before->train.micro_batch != now->train.micro_batch && has_checkpoints) {
         *changes += std::string(changes->empty() ? "" : "; ") + "train.micro_batch is " +
                     std::to_string(now->train.micro_batch) + ", where the run in this directory " +
                     "had " + std::to_string(before->train.micro_batch) +

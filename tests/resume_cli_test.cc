@@ -292,6 +292,28 @@ TEST(ResumeCli, ADifferentJobNeedsFresh) {
   EXPECT_NE(r.err.find("different job"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("differs: model.width: 32 -> 64)"), std::string::npos) << r.err;
   EXPECT_EQ(run_cli("run " + job + " --set model.width=64 --fresh", dir.path()).exit_code, 0);
+  // Another validation set (train.eval_batches x micro_batch windows), named with what keeps it.
+  const auto other_set = run_cli("run " + job + " --set train.eval_batches=3", dir.path());
+  EXPECT_EQ(other_set.exit_code, 2);
+  EXPECT_NE(other_set.err.find("windows: 8 x 2 = 16 -> 3 x 2 = 6 (train.eval_batches 8 keeps it)"),
+            std::string::npos)
+      << other_set.err;
+}
+
+// Without validation data (val_fraction 0) there is no validation set to keep: another
+// micro_batch resumes whatever train.eval_batches says.
+TEST(ResumeCli, WithoutValidationDataAnotherMicroBatchResumes) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string none = " --set data.val_fraction=0";
+  ASSERT_EQ(run_cli("run " + job + none + " --set train.steps=4", dir.path()).exit_code, 0);
+  const auto r = run_cli("run " + job + none + " --set train.micro_batch=4", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(step 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train.micro_batch is 4, where the run in this directory had 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 12));
 }
 
 // Without config.yaml (removed, or only the checkpoints copied) the checkpoints' own record of
