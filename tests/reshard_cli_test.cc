@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,16 @@ TEST(ReshardMicroBatch, AKilledRunResumesWithAnotherMicroBatchWhenItsValidationS
   EXPECT_NE(resumed.out.find("train.micro_batch is 4, where the run in this directory had 2"),
             std::string::npos)
       << resumed.out;
+  // events.jsonl says each start's micro-batch: why the run is not bit for bit.
+  std::vector<int> started;
+  std::istringstream events(test::slurp(run_dir + "/events.jsonl"));
+  for (std::string line; std::getline(events, line);) {
+    const auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("event", "") == "started") {
+      started.push_back(e.value("micro_batch", 0));
+    }
+  }
+  EXPECT_EQ(started, (std::vector<int>{2, 4}));
   expect_the_same_training(dir.file("straight"), run_dir);
   // Validation over the same windows: at step 4 (before the kill) and 8, 12 (after).
   const auto want = test::val_losses_by_step(dir.file("straight/metrics.jsonl"));

@@ -113,6 +113,8 @@ nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
       {"ranks_per_host", mpi != nullptr ? mpi->local_size() : 1},
       {"backend", choice.kind == ComputeKind::kCpu ? "cpu" : "cuda"},
       {"shard", choice_name(job.parallel.shard)},
+      // Beside ranks: what sums a step's gradients in its order (a resume may change it).
+      {"micro_batch", job.train.micro_batch},
       {"precision", choice_name(job.parallel.precision)},
       {"recompute", job.model.recompute},
       {"classifier_chunk_tokens", job.model.classifier_chunk_tokens},
