@@ -52,13 +52,14 @@ int cmd_submit(const SubmitArgs& args) {
     const ClusterConfig& cluster = job.cluster;
     const bool cuda = job.parallel.backend == Backend::kCuda ||
                       (job.parallel.backend == Backend::kAuto && cluster.gpus_per_node > 0);
-    const MemoryCapacity node = slurm_node_capacity(cluster);
+    const SlurmPartitions partitions = query_slurm_partitions();  // one sinfo for both checks
+    const MemoryCapacity node = slurm_node_capacity(cluster, partitions);
     const MemoryFit fit =
         check_memory_fit(job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,
                          cuda ? ComputeKind::kCuda : ComputeKind::kCpu, node);
     // Nor wait in the queue for ever for nodes the partition does not have (slurm_nodes.h).
     if (!sbatch_extra_reshapes(cluster.sbatch_extra) && sbatch_environment_override().empty()) {
-      const std::string refusal = slurm_shape_refusal(cluster, query_slurm_partitions());
+      const std::string refusal = slurm_shape_refusal(cluster, partitions);
       if (!refusal.empty()) throw InputError(args.job.job + ": " + refusal);
     }
     const fs::path run_dir = fs::absolute(job.run_dir).lexically_normal();

@@ -1,40 +1,59 @@
-// A Slurm node's memory as submit's check takes it (launcher/node_memory.h): sinfo's RealMemory
-// column and cluster.memory_per_node's `--mem` sizes. The whole path, sinfo included, runs
-// against the real local cluster in tests/slurm_submit_test.sh (case memory).
+// A Slurm node's memory as submit's check takes it (launcher/node_memory.h): sbatch's
+// environment, cluster.memory_per_node's `--mem` sizes, then sinfo's RealMemory of the
+// partition the job goes to. The whole path, sinfo included, runs against the real local
+// cluster in tests/slurm_submit_test.sh (case memory).
 #include "launcher/node_memory.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "configs/slurm_memory.h"
 
 namespace rm {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr double kMiB = 1024.0 * 1024;
+constexpr double kGiB = 1024.0 * kMiB;
 
-TEST(NodeMemory, SinfoGivesTheSmallestConfiguredNode) {
-  constexpr double kMiB = 1024.0 * 1024;
-  EXPECT_EQ(smallest_node_memory("64000\n8800+\n"), 8800 * kMiB);
-  EXPECT_EQ(smallest_node_memory("1\n"), 0) << "RealMemory not configured";
-  EXPECT_EQ(smallest_node_memory("1\n4096\n"), 4096 * kMiB);
-  EXPECT_EQ(smallest_node_memory(""), 0);
-  EXPECT_EQ(smallest_node_memory("sinfo: error: ...\n"), 0);
+SlurmPartitions two_partitions() {
+  return parse_sinfo_nodes(
+      "small1|debug|4|(null)|4000\nbig1|batch*|4|(null)|512000\nbig2|batch*|4|(null)|256000\n");
 }
 
 TEST(NodeMemory, WithoutAPartitionTheDefaultPartitionsNodesCount) {
-  constexpr double kMiB = 1024.0 * 1024;
-  // A small debug partition beside the default one: its nodes do not bound the default's jobs.
-  const std::string sinfo = "debug|16000\nbatch*|512000\nbatch*|256000+\n";
-  std::string name;
-  EXPECT_EQ(smallest_node_memory(memory_of_partition(sinfo, "", &name)), 256000 * kMiB);
-  EXPECT_EQ(name, "batch");
-  name.clear();
-  EXPECT_EQ(smallest_node_memory(memory_of_partition("a|100\nb|200\n", "", &name)), 100 * kMiB)
-      << "no default marked: every node";
-  EXPECT_EQ(name, "");
-  EXPECT_EQ(smallest_node_memory(memory_of_partition("debug|16000\n", "debug", &name)),
-            16000 * kMiB)
-      << "sinfo was asked for the partition";
+  ASSERT_EQ(std::getenv("SBATCH_PARTITION"), nullptr);
+  ASSERT_EQ(std::getenv("SBATCH_MEM_PER_NODE"), nullptr);
+  ClusterConfig cluster;
+  MemoryCapacity node = slurm_node_capacity(cluster, two_partitions());
+  EXPECT_EQ(node.host, 256000 * kMiB);
+  EXPECT_EQ(node.host_name, "the smallest node of the default partition batch (sinfo)");
+  cluster.partition = "debug";
+  node = slurm_node_capacity(cluster, two_partitions());
+  EXPECT_EQ(node.host, 4000 * kMiB);
+  EXPECT_EQ(node.host_name, "the smallest node of partition debug (sinfo)");
+  EXPECT_EQ(slurm_node_capacity(cluster, SlurmPartitions{}).host, 0) << "sinfo could not tell";
+}
+
+TEST(NodeMemory, SbatchsEnvironmentWinsOverTheJobFile) {
+  ClusterConfig cluster;
+  cluster.partition = "batch";
+  cluster.memory_per_node = "64G";
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 64 * kGiB) << "--mem first";
+  ::setenv("SBATCH_MEM_PER_NODE", "8G", 1);
+  MemoryCapacity node = slurm_node_capacity(cluster, two_partitions());
+  EXPECT_EQ(node.host, 8 * kGiB);
+  EXPECT_EQ(node.host_name, "a node (SBATCH_MEM_PER_NODE=8G in the environment)");
+  ::setenv("SBATCH_MEM_PER_NODE", "lots", 1);
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 0) << "sbatch refuses it";
+  ::unsetenv("SBATCH_MEM_PER_NODE");
+  cluster.memory_per_node.clear();
+  ::setenv("SBATCH_PARTITION", "debug", 1);
+  node = slurm_node_capacity(cluster, two_partitions());
+  EXPECT_EQ(node.host, 4000 * kMiB);
+  EXPECT_EQ(node.host_name,
+            "the smallest node of partition debug (SBATCH_PARTITION=debug) (sinfo)");
+  ::unsetenv("SBATCH_PARTITION");
 }
 
 TEST(NodeMemory, SlurmSizesAreMegabytesUnlessSuffixed) {

@@ -113,7 +113,7 @@ SlurmPartitions parse_sinfo_nodes(const std::string& sinfo_output) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const std::vector<std::string> f = split(line, '|');
-    const long long cpus = f.size() == 4 ? whole_number(f[2]) : -1;
+    const long long cpus = f.size() == 5 ? whole_number(f[2]) : -1;
     if (cpus < 0 || f[0].empty() || f[1].empty() || f[1] == "*") return {};  // not all readable
     std::string name = f[1];
     const bool is_default = name.back() == '*';
@@ -125,8 +125,10 @@ SlurmPartitions parse_sinfo_nodes(const std::string& sinfo_output) {
       seen.emplace_back();
     }
     if (seen[i].insert(f[0]).second) {
-      out.all[i].nodes.push_back(
-          {f[0], static_cast<int>(std::min(cpus, 1LL << 30)), gres_gpu_count(f[3])});
+      const long long megabytes = whole_number(f[4]);  // 1: Slurm's default, not configured
+      out.all[i].nodes.push_back({f[0], static_cast<int>(std::min(cpus, 1LL << 30)),
+                                  gres_gpu_count(f[3]),
+                                  megabytes > 1 ? megabytes * 1024.0 * 1024.0 : 0.0});
     }
   }
   return out;
@@ -178,13 +180,20 @@ bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra) {
   return false;
 }
 
-std::string sbatch_environment_override() {
+std::string submitted_partition(const ClusterConfig& cluster, std::string* from) {
   // Read by sbatch before the script's #SBATCH lines, and winning over them (man sbatch,
-  // INPUT ENVIRONMENT VARIABLES).
-  for (const char* name :
-       {"SBATCH_PARTITION", "SBATCH_CLUSTERS", "SLURM_CLUSTERS", "SBATCH_OVERCOMMIT", "SBATCH_GRES",
-        "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK", "SBATCH_CPUS_PER_GPU",
-        "SBATCH_THREADS_PER_CORE"}) {
+  // INPUT ENVIRONMENT VARIABLES); set but empty, sbatch ignores it.
+  const char* value = std::getenv("SBATCH_PARTITION");
+  const bool from_environment = value != nullptr && *value != '\0';
+  if (from != nullptr) *from = from_environment ? std::string("SBATCH_PARTITION=") + value : "";
+  return from_environment ? value : cluster.partition;
+}
+
+std::string sbatch_environment_override() {
+  // As SBATCH_PARTITION (submitted_partition).
+  for (const char* name : {"SBATCH_CLUSTERS", "SLURM_CLUSTERS", "SBATCH_OVERCOMMIT", "SBATCH_GRES",
+                           "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK",
+                           "SBATCH_CPUS_PER_GPU", "SBATCH_THREADS_PER_CORE"}) {
     const char* value = std::getenv(name);
     if (value != nullptr && *value != '\0') return name;
   }
@@ -194,15 +203,17 @@ std::string sbatch_environment_override() {
 std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartitions& partitions) {
   // Where the job may go, and the partition the message describes: the first listed, or the
   // default.
+  std::string from_environment;
+  const std::string partition = submitted_partition(cluster, &from_environment);
   std::vector<const SlurmPartition*> candidates;
   const SlurmPartition* described = nullptr;
-  if (cluster.partition.empty()) {
+  if (partition.empty()) {
     for (const SlurmPartition& p : partitions.all) {
       candidates.push_back(&p);
       if (p.is_default) described = &p;
     }
   } else {
-    for (const std::string& name : split(cluster.partition, ',')) {
+    for (const std::string& name : split(partition, ',')) {
       const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
                                   [&](const SlurmPartition& q) { return q.name == name; });
       if (p == partitions.all.end()) return "";  // sbatch refuses it in its own words
@@ -217,13 +228,46 @@ std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartiti
     if (refusal.empty()) return "";  // it holds the job, or may
     if (p == described) why = refusal;
   }
-  if (cluster.partition.empty() && candidates.size() > 1) {
+  const std::string listed = from_environment.empty() ? "cluster.partition" : "SBATCH_PARTITION";
+  if (partition.empty() && candidates.size() > 1) {
     why += "; no other partition of the cluster holds it either";
   } else if (candidates.size() > 1) {
-    why += candidates.size() == 2 ? "; nor does the other partition of cluster.partition"
-                                  : "; nor does any other partition of cluster.partition";
+    why += (candidates.size() == 2 ? "; nor does the other partition of "
+                                   : "; nor does any other partition of ") +
+           listed;
   }
+  if (!from_environment.empty()) why += " (" + from_environment + " in the environment)";
   return why + ": Slurm would never start the job";
+}
+
+double smallest_node_memory(const SlurmPartitions& partitions, const std::string& partition,
+                            std::string* described) {
+  std::vector<const SlurmPartition*> of;
+  if (partition.empty()) {
+    for (const SlurmPartition& p : partitions.all) {
+      if (p.is_default) of = {&p};
+    }
+    *described = of.empty() ? "the cluster" : "the default partition " + of.front()->name;
+    if (of.empty()) {
+      for (const SlurmPartition& p : partitions.all) of.push_back(&p);
+    }
+  } else {
+    // A comma list: the job may start in any of them.
+    *described = "partition " + partition;
+    for (const std::string& name : split(partition, ',')) {
+      const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
+                                  [&](const SlurmPartition& q) { return q.name == name; });
+      if (p == partitions.all.end()) return 0;  // sbatch refuses it in its own words
+      of.push_back(&*p);
+    }
+  }
+  double least = 0;
+  for (const SlurmPartition* p : of) {
+    for (const SlurmNode& node : p->nodes) {
+      if (node.memory > 0) least = least == 0 ? node.memory : std::min(least, node.memory);
+    }
+  }
+  return least;
 }
 
 SlurmPartitions query_slurm_partitions() {
@@ -231,12 +275,12 @@ SlurmPartitions query_slurm_partitions() {
   // one node of one partition, format or not (Slurm's sinfo; its man page says --Node is
   // ignored with --format, which is not what it does).
   const CapturedCommand sinfo =
-      capture_command("timeout 10 sinfo --all --Node --noheader --format='%N|%P|%c|%G'");
+      capture_command("timeout 10 sinfo --all --Node --noheader --format='%N|%P|%c|%G|%m'");
   if (sinfo.exit_code != 0) return {};
   SlurmPartitions partitions = parse_sinfo_nodes(sinfo.output);
+  if (partitions.all.empty()) return partitions;
   const CapturedCommand scontrol = capture_command("timeout 10 scontrol --all show partition -o");
-  if (scontrol.exit_code != 0) return {};
-  add_partition_limits(partitions, scontrol.output);
+  if (scontrol.exit_code == 0) add_partition_limits(partitions, scontrol.output);
   return partitions;
 }
 

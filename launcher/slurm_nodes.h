@@ -12,8 +12,8 @@
 // A refusal must never hit a job Slurm would run, so the check refuses only what no node of any
 // partition the job may go to can hold, whatever the nodes' state (a down or busy node can come
 // back), and passes whatever it cannot see:
-//  - the partitions: cluster.partition's (sbatch takes a comma list: each is tried), or, when
-//    it is empty, every partition sinfo lists (a site's job_submit plugin may route the job
+//  - the partitions: submitted_partition()'s (sbatch takes a comma list: each is tried), or,
+//    when it is empty, every partition sinfo lists (a site's job_submit plugin may route the job
 //    away from the default one; the message names the default's limits);
 //  - a partition with nodes sinfo does not list (FUTURE, or powered-down CLOUD nodes: slurmctld
 //    hides them, but they count in its TotalNodes) is not judged;
@@ -35,8 +35,9 @@ namespace rm {
 
 struct SlurmNode {
   std::string name;
-  int cpus = 0;  // sinfo's %c: CPUs Slurm schedules on the node
-  int gpus = 0;  // GPUs in its generic resources (%G)
+  int cpus = 0;       // sinfo's %c: CPUs Slurm schedules on the node
+  int gpus = 0;       // GPUs in its generic resources (%G)
+  double memory = 0;  // bytes of its RealMemory (%m, megabytes); 0 when not configured (1 MB)
 };
 
 struct SlurmPartition {
@@ -54,9 +55,10 @@ struct SlurmPartitions {
   std::vector<SlurmPartition> all;
 };
 
-// Parses `sinfo --Node --noheader --format=%N|%P|%c|%G` (sinfo marks the default partition with
-// '*'; with --Node each line is one node of one partition). Empty when any line is not of that
-// form: a partial picture could refuse a job Slurm would run.
+// Parses `sinfo --Node --noheader --format=%N|%P|%c|%G|%m` (sinfo marks the default partition
+// with '*'; with --Node each line is one node of one partition). Empty when any line is not of
+// that form (a memory that is not a whole number counts as not configured): a partial picture
+// could refuse a job Slurm would run.
 SlurmPartitions parse_sinfo_nodes(const std::string& sinfo_output);
 
 // Adds TotalNodes, MaxNodes and MaxCPUsPerNode from `scontrol show partition -o` (one line a
@@ -73,16 +75,33 @@ int gres_gpu_count(const std::string& gres);
 // job loader refuses them: configs/cluster_checks.cc).
 bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra);
 
-// The first SBATCH_*/SLURM_* variable set here that sbatch would let change the partition, the
-// cluster or a node's share (SBATCH_PARTITION, SLURM_CLUSTERS, ...), or "".
+// The partition sbatch will put the job in, as sbatch_extra's and cluster.partition's #SBATCH
+// line can be overridden: SBATCH_PARTITION's when set here (sbatch reads its environment before
+// the script and lets it win over the script's lines), else cluster.partition; "" for the
+// default. *from (if given): "SBATCH_PARTITION=VALUE" when it came from the environment, else "".
+std::string submitted_partition(const ClusterConfig& cluster, std::string* from = nullptr);
+
+// The first SBATCH_*/SLURM_* variable set here that sbatch would let change the cluster or a
+// node's share (SLURM_CLUSTERS, SBATCH_GRES, ...), or "". (Not SBATCH_PARTITION: the check takes
+// submitted_partition().)
 std::string sbatch_environment_override();
 
 // The refusal for `cluster` (without the file's name), naming the key (cluster.nodes,
-// cluster.cpus_per_task, cluster.tasks_per_node, cluster.gpus_per_node); empty when some
-// partition the job may go to holds it, or when that cannot be told (above).
+// cluster.cpus_per_task, cluster.tasks_per_node, cluster.gpus_per_node) and SBATCH_PARTITION
+// when the partition is its; empty when some partition the job may go to holds it, or when
+// that cannot be told (above).
 std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartitions& partitions);
 
-// Asks sinfo and scontrol (10 s each at most); empty when either cannot tell.
+// The smallest RealMemory, in bytes, of the nodes of `partition` (a comma list: of all of
+// them), or of the default partition when it is empty (of every node when none is marked
+// default); 0 when none of them declares its memory or a partition named is not listed.
+// *described: what the figure is of, for messages ("partition gpu", "the default partition
+// batch", "the cluster").
+double smallest_node_memory(const SlurmPartitions& partitions, const std::string& partition,
+                            std::string* described);
+
+// Asks sinfo and scontrol (10 s each at most), once for both submit checks: the nodes are empty
+// when sinfo cannot tell, the partitions' limits unknown (-1) when scontrol cannot.
 SlurmPartitions query_slurm_partitions();
 
 }  // namespace rm

@@ -13,11 +13,11 @@ namespace {
 
 // Two partitions sharing node1-2; gpu has a larger node3 with GPUs.
 constexpr const char* kSinfo =
-    "node1|debug*|4|(null)\n"
-    "node1|gpu|4|(null)\n"
-    "node2|debug*|4|(null)\n"
-    "node2|gpu|4|(null)\n"
-    "node3|gpu|64|gpu:h100:8(S:0-1),shard:16\n";
+    "node1|debug*|4|(null)|16000\n"
+    "node1|gpu|4|(null)|16000\n"
+    "node2|debug*|4|(null)|8000\n"
+    "node2|gpu|4|(null)|8000\n"
+    "node3|gpu|64|gpu:h100:8(S:0-1),shard:16|512000\n";
 
 std::string scontrol_line(const std::string& name, int total, const std::string& max_nodes,
                           const std::string& max_cpus) {
@@ -61,7 +61,7 @@ TEST(SlurmNodes, GpusAreCountedFromGenericResources) {
 }
 
 TEST(SlurmNodes, SinfoGivesEachPartitionsNodesOnceAndItsDefault) {
-  const SlurmPartitions p = cluster_of(kSinfo + std::string("node3|gpu|64|gpu:8\n"));
+  const SlurmPartitions p = cluster_of(kSinfo + std::string("node3|gpu|64|gpu:8|512000\n"));
   ASSERT_EQ(p.all.size(), 2u);
   EXPECT_EQ(p.all[0].name, "debug");
   EXPECT_TRUE(p.all[0].is_default);
@@ -75,12 +75,43 @@ TEST(SlurmNodes, SinfoGivesEachPartitionsNodesOnceAndItsDefault) {
 
 TEST(SlurmNodes, AnythingUnreadableJudgesNothing) {
   for (const char* odd : {"sinfo: error: Unable to contact slurm controller\n",
-                          "node4|gpu|4+|(null)\n", "node4|gpu|4\n", "|gpu|4|(null)\n"}) {
+                          "node4|gpu|4+|(null)|1\n", "node4|gpu|4|(null)\n", "|gpu|4|(null)|1\n"}) {
     EXPECT_TRUE(parse_sinfo_nodes(kSinfo + std::string(odd)).all.empty()) << odd;
   }
   EXPECT_EQ(slurm_shape_refusal(shape(9, 99, 99, 99), SlurmPartitions{}), "");
   // No scontrol figures: TotalNodes unknown.
   EXPECT_EQ(slurm_shape_refusal(shape(9, 1), cluster_of(kSinfo, "")), "");
+}
+
+TEST(SlurmNodes, ANodesMemoryIsItsRealMemory) {
+  constexpr double kMiB = 1024.0 * 1024;
+  const SlurmPartitions p =
+      cluster_of(kSinfo + std::string("node4|debug*|4|(null)|1\nnode5|debug*|4|(null)|N/A\n"));
+  ASSERT_EQ(p.all[0].nodes.size(), 4u);
+  EXPECT_EQ(p.all[0].nodes[0].memory, 16000 * kMiB);
+  EXPECT_EQ(p.all[0].nodes[2].memory, 0) << "RealMemory=1: Slurm's default, not configured";
+  EXPECT_EQ(p.all[0].nodes[3].memory, 0) << "not a figure: not known, the line still read";
+}
+
+TEST(SlurmNodes, TheSmallestNodeIsOfThePartitionTheJobGoesTo) {
+  constexpr double kMiB = 1024.0 * 1024;
+  const SlurmPartitions p = cluster_of();
+  std::string of;
+  // A small debug partition beside the default one: its nodes do not bound the default's jobs.
+  const SlurmPartitions batch = cluster_of(
+      "small1|debug|4|(null)|4000\nbig1|batch*|4|(null)|512000\nbig2|batch*|4|(null)|256000\n");
+  EXPECT_EQ(smallest_node_memory(batch, "", &of), 256000 * kMiB);
+  EXPECT_EQ(of, "the default partition batch");
+  EXPECT_EQ(smallest_node_memory(batch, "debug", &of), 4000 * kMiB);
+  EXPECT_EQ(of, "partition debug");
+  EXPECT_EQ(smallest_node_memory(batch, "batch,debug", &of), 4000 * kMiB) << "either may start it";
+  EXPECT_EQ(smallest_node_memory(p, "nosuch", &of), 0) << "sbatch says so itself";
+  EXPECT_EQ(smallest_node_memory(SlurmPartitions{}, "", &of), 0) << "sinfo could not tell";
+  const SlurmPartitions none_default = cluster_of("a|p|4|(null)|300\nb|q|4|(null)|200\n");
+  EXPECT_EQ(smallest_node_memory(none_default, "", &of), 200 * kMiB);
+  EXPECT_EQ(of, "the cluster");
+  EXPECT_EQ(smallest_node_memory(cluster_of("a|p*|4|(null)|1\n"), "", &of), 0)
+      << "no node declares its memory";
 }
 
 TEST(SlurmNodes, APartitionWithNodesSinfoDoesNotListIsNotJudged) {
@@ -157,14 +188,34 @@ TEST(SlurmNodes, ThePartitionsLimitsAreJudgedToo) {
 
 TEST(SlurmNodes, SbatchsEnvironmentThatOverridesTheScriptSkipsTheCheck) {
   ASSERT_EQ(sbatch_environment_override(), "") << "the test's own environment sets one";
-  ::setenv("SBATCH_PARTITION", "gpu", 1);
-  EXPECT_EQ(sbatch_environment_override(), "SBATCH_PARTITION");
-  ::setenv("SBATCH_PARTITION", "", 1);
+  ::setenv("SBATCH_GRES", "gpu:8", 1);
+  EXPECT_EQ(sbatch_environment_override(), "SBATCH_GRES");
+  ::setenv("SBATCH_GRES", "", 1);
   EXPECT_EQ(sbatch_environment_override(), "") << "set but empty: sbatch ignores it";
-  ::unsetenv("SBATCH_PARTITION");
+  ::unsetenv("SBATCH_GRES");
   ::setenv("SLURM_CLUSTERS", "other", 1);
   EXPECT_EQ(sbatch_environment_override(), "SLURM_CLUSTERS");
   ::unsetenv("SLURM_CLUSTERS");
+}
+
+TEST(SlurmNodes, SbatchPartitionInTheEnvironmentIsThePartitionJudged) {
+  ASSERT_EQ(std::getenv("SBATCH_PARTITION"), nullptr) << "the test's own environment sets it";
+  const SlurmPartitions p = cluster_of();
+  std::string from;
+  EXPECT_EQ(submitted_partition(shape(1, 1, 0, 0, "gpu"), &from), "gpu");
+  EXPECT_EQ(from, "");
+  ::setenv("SBATCH_PARTITION", "debug", 1);
+  EXPECT_EQ(submitted_partition(shape(1, 1, 0, 0, "gpu"), &from), "debug") << "it wins";
+  EXPECT_EQ(from, "SBATCH_PARTITION=debug");
+  EXPECT_EQ(sbatch_environment_override(), "") << "judged, not skipped";
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 8, "gpu"), p),
+            "cluster.gpus_per_node: 8, but no node of partition debug (sinfo) has a GPU "
+            "(SBATCH_PARTITION=debug in the environment)" +
+                std::string(kNever));
+  ::setenv("SBATCH_PARTITION", "", 1);
+  EXPECT_EQ(submitted_partition(shape(1, 1, 0, 0, "gpu"), &from), "gpu") << "empty: ignored";
+  EXPECT_EQ(slurm_shape_refusal(shape(1, 1, 0, 8, "gpu"), p), "");
+  ::unsetenv("SBATCH_PARTITION");
 }
 
 TEST(SlurmNodes, SbatchExtraThatReshapesANodesShareSkipsTheCheck) {

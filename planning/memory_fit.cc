@@ -1,6 +1,7 @@
 #include "planning/memory_fit.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "configs/config_error.h"
 
@@ -46,6 +47,15 @@ std::vector<int> micro_batches(const JobConfig& job, int ranks) {
   return out;
 }
 
+// The train.eval_batches that keeps the job's validation windows at micro-batch `mb` (Variant).
+int eval_batches_keeping_validation(const JobConfig& job, int mb) {
+  const TrainConfig& t = job.train;
+  const bool validated = !job.data.val.empty() || job.data.val_fraction > 0;
+  if (!validated || t.eval_batches == 0 || mb == t.micro_batch) return 0;
+  const long long windows = static_cast<long long>(t.eval_batches) * t.micro_batch;
+  return windows % mb == 0 && windows / mb <= INT_MAX ? static_cast<int>(windows / mb) : 0;
+}
+
 // The knobs a variant of the job turns.
 constexpr unsigned kShard = 1, kMicroBatch = 2, kAsync = 4, kRanks = 8, kRecompute = 16,
                    kChunks = 32, kKnobSets = 64;
@@ -53,6 +63,10 @@ constexpr unsigned kShard = 1, kMicroBatch = 2, kAsync = 4, kRanks = 8, kRecompu
 struct Variant {
   int mode = 0, micro_batch = 0, ranks = 0;
   int chunk_tokens = 0;  // model.classifier_chunk_tokens; 0: all of a micro-batch's at once
+  // With another micro_batch: the train.eval_batches that keeps the validation set (the first
+  // eval_batches x micro_batch windows), so that val_loss compares with the job's and a run
+  // resumes with it (base/run_dir.h); 0 when there is none to keep or no whole number keeps it.
+  int eval_batches = 0;
   unsigned changed = 0;  // kShard | kMicroBatch | kAsync | kRanks | kRecompute | kChunks
   Need need;
 };
@@ -134,6 +148,7 @@ std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host
           v.micro_batch = mb;
           v.ranks = r;
           v.chunk_tokens = k.chunk_tokens;
+          v.eval_batches = eval_batches_keeping_validation(job, mb);
           v.changed = (mode != mode0 ? kShard : 0u) |
                       (mb != job.train.micro_batch ? kMicroBatch : 0u) |
                       (k.async != job.checkpoint.async ? kAsync : 0u) |
@@ -158,6 +173,9 @@ std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
                                       choice_name(static_cast<ShardMode>(v.mode)));
   if (v.changed & kMicroBatch) {
     keys.push_back("train.micro_batch: " + std::to_string(v.micro_batch));
+    if (v.eval_batches > 0) {
+      keys.push_back("train.eval_batches: " + std::to_string(v.eval_batches));
+    }
   }
   if (v.changed & kAsync) keys.push_back("checkpoint.async: false");
   if (v.changed & kRecompute) keys.push_back("model.recompute: true");

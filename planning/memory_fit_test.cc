@@ -61,6 +61,8 @@ bool apply(const std::string& suggestion, JobConfig& job) {
       job.parallel.shard = choice_of<ShardMode>(value);
     } else if (key == "train.micro_batch") {
       job.train.micro_batch = std::stoi(value);
+    } else if (key == "train.eval_batches") {
+      job.train.eval_batches = std::stoi(value);
     } else if (key == "checkpoint.async") {
       job.checkpoint.async = value == "true";
     } else if (key == "model.recompute") {
@@ -98,7 +100,7 @@ TEST(MemoryFit, TooLargeIsRefusedWithTheEstimateAndChangesThatEachFit) {
   ASSERT_NE(msg, "");
   for (const char* part : {"job.yaml: needs ~", " per rank (parameters ", ", activations ",
                            " x 2 ranks on this host = ", "; this host has ",
-                           ". It would fit with: ", "train.micro_batch: 8 ("}) {
+                           ". It would fit with: ", "train.micro_batch: 8 "}) {
     EXPECT_NE(msg.find(part), std::string::npos) << part << " in\n" << msg;
   }
   const std::vector<std::string> ways = memory_fit_suggestions(job, 2, 2, ComputeKind::kCpu, c);
@@ -112,6 +114,31 @@ TEST(MemoryFit, TooLargeIsRefusedWithTheEstimateAndChangesThatEachFit) {
     EXPECT_EQ(changed.train.global_batch % (changed.train.micro_batch * 2), 0) << w;
   }
   EXPECT_GT(applied, 0);
+}
+
+TEST(MemoryFit, ASmallerMicroBatchKeepsTheValidationSet) {
+  // The validation set is eval_batches x micro_batch windows: 8 x 16 here. A run in a directory
+  // resumes with another micro_batch only if the product stays (base/run_dir.h).
+  JobConfig job = job_of(512, 8, 16, 32);
+  JobConfig half = job;
+  half.train.micro_batch = 8;
+  MemoryCapacity c;
+  c.host = (host_need(half, 2, 2) + host_need(job, 2, 2)) / 2;
+  ASSERT_EQ(job.train.eval_batches, 8);
+  const std::string msg = refusal(job, 2, 2, ComputeKind::kCpu, c);
+  EXPECT_NE(msg.find("train.micro_batch: 8 and train.eval_batches: 16 ("), std::string::npos)
+      << msg;
+  for (const std::string& w : memory_fit_suggestions(job, 2, 2, ComputeKind::kCpu, c)) {
+    JobConfig changed = job;
+    if (!apply(w, changed)) continue;
+    EXPECT_EQ(changed.train.eval_batches * changed.train.micro_batch, 8 * 16) << w;
+  }
+  // No validation data, or none evaluated: nothing to keep, nothing said.
+  job.data.val_fraction = 0;
+  EXPECT_EQ(refusal(job, 2, 2, ComputeKind::kCpu, c).find("eval_batches"), std::string::npos);
+  job.data.val_fraction = 0.1;
+  job.train.eval_batches = 0;
+  EXPECT_EQ(refusal(job, 2, 2, ComputeKind::kCpu, c).find("eval_batches"), std::string::npos);
 }
 
 TEST(MemoryFit, ShardingIsSuggestedWhenTheModelStateDominates) {

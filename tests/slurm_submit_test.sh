@@ -365,6 +365,10 @@ PY
       --set cluster.cpus_per_task=16
     refused_shape "cluster.gpus_per_node: 1, but no node of partition urgent (sinfo) has a GPU" \
       --set cluster.gpus_per_node=1 --set parallel.backend=cpu --set cluster.partition=urgent
+    # sbatch lets SBATCH_PARTITION win over the script's partition: the partition judged is its.
+    SBATCH_PARTITION=debug refused_shape \
+      "cluster.nodes: 3, but partition debug (sinfo) has 2 nodes (SBATCH_PARTITION=debug in the environment)" \
+      --set cluster.nodes=3 --set train.global_batch=12 --set cluster.partition=urgent
     # One that fits: the script asks Slurm for the memory, and the job runs to the end.
     submit --set cluster.memory_per_node=2G
     grep -q " of 2.00 GiB on a node (cluster.memory_per_node: 2G)" <<<"$submit_out" ||
