@@ -1,9 +1,9 @@
 // Pins: a reader of a checkpoint keeps a live run's retention from removing it while it reads.
 //
-// `eval`, `sample`, `export` and `ckpt inspect` of a run that is still training read its newest
-// checkpoint, and with checkpoint.keep: 1 the run's next save makes retention (retention.h) remove
-// exactly that one. Readers used to see it vanish mid-read and report it as damaged (a few reads
-// in a hundred under frequent saves). Now:
+// `eval`, `sample`, `export`, `ckpt inspect` and model.init_from (worker/initial_weights.h) of a
+// run that is still training read its newest checkpoint, and with checkpoint.keep: 1 the run's
+// next save makes retention (retention.h) remove exactly that one. Readers used to see it vanish
+// mid-read and report it as damaged (a few reads in a hundred under frequent saves). Now:
 //   - a reader takes a CheckpointPin on the checkpoint's directory before it reads it (flock
 //     LOCK_SH on the directory itself) and holds it until it is done;
 //   - retention removes a checkpoint only once claim_for_removal() got LOCK_EX | LOCK_NB on it,

@@ -13,13 +13,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
+#include "checkpoint/checkpoint_pin.h"
 #include "testing/temp_dir.h"
 #include "tests/background_cli.h"
 #include "tests/cli_runner.h"
@@ -103,18 +106,29 @@ TEST_F(InitFromCli, ARunDirectoryOnTwoRanksGivesItsWeightsExactly) {
 // checkpoint can change between one rank opening it and the next. Every rank reads the one rank
 // 0 found: here rank 1 waits 4 s before it opens the source (RM_TEST_FAULT=slowinit), and
 // meanwhile the source gains a newer committed checkpoint that is broken (step 30's files under
-// step 40's name, a shard cut short), which would stop the run if rank 1 looked again.
+// step 40's name, a shard cut short), which would stop the run if rank 1 looked again. Nor may
+// the source's retention remove the one found meanwhile (checkpoint.keep: 1 removes it at the
+// next save): rank 0 keeps it pinned until rank 1 has opened it.
 TEST_F(InitFromCli, EveryRankReadsTheCheckpointRankZeroFound) {
   namespace fs = std::filesystem;
   const test::Child run =
       test::spawn_cli("run " + job_ + " --nproc 2" + frozen(dir_, "p", dir_.file("source")),
                       dir_.path(), "p", "RM_TEST_FAULT=slowinit:1:4000");
-  const bool rank0_read = test::wait_for_text(dir_.file("p/events.jsonl"), "\"initialized\"");
+  // Rank 1 got rank 0's choice and sleeps; rank 0, whose own read takes milliseconds, waits.
+  const bool rank1_sleeps = test::wait_for_text(run.err, "[rank 1] RM_TEST_FAULT: slowinit");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const std::string found = dir_.file("source/checkpoints/step_00000030");
+  io::Fd claim;
+  const bool removable = claim_for_removal(found, &claim);
+  claim = io::Fd();
   const std::string newer = dir_.file("source/checkpoints/step_00000040");
-  fs::copy(dir_.file("source/checkpoints/step_00000030"), newer);
+  fs::copy(found, newer);
   fs::resize_file(newer + "/shard_00000.bin", 1000);
   ASSERT_EQ(test::wait_exit(run), 0) << slurp(run.err);
-  ASSERT_TRUE(rank0_read);
+  ASSERT_TRUE(rank1_sleeps) << slurp(run.err);
+  EXPECT_FALSE(removable) << "retention could remove the checkpoint rank 1 had yet to read";
+  EXPECT_TRUE(claim_for_removal(found, &claim)) << "a pin outlived the run";
+  claim = io::Fd();  // a pin waits for a claim: the run below would wait for ever
   EXPECT_NE(slurp(run.err).find("[rank 1] RM_TEST_FAULT: slowinit, 4000 ms"), std::string::npos)
       << slurp(run.err);
   EXPECT_TRUE(same(payload(dir_.file("p/weights.bin")), payload(dir_.file("source/weights.bin"))));

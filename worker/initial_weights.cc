@@ -76,8 +76,17 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
                                const std::string& pinned)
     : path_(path), source_(path), layout_(layout) {
   try {
-    source_ = pinned.empty() ? resolve() : pinned;
     std::error_code ec;
+    // A checkpoint pinned before it is opened. One that a live source run's retention renamed
+    // away between being chosen and being pinned: what the path stands for now, if it stands
+    // for something else (a run directory's newest checkpoint, a link's target); a few times,
+    // since each try finds a newer checkpoint.
+    for (int tries = 1;; ++tries) {
+      source_ = pinned.empty() ? resolve() : pinned;
+      if (!fs::is_directory(source_, ec)) break;
+      pin_ = CheckpointPin::take(source_);
+      if (pin_ || !pinned.empty() || source_ == path_ || tries == 5) break;
+    }
     const fs::file_status st = fs::status(source_, ec);
     if (ec || !fs::exists(st)) {
       fail(pinned.empty() ? "no such file or directory" : source_ + ": no such file or directory");

@@ -30,7 +30,12 @@
 // What a run directory or a link resolves to can change while a job starts, where the source
 // run is still training: source() names what was opened, so that the ranks of a job read one
 // source whatever they find later (the trainer's rank 0 opens the source and gives the others
-// its source() to open as `pinned`).
+// its source() to open as `pinned`). And the source run's retention may remove that checkpoint
+// (checkpoint.keep: 1 removes it at its next save): a checkpoint source is pinned
+// (checkpoint/checkpoint_pin.h) from when it is chosen for as long as this object lives, and the
+// trainer's ranks keep theirs until every rank holds its own. One removed between being chosen
+// and being pinned is chosen again (a run directory or a link: the run has a newer one by then).
+
 //
 // Errors are InitialWeightsError, an InputError (exit 2): "model.init_from: PATH: what is wrong".
 // Not thread-safe; blocking file I/O.
@@ -39,12 +44,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/input_error.h"
+#include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
@@ -125,6 +132,7 @@ class InitialWeights {
   std::string description_;
   std::string crop_note_;  // "wpe: the first 256 of its 1024 rows", when cropped
   std::unique_ptr<CheckpointReader> checkpoint_;
+  std::optional<CheckpointPin> pin_;  // on a checkpoint source, while this lives
   SafetensorsHeader safetensors_;
   std::string tied_head_;       // safetensors: the name of an lm_head.weight to compare with wte
   std::unique_ptr<LlmcModelFile> llmc_;  // an llm.c file's header; null for other sources

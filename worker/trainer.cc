@@ -475,7 +475,9 @@ void Trainer::load_initial_weights() {
     // Every piece is checked as it is read (the launcher checked every checksum too, before
     // the ranks started: check_job). A run directory's newest checkpoint, or where
     // checkpoints/best points, may change while the ranks start (the source run still
-    // training): rank 0 resolves the source once and the others open what it found.
+    // training): rank 0 resolves the source once and the others open what it found. Each
+    // rank's source pins a checkpoint from retention while it lives, and rank 0 keeps its own
+    // until every rank has opened (the barrier): the source run cannot remove it in between.
     const std::string& from = job_.model.init_from;
     std::unique_ptr<InitialWeights> source;
     if (comm_.rank() == 0) {
@@ -489,6 +491,7 @@ void Trainer::load_initial_weights() {
       source = std::make_unique<InitialWeights>(from, job_.model, model_->layout(),
                                                 VerifyLevel::kStructure, pinned);
     }
+    host_comm_.barrier();
     state_->load_params(
         [&](size_t begin, size_t end, float* dst) { source->read(begin, end, dst); });
     if (comm_.rank() == 0) {
