@@ -47,6 +47,17 @@ constexpr double kCudaLibraries = 152 * kMiB;
 // showed 9.14 GiB in use at GPT-2 124M's shape with 16 sequences, context included.)
 constexpr double kCudaContext = 512 * kMiB;
 
+// cuDNN's fused attention (kernels/cuda/cudnn_sdpa.h), which the cuda backend takes for bf16
+// wherever the flash kernels apply (a superset of their head sizes) and cuDNN is there, plans a
+// workspace per shape (deterministic backward: RM_CUDNN_ATTENTION unset or 1). Measured once: 384
+// MiB at GPT-2 124M's shape with 16 sequences (T 1024, 12 heads of 64; cuDNN 9.19 on an H200,
+// 2026-11-30: 9.52 GiB in use against 9.14 GiB without it, docs/gpu.md) -- 8 times the float
+// [B,H,T,hs] of dQ, i.e. one such partial per 128 keys, which is how it is scaled here: a one-point
+// model, counted wherever cuDNN may be taken (a GPU without cuDNN then has this much to spare).
+double cudnn_attention_workspace(double micro_batch, double seq_len, double width) {
+  return 4 * micro_batch * seq_len * width * std::ceil(seq_len / 128);
+}
+
 struct Shape {
   bool gpt;
   double V, T, C, H, W, KE;  // vocab, seq_len, width, heads; mlp: width, context x embed
@@ -342,9 +353,10 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
     // sequence (the materialised path only), per-row losses (of the rows the classifier
     // takes at once), the column sums' partials (at most 4C columns, one partial per 256
     // rows) and the embedding backward's token sort (3 int arrays, cub's temporary storage
-    // counted as a fourth).
+    // counted as a fourth); and cuDNN's attention workspace where it may run.
     device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.logit_rows * 8 +
-                     std::ceil(s.rows / 256) * 4 * model.width * 4 + 4 * s.rows * 4;
+                     std::ceil(s.rows / 256) * 4 * model.width * 4 + 4 * s.rows * 4 +
+                     (flash ? cudnn_attention_workspace(mb, s.T, s.C) : 0);
     m.activations += device_scratch;
   }
 

@@ -284,5 +284,19 @@ TEST(MemoryFit, OnAGpuTheGpuIsChecked) {
   EXPECT_NE(s.find("no GPU visible here: not checked"), std::string::npos) << s;
 }
 
+// The GPU figure against the one measurement there is: GPT-2 124M's shape, bf16, 16 sequences
+// a step, `bench train` on one H200 (2026-11-30, docs/gpu.md): 9.52 GiB in use, CUDA's context
+// and cuDNN's attention workspace (384 MiB) among them.
+TEST(MemoryFit, TheGpuFigureAtGpt2sShapeIsTheOneMeasured) {
+  JobConfig job = job_of(768, 12, 16, 16);
+  job.model.vocab_size = 50257;
+  job.model.seq_len = 1024;
+  job.model.heads = 12;
+  job.parallel.precision = Precision::kBf16;
+  const double device = estimate_memory(job, 1, ComputeKind::kCuda).device;
+  EXPECT_GT(device, 0.97 * 9.52 * kGiB) << device / kGiB << " GiB";
+  EXPECT_LT(device, 1.05 * 9.52 * kGiB) << device / kGiB << " GiB";
+}
+
 }  // namespace
 }  // namespace rm
