@@ -51,11 +51,13 @@ constexpr double kCudaContext = 512 * kMiB;
 // wherever the flash kernels apply (a superset of their head sizes) and cuDNN is there, plans a
 // workspace per shape (deterministic backward: RM_CUDNN_ATTENTION unset or 1). Measured once: 384
 // MiB at GPT-2 124M's shape with 16 sequences (T 1024, 12 heads of 64; cuDNN 9.19 on an H200,
-// 2026-11-30: 9.52 GiB in use against 9.14 GiB without it, docs/gpu.md) -- 8 times the float
-// [B,H,T,hs] of dQ, i.e. one such partial per 128 keys, which is how it is scaled here: a one-point
-// model, counted wherever cuDNN may be taken (a GPU without cuDNN then has this much to spare).
+// 2026-11-30: 9.52 GiB in use against 9.14 GiB without it, docs/gpu.md): 8 times the float
+// [B,H,T,hs] of dQ. Scaled here as dQ is, with the tokens and the width: a one-point model. (It
+// may be one partial dQ per 128 keys, which would grow with T as well; nothing measured says so,
+// and counting that would refuse long-context jobs on a guess.) Counted wherever cuDNN may be
+// taken: a GPU without cuDNN then has this much to spare.
 double cudnn_attention_workspace(double micro_batch, double seq_len, double width) {
-  return 4 * micro_batch * seq_len * width * std::ceil(seq_len / 128);
+  return 8 * 4 * micro_batch * seq_len * width;
 }
 
 struct Shape {
