@@ -52,8 +52,42 @@ TEST(NodeMemory, SbatchsEnvironmentWinsOverTheJobFile) {
   node = slurm_node_capacity(cluster, two_partitions());
   EXPECT_EQ(node.host, 4000 * kMiB);
   EXPECT_EQ(node.host_name,
-            "the smallest node of partition debug (SBATCH_PARTITION=debug) (sinfo)");
+            "the smallest node of partition debug (sinfo; SBATCH_PARTITION=debug in the "
+            "environment)");
   ::unsetenv("SBATCH_PARTITION");
+}
+
+TEST(NodeMemory, SbatchDropsSbatchMemPerNodeForMemoryACpu) {
+  ClusterConfig cluster;
+  ::setenv("SBATCH_MEM_PER_NODE", "8G", 1);
+  cluster.sbatch_extra = {"--mem-per-cpu=4G"};
+  MemoryCapacity node = slurm_node_capacity(cluster, two_partitions());
+  EXPECT_EQ(node.host, 256000 * kMiB) << "the nodes' own memory, not 8G";
+  cluster.sbatch_extra.clear();
+  ::setenv("SBATCH_MEM_PER_NODE", "0", 1);
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 256000 * kMiB)
+      << "--mem=0: the whole node";
+  ::unsetenv("SBATCH_MEM_PER_NODE");
+}
+
+TEST(NodeMemory, AJobNotBoundToAnyNodeOfThePartitionIsNotJudgedBySinfo) {
+  ClusterConfig cluster;
+  cluster.partition = "debug";
+  ASSERT_GT(slurm_node_capacity(cluster, two_partitions()).host, 0);
+  // Kept to some nodes: their smallest may be larger than the partition's.
+  cluster.sbatch_extra = {"--constraint=bigmem"};
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 0);
+  // Sent to another cluster, whose nodes sinfo here does not list.
+  cluster.sbatch_extra = {"--clusters=other"};
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 0);
+  cluster.sbatch_extra.clear();
+  ::setenv("SLURM_CLUSTERS", "other", 1);
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 0);
+  ::unsetenv("SLURM_CLUSTERS");
+  // --mem is asked of whichever nodes it lands on: still judged.
+  cluster.sbatch_extra = {"--constraint=bigmem"};
+  cluster.memory_per_node = "64G";
+  EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 64 * kGiB);
 }
 
 TEST(NodeMemory, SlurmSizesAreMegabytesUnlessSuffixed) {

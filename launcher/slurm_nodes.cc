@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <initializer_list>
 #include <sstream>
 #include <unordered_set>
 
@@ -150,52 +151,69 @@ void add_partition_limits(SlurmPartitions& partitions, const std::string& scontr
   }
 }
 
-bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra) {
-  // The partition, node count, tasks and CPUs a task are keys of their own: the job loader
-  // refuses them in sbatch_extra (configs/cluster_checks.cc). These are the ones it lets pass
-  // that change where the job may go or what a node must give it. (--overcommit: one CPU a
-  // node, whatever the tasks.)
-  static const char* const kReshaping[] = {"--gpus",
-                                           "--gres",
-                                           "--gpus-per-task",
-                                           "--gpus-per-socket",
-                                           "--cpus-per-gpu",
-                                           "--tres-per-task",
-                                           "--mincpus",
-                                           "--ntasks-per-gpu",
-                                           "--overcommit",
-                                           "--clusters",
-                                           "--cluster-constraint",
-                                           "--sockets-per-node",
-                                           "--cores-per-socket",
-                                           "--threads-per-core"};
+namespace {
+
+// Whether an item of sbatch_extra is one of `names`, or an abbreviation of one: sbatch takes any
+// unambiguous abbreviation of a long option ("--gre=gpu:4"), and one that could stand for several
+// counts as each.
+bool sbatch_extra_has(const std::vector<std::string>& sbatch_extra,
+                      std::initializer_list<const char*> names) {
   for (const std::string& item : sbatch_extra) {
     const std::string option = item.substr(0, item.find_first_of("= \t"));
     if (option.size() < 4 || option.rfind("--", 0) != 0) continue;
-    for (const char* name : kReshaping) {
-      // sbatch takes any unambiguous abbreviation of a long option ("--gre=gpu:4").
+    for (const char* name : names) {
       if (std::string(name).rfind(option, 0) == 0) return true;
     }
   }
   return false;
 }
 
+// Set at all, empty included: sbatch reads every variable of its list that is set, and an empty
+// one turns a flag on (man sbatch, INPUT ENVIRONMENT VARIABLES).
+bool set_here(const char* name) {
+  return std::getenv(name) != nullptr;
+}
+
+}  // namespace
+
+bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra) {
+  // The partition, node count, tasks and CPUs a task are keys of their own: the job loader
+  // refuses them in sbatch_extra (configs/cluster_checks.cc). These are the ones it lets pass
+  // that change where the job may go or what a node must give it. (--overcommit: one CPU a
+  // node, whatever the tasks.)
+  return sbatch_extra_has(
+      sbatch_extra,
+      {"--gpus", "--gres", "--gpus-per-task", "--gpus-per-socket", "--cpus-per-gpu",
+       "--tres-per-task", "--mincpus", "--ntasks-per-gpu", "--overcommit", "--clusters",
+       "--cluster-constraint", "--sockets-per-node", "--cores-per-socket", "--threads-per-core"});
+}
+
+bool sbatch_extra_narrows_nodes(const std::vector<std::string>& sbatch_extra) {
+  return sbatch_extra_has(sbatch_extra,
+                          {"--constraint", "--nodelist", "--exclude", "--nodefile"}) ||
+         set_here("SBATCH_CONSTRAINT");
+}
+
+bool sbatch_extra_sets_memory(const std::vector<std::string>& sbatch_extra) {
+  return sbatch_extra_has(sbatch_extra, {"--mem-per-cpu", "--mem-per-gpu"});
+}
+
 std::string submitted_partition(const ClusterConfig& cluster, std::string* from) {
-  // Read by sbatch before the script's #SBATCH lines, and winning over them (man sbatch,
-  // INPUT ENVIRONMENT VARIABLES); set but empty, sbatch ignores it.
+  // Read by sbatch after the script's #SBATCH lines, and winning over them (man sbatch, INPUT
+  // ENVIRONMENT VARIABLES). Set but empty, it still replaces the script's partition: the job
+  // goes to the default one.
   const char* value = std::getenv("SBATCH_PARTITION");
-  const bool from_environment = value != nullptr && *value != '\0';
-  if (from != nullptr) *from = from_environment ? std::string("SBATCH_PARTITION=") + value : "";
-  return from_environment ? value : cluster.partition;
+  if (from != nullptr) *from = value != nullptr ? std::string("SBATCH_PARTITION=") + value : "";
+  return value != nullptr ? value : cluster.partition;
 }
 
 std::string sbatch_environment_override() {
-  // As SBATCH_PARTITION (submitted_partition).
-  for (const char* name : {"SBATCH_CLUSTERS", "SLURM_CLUSTERS", "SBATCH_OVERCOMMIT", "SBATCH_GRES",
-                           "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK",
-                           "SBATCH_CPUS_PER_GPU", "SBATCH_THREADS_PER_CORE"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') return name;
+  // As SBATCH_PARTITION (submitted_partition), these win over the script; set at all, they count.
+  for (const char* name :
+       {"SBATCH_CLUSTERS", "SLURM_CLUSTERS", "SBATCH_CLUSTER_CONSTRAINT", "SBATCH_OVERCOMMIT",
+        "SBATCH_GRES", "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK",
+        "SBATCH_CPUS_PER_GPU", "SBATCH_THREADS_PER_CORE"}) {
+    if (set_here(name)) return name;
   }
   return "";
 }
@@ -247,13 +265,14 @@ double smallest_node_memory(const SlurmPartitions& partitions, const std::string
     for (const SlurmPartition& p : partitions.all) {
       if (p.is_default) of = {&p};
     }
-    *described = of.empty() ? "the cluster" : "the default partition " + of.front()->name;
-    if (of.empty()) {
-      for (const SlurmPartition& p : partitions.all) of.push_back(&p);
-    }
+    // None marked default: a job_submit plugin chooses, and the smallest node of every partition
+    // (hidden ones too: sinfo --all) would refuse on a guess.
+    if (of.empty()) return 0;
+    *described = "the default partition " + of.front()->name;
   } else {
     // A comma list: the job may start in any of them.
-    *described = "partition " + partition;
+    *described =
+        (partition.find(',') == std::string::npos ? "partition " : "partitions ") + partition;
     for (const std::string& name : split(partition, ',')) {
       const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
                                   [&](const SlurmPartition& q) { return q.name == name; });

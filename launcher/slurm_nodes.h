@@ -75,15 +75,24 @@ int gres_gpu_count(const std::string& gres);
 // job loader refuses them: configs/cluster_checks.cc).
 bool sbatch_extra_reshapes(const std::vector<std::string>& sbatch_extra);
 
-// The partition sbatch will put the job in, as sbatch_extra's and cluster.partition's #SBATCH
-// line can be overridden: SBATCH_PARTITION's when set here (sbatch reads its environment before
-// the script and lets it win over the script's lines), else cluster.partition; "" for the
-// default. *from (if given): "SBATCH_PARTITION=VALUE" when it came from the environment, else "".
+// Whether sbatch_extra (or SBATCH_CONSTRAINT here) keeps the job to some of the partition's nodes
+// (`--constraint`, `--nodelist`, `--exclude`, `--nodefile`). A shape refusal stays right with
+// them; the smallest node's memory does not (node_memory.h).
+bool sbatch_extra_narrows_nodes(const std::vector<std::string>& sbatch_extra);
+
+// Whether sbatch_extra asks for memory a CPU or a GPU (`--mem-per-cpu`, `--mem-per-gpu`): sbatch
+// then drops an SBATCH_MEM_PER_NODE of the environment.
+bool sbatch_extra_sets_memory(const std::vector<std::string>& sbatch_extra);
+
+// The partition sbatch will put the job in: SBATCH_PARTITION's when it is set here (sbatch reads
+// its environment after the script and lets it win over the script's lines; set but empty, the
+// job goes to the default partition), else cluster.partition; "" for the default. *from (if
+// given): "SBATCH_PARTITION=VALUE" when it came from the environment, else "".
 std::string submitted_partition(const ClusterConfig& cluster, std::string* from = nullptr);
 
-// The first SBATCH_*/SLURM_* variable set here that sbatch would let change the cluster or a
-// node's share (SLURM_CLUSTERS, SBATCH_GRES, ...), or "". (Not SBATCH_PARTITION: the check takes
-// submitted_partition().)
+// The first SBATCH_*/SLURM_* variable set here (empty counts: sbatch reads it, and an empty one
+// turns a flag on) that sbatch would let change the cluster or a node's share (SLURM_CLUSTERS,
+// SBATCH_GRES, ...), or "". (Not SBATCH_PARTITION: the checks take submitted_partition().)
 std::string sbatch_environment_override();
 
 // The refusal for `cluster` (without the file's name), naming the key (cluster.nodes,
@@ -93,10 +102,10 @@ std::string sbatch_environment_override();
 std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartitions& partitions);
 
 // The smallest RealMemory, in bytes, of the nodes of `partition` (a comma list: of all of
-// them), or of the default partition when it is empty (of every node when none is marked
-// default); 0 when none of them declares its memory or a partition named is not listed.
-// *described: what the figure is of, for messages ("partition gpu", "the default partition
-// batch", "the cluster").
+// them), or of the default partition when it is empty; 0 when none of them declares its memory,
+// a partition named is not listed, or none is named and none is marked default (a job_submit
+// plugin chooses). *described: what the figure is of, for messages ("partition gpu", "partitions
+// a,b", "the default partition batch").
 double smallest_node_memory(const SlurmPartitions& partitions, const std::string& partition,
                             std::string* described);
 

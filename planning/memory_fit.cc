@@ -35,25 +35,35 @@ std::string ranks_phrase(int ranks, int ranks_on_host, const MemoryCapacity& c) 
          (c.slurm ? " per node" : ranks_on_host == ranks ? " on this host" : " per host");
 }
 
-// Micro-batches up to job's that keep the batch arithmetic whole on `ranks` (divisors of the
-// per-rank batch), largest first; empty when the ranks do not divide the global batch.
-std::vector<int> micro_batches(const JobConfig& job, int ranks) {
-  std::vector<int> out;
-  if (job.train.global_batch % ranks != 0) return out;
-  const int per_rank = job.train.global_batch / ranks;
-  for (int d = std::min(job.train.micro_batch, per_rank); d >= 1; --d) {
-    if (per_rank % d == 0) out.push_back(d);
-  }
-  return out;
-}
-
-// The train.eval_batches that keeps the job's validation windows at micro-batch `mb` (Variant).
+// The train.eval_batches that keeps the job's validation windows at micro-batch `mb`: with it
+// val_loss compares with the job's, and a run in the directory resumes with it (base/run_dir.h
+// refuses a resume that changes them). 0 when there is none to keep (no validation data, none
+// evaluated, the same micro-batch) or when no whole number keeps them.
 int eval_batches_keeping_validation(const JobConfig& job, int mb) {
   const TrainConfig& t = job.train;
   const bool validated = !job.data.val.empty() || job.data.val_fraction > 0;
   if (!validated || t.eval_batches == 0 || mb == t.micro_batch) return 0;
   const long long windows = static_cast<long long>(t.eval_batches) * t.micro_batch;
   return windows % mb == 0 && windows / mb <= INT_MAX ? static_cast<int>(windows / mb) : 0;
+}
+
+// Micro-batches up to job's that keep the batch arithmetic whole on `ranks` (divisors of the
+// per-rank batch) and, where the job is validated, its validation windows whole (1 always
+// does), largest first; empty when the ranks do not divide the global batch.
+std::vector<int> micro_batches(const JobConfig& job, int ranks) {
+  std::vector<int> out;
+  if (job.train.global_batch % ranks != 0) return out;
+  const int per_rank = job.train.global_batch / ranks;
+  const bool validated =
+      (!job.data.val.empty() || job.data.val_fraction > 0) && job.train.eval_batches > 0;
+  for (int d = std::min(job.train.micro_batch, per_rank); d >= 1; --d) {
+    if (per_rank % d != 0) continue;
+    if (validated && d != job.train.micro_batch && eval_batches_keeping_validation(job, d) == 0) {
+      continue;
+    }
+    out.push_back(d);
+  }
+  return out;
 }
 
 // The knobs a variant of the job turns.

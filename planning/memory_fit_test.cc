@@ -133,6 +133,18 @@ TEST(MemoryFit, ASmallerMicroBatchKeepsTheValidationSet) {
     if (!apply(w, changed)) continue;
     EXPECT_EQ(changed.train.eval_batches * changed.train.micro_batch, 8 * 16) << w;
   }
+  // A micro-batch that no whole eval_batches keeps the windows of is not suggested: 1 x 6 = 6
+  // windows; the largest micro-batch under 6 that divides the per-rank batch of 12 and fits is 4,
+  // which does not divide them: 3 is suggested, with eval_batches 2.
+  JobConfig odd = job_of(512, 8, 6, 24);
+  odd.train.eval_batches = 1;
+  JobConfig four = odd;
+  four.train.micro_batch = 4;
+  c.host = (host_need(four, 2, 2) + host_need(odd, 2, 2)) / 2;
+  const std::string odd_msg = refusal(odd, 2, 2, ComputeKind::kCpu, c);
+  EXPECT_EQ(odd_msg.find("train.micro_batch: 4 "), std::string::npos) << odd_msg;
+  EXPECT_NE(odd_msg.find("train.micro_batch: 3 and train.eval_batches: 2 ("), std::string::npos)
+      << odd_msg;
   // No validation data, or none evaluated: nothing to keep, nothing said.
   job.data.val_fraction = 0;
   EXPECT_EQ(refusal(job, 2, 2, ComputeKind::kCpu, c).find("eval_batches"), std::string::npos);

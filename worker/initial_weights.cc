@@ -83,13 +83,16 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
     // since each try finds a newer checkpoint.
     for (int tries = 1;; ++tries) {
       source_ = pinned.empty() ? resolve() : pinned;
-      if (!fs::is_directory(source_, ec)) break;
-      pin_ = CheckpointPin::take(source_);
+      if (fs::is_regular_file(source_, ec)) break;  // a file: retention does not remove it
+      pin_ = CheckpointPin::take(source_);          // nullopt: not there (any more)
       if (pin_ || !pinned.empty() || source_ == path_ || tries == 5) break;
     }
     const fs::file_status st = fs::status(source_, ec);
     if (ec || !fs::exists(st)) {
-      fail(pinned.empty() ? "no such file or directory" : source_ + ": no such file or directory");
+      fail(source_ == path_ ? "no such file or directory"
+                            : source_ +
+                                  ": no such file or directory (removed as it was opened: "
+                                  "the source run's retention?)");
     }
     if (fs::is_directory(st)) {
       if (!fs::exists(fs::path(source_) / "manifest.json")) {

@@ -35,7 +35,6 @@
 // (checkpoint/checkpoint_pin.h) from when it is chosen for as long as this object lives, and the
 // trainer's ranks keep theirs until every rank holds its own. One removed between being chosen
 // and being pinned is chosen again (a run directory or a link: the run has a newer one by then).
-
 //
 // Errors are InitialWeightsError, an InputError (exit 2): "model.init_from: PATH: what is wrong".
 // Not thread-safe; blocking file I/O.
