@@ -241,9 +241,11 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
 }
 
 RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes,
-                     const RecordedJob& recorded) {
+                     const RecordedJob& recorded,
+                     const std::function<void(RunStart)>& before_writing) {
   const std::string resolved = to_yaml(job);
   const RunStart start = prepare_run_dir(job.run_dir, fresh, resolved, changes, recorded);
+  if (before_writing) before_writing(start);
   write_file_atomic(run_file(job.run_dir, "config.yaml"), resolved.data(), resolved.size());
   return start;
 }

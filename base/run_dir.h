@@ -53,8 +53,10 @@ RunStart prepare_run_dir(const std::string& run_dir, bool fresh, const std::stri
                          std::string* changes = nullptr, const RecordedJob& recorded = {});
 
 // prepare_run_dir() for the job, then writes the resolved job to RUN_DIR/config.yaml
-// (atomically).
+// (atomically). before_writing (may be empty) is called with the decision first: what it throws
+// leaves config.yaml as it was.
 RunStart prepare_run(const JobConfig& job, bool fresh, std::string* changes = nullptr,
-                     const RecordedJob& recorded = {});
+                     const RecordedJob& recorded = {},
+                     const std::function<void(RunStart)>& before_writing = {});
 
 }  // namespace rm

@@ -207,11 +207,17 @@ TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {
     std::ofstream(e.path() / "shard_00000.bin", std::ios::in | std::ios::out | std::ios::binary)
         .write("garbage!", 8);
   }
+  const std::string config = test::slurp(run + "/config.yaml");
+  const std::string events = test::slurp(run + "/events.jsonl");
   const auto again = run_cli("run " + job + " --set train.steps=16", dir.path());
   EXPECT_EQ(again.exit_code, 2) << again.err;
   EXPECT_NE(again.err.find("holds a finished run (weights.bin) none of whose checkpoints verifies"),
             std::string::npos)
       << again.err;
+  // Refused before the run directory is touched: before the ranks, before config.yaml.
+  EXPECT_EQ(again.err.find("[rank "), std::string::npos) << again.err;
+  EXPECT_EQ(test::slurp(run + "/config.yaml"), config) << "config.yaml rewritten (steps 16)";
+  EXPECT_EQ(test::slurp(run + "/events.jsonl"), events);
   EXPECT_EQ(test::slurp(run + "/weights.bin"), weights);
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
@@ -229,12 +235,19 @@ TEST(ResumeCli, AFinishedRunWhoseEndsCheckpointIsDamagedKeepsItsWeights) {
   std::ofstream(run + "/checkpoints/step_00000012/shard_00000.bin",
                 std::ios::in | std::ios::out | std::ios::binary)
       .write("garbage!", 8);
-  const auto again = run_cli("run " + job + " --set train.steps=16", dir.path());
+  const std::string config = test::slurp(run + "/config.yaml");
+  const std::string events = test::slurp(run + "/events.jsonl");
+  const auto again = run_cli("run " + job + " --set train.steps=16 --nproc 2", dir.path());
   EXPECT_EQ(again.exit_code, 2) << again.err;
   EXPECT_NE(again.err.find("holds a finished run whose end (weights.bin) is newer than its "
                            "newest checkpoint that verifies"),
             std::string::npos)
       << again.err;
+  // Said once, before any rank started, and nothing of the run rewritten: before, config.yaml
+  // said steps 16, events.jsonl had a "resumed", and each of the ranks refused.
+  EXPECT_EQ(again.err.find("[rank "), std::string::npos) << again.err;
+  EXPECT_EQ(test::slurp(run + "/config.yaml"), config) << "config.yaml rewritten (steps 16)";
+  EXPECT_EQ(test::slurp(run + "/events.jsonl"), events);
   EXPECT_NE(again.err.find("(step 8; above, why"), std::string::npos) << again.err;
   EXPECT_NE(again.out.find("skipped " + run + "/checkpoints/step_00000012"), std::string::npos)
       << again.out;

@@ -18,6 +18,7 @@
 #include "observe/run_events.h"
 #include "observe/trace_recorder.h"
 #include "worker/checkpoint_line.h"
+#include "worker/finished_run.h"
 
 namespace rm {
 
@@ -218,22 +219,6 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   append_run_event(job_.run_dir, "checkpoints_dropped", {{"from_step", step}, {"steps", dropped}});
 }
 
-namespace {
-
-// Whether the checkpoint is one a run wrote at its last step (the one weights.bin was written
-// beside), by the job it was saved under. One whose job cannot be read counts as the end: the
-// refusal this answers is for a case known, never a guess.
-bool is_runs_end(const std::string& ckpt_dir) {
-  try {
-    const Manifest m = load_manifest(ckpt_dir);
-    return m.step == load_stored_job(m.job, ckpt_dir + "/manifest.json").train.steps;
-  } catch (const std::exception&) {
-    return true;
-  }
-}
-
-}  // namespace
-
 int64_t Checkpointing::resume(const std::string& path, const std::string& line_start) {
   // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others, and
   // whether it is the one given (path, or line_start) or the run's own.
@@ -259,14 +244,12 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       if (found) {
         chosen = found->path;
         step = static_cast<double>(found->step);
-        if (found->step < job_.train.steps && !is_runs_end(found->path) &&
-            io::exists(run_file(job_.run_dir, "weights.bin"))) {
+        if (judge_finished_run(job_, found) == FinishedRun::kEndNewerThanCheckpoint) {
           step = kEndNewerThanCheckpoints;
           choice[1] = static_cast<double>(found->step);  // for the message on every rank
         }
-      } else if (chosen.empty() && io::exists(run_file(job_.run_dir, "weights.bin"))) {
-        // A finished run none of whose checkpoints verifies: refused, as one without any is
-        // (base/run_dir.h), instead of training it again from step 0 beside its weights.bin.
+      } else if (chosen.empty() &&
+                 judge_finished_run(job_, found) == FinishedRun::kNoCheckpointVerifies) {
         step = kFinishedWithoutCheckpoint;
       }
     }
@@ -290,21 +273,14 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
     }
   }
   comm_.broadcast(choice, 2, DType::kFloat64, 0)->wait();
+  // The run directory's preparation refuses these first (worker/finished_run.h); here, what
+  // changed since (or a --from that the run's line goes on from already).
   if (step == kFinishedWithoutCheckpoint) {
-    throw InputError(job_.run_dir +
-                     ": holds a finished run (weights.bin) none of whose checkpoints verifies "
-                     "(above, why); pass --fresh to start it over, or set run_dir to a new "
-                     "directory");
+    throw InputError(finished_run_refusal(job_.run_dir, FinishedRun::kNoCheckpointVerifies, 0));
   }
   if (step == kEndNewerThanCheckpoints) {
-    throw InputError(
-        job_.run_dir +
-        ": holds a finished run whose end (weights.bin) is newer than its newest checkpoint "
-        "that verifies (step " +
-        std::to_string(static_cast<int64_t>(choice[1])) +
-        "; above, why the newer ones were skipped): going on would remove weights.bin and train "
-        "from that checkpoint to another end. Move weights.bin out of the directory to keep "
-        "that end and go on from the checkpoint, or pass --fresh to start the run over");
+    throw InputError(finished_run_refusal(job_.run_dir, FinishedRun::kEndNewerThanCheckpoint,
+                                          static_cast<int64_t>(choice[1])));
   }
   if (step < 0) return 0;
   const int64_t steps_done = static_cast<int64_t>(step);

@@ -2,16 +2,23 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <vector>
 
+#include "base/input_error.h"
+#include "base/run_dir.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "configs/job_diff.h"
 #include "configs/job_loader.h"
 #include "io/io_error.h"
+#include "io/posix_io.h"
 #include "planning/host_memory.h"
 #include "worker/checkpoint_line.h"
+#include "worker/finished_run.h"
 #include "worker/initial_weights.h"
 #include "worker/step_graph.h"
 
@@ -119,7 +126,8 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
   return FromUse::kStartFrom;
 }
 
-RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes) {
+RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes,
+                               bool from_given) {
   const auto recorded = [](const std::string& run_dir) -> std::pair<std::string, std::string> {
     const auto list = list_checkpoints(run_dir, VerifyLevel::kStructure);
     for (auto it = list.rbegin(); it != list.rend(); ++it) {
@@ -131,7 +139,18 @@ RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* ch
     }
     return {};
   };
-  return prepare_run(job, fresh, changes, recorded);
+  const auto finished_run = [&](RunStart start) {
+    if (start != RunStart::kResume || from_given) return;
+    if (!io::exists(run_file(job.run_dir, "weights.bin"))) return;  // not finished: no reading
+    std::vector<std::string> skipped;
+    const std::optional<CheckpointInfo> newest = find_resume_checkpoint(job.run_dir, &skipped);
+    const FinishedRun verdict = judge_finished_run(job, newest);
+    if (verdict == FinishedRun::kGoesOn) return;
+    for (const std::string& line : skipped) std::printf("ringmaster: %s\n", line.c_str());
+    std::fflush(stdout);
+    throw InputError(finished_run_refusal(job.run_dir, verdict, newest ? newest->step : 0));
+  };
+  return prepare_run(job, fresh, changes, recorded, finished_run);
 }
 
 }  // namespace rm

@@ -73,7 +73,7 @@ StartKind prepare(const JobConfig& job, const RankArgs& args) {
   own_run_dir(job.run_dir);
   const FromUse from = check_resume_source(job, args.from, args.fresh);
   std::string changes;  // said here when the worker runs alone (`run` has said it before mpirun)
-  const RunStart start = prepare_run_directory(job, args.fresh, &changes);
+  const RunStart start = prepare_run_directory(job, args.fresh, &changes, !args.from.empty());
   if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
   if (start == RunStart::kRestartUnfinished && args.from.empty()) {
     std::printf("ringmaster: %s holds an unfinished run of this job that saved no checkpoint on "

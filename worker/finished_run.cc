@@ -1,0 +1,51 @@
+#include "worker/finished_run.h"
+
+#include "base/run_dir.h"
+#include "configs/job_loader.h"
+#include "io/posix_io.h"
+
+namespace rm {
+namespace {
+
+// Whether the checkpoint is one a run wrote at its last step (the one weights.bin was written
+// beside), by the job it was saved under. One whose job cannot be read counts as the end: the
+// refusal this answers is for a case known, never a guess.
+bool is_runs_end(const std::string& ckpt_dir) {
+  try {
+    const Manifest m = load_manifest(ckpt_dir);
+    return m.step == load_stored_job(m.job, ckpt_dir + "/manifest.json").train.steps;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+}  // namespace
+
+FinishedRun judge_finished_run(const JobConfig& job, const std::optional<CheckpointInfo>& newest) {
+  if (!io::exists(run_file(job.run_dir, "weights.bin"))) return FinishedRun::kGoesOn;
+  // Refused, as a finished run without any checkpoint is (base/run_dir.h), instead of training
+  // it again from step 0 beside its weights.bin.
+  if (!newest) return FinishedRun::kNoCheckpointVerifies;
+  if (newest->step < job.train.steps && !is_runs_end(newest->path)) {
+    return FinishedRun::kEndNewerThanCheckpoint;
+  }
+  return FinishedRun::kGoesOn;
+}
+
+std::string finished_run_refusal(const std::string& run_dir, FinishedRun verdict,
+                                 int64_t checkpoint_step) {
+  if (verdict == FinishedRun::kNoCheckpointVerifies) {
+    return run_dir +
+           ": holds a finished run (weights.bin) none of whose checkpoints verifies (above, why); "
+           "pass --fresh to start it over, or set run_dir to a new directory";
+  }
+  return run_dir +
+         ": holds a finished run whose end (weights.bin) is newer than its newest checkpoint "
+         "that verifies (step " +
+         std::to_string(checkpoint_step) +
+         "; above, why the newer ones were skipped): going on would remove weights.bin and train "
+         "from that checkpoint to another end. Move weights.bin out of the directory to keep "
+         "that end and go on from the checkpoint, or pass --fresh to start the run over";
+}
+
+}  // namespace rm
