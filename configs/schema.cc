@@ -321,11 +321,12 @@ std::vector<KeySpec> build_schema() {
              "global gradient norm (before clipping) is more than this many standard deviations "
              "above the mean of the 128 steps' before it. 0 = off."),
 
-      RM_KEY(observability.trace, any(),
-             "Each rank records a Chrome trace of the step window below -- every phase, each "
-             "layer's forward and backward, each gradient reduction from issue to completion, "
-             "each checkpoint stage -- to RUN_DIR/trace/rank-K.json; `ringmaster trace RUN_DIR` "
-             "merges them for Perfetto or chrome://tracing. Off: no cost."),
+      RM_KEY(
+          observability.trace, any(),
+          "Each rank records a Chrome trace of the step window below -- every phase, each "
+          "layer's forward and backward, each gradient reduction from issue to completion, "
+          "each checkpoint stage -- to RUN_DIR/trace/rank-NNNNN.json; `ringmaster trace RUN_DIR` "
+          "merges them for Perfetto or chrome://tracing. Off: no cost."),
       RM_KEY(observability.trace_start, at_least(1),
              "The first traced step (1-based); the default skips the first steps' start-up "
              "effects (first touch of memory, the first checkpoint)."),

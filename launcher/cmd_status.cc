@@ -115,8 +115,9 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
   const int ranks = ranks_here_holding(dir);
   *live = ranks > 0;
   if (*live) {
-    return "training (" + std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") +
-           " on this host hold the directory)";
+    return "training (" + std::to_string(ranks) +
+           (ranks == 1 ? " rank on this host holds" : " ranks on this host hold") +
+           " the directory)";
   }
   // Submitted: its nodes are elsewhere; scontrol says whether it runs, or waits to.
   const std::string job_state = slurm.line.empty() ? "" : scontrol_field(slurm.line, "JobState");

@@ -48,6 +48,23 @@ void expect_goes_on_at_step_8(const test::CliResult& r) {
 
 // --fresh with a --from inside the run directory would delete the checkpoint it names (and every
 // other) and then fail: refused, nothing removed.
+// A finished run resumed --from its own older checkpoint: its weights.bin, the end at step 12,
+// goes until the run ends again; the message does not call step 4 that end.
+TEST(FromCli, AFinishedRunFromAnOlderCheckpointSaysItsEndIsAnEarlierOne) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  const auto r = run_cli("run " + job + " --from " + dir.file("straight/checkpoints/step_00000004"),
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("weights.bin, of the run's earlier end, is removed until it ends again"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("end at step 4"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")), straight) << "the same end again";
+}
+
 TEST(FromCli, FreshNeverEmptiesTheDirectoryOfItsCheckpoint) {
   TempDir dir;
   const std::string job = job_file(dir);

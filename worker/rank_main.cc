@@ -200,11 +200,15 @@ int64_t restore(Trainer& trainer, const JobConfig& job, StartKind start, const s
     const std::string weights = run_file(job.run_dir, "weights.bin");
     if (io::exists(weights)) {
       io::remove_tree(weights);
+      // Resumed from its own newest checkpoint, the run's end is the step it resumed from (the
+      // resume refuses any other); from --from, an earlier step: the end is not known here.
+      const std::string end = from.empty() && line_start.empty()
+                                  ? "of the run's end at step " + std::to_string(steps_done)
+                                  : std::string("of the run's earlier end");
       std::printf(
-          "ringmaster: weights.bin, of the run's end at step %lld, is removed until it "
-          "ends again (eval, sample and ckpt export read its newest checkpoint "
-          "meanwhile)\n",
-          static_cast<long long>(steps_done));
+          "ringmaster: weights.bin, %s, is removed until it ends again (eval, sample and ckpt "
+          "export read its newest checkpoint meanwhile)\n",
+          end.c_str());
       std::fflush(stdout);
     }
   }
