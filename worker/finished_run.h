@@ -4,10 +4,10 @@
 // copy of an end no checkpoint holds (that end's checkpoint damaged) or train from step 0 beside
 // it (no checkpoint verifies).
 //
-// Judged twice with the same rules: before anything of the run is written (the launcher and a
-// worker's rank 0 preparing the directory, worker/job_preparation.h), so that a refusal leaves
-// config.yaml and events.jsonl as they were, and again by rank 0 as it resumes
-// (worker/checkpointing.h), on what it then finds.
+// Judged with the same rules before anything of the run is written (by the launcher, `run` or
+// `submit`, or by a worker's rank 0 preparing the directory where no launcher did:
+// worker/job_preparation.h), so that a refusal leaves config.yaml and events.jsonl as they were,
+// and again by rank 0 as it resumes from disk (worker/checkpointing.h), on what it then finds.
 #pragma once
 
 #include <cstdint>

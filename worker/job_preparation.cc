@@ -127,7 +127,7 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
 }
 
 RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes,
-                               bool from_given) {
+                               bool judge_finished) {
   const auto recorded = [](const std::string& run_dir) -> std::pair<std::string, std::string> {
     const auto list = list_checkpoints(run_dir, VerifyLevel::kStructure);
     for (auto it = list.rbegin(); it != list.rend(); ++it) {
@@ -140,7 +140,8 @@ RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* ch
     return {};
   };
   const auto finished_run = [&](RunStart start) {
-    if (start != RunStart::kResume || from_given) return;
+    if (start != RunStart::kResume || !judge_finished) return;
+    if (job.checkpoint.memory_every > 0) return;  // memory may hold the end: the ranks judge
     if (!io::exists(run_file(job.run_dir, "weights.bin"))) return;  // not finished: no reading
     std::vector<std::string> skipped;
     const std::optional<CheckpointInfo> newest = find_resume_checkpoint(job.run_dir, &skipped);

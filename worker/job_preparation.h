@@ -79,11 +79,13 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
 // base/run_dir.h's prepare_run, the run's newest committed checkpoint that is all there standing
 // in for a config.yaml that is gone (its manifest records the job): a run directory of
 // checkpoints alone is checked for the same job as any other, and config.yaml is not rewritten
-// for another job's run. A finished run resumed without --from (`from_given` false) is judged
-// too (worker/finished_run.h), reading its newest checkpoint that verifies: one that may not go
-// on is refused with InputError (exit 2) before config.yaml is rewritten, the checkpoints passed
-// over said on stdout first.
-RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes = nullptr,
-                               bool from_given = false);
+// for another job's run. With `judge_finished` (a resume without --from), a finished run
+// is judged too (worker/finished_run.h), reading its newest checkpoint that verifies: one that
+// may not go on is refused with InputError (exit 2) before config.yaml is rewritten, the
+// checkpoints passed over said on stdout first. Not a run with in-memory checkpoints
+// (checkpoint.memory_every): its ranks may resume from memory newer than the disk, which only
+// they can see; they judge it then.
+RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes,
+                               bool judge_finished);
 
 }  // namespace rm
