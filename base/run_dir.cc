@@ -62,7 +62,7 @@ JobConfig training_part(JobConfig j) {
 std::string validation_change(const JobConfig& before_job, const JobConfig& now_job) {
   // No validation data (data.val empty and val_fraction 0, the same before and now: compared
   // with the rest of the job), or none evaluated before (eval_batches 0): no set to keep.
-  if (now_job.data.val.empty() && now_job.data.val_fraction <= 0) return "";
+  if (!has_validation_data(now_job.data)) return "";
   const TrainConfig& before = before_job.train;
   const TrainConfig& now = now_job.train;
   const auto windows = [](const TrainConfig& t) {

@@ -43,6 +43,11 @@ struct DataConfig {
   std::string choices;
 };
 
+// Whether a job has validation data: data.val's files, or the last val_fraction of train's.
+inline bool has_validation_data(const DataConfig& d) {
+  return !d.val.empty() || d.val_fraction > 0;
+}
+
 struct TrainConfig {
   int64_t steps = 1000;
   int global_batch = 32;  // sequences per optimizer step, all ranks together

@@ -13,10 +13,10 @@ MemoryCapacity slurm_node_capacity(const ClusterConfig& cluster, const SlurmPart
   // Dropped by sbatch when sbatch_extra asks for memory a CPU or a GPU; 0 is the whole node,
   // as without it.
   const char* environment = std::getenv("SBATCH_MEM_PER_NODE");
-  if (environment != nullptr && !sbatch_extra_sets_memory(cluster.sbatch_extra) &&
-      parse_slurm_memory(environment) != 0) {
+  const double asked = environment != nullptr ? parse_slurm_memory(environment) : 0;
+  if (environment != nullptr && !sbatch_extra_sets_memory(cluster.sbatch_extra) && asked != 0) {
     // A size not read here (sbatch also takes "64GB") is not checked.
-    c.host = std::max(parse_slurm_memory(environment), 0.0);
+    c.host = std::max(asked, 0.0);
     c.host_name =
         std::string("a node (SBATCH_MEM_PER_NODE=") + environment + " in the environment)";
     return c;

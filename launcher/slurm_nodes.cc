@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -33,6 +34,20 @@ long long whole_number(const std::string& text) {
 
 std::string plural(long long n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// The partitions of a comma list (sbatch takes one), in its order; nullopt when one is not
+// listed (sbatch refuses it in its own words, so nothing is judged here).
+std::optional<std::vector<const SlurmPartition*>> named_partitions(
+    const SlurmPartitions& partitions, const std::string& list) {
+  std::vector<const SlurmPartition*> out;
+  for (const std::string& name : split(list, ',')) {
+    const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
+                                [&](const SlurmPartition& q) { return q.name == name; });
+    if (p == partitions.all.end()) return std::nullopt;
+    out.push_back(&*p);
+  }
+  return out;
 }
 
 // Why `p` cannot hold the job, without the closing clause; "" when it can, or when what sinfo
@@ -231,12 +246,9 @@ std::string slurm_shape_refusal(const ClusterConfig& cluster, const SlurmPartiti
       if (p.is_default) described = &p;
     }
   } else {
-    for (const std::string& name : split(partition, ',')) {
-      const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
-                                  [&](const SlurmPartition& q) { return q.name == name; });
-      if (p == partitions.all.end()) return "";  // sbatch refuses it in its own words
-      candidates.push_back(&*p);
-    }
+    const auto named = named_partitions(partitions, partition);
+    if (!named) return "";
+    candidates = *named;
     described = candidates.front();
   }
   if (described == nullptr) return "";
@@ -273,12 +285,9 @@ double smallest_node_memory(const SlurmPartitions& partitions, const std::string
     // A comma list: the job may start in any of them.
     *described =
         (partition.find(',') == std::string::npos ? "partition " : "partitions ") + partition;
-    for (const std::string& name : split(partition, ',')) {
-      const auto p = std::find_if(partitions.all.begin(), partitions.all.end(),
-                                  [&](const SlurmPartition& q) { return q.name == name; });
-      if (p == partitions.all.end()) return 0;  // sbatch refuses it in its own words
-      of.push_back(&*p);
-    }
+    const auto named = named_partitions(partitions, partition);
+    if (!named) return 0;
+    of = *named;
   }
   double least = 0;
   for (const SlurmPartition* p : of) {

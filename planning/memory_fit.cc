@@ -41,8 +41,7 @@ std::string ranks_phrase(int ranks, int ranks_on_host, const MemoryCapacity& c) 
 // evaluated, the same micro-batch) or when no whole number keeps them.
 int eval_batches_keeping_validation(const JobConfig& job, int mb) {
   const TrainConfig& t = job.train;
-  const bool validated = !job.data.val.empty() || job.data.val_fraction > 0;
-  if (!validated || t.eval_batches == 0 || mb == t.micro_batch) return 0;
+  if (!has_validation_data(job.data) || t.eval_batches == 0 || mb == t.micro_batch) return 0;
   const long long windows = static_cast<long long>(t.eval_batches) * t.micro_batch;
   return windows % mb == 0 && windows / mb <= INT_MAX ? static_cast<int>(windows / mb) : 0;
 }
@@ -54,14 +53,13 @@ std::vector<int> micro_batches(const JobConfig& job, int ranks) {
   std::vector<int> out;
   if (job.train.global_batch % ranks != 0) return out;
   const int per_rank = job.train.global_batch / ranks;
-  const bool validated =
-      (!job.data.val.empty() || job.data.val_fraction > 0) && job.train.eval_batches > 0;
+  // The validation windows to keep whole; 0: none to keep.
+  const long long windows =
+      has_validation_data(job.data)
+          ? static_cast<long long>(job.train.eval_batches) * job.train.micro_batch
+          : 0;
   for (int d = std::min(job.train.micro_batch, per_rank); d >= 1; --d) {
-    if (per_rank % d != 0) continue;
-    if (validated && d != job.train.micro_batch && eval_batches_keeping_validation(job, d) == 0) {
-      continue;
-    }
-    out.push_back(d);
+    if (per_rank % d == 0 && (windows == 0 || windows % d == 0)) out.push_back(d);
   }
   return out;
 }
