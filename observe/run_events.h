@@ -5,7 +5,9 @@
 // Slurm batch script (slurm_start, signal, requeue, failed, finished; written by the script
 // itself in the same format). Each line is appended with one write(2) to a file opened
 // O_APPEND, so lines of concurrent writers never interleave. Losing a line in a crash is
-// harmless: nothing resumes from this file.
+// harmless: nothing resumes from this file (a finished run's resume from in-memory checkpoints
+// reads the last "finished" event's step, and without it trusts the disk alone:
+// worker/finished_run.h).
 #pragma once
 
 #include <chrono>

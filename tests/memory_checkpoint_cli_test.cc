@@ -181,6 +181,49 @@ TEST(MemoryCheckpointEnd, ARestartFromMemoryAtTheLastStepSavesTheEnd) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
+// The end's disk save fails (ENOSPC at its first fsync, checkpoint.on_error: continue) while
+// memory, every 4 steps, holds step 8 of a 10-step run: the run ends, writes weights.bin and keeps
+// its segments. Extended to 12 steps, it is refused (exit 2) and weights.bin, the only copy of
+// step 10, stays: going on from memory's step 8 would have removed it (before: it did, and
+// trained 9-12 from there). With weights.bin moved out, the same command goes on from memory.
+TEST(MemoryCheckpointEnd, AFinishedRunWhoseEndMemoryLacksIsNotGoneOnFromAnEarlierStep) {
+  TempDir dir;
+  const std::string run = dir.file("ended");
+  const std::string job = job_file(dir) + np(2) + " --set run_dir=" + run +
+                          " --set checkpoint.every=5 --set checkpoint.memory_every=4" +
+                          " --set checkpoint.on_error=continue";
+  const std::string fail_end_save =
+      "RM_TEST_IO_FAULT='scope=" + run + " journal=" + dir.file("journal") + " count_under=" + run +
+      "/checkpoints start_at=step_00000010 op=fsync at=1 action=fail error=ENOSPC rank=0'";
+  const auto ended = run_cli("run " + job, dir.path(), fail_end_save);
+  ASSERT_EQ(ended.exit_code, 0) << ended.err << ended.out;
+  ASSERT_NE(ended.out.find("in-memory checkpoints kept: a checkpoint save failed"),
+            std::string::npos)
+      << ended.out;
+  ASSERT_FALSE(fs::exists(run + "/checkpoints/step_00000010"));
+  const std::string end = test::slurp(run + "/weights.bin");
+  ASSERT_FALSE(end.empty());
+
+  const auto longer = run_cli("run " + job + " --set train.steps=12", dir.path());
+  test::expect_refused(longer,
+                       "holds a finished run whose end (weights.bin) is newer than its "
+                       "newest checkpoint that verifies (step 5");
+  EXPECT_NE(longer.out.find("not from memory: step 8 is before the run's end at step 10 "
+                            "(weights.bin)"),
+            std::string::npos)
+      << longer.out;
+  EXPECT_TRUE(test::slurp(run + "/weights.bin") == end) << "weights.bin removed or changed";
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+
+  fs::rename(run + "/weights.bin", dir.file("end.bin"));
+  const auto moved = run_cli("run " + job + " --set train.steps=12", dir.path());
+  ASSERT_EQ(moved.exit_code, 0) << moved.err << moved.out;
+  EXPECT_NE(moved.out.find("resuming from memory (step 8; disk: step 5)"), std::string::npos)
+      << moved.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(fs::exists(segment_path(run, r))) << r;
+}
+
 // Rank 0 killed as it commits the end's checkpoint: the other rank kept its memory checkpoint
 // until the commit (before: it removed it once its own shard was written), so the restart
 // resumes from memory at the last step, not from the disk two steps before.

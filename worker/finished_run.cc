@@ -3,6 +3,7 @@
 #include "base/run_dir.h"
 #include "configs/job_loader.h"
 #include "io/posix_io.h"
+#include "observe/run_events.h"
 
 namespace rm {
 namespace {
@@ -30,6 +31,29 @@ FinishedRun judge_finished_run(const JobConfig& job, const std::optional<Checkpo
     return FinishedRun::kEndNewerThanCheckpoint;
   }
   return FinishedRun::kGoesOn;
+}
+
+std::optional<int64_t> finished_runs_end(const std::string& run_dir) {
+  if (!io::exists(run_file(run_dir, "weights.bin"))) return std::nullopt;
+  std::optional<int64_t> end;
+  try {
+    for_each_json_line_backwards(run_file(run_dir, "events.jsonl"), [&](const nlohmann::json& e) {
+      if (e.value("event", "") != "finished") return true;
+      const auto step = e.find("step");
+      if (step != e.end() && step->is_number_integer()) end = step->get<int64_t>();
+      return false;
+    });
+  } catch (const std::exception&) {
+    return std::nullopt;  // unreadable: not known, and the caller then trusts the disk alone
+  }
+  return end;
+}
+
+bool memory_keeps_finished_end(const JobConfig& job, int64_t memory_step) {
+  if (memory_step >= job.train.steps) return true;
+  if (!io::exists(run_file(job.run_dir, "weights.bin"))) return true;
+  const std::optional<int64_t> end = finished_runs_end(job.run_dir);
+  return end && memory_step >= *end;
 }
 
 std::string finished_run_refusal(const std::string& run_dir, FinishedRun verdict,

@@ -28,6 +28,19 @@ enum class FinishedRun {
 // newest: find_resume_checkpoint(job.run_dir)'s answer.
 FinishedRun judge_finished_run(const JobConfig& job, const std::optional<CheckpointInfo>& newest);
 
+// The step of the run's end that weights.bin holds: rank 0's last "finished" event
+// (observe/run_events.h), written once weights.bin is committed. nullopt: no weights.bin, or no
+// such event (its line lost in a crash), an end not known.
+std::optional<int64_t> finished_runs_end(const std::string& run_dir);
+
+// Whether a resume from in-memory checkpoints (worker/memory_checkpoints.h) at memory_step keeps
+// the run's end: memory is never on disk, so judge_finished_run cannot see it, and a step before
+// the end would remove weights.bin as the run goes on (an end whose disk save failed under
+// checkpoint.on_error: continue while memory held an earlier step). True when there is no
+// weights.bin, when the step is at or past job.train.steps (nothing is removed), or when it is at
+// or past the run's known end; otherwise the resume goes to the disk, whose rules decide.
+bool memory_keeps_finished_end(const JobConfig& job, int64_t memory_step);
+
 // The refusal (an InputError's text, exit 2) for a verdict other than kGoesOn; checkpoint_step:
 // the newest checkpoint that verifies (kEndNewerThanCheckpoint). Its "above" is the list of
 // checkpoints passed over, which the caller prints first.

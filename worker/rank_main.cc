@@ -344,10 +344,11 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       comm.barrier();
       if (mpi == nullptr || mpi->local_rank() == 0) remove_run_memory_checkpoints(job.run_dir);
     } else if (rank0 && job.checkpoint.memory_every > 0) {
+      // No count: the sum is of each rank's, and a rank may count another's failed part of the
+      // same save.
       std::printf(
-          "ringmaster: in-memory checkpoints kept: %d checkpoint save(s) failed in this "
-          "attempt (checkpoint.on_error: continue)\n",
-          static_cast<int>(failed_saves));
+          "ringmaster: in-memory checkpoints kept: a checkpoint save failed in this attempt "
+          "(checkpoint.on_error: continue)\n");
       std::fflush(stdout);
     }
     if (outcome == Trainer::Outcome::kStopped) {

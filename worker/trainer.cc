@@ -19,6 +19,7 @@
 #include "observe/run_events.h"
 #include "worker/checkpoint_line.h"
 #include "worker/fault_injection.h"
+#include "worker/finished_run.h"
 #include "worker/initial_weights.h"
 #include "worker/memory_salvage.h"
 #include "worker/step_agreement.h"
@@ -509,6 +510,12 @@ void Trainer::load_initial_weights() {
   }
 }
 
+bool Trainer::memory_keeps_end(int64_t step) {
+  double keeps = comm_.rank() == 0 && !memory_keeps_finished_end(job_, step) ? 0 : 1;
+  host_comm_.broadcast(&keeps, 1, DType::kFloat64, 0)->wait();
+  return keeps != 0;
+}
+
 int64_t Trainer::resume(const std::string& path, const std::string& line_start) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
   if (memory_ && path.empty()) {
@@ -517,17 +524,27 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
     restore_best_from_disk();
     salvage_shrunk_layout();
     const MemoryCheckpoints::Agreed held = memory_->agree_on_step();
+    // A finished run's end that memory lacks: the disk decides (its newest checkpoint the end, or
+    // a refusal), as it does where no memory is kept.
+    const bool usable = held.step && memory_keeps_end(*held.step);
     const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
-    if (held.step && *held.step >= disk) return resume_from_memory(*held.step, held.account, disk);
+    if (usable && *held.step >= disk) return resume_from_memory(*held.step, held.account, disk);
     if (comm_.rank() == 0) {
-      std::printf("ringmaster: %s; %s\n", held.account.c_str(),
-                  held.step ? "the disk holds a newer checkpoint"
-                            : "no step that every rank holds, so not from memory");
+      std::string why = "the disk holds a newer checkpoint";
+      if (!held.step) {
+        why = "no step that every rank holds, so not from memory";
+      } else if (!usable) {
+        const std::optional<int64_t> end = finished_runs_end(job_.run_dir);
+        why = "not from memory: step " + std::to_string(*held.step) + " is before the run's end" +
+              (end ? " at step " + std::to_string(*end) : std::string()) +
+              " (weights.bin), which going on from it would remove";
+      }
+      std::printf("ringmaster: %s; %s\n", held.account.c_str(), why.c_str());
       std::fflush(stdout);
     }
     next_step_ = checkpoints_->resume(path, line_start);
     // The newest disk checkpoint did not verify and an older one was taken: memory may be newer.
-    if (held.step && *held.step > next_step_) {
+    if (usable && *held.step > next_step_) {
       return resume_from_memory(*held.step, held.account, next_step_);
     }
     forget_memory_checkpoints();

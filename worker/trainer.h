@@ -183,6 +183,9 @@ class Trainer {
   void roll_back(const StepMetrics& bad);
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
   int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
+  // Whether memory's agreed step may be resumed from without removing a finished run's end
+  // (worker/finished_run.h: memory_keeps_finished_end), as rank 0 judges it, on every rank.
+  bool memory_keeps_end(int64_t step);
   // resume()'s branch that took the disk although memory checkpoints are on: removes what
   // memory holds of the run on every host, of any layout (collective).
   void forget_memory_checkpoints();
