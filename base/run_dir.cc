@@ -95,7 +95,8 @@ std::string changed_length(const JobConfig& before, const JobConfig& now) {
   std::string line =
       "train.steps is " + to + ", where the run in this directory had " +
       std::to_string(before.train.steps) + ": it " +
-      (longer ? "goes on from its newest checkpoint to step " + to
+      // The checkpoint the run resumes from: its newest, or the one --from names.
+      (longer ? "goes on to step " + to + " from the checkpoint it resumes from"
               : "trains no step past " + to + " (from a checkpoint already past it, nothing more)");
   if (!longer) return line;
   switch (now.optimizer.schedule) {

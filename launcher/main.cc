@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   auto* sb = app.add_subcommand(
       "submit", "submit a job to Slurm: render RUN_DIR/slurm/job.sbatch and sbatch it");
   add_job_options(sb, submit.job);
+  // Parsed, to be refused with the keys to set instead (cmd_submit), but not offered.
+  sb->get_option("--nproc")->group("");
   sb->add_flag("--dry-run", submit.dry_run, "print the batch script; write and submit nothing");
   add_fresh_flag(sb, submit.fresh);
 

@@ -388,6 +388,15 @@ checkpoint: {every: 0, keep: 1, keep_best: true}
                           step_dir_name(best) + " (step " + std::to_string(best) + " of 1 rank"),
             std::string::npos)
       << tune.out << tune.err;
+  // Through the link's own directory ("best/."), too: the files are read in the checkpoint the
+  // pin holds, never through the link, which retention may repoint between two of them.
+  const auto through = run_cli("validate " + job + " --set run_dir=" + dir.file("tune") +
+                                   " --set model.init_from=" + link + "/.",
+                               dir.path());
+  EXPECT_NE(through.out.find("weights from " + link + "/.: checkpoint " + run + "/checkpoints/" +
+                             step_dir_name(best) + " (step "),
+            std::string::npos)
+      << through.out << through.err;
 
   const auto more = run_cli("run " + job + " --set train.steps=160", dir.path());
   ASSERT_EQ(more.exit_code, 0) << more.err;

@@ -102,7 +102,8 @@ TEST(ResumeCli, AWsdRunExtendedBeforeItsDecayIsTheLongerRunBitForBit) {
   const auto extended = run_cli("run " + job + wsd + b, dir.path());
   ASSERT_EQ(extended.exit_code, 0) << extended.err;
   EXPECT_NE(extended.out.find("train.steps is 16, where the run in this directory had 8: it goes "
-                              "on from its newest checkpoint to step 16; optimizer.schedule wsd"),
+                              "on to step 16 from the checkpoint it resumes from; "
+                              "optimizer.schedule wsd"),
             std::string::npos)
       << extended.out;
   // 8 steps decayed over their last 2, 16 over their last 4 (steps 14 to 16).

@@ -48,6 +48,9 @@ code=0
 out=$("$bin" submit job.yaml --dry-run --nproc 3 2>&1) || code=$?
 [[ $code == 2 && $out == *"--nproc: a submitted job runs cluster.nodes x cluster.tasks_per_node"* ]] ||
   fail "submit --nproc 3: exit $code: $out"
+# ...and it is not offered in submit's help (run's has it).
+! "$bin" submit --help | grep -q -- --nproc || fail "submit --help lists --nproc"
+"$bin" run --help | grep -q -- --nproc || fail "run --help does not list --nproc"
 
 # 2. Values the job may hold, rendered and run.
 hostile=(

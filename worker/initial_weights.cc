@@ -87,6 +87,9 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
       pin_ = CheckpointPin::take(source_);          // nullopt: not there (any more)
       if (pin_ || !pinned.empty() || source_ == path_ || tries == 5) break;
     }
+    // Read through the directory pinned, its links resolved: a path through checkpoints/best
+    // (best/. , a link to it) would name another checkpoint once retention repoints the link.
+    if (pin_) source_ = pin_->path();
     const fs::file_status st = fs::status(source_, ec);
     if (ec || !fs::exists(st)) {
       fail(source_ == path_ ? "no such file or directory"
