@@ -181,6 +181,28 @@ TEST(MemoryCheckpointEnd, ARestartFromMemoryAtTheLastStepSavesTheEnd) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
+// The 10-step job on 2 ranks into dir/ended, disk checkpoints every 5 and memory every
+// `memory_every` steps, its end's disk save failing (ENOSPC at its first fsync, on_error:
+// continue): the job's command line without `run`, once the run has ended with its segments kept.
+std::string end_without_its_disk_save(const TempDir& dir, int memory_every) {
+  const std::string run = dir.file("ended");
+  const std::string job =
+      job_file(dir) + np(2) + " --set run_dir=" + run +
+      " --set checkpoint.every=5 --set checkpoint.memory_every=" + std::to_string(memory_every) +
+      " --set checkpoint.on_error=continue";
+  const std::string fail_end_save =
+      "RM_TEST_IO_FAULT='scope=" + run + " journal=" + dir.file("journal") + " count_under=" + run +
+      "/checkpoints start_at=step_00000010 op=fsync at=1 action=fail error=ENOSPC rank=0'";
+  const auto ended = run_cli("run " + job, dir.path(), fail_end_save);
+  EXPECT_EQ(ended.exit_code, 0) << ended.err << ended.out;
+  EXPECT_NE(ended.out.find("in-memory checkpoints kept: a checkpoint save failed"),
+            std::string::npos)
+      << ended.out;
+  EXPECT_FALSE(fs::exists(run + "/checkpoints/step_00000010"));
+  EXPECT_TRUE(fs::exists(run + "/weights.bin"));
+  return job;
+}
+
 // The end's disk save fails (ENOSPC at its first fsync, checkpoint.on_error: continue) while
 // memory, every 4 steps, holds step 8 of a 10-step run: the run ends, writes weights.bin and keeps
 // its segments. Extended to 12 steps, it is refused (exit 2) and weights.bin, the only copy of
@@ -189,20 +211,9 @@ TEST(MemoryCheckpointEnd, ARestartFromMemoryAtTheLastStepSavesTheEnd) {
 TEST(MemoryCheckpointEnd, AFinishedRunWhoseEndMemoryLacksIsNotGoneOnFromAnEarlierStep) {
   TempDir dir;
   const std::string run = dir.file("ended");
-  const std::string job = job_file(dir) + np(2) + " --set run_dir=" + run +
-                          " --set checkpoint.every=5 --set checkpoint.memory_every=4" +
-                          " --set checkpoint.on_error=continue";
-  const std::string fail_end_save =
-      "RM_TEST_IO_FAULT='scope=" + run + " journal=" + dir.file("journal") + " count_under=" + run +
-      "/checkpoints start_at=step_00000010 op=fsync at=1 action=fail error=ENOSPC rank=0'";
-  const auto ended = run_cli("run " + job, dir.path(), fail_end_save);
-  ASSERT_EQ(ended.exit_code, 0) << ended.err << ended.out;
-  ASSERT_NE(ended.out.find("in-memory checkpoints kept: a checkpoint save failed"),
-            std::string::npos)
-      << ended.out;
-  ASSERT_FALSE(fs::exists(run + "/checkpoints/step_00000010"));
+  const std::string job = end_without_its_disk_save(dir, 4);
+  ASSERT_FALSE(testing::Test::HasFailure());
   const std::string end = test::slurp(run + "/weights.bin");
-  ASSERT_FALSE(end.empty());
 
   const auto longer = run_cli("run " + job + " --set train.steps=12", dir.path());
   test::expect_refused(longer,
@@ -220,6 +231,22 @@ TEST(MemoryCheckpointEnd, AFinishedRunWhoseEndMemoryLacksIsNotGoneOnFromAnEarlie
   ASSERT_EQ(moved.exit_code, 0) << moved.err << moved.out;
   EXPECT_NE(moved.out.find("resuming from memory (step 8; disk: step 5)"), std::string::npos)
       << moved.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(fs::exists(segment_path(run, r))) << r;
+}
+
+// The same end, memory every 5 steps: memory holds the end (step 10), which no disk checkpoint
+// does. Extended, the run goes on from it -- neither the launcher's check of a finished run
+// before anything is written (it cannot see memory) nor the resume refuses it.
+TEST(MemoryCheckpointEnd, AFinishedRunWhoseEndOnlyMemoryHoldsGoesOnFromIt) {
+  TempDir dir;
+  const std::string run = dir.file("ended");
+  const std::string job = end_without_its_disk_save(dir, 5);
+  ASSERT_FALSE(testing::Test::HasFailure());
+  const auto longer = run_cli("run " + job + " --set train.steps=12", dir.path());
+  ASSERT_EQ(longer.exit_code, 0) << longer.err << longer.out;
+  EXPECT_NE(longer.out.find("resuming from memory (step 10; disk: step 5)"), std::string::npos)
+      << longer.out;
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
   for (int r = 0; r < 2; ++r) EXPECT_FALSE(fs::exists(segment_path(run, r))) << r;
 }
