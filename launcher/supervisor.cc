@@ -25,6 +25,7 @@
 #include "launcher/mpi_launch.h"
 #include "launcher/restart_placement.h"
 #include "observe/run_events.h"
+#include "worker/checkpoint_line.h"
 #include "worker/memory_salvage.h"
 
 namespace rm {
@@ -59,6 +60,41 @@ bool has_from(const std::vector<std::string>& argv) {
     if (a == "--from" || a.rfind("--from=", 0) == 0) return true;
   }
   return false;
+}
+
+// Whether RUN_DIR/checkpoints holds a committed checkpoint, whether or not it verifies.
+bool holds_committed_checkpoint(const std::string& run_dir) {
+  try {
+    for (const CheckpointInfo& c : list_checkpoints(run_dir, VerifyLevel::kStructure)) {
+      if (c.committed) return true;
+    }
+  } catch (const std::exception&) {
+    return true;  // not listed: nothing is removed on a guess
+  }
+  return false;
+}
+
+// --from's value in argv; empty when there is none.
+std::string from_value(const std::vector<std::string>& argv) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i].rfind("--from=", 0) == 0) return argv[i].substr(7);
+    if (argv[i] == "--from" && i + 1 < argv.size()) return argv[i + 1];
+  }
+  return "";
+}
+
+// Whether the run's newest checkpoint `newest` is of the line a --from `from` leaves: neither the
+// checkpoint `from` names nor one that goes on from it. The attempt that failed had not removed
+// the newer checkpoints of that line yet (Checkpointing::drop_newer_checkpoints: once every rank
+// has restored), so a restart goes back to `from`, or it would go on with the line left.
+bool left_line_still_newest(const std::string& newest, const std::string& from) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(newest, from, ec)) return false;
+  try {
+    return !goes_on_from(load_manifest(newest).state, from);
+  } catch (const std::exception&) {
+    return false;  // unreadable: a resume will say why, as without --from
+  }
 }
 
 // A healthy host takes a process in well under a second; one that has not within this long is
@@ -220,6 +256,18 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) return code;
     // The failed attempt's ranks on a host mpirun lost may live on a moment: not beside them.
     if (attempt > 0) wait_for_ranks_to_leave(job.run_dir, kRanksLeaveS);
+    // A stop that came since the attempt failed (as the checkpoint was chosen, the hosts probed,
+    // the ranks waited for) had no job to pass it on to: none is started to run on without it.
+    if (attempt > 0 && stop_signal_seen()) {
+      const std::string sig = signal_name(first_stop_signal());
+      print_error("stopped by " + sig + " before restart " + std::to_string(attempt) +
+                  ": not restarted (the attempt before failed with exit code " +
+                  std::to_string(last_code) +
+                  "); run the same command again to go on from the newest checkpoint");
+      append_run_event(job.run_dir, "stopped",
+                       {{"signal", sig}, {"before_restart", attempt}, {"exit_code", last_code}});
+      return last_code;
+    }
     if (launch.hostfile != before.hostfile || launch.nproc != before.nproc) {
       for (std::vector<std::string>* a : {&base_args, &args}) {
         *a = with_option(with_option(*a, "--hosts", launch.hostfile), "--nproc",
@@ -315,18 +363,29 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     }
     const auto newest = find_resume_checkpoint(job.run_dir);
     // --from is for the first attempt: a restart goes on from the run's own newest checkpoint --
-    // unless there is none yet (another run's checkpoint, none saved since), then from it again.
-    args = newest ? restart_arguments(base_args) : without_fresh(base_args);
+    // unless there is none yet (another run's checkpoint, none saved since), or the newest is
+    // still of the line --from leaves: then from it again.
+    const std::string from = from_value(base_args);
+    const bool from_again =
+        !from.empty() && (!newest || left_line_still_newest(newest->path, from));
+    args = from_again || !newest ? without_fresh(base_args) : restart_arguments(base_args);
     const bool memory = job.checkpoint.memory_every > 0;
     // Without a checkpoint to resume, the run starts over -- unless its ranks may hold newer
     // state in memory (worker/memory_checkpoints.h), which --fresh would discard.
-    if (!newest && !memory && !has_from(args)) args.push_back("--fresh");
+    // Nor over committed checkpoints that do not verify now: the rank passes them over as this
+    // attempt did, saying why, and keeps them -- a read that failed (EIO, a mount lost as the
+    // ranks failed) may succeed again, and --fresh would have removed them unsaid.
+    if (!newest && !memory && !has_from(args) && !holds_committed_checkpoint(job.run_dir)) {
+      args.push_back("--fresh");
+    }
     append_run_event(job.run_dir, "restart",
                      {{"reason", "failed"}, {"exit_code", code}, {"restart", attempt + 1}});
-    const std::string from =
-        newest ? newest->path : "the beginning (no checkpoint verifies)";
+    const std::string source = from_again ? from + " (--from again)"
+                               : newest   ? newest->path
+                                          : "the beginning (no checkpoint verifies)";
     std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s%s\n", code,
-                attempt + 1, max_restarts, memory ? "memory if newer, else " : "", from.c_str());
+                attempt + 1, max_restarts, memory && !from_again ? "memory if newer, else " : "",
+                source.c_str());
     std::fflush(stdout);
   }
 }

@@ -139,6 +139,31 @@ TEST(FromCli, AResumeFromAnOlderCheckpointStartsALineThatTheNextResumeContinues)
   expect_ended_as_straight(run, straight);
 }
 
+// The --from attempt fails before it has removed the newer checkpoints of the line it leaves
+// (they go once every rank has restored; here rank 1 is killed as it starts): the restart
+// goes back to --from's checkpoint and removes them then (before: it went on from the line
+// left behind, the run's newest checkpoint, step 12 -- the finished run ended again, untrained).
+TEST(FromCli, ARestartBeforeTheLineLeftIsRemovedGoesBackToFrom) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("again");
+  const std::string at = " --set run_dir=" + run;
+  ASSERT_EQ(run_cli("run " + job + at + " --nproc 2", dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(run + "/weights.bin");
+  const std::string from = run + "/checkpoints/step_00000004";
+  const auto r =
+      run_cli("run " + job + at + " --nproc 2 --set resilience.max_restarts=1 --from " + from,
+              dir.path(), "RM_TEST_FAULT=kill:1:0");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("restart 1 of 1 from " + from + " (--from again)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--from step 4: removed this run's newer checkpoints (step 8, step 12)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resuming from " + from + " (step 4)"), std::string::npos) << r.out;
+  expect_ended_as_straight(run, straight);
+}
+
 // Another run's checkpoint starts a run directory without checkpoints of its own; one with some
 // is refused (their steps up to it would stay, of an unrelated line). A restart before the first
 // save of this run starts from it again (before: from the beginning, --fresh, ignoring it).

@@ -3,6 +3,7 @@
 // of an uninterrupted run; a failure that repeats is given up after the last restart.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "testing/temp_dir.h"
+#include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
 
@@ -136,6 +138,58 @@ TEST(RestartLimit, RepeatedFailureGivesUp) {
   EXPECT_EQ(restarts, 2u) << events;
   EXPECT_EQ(started, 3u) << events;
   EXPECT_NE(events.find("\"event\":\"failed\""), std::string::npos) << events;
+}
+
+// Checkpoints that do not verify (a byte flipped in each) are passed over by every attempt and
+// kept: the restart "from the beginning" starts over without --fresh (before: --fresh removed
+// them, unsaid, where a read that failed for a moment -- a lost mount, EIO -- made them look
+// damaged). Both attempts die at step 3, before a save would replace them.
+TEST(RestartDamaged, CheckpointsThatDoNotVerifyAreKept) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_NE(run_cli("run " + job, dir.path(), "RM_TEST_FAULT=kill:0:11").exit_code, 0);
+  const std::string ckpts = dir.file("straight/checkpoints");
+  for (const char* step : {"step_00000004", "step_00000008"}) {
+    const std::string shard = ckpts + "/" + step + "/shard_00000.bin";
+    std::string bytes = test::slurp(shard);
+    ASSERT_GT(bytes.size(), 1000u) << shard;
+    bytes[bytes.size() / 2] ^= 0x01;
+    dir.write(std::string("straight/checkpoints/") + step + "/shard_00000.bin", bytes);
+  }
+  const auto r = run_cli("run " + job + " --set resilience.max_restarts=1", dir.path(),
+                         "RM_TEST_FAULT=kill:0:3,kill:0:3@1");
+  EXPECT_EQ(r.exit_code, 137) << r.err << r.out;
+  EXPECT_NE(r.out.find("restart 1 of 1 from the beginning (no checkpoint verifies)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::filesystem::exists(ckpts + "/step_00000004")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(ckpts + "/step_00000008")) << r.out;
+}
+
+// A SIGTERM that comes after an attempt failed and before the restart has started it (here while
+// `run` waits for the failed attempt's ranks to leave, held up by the test's own shared lock on
+// .ranks.lock) stops the job: no restart that would train on without the stop it never got
+// (before: the signal was dropped and the restart ran to its end).
+TEST(RestartStop, AStopBetweenAttemptsIsNotDropped) {
+  TempDir dir;
+  const std::string run = dir.file("straight");
+  const test::Child job =
+      test::spawn_cli("run " + job_file(dir) + " --set resilience.max_restarts=1", dir.path(), "r",
+                      "RM_TEST_FAULT=slowstep:0:200,kill:0:6");
+  ASSERT_TRUE(test::wait_for_text(job.out, "step      2/12")) << test::slurp(job.out);
+  const test::Child holder =
+      test::spawn_shell("exec flock -s " + run + "/.ranks.lock sleep 4", dir.path(), "lock");
+  ASSERT_TRUE(test::wait_for_text(job.out, "restart 1 of 1")) << test::slurp(job.out);
+  ::kill(job.pid, SIGTERM);
+  EXPECT_EQ(test::wait_exit(job), 137) << test::slurp(job.err);
+  test::wait_exit(holder);
+  const std::string err = test::slurp(job.err);
+  EXPECT_NE(err.find("stopped by SIGTERM before restart 1: not restarted (the attempt before "
+                     "failed with exit code 137)"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(test::logged_steps(run + "/metrics.jsonl").size() < 12) << test::slurp(job.out);
+  EXPECT_NE(test::slurp(run + "/events.jsonl").find("\"before_restart\":1"), std::string::npos);
 }
 
 // max_restarts 0 and a rank killed by a signal: said, with where to look (before: exit 137 and
