@@ -117,6 +117,17 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyL
   return out;
 }
 
+bool holds_committed_checkpoint(const std::string& run_dir) {
+  try {
+    for (const CheckpointInfo& c : list_checkpoints(run_dir, VerifyLevel::kStructure)) {
+      if (c.committed) return true;
+    }
+  } catch (const std::exception&) {
+    return true;
+  }
+  return false;
+}
+
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
                                                      std::vector<std::string>* report) {
   // Each look that meets a vanished checkpoint means the run saved a newer one meanwhile, so it

@@ -71,6 +71,11 @@ struct CheckpointInfo {
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir,
                                              VerifyLevel level = VerifyLevel::kChecksums);
 
+// Whether RUN_DIR/checkpoints/ holds a committed checkpoint, whether or not it verifies (a run
+// there resumes, or passes them over saying why; nothing is to be removed or skipped on the
+// guess that there is none). True when they cannot be listed, for the same reason.
+bool holds_committed_checkpoint(const std::string& run_dir);
+
 // The newest committed checkpoint that verifies with checksums, or nullopt; pinned (above).
 // Appends to *report (if given) one line per newer directory passed over and why, newest first:
 //   "skipped .../step_00001300: .../shard_00001.bin: checksum mismatch in piece ..."

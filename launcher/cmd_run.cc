@@ -47,6 +47,8 @@ int cmd_run(const RunArgs& args) {
     where.ranks = job_args.nproc;
     where.ranks_here = ranks_on_busiest_host(job_args.hosts, job_args.nproc);
     where.verifies_initial_weights = true;
+    where.fresh = args.fresh;
+    where.from_given = !args.from.empty();
     const CheckedJob checked = check_job(job_args.job, job_args.sets, where);
     const JobConfig& job = checked.job;
     check_resume_source(job, args.from, args.fresh);

@@ -18,6 +18,7 @@
 #include "base/exit_codes.h"
 #include "base/input_error.h"
 #include "base/run_dir.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
@@ -46,7 +47,10 @@ int cmd_submit(const SubmitArgs& args) {
     }
     const JobConfig job = load_job(args.job.job, args.job.sets, kRanksFromCluster);
     open_training_data(job);
-    check_initial_weights(job, VerifyLevel::kChecksums);
+    // At a run's first start only, as the ranks check it (worker/job_preparation.h).
+    if (args.fresh || !holds_committed_checkpoint(job.run_dir)) {
+      check_initial_weights(job, VerifyLevel::kChecksums);
+    }
     // Checked like `run` checks this host, against a node: what was submitted must not die of
     // std::bad_alloc after a day in the queue.
     const ClusterConfig& cluster = job.cluster;

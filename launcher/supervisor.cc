@@ -62,18 +62,6 @@ bool has_from(const std::vector<std::string>& argv) {
   return false;
 }
 
-// Whether RUN_DIR/checkpoints holds a committed checkpoint, whether or not it verifies.
-bool holds_committed_checkpoint(const std::string& run_dir) {
-  try {
-    for (const CheckpointInfo& c : list_checkpoints(run_dir, VerifyLevel::kStructure)) {
-      if (c.committed) return true;
-    }
-  } catch (const std::exception&) {
-    return true;  // not listed: nothing is removed on a guess
-  }
-  return false;
-}
-
 // --from's value in argv; empty when there is none.
 std::string from_value(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < argv.size(); ++i) {

@@ -8,7 +8,8 @@
 //   4. memory: the ranks sharing this host need no more RAM (or GPU memory) than it has
 //      (planning/memory_fit.h).
 //   5. the initial weights (model.init_from, worker/initial_weights.h): found, and every tensor
-//      matched to the model; their checksums read too where JobPlacement says so.
+//      matched to the model; their checksums read too where JobPlacement says so; not where the
+//      run goes on from a checkpoint (JobPlacement::fresh, from_given).
 // Each throws the error type the error report turns into one message and exit 2
 // (base/error_report.h), before anything is written. The run directory comes after, through
 // one function too (base/run_dir.h: prepare_run), called by the launcher, by a lone rank, and
@@ -42,6 +43,12 @@ struct JobPlacement {
   // Check 5 reads every byte of a checkpoint named by model.init_from (its checksums): once per
   // job, by whoever starts it (`run`, a lone rank); the ranks under it check the structure.
   bool verifies_initial_weights = false;
+  // How the run starts, as its command line says. model.init_from is read at a run's first
+  // start only, so check 5 is skipped where the run goes on from a checkpoint: --from, or a
+  // committed one of its own without --fresh (a fine-tune restarted after its source was
+  // removed goes on; if none of its checkpoints verifies, the start from init_from says why).
+  bool fresh = false;
+  bool from_given = false;
 };
 
 struct CheckedJob {

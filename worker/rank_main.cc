@@ -428,6 +428,8 @@ int run_alone(const RankArgs& args) {
     where.ranks = args.nproc;
     where.names_host = true;
     where.verifies_initial_weights = true;
+    where.fresh = args.fresh;
+    where.from_given = !args.from.empty();
     CheckedJob checked = check_job(args.job, args.sets, where);
     const JobConfig& job = checked.job;
     const StartKind start = prepare(job, args);
@@ -453,6 +455,8 @@ int run_with_mpi(const RankArgs& args) {
     where.own_gpus_possible = true;
     where.checks_memory = mpi.local_rank() == 0;
     where.names_host = true;
+    where.fresh = args.fresh;
+    where.from_given = !args.from.empty();
     checked = check_job(args.job, args.sets, where);
     return kExitOk;
   });
