@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "checkpoint/xxh_state.h"
 #include "io/atomic_file.h"
 #include "io/file_system.h"
+#include "io/io_error.h"
 #include "io/posix_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -255,8 +257,17 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
   for (const std::string& name : io::list_dir(root)) {
     const auto parsed = parse_step_dir_name(name);
     if (parsed && !parsed->committed) {
-      io::remove_tree(io::join(root, name));
-      removed.push_back(io::join(root, name));
+      // One that cannot be removed (made read-only) is said and left: it is never read, and the
+      // run must not fail to start for it.
+      try {
+        io::remove_tree(io::join(root, name));
+        removed.push_back(io::join(root, name));
+      } catch (const IoError& e) {
+        std::fprintf(stderr,
+                     "ringmaster: warning: %s: scratch of a save or removal that did not end, "
+                     "not removed: %s (never read; remove it by hand)\n",
+                     io::join(root, name).c_str(), e.what());
+      }
     } else if (io::is_symlink_scratch(name, kBestLink)) {
       // Nothing reads it; a crash left it. Only a link: a file or directory of that name is
       // someone else's.

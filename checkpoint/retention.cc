@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <optional>
 
 #include "checkpoint/checkpoint_paths.h"
@@ -12,6 +13,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "io/atomic_file.h"
 #include "io/file_system.h"
+#include "io/io_error.h"
 #include "io/posix_io.h"
 
 namespace rm {
@@ -35,6 +37,40 @@ std::vector<ScannedDir> scan_newest_first(const std::string& root) {
     return a.step != b.step ? a.step > b.step : a.committed > b.committed;
   });
   return out;
+}
+
+// Removes checkpoints/NAME, a committed checkpoint (claimed, renamed away, then emptied) or
+// scratch, appending its path to *removed once it is gone.
+void remove_doomed(const std::string& root, const std::string& name,
+                   std::vector<std::string>* removed) {
+  checkpoint_phase("retention:delete");
+  std::string path = io::join(root, name);
+  if (parse_step_dir_name(name)->committed) {
+    const std::string scratch = path + ".del.tmp";
+    io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
+    io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
+    if (!claim_for_removal(path, &claim)) return;  // being read: a later retention's
+    io::rename_path(path, scratch);
+    io::fsync_directory(root);
+    // A checkpoint made read-only to keep it is renamed all the same (that needs only
+    // checkpoints/ writable) and then not removed: if nothing of it went, it gets its name
+    // back, or it would be kept under a scratch name no resume lists, and that the next
+    // start could not remove either.
+    const std::vector<std::string> files = io::list_dir(scratch);
+    try {
+      io::remove_tree(scratch);
+    } catch (const IoError&) {
+      if (io::list_dir(scratch).size() == files.size() && !io::exists(path)) {
+        io::rename_path(scratch, path);
+        io::fsync_directory(root);
+      }
+      throw;
+    }
+    removed->push_back(path);
+    return;
+  }
+  removed->push_back(path);
+  io::remove_tree(path);  // files, then the directory, then fsync checkpoints/
 }
 
 }  // namespace
@@ -122,24 +158,18 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
     }
   }
 
+  // One that cannot be removed does not keep the others: the first error is thrown once every
+  // one has been tried (the paths removed are then not returned).
+  std::exception_ptr first_error;
   for (const std::string& name : doomed) {
-    checkpoint_phase("retention:delete");
-    std::string path = io::join(root, name);
-    if (parse_step_dir_name(name)->committed) {
-      const std::string scratch = path + ".del.tmp";
-      io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
-      io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
-      if (!claim_for_removal(path, &claim)) continue;  // being read: a later retention's
-      io::rename_path(path, scratch);
-      io::fsync_directory(root);
-      removed.push_back(path);
-      path = scratch;
-    } else {
-      removed.push_back(path);
+    try {
+      remove_doomed(root, name, &removed);
+    } catch (const IoError&) {
+      if (!first_error) first_error = std::current_exception();
     }
-    io::remove_tree(path);  // files, then the directory, then fsync checkpoints/
   }
   if (!doomed.empty()) io::fs().note("retention:done");  // for the fault journal
+  if (first_error) std::rethrow_exception(first_error);
   return removed;
 }
 

@@ -7,6 +7,7 @@
 // rank 0 learns from its failure marker).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <string>
@@ -172,6 +173,48 @@ TEST(SaveErrorCli, ACheckpointRetentionCannotRemoveCostsAWarningNotTheRun) {
   EXPECT_TRUE(verify_checkpoint(run + "/checkpoints/step_00000006").ok);
   EXPECT_FALSE(std::filesystem::exists(run + "/checkpoints/step_00000002"));
   EXPECT_NE(test::slurp(run + "/events.jsonl").find("\"retention_error\""), std::string::npos);
+}
+
+// Retention renames a checkpoint away and then cannot remove its files (every unlink in it
+// fails, as in one made read-only to keep it: renaming it needs only checkpoints/ writable):
+// nothing of it went, so it gets its name back at each try, and the others due go all the same
+// (before: it stayed as step_2.del.tmp, a name no resume lists, step_4 stayed beside it, and the
+// next start failed on it). And a scratch directory the next start cannot remove is said and
+// left: the run starts (before: it failed to start).
+TEST(SaveErrorCli, ACheckpointRetentionCannotEmptyKeepsItsName) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const std::string ckpts = run + "/checkpoints";
+  const std::string fault = io_fault(run, dir.file("j.log"), "/checkpoints/step_00000002.del.tmp",
+                                     "op=unlink at=1 action=fail error=EACCES sticky=1 rank=0");
+  const auto r = run_cli("run " + job_file(dir) + " --set checkpoint.keep=1 --set run_dir=" + run,
+                         dir.path(), fault, kGuard);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("an older checkpoint could not be removed (checkpoint.keep)"),
+            std::string::npos)
+      << r.err;
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(ckpts)) {
+    left.push_back(e.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"step_00000002", "step_00000006"})) << r.err;
+  EXPECT_TRUE(verify_checkpoint(ckpts + "/step_00000002").ok);
+
+  std::filesystem::create_directories(ckpts + "/step_00000099.tmp");
+  dir.write("run/checkpoints/step_00000099.tmp/shard_00000.bin", "x");
+  const std::string stuck =
+      io_fault(run, dir.file("j2.log"), "/checkpoints",
+               "start_at=step_00000099.tmp op=unlink at=1 action=fail error=EACCES rank=0");
+  const auto longer = run_cli(
+      "run " + job_file(dir) + " --set checkpoint.keep=1 --set train.steps=8 --set run_dir=" + run,
+      dir.path(), stuck, kGuard);
+  ASSERT_EQ(longer.exit_code, 0) << longer.err << longer.out;
+  EXPECT_NE(longer.err.find("step_00000099.tmp: scratch of a save or removal that did not end, "
+                            "not removed"),
+            std::string::npos)
+      << longer.err;
+  EXPECT_TRUE(verify_checkpoint(ckpts + "/step_00000008").ok);
 }
 
 }  // namespace
