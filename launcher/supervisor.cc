@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -229,15 +230,19 @@ int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
 
 }  // namespace
 
-int supervise(const JobConfig& job, const MpiLaunch& first_launch,
-              const std::vector<std::string>& argv) {
+namespace {
+
+// supervise() but for what it throws once an attempt has failed; *last_code: that attempt's exit
+// code (-1 until one has).
+int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
+                       const std::vector<std::string>& argv, int* last_code_out) {
   const SignalForwarding forwarding =
       job.checkpoint.on_signal ? SignalForwarding::kAsUsr1 : SignalForwarding::kSame;
   const int max_restarts = job.resilience.max_restarts;
   MpiLaunch launch = first_launch;  // a restart may go on without lost hosts
   std::vector<std::string> base_args = argv;
   std::vector<std::string> args = argv;
-  int last_code = 1;  // the failed attempt's exit code, once there is one
+  int& last_code = *last_code_out;
   for (int attempt = 0;; ++attempt) {
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
     const MpiLaunch before = launch;
@@ -271,7 +276,7 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
       if (::access(command[0].c_str(), X_OK) != 0) {
         print_error(command[0] + " was removed since this run started and no program is there " +
                     "now: cannot restart the job; run it again once ringmaster is installed");
-        return last_code;
+        return std::max(last_code, 1);
       }
       std::fprintf(stderr,
                    "ringmaster: %s was replaced since this run started: the restart runs "
@@ -375,6 +380,25 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
                 attempt + 1, max_restarts, memory && !from_again ? "memory if newer, else " : "",
                 source.c_str());
     std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int supervise(const JobConfig& job, const MpiLaunch& first_launch,
+              const std::vector<std::string>& argv) {
+  int last_code = -1;
+  try {
+    return supervise_attempts(job, first_launch, argv, &last_code);
+  } catch (const std::exception& e) {
+    // Before any attempt ran: the command's error, as any (bad hosts, exit 2). After one failed,
+    // what stops the restart (ranks that never leave the run directory, a file that cannot be
+    // read) is not bad input: the job failed, with its exit code, and says so.
+    if (last_code < 0) throw;
+    print_error("the job failed (exit code " + std::to_string(last_code) +
+                ") and could not be restarted: " + e.what());
+    append_run_event(job.run_dir, "failed", {{"exit_code", last_code}, {"error", e.what()}});
+    return last_code;
   }
 }
 
