@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -89,6 +90,48 @@ parallel: {threads_per_rank: 1}
   const auto verify = run_cli("ckpt list " + run, dir.path());
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
   EXPECT_NE(verify.out.find(": 1 checkpoint\n"), std::string::npos) << verify.out;
+}
+
+// `run --from` a checkpoint of another run that still saves (every step, keeping one) on 2
+// ranks: rank 0 pins the checkpoint before it verifies it and keeps the pin until every rank
+// holds its own, here across a pause (RM_TEST_READ_PAUSE_MS) in which the source saves again.
+// The resume reads what was verified (before: nothing held it between rank 0's verification and
+// the ranks' reads, and the source's retention removed it: "no such directory any more").
+TEST(ReaderPin, AResumeFromALiveRunsCheckpointKeepsItUntilEveryRankHoldsIt) {
+  TempDir dir;
+  const std::string source = dir.file("source");
+  const std::string job = dir.write("job.yaml", R"(name: pin
+run_dir: )" + source + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 1000000, global_batch: 4, micro_batch: 2, eval_every: 0, log_every: 1000}
+checkpoint: {every: 1, keep: 1, async: false}
+parallel: {threads_per_rank: 1}
+)");
+  const test::Child trainer =
+      test::spawn_cli("run " + job, dir.path(), "source", "RM_TEST_FAULT=slowstep:0:5000");
+  // Just after a save: the next is 5 s away, and the one after it removes this one.
+  ASSERT_TRUE(test::wait_for_text(source + "/events.jsonl", "checkpoint_saved"));
+  const long first = newest_step(source);
+  for (int i = 0; i < 1500 && newest_step(source) == first; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const long step = newest_step(source);
+  ASSERT_GT(step, first);
+  char name[32];
+  std::snprintf(name, sizeof name, "/checkpoints/step_%08ld", step);
+  const std::string from = source + name;
+  const auto r = run_cli("run " + job + " --nproc 2 --set run_dir=" + dir.file("branch") +
+                             " --set train.steps=" + std::to_string(step + 2) + " --from " + from,
+                         dir.path(), "RM_TEST_READ_PAUSE_MS=7000");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resuming from " + from + " (step " + std::to_string(step) + ")"),
+            std::string::npos)
+      << r.out;
+  EXPECT_GT(newest_step(source), step) << "the source saved no newer checkpoint meanwhile";
+  EXPECT_TRUE(vanishes(from)) << from << " is kept after its reader is done";
+  ASSERT_EQ(::kill(trainer.pid, SIGTERM), 0);
+  EXPECT_EQ(test::wait_exit(trainer), 75) << test::slurp(trainer.err);
 }
 
 }  // namespace

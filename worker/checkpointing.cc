@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "base/elapsed.h"
@@ -226,6 +227,11 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   double& step = choice[0];
   std::string chosen = path;
   std::vector<std::string> skipped;  // "skipped PATH: why", for the log and the event
+  // Rank 0: a given checkpoint (--from, or the line's start), pinned before it is verified and
+  // until every rank holds its own pin: another run that still trains may remove it (retention)
+  // or point its checkpoints/best elsewhere in between. What it resolved to is what every rank
+  // reads, the directory verified.
+  std::optional<CheckpointPin> given_pin;
   if (comm_.rank() == 0) {
     if (chosen.empty()) {
       auto found = find_resume_checkpoint(job_.run_dir, &skipped);  // verified already
@@ -254,8 +260,13 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       }
     }
     if (step == -1 && !chosen.empty()) {  // given (not refused above)
-      const VerifyResult v = verify_checkpoint(chosen);
+      given_pin = CheckpointPin::take(chosen);
+      if (!given_pin) {
+        throw CheckpointError(chosen + ": no such directory (removed by its run's retention?)");
+      }
+      const VerifyResult v = verify_checkpoint(given_pin->path());
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
+      pause_before_reading_for_tests();  // RM_TEST_READ_PAUSE_MS: the pin's tests
       step = static_cast<double>(v.step);
       choice[1] = 1;
     }
@@ -287,12 +298,9 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   started_from_ = choice[1] != 0 ? (path.empty() ? line_start : path) : std::string();
   std::string source =
       started_from_.empty() ? checkpoint_path(job_.run_dir, steps_done) : started_from_;
-  // --from may name a checkpoint of another run that still trains: its retention leaves it alone
-  // while this rank reads it. Every rank reads the directory rank 0 resolved: --from
-  // other/checkpoints/best is a link that run may point elsewhere meanwhile.
+  // Every rank reads the directory rank 0 pinned and verified (given_pin, above).
   if (!started_from_.empty()) {
-    const auto resolved = CheckpointPin::take(source);
-    source = broadcast_string(comm_, resolved ? resolved->path() : source, 0);
+    source = broadcast_string(comm_, given_pin ? given_pin->path() : std::string(), 0);
   }
   const auto pin = CheckpointPin::take(source);
   if (!pin) {
@@ -300,6 +308,7 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
                           ": no such directory any more (removed by its run's "
                           "retention after it was verified?)");
   }
+  if (!started_from_.empty()) comm_.barrier();  // every rank holds its pin: rank 0's may go
   CheckpointReader reader(source);
   resumed_path_ = reader.dir();
   const Manifest& m = reader.manifest();

@@ -10,8 +10,9 @@
 //                        and fails or tears one (io/fault_file_system.h): the power-cut,
 //                        save-error and I/O tests
 //   RM_TEST_READ_PAUSE_MS
-//                        a reader (eval, sample, export, ckpt inspect) sleeps between choosing
-//                        and pinning its checkpoint and reading it (checkpoint/checkpoint_pin.h):
+//                        a reader (eval, sample, export, ckpt inspect; rank 0 of a --from
+//                        resume) sleeps between choosing and pinning its checkpoint and reading
+//                        it (checkpoint/checkpoint_pin.h):
 //                        the reader-pin tests, which race a live run's retention
 //   RM_TEST_HOST_MEMORY, RM_TEST_GPU_MEMORY
 //                        the memory the pre-flight checks see (planning/host_memory.h): the
