@@ -228,10 +228,6 @@ int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   return kExitFailure;
 }
 
-}  // namespace
-
-namespace {
-
 // supervise() but for what it throws once an attempt has failed; *last_code: that attempt's exit
 // code (-1 until one has).
 int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
