@@ -257,16 +257,24 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
   for (const std::string& name : io::list_dir(root)) {
     const auto parsed = parse_step_dir_name(name);
     if (parsed && !parsed->committed) {
-      // One that cannot be removed (made read-only) is said and left: it is never read, and the
-      // run must not fail to start for it.
+      // One that cannot be removed (a file in it made read-only or immutable) is moved out of
+      // the way of a later save of its step, which would reuse it, to a name no save, resume
+      // or retention takes ("stale." + its name), said, and left: the run must not fail to
+      // start for it. If even that rename fails, the start does.
+      const std::string path = io::join(root, name);
       try {
-        io::remove_tree(io::join(root, name));
-        removed.push_back(io::join(root, name));
+        io::remove_tree(path);
+        removed.push_back(path);
       } catch (const IoError& e) {
+        const std::string aside = io::join(root, "stale." + name);
+        if (io::exists(aside)) throw;
+        io::rename_path(path, aside);
+        io::fsync_directory(root);
         std::fprintf(stderr,
                      "ringmaster: warning: %s: scratch of a save or removal that did not end, "
-                     "not removed: %s (never read; remove it by hand)\n",
-                     io::join(root, name).c_str(), e.what());
+                     "cannot be removed (%s): moved to %s, which nothing reads; remove it by "
+                     "hand\n",
+                     path.c_str(), e.what(), aside.c_str());
       }
     } else if (io::is_symlink_scratch(name, kBestLink)) {
       // Nothing reads it; a crash left it. Only a link: a file or directory of that name is

@@ -63,6 +63,13 @@ bool has_from(const std::vector<std::string>& argv) {
   return false;
 }
 
+bool has_fresh(const std::vector<std::string>& argv) {
+  for (const std::string& a : argv) {
+    if (a == "--fresh" || a.rfind("--fresh=", 0) == 0) return true;
+  }
+  return false;
+}
+
 // --from's value in argv; empty when there is none.
 std::string from_value(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -239,6 +246,10 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
   std::vector<std::string> base_args = argv;
   std::vector<std::string> args = argv;
   int& last_code = *last_code_out;
+  // Whether an attempt run with --from has started training: its ranks had restored and removed
+  // the newer checkpoints of the line it leaves (Checkpointing::drop_newer_checkpoints comes
+  // before the "started" event), so no restart passes --from again to drop the new line's.
+  bool line_started = false;
   for (int attempt = 0;; ++attempt) {
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
     const MpiLaunch before = launch;
@@ -251,8 +262,9 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       const std::string sig = signal_name(first_stop_signal());
       print_error("stopped by " + sig + " before restart " + std::to_string(attempt) +
                   ": not restarted (the attempt before failed with exit code " +
-                  std::to_string(last_code) +
-                  "); run the same command again to go on from the newest checkpoint");
+                  std::to_string(last_code) + "); run the same command again" +
+                  (has_fresh(base_args) ? " without --fresh" : "") +
+                  " to go on from the newest checkpoint");
       append_run_event(job.run_dir, "stopped",
                        {{"signal", sig}, {"before_restart", attempt}, {"exit_code", last_code}});
       return last_code;
@@ -292,6 +304,7 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
                          : run_mpirun(launch, args, forwarding,
                                       launch.hostfile.empty() ? 0 : kMpirunLingerS, ranks_started);
     last_code = code;
+    if (has_from(args) && started_events(job.run_dir) > started_before) line_started = true;
     if (stop_signal_seen() && forwarding == SignalForwarding::kAsUsr1 &&
         first_stop_signal() != SIGUSR1) {
       // The ranks were told with SIGUSR1 and say so; what this process got is what was sent.
@@ -352,11 +365,11 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
     }
     const auto newest = find_resume_checkpoint(job.run_dir);
     // --from is for the first attempt: a restart goes on from the run's own newest checkpoint --
-    // unless there is none yet (another run's checkpoint, none saved since), or the newest is
-    // still of the line --from leaves: then from it again.
+    // unless there is none yet (another run's checkpoint, none saved since), or no attempt got
+    // as far as training and the newest is still of the line --from leaves: then from it again.
     const std::string from = from_value(base_args);
     const bool from_again =
-        !from.empty() && (!newest || left_line_still_newest(newest->path, from));
+        !from.empty() && (!newest || (!line_started && left_line_still_newest(newest->path, from)));
     args = from_again || !newest ? without_fresh(base_args) : restart_arguments(base_args);
     const bool memory = job.checkpoint.memory_every > 0;
     // Without a checkpoint to resume, the run starts over -- unless its ranks may hold newer

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "testing/temp_dir.h"
+#include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
 
@@ -161,6 +162,43 @@ TEST(FromCli, ARestartBeforeTheLineLeftIsRemovedGoesBackToFrom) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("resuming from " + from + " (step 4)"), std::string::npos) << r.out;
+  expect_ended_as_straight(run, straight);
+}
+
+// Once an attempt --from has started training (the line left removed, the new line saving), a
+// restart goes on from the run's own newest checkpoint, even where --from's path names another
+// checkpoint by then (here a link, spelled with a trailing slash as shells complete it,
+// repointed to another run's checkpoint after the new line saved step 8): before, the restart
+// took --from again, from that other checkpoint, and removed the new line's step 8.
+TEST(FromCli, ARestartAfterTheLineStartedGoesOnWithIt) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("started");
+  const std::string at = " --set run_dir=" + run;
+  ASSERT_EQ(run_cli("run " + job + at, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(run + "/weights.bin");
+  const std::string other = dir.file("other");  // another checkpoint of step 4 (another job)
+  ASSERT_EQ(
+      run_cli("run " + job + " --set train.steps=8 --set run_dir=" + other, dir.path()).exit_code,
+      0);
+  fs::create_directory_symlink("checkpoints/step_00000004", run + "/start");
+  const test::Child r = test::spawn_cli(
+      "run " + job + at + " --set resilience.max_restarts=1 --from " + run + "/start/", dir.path(),
+      "r", "RM_TEST_FAULT=slowstep:0:400,kill:0:10");
+  // Step 9 trains: the new line has saved its step 8 (synchronous saves; the line left's step 8
+  // went as the attempt started).
+  ASSERT_TRUE(test::wait_for_text(r.out, "step      9/12")) << test::slurp(r.out);
+  ASSERT_NE(test::slurp(r.out).find("removed this run's newer checkpoints (step 8, step 12)"),
+            std::string::npos)
+      << test::slurp(r.out);
+  fs::remove(run + "/start");
+  fs::create_directory_symlink(other + "/checkpoints/step_00000004", run + "/start");
+  ASSERT_EQ(test::wait_exit(r), 0) << test::slurp(r.err) << test::slurp(r.out);
+  const std::string out = test::slurp(r.out);
+  EXPECT_NE(out.find("restart 1 of 1 from " + run + "/checkpoints/step_00000008"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("(--from again)"), std::string::npos) << out;
   expect_ended_as_straight(run, straight);
 }
 

@@ -109,8 +109,9 @@ checkpoint: {every: 1, keep: 1, async: false}
 parallel: {threads_per_rank: 1}
 )");
   const test::Child trainer =
-      test::spawn_cli("run " + job, dir.path(), "source", "RM_TEST_FAULT=slowstep:0:5000");
-  // Just after a save: the next is 5 s away, and the one after it removes this one.
+      test::spawn_cli("run " + job, dir.path(), "source", "RM_TEST_FAULT=slowstep:0:8000");
+  // Just after a save: the next is 8 s away (the branch's ranks start and pin it well within
+  // that), and it removes this one unless pinned.
   ASSERT_TRUE(test::wait_for_text(source + "/events.jsonl", "checkpoint_saved"));
   const long first = newest_step(source);
   for (int i = 0; i < 1500 && newest_step(source) == first; ++i) {
@@ -123,7 +124,7 @@ parallel: {threads_per_rank: 1}
   const std::string from = source + name;
   const auto r = run_cli("run " + job + " --nproc 2 --set run_dir=" + dir.file("branch") +
                              " --set train.steps=" + std::to_string(step + 2) + " --from " + from,
-                         dir.path(), "RM_TEST_READ_PAUSE_MS=7000");
+                         dir.path(), "RM_TEST_READ_PAUSE_MS=10000");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("resuming from " + from + " (step " + std::to_string(step) + ")"),
             std::string::npos)

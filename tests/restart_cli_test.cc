@@ -177,10 +177,15 @@ TEST(RestartStop, AStopBetweenAttemptsIsNotDropped) {
       test::spawn_cli("run " + job_file(dir) + " --set resilience.max_restarts=1", dir.path(), "r",
                       "RM_TEST_FAULT=slowstep:0:200,kill:0:6");
   ASSERT_TRUE(test::wait_for_text(job.out, "step      2/12")) << test::slurp(job.out);
+  // Held until the signal is sent, however slow the machine: then the restart may go on.
+  const std::string go = dir.file("go");
   const test::Child holder =
-      test::spawn_shell("exec flock -s " + run + "/.ranks.lock sleep 4", dir.path(), "lock");
+      test::spawn_shell("exec flock -s " + run + "/.ranks.lock timeout 120 sh -c 'while [ ! -e " +
+                            go + " ]; do sleep 0.05; done'",
+                        dir.path(), "lock");
   ASSERT_TRUE(test::wait_for_text(job.out, "restart 1 of 1")) << test::slurp(job.out);
   ::kill(job.pid, SIGTERM);
+  dir.write("go", "");
   EXPECT_EQ(test::wait_exit(job), 137) << test::slurp(job.err);
   test::wait_exit(holder);
   const std::string err = test::slurp(job.err);

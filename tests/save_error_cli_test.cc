@@ -179,8 +179,8 @@ TEST(SaveErrorCli, ACheckpointRetentionCannotRemoveCostsAWarningNotTheRun) {
 // fails, as in one made read-only to keep it: renaming it needs only checkpoints/ writable):
 // nothing of it went, so it gets its name back at each try, and the others due go all the same
 // (before: it stayed as step_2.del.tmp, a name no resume lists, step_4 stayed beside it, and the
-// next start failed on it). And a scratch directory the next start cannot remove is said and
-// left: the run starts (before: it failed to start).
+// next start failed on it). And a scratch directory the next start cannot remove is moved out
+// of the way of a later save of its step, said, and the run starts (before: it failed to start).
 TEST(SaveErrorCli, ACheckpointRetentionCannotEmptyKeepsItsName) {
   TempDir dir;
   const std::string run = dir.file("run");
@@ -211,9 +211,11 @@ TEST(SaveErrorCli, ACheckpointRetentionCannotEmptyKeepsItsName) {
       dir.path(), stuck, kGuard);
   ASSERT_EQ(longer.exit_code, 0) << longer.err << longer.out;
   EXPECT_NE(longer.err.find("step_00000099.tmp: scratch of a save or removal that did not end, "
-                            "not removed"),
+                            "cannot be removed"),
             std::string::npos)
       << longer.err;
+  EXPECT_TRUE(std::filesystem::exists(ckpts + "/stale.step_00000099.tmp/shard_00000.bin"));
+  EXPECT_FALSE(std::filesystem::exists(ckpts + "/step_00000099.tmp"));
   EXPECT_TRUE(verify_checkpoint(ckpts + "/step_00000008").ok);
 }
 

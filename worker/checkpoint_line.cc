@@ -23,13 +23,14 @@ std::string absolute_path(const std::string& path) {
 
 }  // namespace
 
-nlohmann::json checkpoint_line_origin(const std::string& ckpt) {
+nlohmann::json checkpoint_line_origin(const std::string& ckpt, const std::string& as_given) {
   std::string digest;
   const int64_t step = load_manifest(ckpt, &digest).step;
-  return {{"checkpoint", absolute_path(ckpt)},
-          {"as_given", fs::absolute(ckpt).lexically_normal().string()},
-          {"step", step},
-          {"manifest_digest", digest}};
+  return {
+      {"checkpoint", absolute_path(ckpt)},
+      {"as_given", fs::absolute(as_given.empty() ? ckpt : as_given).lexically_normal().string()},
+      {"step", step},
+      {"manifest_digest", digest}};
 }
 
 void record_line_start(const std::string& run_dir, const nlohmann::json& line_from) {

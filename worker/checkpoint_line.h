@@ -8,7 +8,8 @@
 //                 "manifest_digest": "<XXH64 of that checkpoint's manifest.json, hex>"}
 // and a plain resume carries it on. A batch script that passes the same --from on every Slurm
 // requeue then goes on with the line it started instead of removing the line's progress and
-// training it again; `ringmaster run`'s own restarts never pass --from again.
+// training it again; `ringmaster run`'s own restarts pass --from again only where the attempt
+// that failed never started training (launcher/supervisor.cc), its drop of the line left undone.
 #pragma once
 
 #include <string>
@@ -19,7 +20,9 @@ namespace rm {
 
 // The "line_from" record of the checkpoint directory `ckpt` (its manifest.json read whole).
 // Throws CheckpointError (IoError) if the manifest cannot be read or parsed.
-nlohmann::json checkpoint_line_origin(const std::string& ckpt);
+// as_given: the path the user named it by ("" = ckpt), recorded as "as_given" (a link's
+// spelling: checkpoints/best names the line's start whatever it points to later).
+nlohmann::json checkpoint_line_origin(const std::string& ckpt, const std::string& as_given = "");
 
 // RUN_DIR/line.json: the "line_from" record of the line the run trains on since its last --from
 // resume, written (atomically, by rank 0) once that resume has succeeded. Until the line saves a

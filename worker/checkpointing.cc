@@ -311,6 +311,9 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   if (!started_from_.empty()) comm_.barrier();  // every rank holds its pin: rank 0's may go
   CheckpointReader reader(source);
   resumed_path_ = reader.dir();
+  started_from_origin_ = started_from_.empty()
+                             ? nlohmann::json()
+                             : checkpoint_line_origin(resumed_path_, started_from_);
   const Manifest& m = reader.manifest();
   check_checkpoint_matches_model(m, model_, reader.dir());
   state_.restore(reader, m.state.value("optimizer_steps", steps_done));

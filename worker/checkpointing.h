@@ -69,6 +69,9 @@ class Checkpointing {
   // The given checkpoint (path or line_start) the last resume() restored; empty when it was
   // the run's own or there was none.
   const std::string& started_from() const { return started_from_; }
+  // That checkpoint's line origin (worker/checkpoint_line.h: checkpoint_line_origin), read
+  // while it was pinned: what was restored, not what the path names by now. Null when none.
+  const nlohmann::json& started_from_origin() const { return started_from_origin_; }
   // The checkpoint directory the last resume() restored ("" if none).
   const std::string& resumed_path() const { return resumed_path_; }
   // After a resume --from the checkpoint of `step` has succeeded on every rank (collective: it
@@ -114,6 +117,7 @@ class Checkpointing {
   int failed_saves_ = 0;
   nlohmann::json resumed_state_ = nlohmann::json::object();
   std::string started_from_;
+  nlohmann::json started_from_origin_;
   std::string resumed_path_;
   TraceRecorder* trace_ = nullptr;
 };

@@ -44,7 +44,7 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
     c.fit = check_memory_fit(c.job, where.ranks, where.ranks_here, c.device.kind, c.capacity);
   }
   const bool goes_on =
-      !where.fresh && (where.from_given || holds_committed_checkpoint(c.job.run_dir));
+      where.from_given || (!where.fresh && holds_committed_checkpoint(c.job.run_dir));
   if (!goes_on) {
     check_initial_weights(
         c.job, where.verifies_initial_weights ? VerifyLevel::kChecksums : VerifyLevel::kStructure);

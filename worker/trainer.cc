@@ -535,9 +535,11 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
         why = "no step that every rank holds, so not from memory";
       } else if (!usable) {
         const std::optional<int64_t> end = finished_runs_end(job_.run_dir);
-        why = "not from memory: step " + std::to_string(*held.step) + " is before the run's end" +
-              (end ? " at step " + std::to_string(*end) : std::string()) +
-              " (weights.bin), which going on from it would remove";
+        why = "not from memory: step " + std::to_string(*held.step) +
+              (end ? " is before the run's end at step " + std::to_string(*end) +
+                         " (weights.bin), which going on from it would remove"
+                   : " may be before the run's end (weights.bin; its step is not known: no "
+                     "'finished' event), which going on from it would remove");
       }
       std::printf("ringmaster: %s; %s\n", held.account.c_str(), why.c_str());
       std::fflush(stdout);
@@ -571,7 +573,7 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
   restore_best(state);
   const std::string& given = checkpoints_->started_from();
   line_from_ = given.empty() ? line_of_checkpoint(job_.run_dir, checkpoints_->resumed_path(), state)
-                             : checkpoint_line_origin(given);
+                             : checkpoints_->started_from_origin();
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) {
