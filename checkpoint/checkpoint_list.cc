@@ -119,8 +119,11 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyL
 
 bool holds_committed_checkpoint(const std::string& run_dir) {
   try {
-    for (const CheckpointInfo& c : list_checkpoints(run_dir, VerifyLevel::kStructure)) {
-      if (c.committed) return true;
+    const std::string root = checkpoints_root(run_dir);
+    if (!io::is_directory(root)) return false;
+    for (const std::string& name : io::list_dir(root)) {  // the names say it: no manifest read
+      const auto parsed = parse_step_dir_name(name);
+      if (parsed && parsed->committed) return true;
     }
   } catch (const std::exception&) {
     return true;

@@ -18,7 +18,6 @@
 #include "base/exit_codes.h"
 #include "base/input_error.h"
 #include "base/run_dir.h"
-#include "checkpoint/checkpoint_reader.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
@@ -47,8 +46,7 @@ int cmd_submit(const SubmitArgs& args) {
     }
     const JobConfig job = load_job(args.job.job, args.job.sets, kRanksFromCluster);
     open_training_data(job);
-    // At a run's first start only, as the ranks check it (worker/job_preparation.h).
-    if (args.fresh || !holds_committed_checkpoint(job.run_dir)) {
+    if (may_start_from_initial_weights(job, args.fresh, /*from_given=*/false)) {
       check_initial_weights(job, VerifyLevel::kChecksums);
     }
     // Checked like `run` checks this host, against a node: what was submitted must not die of

@@ -30,11 +30,19 @@
 #include "worker/memory_salvage.h"
 
 namespace rm {
+namespace {
+
+// Whether a command-line word is the --fresh flag, in either spelling.
+bool is_fresh_flag(const std::string& a) {
+  return a == "--fresh" || a.rfind("--fresh=", 0) == 0;
+}
+
+}  // namespace
 
 std::vector<std::string> restart_arguments(const std::vector<std::string>& argv) {
   std::vector<std::string> out;
   for (size_t i = 0; i < argv.size(); ++i) {
-    if (argv[i] == "--fresh" || argv[i].rfind("--fresh=", 0) == 0) continue;
+    if (is_fresh_flag(argv[i])) continue;
     if (argv[i].rfind("--from=", 0) == 0) continue;
     if (argv[i] == "--from") {
       ++i;  // and its value
@@ -51,7 +59,7 @@ namespace {
 std::vector<std::string> without_fresh(const std::vector<std::string>& argv) {
   std::vector<std::string> out;
   for (const std::string& a : argv) {
-    if (a != "--fresh" && a.rfind("--fresh=", 0) != 0) out.push_back(a);
+    if (!is_fresh_flag(a)) out.push_back(a);
   }
   return out;
 }
@@ -59,13 +67,6 @@ std::vector<std::string> without_fresh(const std::vector<std::string>& argv) {
 bool has_from(const std::vector<std::string>& argv) {
   for (const std::string& a : argv) {
     if (a == "--from" || a.rfind("--from=", 0) == 0) return true;
-  }
-  return false;
-}
-
-bool has_fresh(const std::vector<std::string>& argv) {
-  for (const std::string& a : argv) {
-    if (a == "--fresh" || a.rfind("--fresh=", 0) == 0) return true;
   }
   return false;
 }
@@ -263,7 +264,9 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       print_error("stopped by " + sig + " before restart " + std::to_string(attempt) +
                   ": not restarted (the attempt before failed with exit code " +
                   std::to_string(last_code) + "); run the same command again" +
-                  (has_fresh(base_args) ? " without --fresh" : "") +
+                  (std::any_of(base_args.begin(), base_args.end(), is_fresh_flag)
+                       ? " without --fresh"
+                       : "") +
                   " to go on from the newest checkpoint");
       append_run_event(job.run_dir, "stopped",
                        {{"signal", sig}, {"before_restart", attempt}, {"exit_code", last_code}});

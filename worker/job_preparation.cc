@@ -43,13 +43,16 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
     }
     c.fit = check_memory_fit(c.job, where.ranks, where.ranks_here, c.device.kind, c.capacity);
   }
-  const bool goes_on =
-      where.from_given || (!where.fresh && holds_committed_checkpoint(c.job.run_dir));
-  if (!goes_on) {
+  if (may_start_from_initial_weights(c.job, where.fresh, where.from_given)) {
     check_initial_weights(
         c.job, where.verifies_initial_weights ? VerifyLevel::kChecksums : VerifyLevel::kStructure);
   }
   return c;
+}
+
+bool may_start_from_initial_weights(const JobConfig& job, bool fresh, bool from_given) {
+  return !job.model.init_from.empty() && !from_given &&
+         (fresh || !holds_committed_checkpoint(job.run_dir));
 }
 
 FromUse check_resume_source(const JobConfig& job, const std::string& from, bool fresh) {

@@ -59,6 +59,11 @@ struct CheckedJob {
   MemoryFit fit;            // the estimate and its verdict (unset if not checked)
 };
 
+// Whether the run may start from model.init_from, so that check 5 applies: the job names a
+// source, and the run does not go on from a checkpoint (--from, or a committed one of its own
+// without --fresh). `submit` asks it too.
+bool may_start_from_initial_weights(const JobConfig& job, bool fresh, bool from_given);
+
 // Runs checks 1-5 above for the job file `path` with `sets` overrides; throws on the first
 // that fails.
 CheckedJob check_job(const std::string& path, const std::vector<std::string>& sets,
