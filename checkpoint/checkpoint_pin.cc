@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -84,7 +85,11 @@ void set_read_pause_ms_for_tests(int ms) {
 
 void pause_before_reading_for_tests() {
   const int ms = read_pause_ms.load();
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (ms <= 0) return;
+  // For the tests to see that the pin is held (and so when to act on the checkpoint).
+  std::fprintf(stderr, "ringmaster: RM_TEST_READ_PAUSE_MS: pinned, reading in %d ms\n", ms);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 }  // namespace rm

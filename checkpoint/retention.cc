@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <optional>
+#include <thread>
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_pin.h"
@@ -39,44 +41,110 @@ std::vector<ScannedDir> scan_newest_first(const std::string& root) {
   return out;
 }
 
-// Removes checkpoints/NAME, a committed checkpoint (claimed, renamed away, then emptied) or
-// scratch, appending its path to *removed once it is gone.
-void remove_doomed(const std::string& root, const std::string& name,
-                   std::vector<std::string>* removed) {
-  checkpoint_phase("retention:delete");
-  std::string path = io::join(root, name);
-  if (parse_step_dir_name(name)->committed) {
-    const std::string scratch = path + ".del.tmp";
-    io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
-    io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
-    if (!claim_for_removal(path, &claim)) return;  // being read: a later retention's
-    io::rename_path(path, scratch);
-    io::fsync_directory(root);
-    // A checkpoint made read-only to keep it is renamed all the same (that needs only
-    // checkpoints/ writable) and then not removed: if nothing of it went, it gets its name
-    // back, or it would be kept under a scratch name no resume lists, and that the next
-    // start could not remove either.
-    const std::vector<std::string> files = io::list_dir(scratch);
-    try {
-      io::remove_tree(scratch);
-    } catch (const IoError&) {
-      if (io::list_dir(scratch).size() == files.size() && !io::exists(path)) {
-        io::rename_path(scratch, path);
-        io::fsync_directory(root);
-      }
-      throw;
+// Whether remove_committed removed the checkpoint, and past a reader or not.
+enum class Removal { kRemoved, kRemovedWhileRead, kLeftToReader };
+
+// Removes the committed checkpoint checkpoints/NAME: renamed away (NAME.del.tmp) while claimed,
+// then emptied. A crash leaves scratch, never a half-removed checkpoint that looks committed. A
+// reader's pin is waited for up to `wait_for_readers`; then the checkpoint is left to it (a later
+// retention's), or with `even_if_read` removed all the same (the reader then fails).
+Removal remove_committed(const std::string& root, const std::string& name,
+                         std::chrono::milliseconds wait_for_readers, bool even_if_read) {
+  const std::string path = io::join(root, name);
+  const std::string scratch = path + ".del.tmp";
+  io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
+  io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
+  const auto give_up = std::chrono::steady_clock::now() + wait_for_readers;
+  Removal how = Removal::kRemoved;
+  while (!claim_for_removal(path, &claim)) {
+    if (std::chrono::steady_clock::now() >= give_up) {
+      if (!even_if_read) return Removal::kLeftToReader;
+      how = Removal::kRemovedWhileRead;
+      break;
     }
-    removed->push_back(path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  io::rename_path(path, scratch);
+  io::fsync_directory(root);
+  // A checkpoint made read-only to keep it is renamed all the same (that needs only
+  // checkpoints/ writable) and then not removed: if nothing of it went, it gets its name
+  // back, or it would be kept under a scratch name no resume lists, and that the next
+  // start could not remove either.
+  const std::vector<std::string> files = io::list_dir(scratch);
+  try {
+    io::remove_tree(scratch);
+  } catch (const IoError&) {
+    if (io::list_dir(scratch).size() == files.size() && !io::exists(path)) {
+      io::rename_path(scratch, path);
+      io::fsync_directory(root);
+    }
+    throw;
+  }
+  return how;
+}
+
+// Removes checkpoints/NAME, a committed checkpoint (unless a reader pins it: a later retention's)
+// or scratch, appending its path to *removed once it is gone.
+void remove_doomed(const std::string& root, const std::string& name,
+                   std::chrono::milliseconds wait_for_readers, std::vector<std::string>* removed) {
+  checkpoint_phase("retention:delete");
+  const std::string path = io::join(root, name);
+  if (parse_step_dir_name(name)->committed) {
+    if (remove_committed(root, name, wait_for_readers, false) != Removal::kLeftToReader) {
+      removed->push_back(path);
+    }
     return;
   }
   removed->push_back(path);
   io::remove_tree(path);  // files, then the directory, then fsync checkpoints/
 }
 
+// Points checkpoints/best at the best of entries[first..] that committed_and_whole(i) accepts:
+// of those whose manifest state says "best": true with a numeric best_val_loss, the lowest loss,
+// the newest of equals. Where there is none, a link left there is removed if keep_best is off
+// (what it points to is no longer kept) or it leads nowhere. Returns the best's name, or "".
+template <typename WholeFn>
+std::string link_best(const std::string& root, const std::vector<ScannedDir>& entries, size_t first,
+                      bool keep_best, WholeFn committed_and_whole) {
+  std::string best;
+  double best_loss = 0;
+  for (size_t i = first; keep_best && i < entries.size(); ++i) {
+    if (!committed_and_whole(i)) continue;
+    const nlohmann::json& state = load_manifest(io::join(root, entries[i].name)).state;
+    if (!state.is_object() || !state.value("best", false)) continue;
+    const auto loss = state.find("best_val_loss");
+    if (loss == state.end() || !loss->is_number()) continue;
+    if (best.empty() || loss->get<double>() < best_loss) {
+      best = entries[i].name;
+      best_loss = loss->get<double>();
+    }
+  }
+  const std::string link = io::join(root, kBestLink);
+  if (!best.empty()) {
+    // A pointer only: a file system without symbolic links costs the link, not the save.
+    try {
+      io::replace_symlink(best, link);
+    } catch (const IoError& e) {
+      std::fprintf(stderr, "ringmaster: %s (the best checkpoint, %s, is kept all the same)\n",
+                   e.what(), best.c_str());
+    }
+    return best;
+  }
+  // Only where there is a link (no call of the file system otherwise: the fault tests count
+  // them). stat follows the link: it fails where the link leads nowhere.
+  struct stat st;
+  if (::lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode) &&
+      (!keep_best || ::stat(link.c_str(), &st) != 0)) {
+    io::unlink_file(link);
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<std::string> apply_retention(const std::string& run_dir, int keep, int64_t keep_every,
-                                         bool keep_best) {
+                                         bool keep_best,
+                                         std::chrono::milliseconds wait_for_readers) {
   if (keep < 1) {
     throw CheckpointError(run_dir + ": retention must keep at least one checkpoint (keep=" +
                           std::to_string(keep) + ")");
@@ -105,36 +173,8 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
     }
     return structure[i] == 1;
   };
-  // The best: of those marked so, from the anchor down (a newer one failed verification), the
-  // lowest validation loss, the newest of equals.
-  std::string best;
-  double best_loss = 0;
-  for (size_t i = anchor; keep_best && i < entries.size(); ++i) {
-    if (!committed_and_whole(i)) continue;
-    const nlohmann::json& state = load_manifest(io::join(root, entries[i].name)).state;
-    if (!state.is_object() || !state.value("best", false)) continue;
-    const auto loss = state.find("best_val_loss");
-    if (loss == state.end() || !loss->is_number()) continue;
-    if (best.empty() || loss->get<double>() < best_loss) {
-      best = entries[i].name;
-      best_loss = loss->get<double>();
-    }
-  }
-  const std::string link = io::join(root, kBestLink);
-  if (!best.empty()) {
-    // A pointer only: a file system without symbolic links costs the link, not the save.
-    try {
-      io::replace_symlink(best, link);
-    } catch (const IoError& e) {
-      std::fprintf(stderr, "ringmaster: %s (the best checkpoint, %s, is kept all the same)\n",
-                   e.what(), best.c_str());
-    }
-  } else if (!keep_best) {
-    // A run resumed without keep_best: what an earlier run's link points to is not kept. Only
-    // where there is one (no call of the file system otherwise: the fault tests count them).
-    struct stat st;
-    if (::lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) io::unlink_file(link);
-  }
+  // The best: from the anchor down (a newer one failed verification).
+  const std::string best = link_best(root, entries, anchor, keep_best, committed_and_whole);
 
   int kept = 1;  // the anchor
   std::vector<std::string> doomed;
@@ -163,7 +203,7 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   std::exception_ptr first_error;
   for (const std::string& name : doomed) {
     try {
-      remove_doomed(root, name, &removed);
+      remove_doomed(root, name, wait_for_readers, &removed);
     } catch (const IoError&) {
       if (!first_error) first_error = std::current_exception();
     }
@@ -171,6 +211,27 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   if (!doomed.empty()) io::fs().note("retention:done");  // for the fault journal
   if (first_error) std::rethrow_exception(first_error);
   return removed;
+}
+
+bool remove_checkpoint_of_run(const std::string& ckpt_dir,
+                              std::chrono::milliseconds wait_for_readers) {
+  const std::string name = io::base_name(ckpt_dir);
+  const auto parsed = parse_step_dir_name(name);
+  if (!parsed || !parsed->committed) {
+    throw CheckpointError(ckpt_dir + ": not a committed checkpoint's directory (step_N)");
+  }
+  return remove_committed(io::parent_dir(ckpt_dir), name, wait_for_readers, true) ==
+         Removal::kRemoved;
+}
+
+std::string relink_best_checkpoint(const std::string& run_dir, bool keep_best) {
+  const std::string root = checkpoints_root(run_dir);
+  if (!io::is_directory(root)) return "";
+  const std::vector<ScannedDir> entries = scan_newest_first(root);
+  return link_best(root, entries, 0, keep_best, [&](size_t i) {
+    return entries[i].committed &&
+           verify_checkpoint(io::join(root, entries[i].name), VerifyLevel::kStructure).ok;
+  });
 }
 
 }  // namespace rm

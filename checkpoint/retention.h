@@ -16,7 +16,8 @@
 //     what it points to is no longer kept.
 //   - deleted: the other structurally valid checkpoints older than the anchor -- except one a
 //     reader has pinned (checkpoint_pin.h: eval, sample, export, ckpt of a live run), which is
-//     left for the first retention after its readers are done. Checkpoints newer
+//     left for the first retention after its readers are done (waited for up to
+//     wait_for_readers first: at a run's end no later retention comes). Checkpoints newer
 //     than the anchor (they failed verification) and ones that fail even the structural check
 //     are left alone for a person to look at: retention bounds disk use, it does not destroy
 //     evidence. The anchor is never deleted.
@@ -30,6 +31,7 @@
 // or a commit in the same run directory. Blocks; throws CheckpointError (keep < 1, I/O errors).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,7 +41,25 @@
 namespace rm {
 
 // Returns the paths removed (checkpoints and scratch directories).
-std::vector<std::string> apply_retention(const std::string& run_dir, int keep,
-                                         int64_t keep_every = 0, bool keep_best = false);
+// wait_for_readers: how long a checkpoint due for removal that a reader pins is waited for before
+// it is left to a later retention -- 0 but for a run's last save, after which no retention comes.
+std::vector<std::string> apply_retention(
+    const std::string& run_dir, int keep, int64_t keep_every = 0, bool keep_best = false,
+    std::chrono::milliseconds wait_for_readers = std::chrono::milliseconds(0));
+
+// Removes the committed checkpoint RUN_DIR/checkpoints/step_N at `ckpt_dir` the way retention
+// does (renamed away, then emptied: a crash leaves scratch, never a half-removed checkpoint that
+// looks committed), for a --from resume dropping the line it leaves. A reader's pin
+// (checkpoint_pin.h) is waited for up to `wait_for_readers`; past that the checkpoint is removed
+// all the same and the reader fails (false: so removed). Throws CheckpointError for a directory
+// not named step_N, IoError where the removal fails.
+bool remove_checkpoint_of_run(const std::string& ckpt_dir,
+                              std::chrono::milliseconds wait_for_readers);
+
+// Points RUN_DIR/checkpoints/best at the best of the run's checkpoints that verify structurally,
+// as retention chooses it (keep_best), after checkpoints were removed other than by retention;
+// removes a link that leads nowhere, or any with keep_best off. Returns the best's directory
+// name, "" for none.
+std::string relink_best_checkpoint(const std::string& run_dir, bool keep_best);
 
 }  // namespace rm

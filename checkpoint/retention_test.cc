@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "checkpoint/checkpoint_pin.h"
@@ -125,6 +126,30 @@ TEST(Retention, APinThroughTheBestLinkHoldsWhatItNamed) {
   EXPECT_EQ(load_manifest(pin->path()).step, 2);
 }
 
+// A --from resume's removal of the line it leaves: a reader's pin is waited for (here it goes
+// within the wait), then overridden (here it outlasts it); a name not step_N is refused.
+TEST(Retention, RemovingALinesCheckpointWaitsForItsReaderAWhile) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 3);
+  std::optional<CheckpointPin> pin = CheckpointPin::take(checkpoint_path(dir.path(), 3));
+  ASSERT_TRUE(pin && pin->holds());
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pin.reset();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(remove_checkpoint_of_run(checkpoint_path(dir.path(), 3), std::chrono::seconds(20)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  reader.join();
+  const auto held = CheckpointPin::take(checkpoint_path(dir.path(), 2));
+  ASSERT_TRUE(held && held->holds());
+  EXPECT_FALSE(
+      remove_checkpoint_of_run(checkpoint_path(dir.path(), 2), std::chrono::milliseconds(100)));
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001"}));
+  EXPECT_THROW(remove_checkpoint_of_run(dir.path() + "/checkpoints", std::chrono::seconds(0)),
+               CheckpointError);
+}
+
 TEST(Retention, KeepEveryKeepsMilestones) {
   TempDir dir;
   save_steps(dir.path(), 1, 10);
@@ -161,6 +186,27 @@ TEST(Retention, KeepBestKeepsTheLowestMarkedOneAndLinksIt) {
   EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"best", "step_00000007"}));
   EXPECT_EQ(load_manifest(link).step, 7);
   EXPECT_EQ(find_resume_checkpoint(dir.path())->step, 7);
+}
+
+// After a --from resume removed the line it left (the best among it): the link leads to the best
+// of those left, and where none is marked, it goes rather than lead nowhere.
+TEST(Retention, TheBestLinkIsMadeAgainFromWhatIsLeft) {
+  TempDir dir;
+  const auto best = [](double loss) {
+    return nlohmann::json{{"best", true}, {"best_val_loss", loss}};
+  };
+  testutil::save_steps_checkpoint(dir.path(), 1, 2, 64);
+  testutil::save_steps_checkpoint(dir.path(), 2, 2, 64, best(2.0));
+  testutil::save_steps_checkpoint(dir.path(), 3, 2, 64, best(1.0));
+  apply_retention(dir.path(), 5, 0, true);
+  const std::string link = io::join(checkpoints_root(dir.path()), kBestLink);
+  ASSERT_EQ(load_manifest(link).step, 3);
+  ASSERT_TRUE(remove_checkpoint_of_run(checkpoint_path(dir.path(), 3), std::chrono::seconds(0)));
+  EXPECT_EQ(relink_best_checkpoint(dir.path(), true), "step_00000002");
+  EXPECT_EQ(load_manifest(link).step, 2);
+  ASSERT_TRUE(remove_checkpoint_of_run(checkpoint_path(dir.path(), 2), std::chrono::seconds(0)));
+  EXPECT_EQ(relink_best_checkpoint(dir.path(), true), "");
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001"}));
 }
 
 // Without keep_best (a run resumed with it off) the marks count for nothing and the link the

@@ -193,8 +193,8 @@ bool finished_anyway(const std::string& run_dir, long started_before) {
 // With a hostfile: every host must take a process before mpirun starts the job (mpirun would
 // wait forever for one that cannot). The first launch fails at once, naming the hosts; a
 // restart goes on without them where the hosts left can take the job (restart_without), else
-// waits for them to come back, up to host_wait_s(). Returns 0 when the job can start, else the
-// exit code to leave with.
+// waits for them to come back, up to host_wait_s(). Returns 0 when the job can start or a stop
+// signal came while it waited (the caller checks for those), else the exit code to leave with.
 int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   if (launch.hostfile.empty()) return 0;
   const std::vector<HostSlots> hosts = read_hostfile(launch.hostfile);
@@ -223,7 +223,9 @@ int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
     for (int i = 0; i < 10 && !stop_signal_seen(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    if (stop_signal_seen()) return kExitStopped;
+    // Not the job's end here: the caller's check of stops between attempts says why, writes the
+    // "stopped" event and leaves with the failed attempt's code (75 would say "saved, resume").
+    if (stop_signal_seen()) return 0;
     down = unreachable_hosts(hosts, kHostProbeTimeoutS);
     if (down.empty()) {
       std::printf("ringmaster: every host answers again\n");

@@ -365,5 +365,63 @@ TEST(FromCli, TheSameFromAgainStartsOverWhenNothingOfItsLineVerifies) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
+// The line left is removed the way retention removes: a reader of one of its checkpoints (here
+// `ckpt inspect`, held between its pin and its read) is waited for, not pulled from under (before:
+// removed at once, the reader failed on files gone). And checkpoints/best, which led to the line
+// left's best (step 8 or 12), leads to the best of those kept (step 4) at once: before, it led
+// nowhere until the new line's next save.
+TEST(FromCli, TheLineLeftWaitsForItsReadersAndTheBestLinkFollows) {
+  TempDir dir;
+  const std::string job = job_file(dir) +
+                          " --set train.eval_every=4 --set train.eval_batches=2"
+                          " --set data.val_fraction=0.1 --set checkpoint.keep_best=true";
+  const std::string run = dir.file("straight");
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string link = run + "/checkpoints/best";
+  ASSERT_NE(fs::read_symlink(link).string(), "step_00000004") << "the test would check nothing";
+  const std::string newest = run + "/checkpoints/step_00000012";
+  const test::Child reader = test::spawn_cli("ckpt inspect " + newest, dir.path(), "inspect",
+                                             "RM_TEST_READ_PAUSE_MS=3000");
+  ASSERT_TRUE(test::wait_for_text(reader.err, "pinned, reading"));
+  const auto r = run_cli("run " + job + " --from " + run + "/checkpoints/step_00000004", dir.path(),
+                         "RM_TEST_FAULT=kill:0:6");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("removed this run's newer checkpoints (step 8, step 12)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("removed all the same"), std::string::npos) << r.out;
+  EXPECT_EQ(test::wait_exit(reader), 0) << test::slurp(reader.err);
+  EXPECT_NE(test::slurp(reader.out).find("step_00000012"), std::string::npos)
+      << test::slurp(reader.out);
+  EXPECT_FALSE(fs::exists(newest));
+  EXPECT_EQ(fs::read_symlink(link).string(), "step_00000004");
+  EXPECT_TRUE(fs::exists(link)) << "checkpoints/best leads nowhere";
+}
+
+// The same --from again through a link the user made, spelled with a trailing slash (as a
+// shell's completion writes it), once the link points elsewhere: it names the line's start by
+// its name, and the run goes on with its line. Before: "start/" was not taken for a link, and
+// the rerun started over from what the link named now, removing the line's progress.
+TEST(FromCli, TheSameFromAgainThroughALinkGoesOnWhereverTheLinkPointsNow) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  const std::string start = dir.file("start");
+  fs::create_directory_symlink(dir.file("straight/checkpoints/step_00000004"), start);
+  const std::string again =
+      "run " + job + " --set run_dir=" + dir.file("tuned") + " --from " + start + "/";
+  EXPECT_NE(run_cli(again, dir.path(), "RM_TEST_FAULT=kill:0:10").exit_code, 0);
+  ASSERT_TRUE(fs::exists(dir.file("tuned/checkpoints/step_00000008")));
+  fs::remove(start);
+  fs::create_directory_symlink(dir.file("straight/checkpoints/step_00000008"), start);
+  const auto requeued = run_cli(again, dir.path());
+  ASSERT_EQ(requeued.exit_code, 0) << requeued.err << requeued.out;
+  EXPECT_NE(requeued.out.find("goes on from it already"), std::string::npos) << requeued.out;
+  EXPECT_NE(requeued.out.find(dir.file("tuned/checkpoints/step_00000008") + " (step 8)"),
+            std::string::npos)
+      << requeued.out;
+  EXPECT_EQ(test::slurp(dir.file("tuned/weights.bin")), straight);
+}
+
 }  // namespace
 }  // namespace rm

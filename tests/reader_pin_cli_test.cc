@@ -47,6 +47,21 @@ std::string inspected(const std::string& out) {
   return out.substr(from, out.find('\n', from) - from);
 }
 
+// A small job in RUN, `steps` long, saving as `checkpoint` says (a YAML flow map).
+std::string job_file(const TempDir& dir, const std::string& run, long steps,
+                     const std::string& checkpoint) {
+  return dir.write("job.yaml",
+                   "name: pin\nrun_dir: " + run + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: )" + std::to_string(steps) +
+                       R"(, global_batch: 4, micro_batch: 2, eval_every: 0, log_every: 1000}
+checkpoint: )" + checkpoint +
+                       R"(
+parallel: {threads_per_rank: 1}
+)");
+}
+
 bool vanishes(const std::string& path) {
   for (int i = 0; i < 3000 && fs::exists(path); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -57,14 +72,7 @@ bool vanishes(const std::string& path) {
 TEST(ReaderPin, ReadersOfALiveRunKeepingOneCheckpointReadWhatTheyChose) {
   TempDir dir;
   const std::string run = dir.file("run");
-  const std::string job = dir.write("job.yaml", R"(name: pin
-run_dir: )" + run + R"(
-model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
-data: {train: data/tinyshakespeare.txt}
-train: {steps: 1000000, global_batch: 4, micro_batch: 2, eval_every: 0, log_every: 1000}
-checkpoint: {every: 1, keep: 1}
-parallel: {threads_per_rank: 1}
-)");
+  const std::string job = job_file(dir, run, 1000000, "{every: 1, keep: 1}");
   const test::Child trainer = test::spawn_cli("run " + job, dir.path());
   ASSERT_TRUE(test::wait_for_text(run + "/events.jsonl", "checkpoint_saved"));
   const std::string pause = "RM_TEST_READ_PAUSE_MS=1500";
@@ -100,14 +108,7 @@ parallel: {threads_per_rank: 1}
 TEST(ReaderPin, AResumeFromALiveRunsCheckpointKeepsItUntilEveryRankHoldsIt) {
   TempDir dir;
   const std::string source = dir.file("source");
-  const std::string job = dir.write("job.yaml", R"(name: pin
-run_dir: )" + source + R"(
-model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
-data: {train: data/tinyshakespeare.txt}
-train: {steps: 1000000, global_batch: 4, micro_batch: 2, eval_every: 0, log_every: 1000}
-checkpoint: {every: 1, keep: 1, async: false}
-parallel: {threads_per_rank: 1}
-)");
+  const std::string job = job_file(dir, source, 1000000, "{every: 1, keep: 1, async: false}");
   const test::Child trainer =
       test::spawn_cli("run " + job, dir.path(), "source", "RM_TEST_FAULT=slowstep:0:8000");
   // Just after a save: the next is 8 s away (the branch's ranks start and pin it well within
@@ -133,6 +134,27 @@ parallel: {threads_per_rank: 1}
   EXPECT_TRUE(vanishes(from)) << from << " is kept after its reader is done";
   ASSERT_EQ(::kill(trainer.pid, SIGTERM), 0);
   EXPECT_EQ(test::wait_exit(trainer), 75) << test::slurp(trainer.err);
+}
+
+// A reader holding a checkpoint as the run ends: the last save's retention waits for it (here the
+// reader's 4 s) rather than leave it for a retention that never comes (before: the run ended
+// with checkpoint.keep + 1 checkpoints, for good).
+TEST(ReaderPin, ACheckpointReadAsTheRunEndsIsRemovedOnceRead) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const std::string job = job_file(dir, run, 12, "{every: 4, keep: 1}");
+  const test::Child trainer =
+      test::spawn_cli("run " + job, dir.path(), "run", "RM_TEST_FAULT=slowstep:0:600");
+  const std::string read = run + "/checkpoints/step_00000008";
+  ASSERT_TRUE(test::wait_for_text(run + "/events.jsonl", "step_00000008"));
+  const test::Child reader =
+      test::spawn_cli("ckpt inspect " + read, dir.path(), "inspect", "RM_TEST_READ_PAUSE_MS=4000");
+  ASSERT_TRUE(test::wait_for_text(reader.err, "pinned, reading"));
+  EXPECT_EQ(test::wait_exit(trainer), 0) << test::slurp(trainer.err);
+  EXPECT_EQ(test::wait_exit(reader), 0) << test::slurp(reader.err);
+  EXPECT_NE(test::slurp(reader.out).find("step_00000008"), std::string::npos);
+  EXPECT_FALSE(fs::exists(read)) << "kept after the run ended";
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000012"));
 }
 
 }  // namespace

@@ -21,16 +21,24 @@ std::string absolute_path(const std::string& path) {
   return ec ? path : p.string();
 }
 
+// A path as the user gave it, absolute, links not followed, without the trailing "/" or "/." a
+// shell's completion adds after a link to a directory ("checkpoints/best/"): the link itself,
+// whose name is what names a line's start.
+fs::path spelling(const std::string& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  while (!p.has_filename() && p.has_relative_path()) p = p.parent_path();
+  return p;
+}
+
 }  // namespace
 
 nlohmann::json checkpoint_line_origin(const std::string& ckpt, const std::string& as_given) {
   std::string digest;
   const int64_t step = load_manifest(ckpt, &digest).step;
-  return {
-      {"checkpoint", absolute_path(ckpt)},
-      {"as_given", fs::absolute(as_given.empty() ? ckpt : as_given).lexically_normal().string()},
-      {"step", step},
-      {"manifest_digest", digest}};
+  return {{"checkpoint", absolute_path(ckpt)},
+          {"as_given", spelling(as_given.empty() ? ckpt : as_given).string()},
+          {"step", step},
+          {"manifest_digest", digest}};
 }
 
 void record_line_start(const std::string& run_dir, const nlohmann::json& line_from) {
@@ -62,9 +70,11 @@ bool goes_on_from(const nlohmann::json& state, const std::string& from) {
   try {
     // A link (RUN_DIR/checkpoints/best) names the line's start by its name: what it points to
     // moves on as the line (or another run) saves new bests.
+    // Both sides spelled alike: records written before spelling() kept a trailing "/".
     std::error_code ec;
-    if (fs::is_symlink(from, ec) &&
-        line.value("as_given", std::string()) == fs::absolute(from).lexically_normal().string()) {
+    const fs::path link = spelling(from);
+    const std::string given = line.value("as_given", std::string());
+    if (!given.empty() && fs::is_symlink(link, ec) && spelling(given) == link) {
       return true;
     }
     if (fs::exists(fs::path(from) / kManifestFileName)) {

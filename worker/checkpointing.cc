@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/retention.h"
 #include "configs/job_loader.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
@@ -74,6 +75,9 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   r.keep = job_.checkpoint.keep;
   r.keep_every = job_.checkpoint.keep_every;
   r.keep_best = job_.checkpoint.keep_best;
+  // After the run's last save no retention comes: a checkpoint a reader holds then (eval of the
+  // run as it ends) would be kept for good, one more than checkpoint.keep. Waited for a while.
+  if (steps_done >= job_.train.steps) r.retention_waits_for_readers = std::chrono::seconds(30);
   if (r.commit) {
     r.manifest = manifest_of(steps_done, state_.optimizer_steps(), comm_.size(), extra_state);
   }
@@ -200,12 +204,24 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   // of them (its steps since then missing from metrics.jsonl, its settings in place of this
   // line's). Committed ones go, durably, once every rank has restored (a resume that fails on
   // any rank drops nothing); the line this run trains writes its own.
+  //
+  // Removed the way retention removes (renamed away first: a crash leaves scratch, never a
+  // half-removed checkpoint that looks committed). A reader of one (eval, export, another run's
+  // --from) is waited for a while, well inside the collective timeout the other ranks wait under,
+  // then overridden: a line the run no longer trains is not worth a stalled start.
   comm_.barrier();
   if (comm_.rank() != 0) return;
   std::vector<std::string> dropped;
   for (const CheckpointInfo& c : list_checkpoints(job_.run_dir, VerifyLevel::kStructure)) {
     if (c.committed && c.step > step) {
-      io::remove_tree(c.path);
+      const double wait_s = std::clamp(job_.parallel.timeout_s / 4, 1.0, 30.0);
+      if (!remove_checkpoint_of_run(
+              c.path, std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)))) {
+        std::printf(
+            "ringmaster: %s was being read (eval, export, another run's --from?): removed "
+            "all the same after %.0f s; its reader fails\n",
+            c.path.c_str(), wait_s);
+      }
       dropped.push_back("step " + std::to_string(c.step));
     }
   }
@@ -216,6 +232,13 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
       "ringmaster: --from step %lld: removed this run's newer checkpoints (%s), of the "
       "line the run leaves\n",
       static_cast<long long>(step), list.c_str());
+  // checkpoints/best may have led to one of them: the best of those left, as retention would.
+  try {
+    const std::string best = relink_best_checkpoint(job_.run_dir, job_.checkpoint.keep_best);
+    if (!best.empty()) std::printf("ringmaster: checkpoints/best -> %s\n", best.c_str());
+  } catch (const std::exception& e) {
+    std::printf("ringmaster: checkpoints/best not updated: %s\n", e.what());
+  }
   std::fflush(stdout);
   append_run_event(job_.run_dir, "checkpoints_dropped", {{"from_step", step}, {"steps", dropped}});
 }

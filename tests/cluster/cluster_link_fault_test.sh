@@ -5,6 +5,9 @@
 #     daemon) is ended, the restart waits for h1 to answer again, resumes from the newest
 #     verified checkpoint, and the run ends with the weights of an uninterrupted run, bit for bit.
 #  2. Every process on h1 is killed mid-run: the job fails, restarts and ends likewise.
+#  3. A stop (SIGTERM) while the restart waits for a cut h1: the job ends at once with the failed
+#     attempt's exit code, a message and a "stopped" event (before: 75, "saved, resume me", and
+#     neither).
 # Skips (77) saying why when this machine cannot create network namespaces.
 #   cluster_link_fault_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
@@ -59,4 +62,24 @@ out=$(cat "$dir/kill.out")
 grep -q "restart 1 of 3 from $dir/kill/checkpoints/step_" <<<"$out" || { echo "$out"; fail "no restart after the kill"; }
 [[ $(sha256sum <"$dir/kill/weights.bin") == "$ref" ]] || fail "kill: the weights differ from the uninterrupted run's"
 echo "killed host: restarted, same weights"
+
+# 3. A stop while the restart waits for h1.
+job "$dir/stop" >"$dir/stop.yaml"
+(cd "$dir" && exec timeout 400 "$here/cluster.sh" on h0 "$bin" run stop.yaml --hosts "$hostfile" \
+   >stop.out 2>&1) &
+runner=$!
+when_step "$dir/stop" 120
+"$here/cluster.sh" cut h1
+for _ in $(seq 900); do grep -q "for rmfault-h1 to come back" "$dir/stop.out" && break; sleep 0.1; done
+grep -q "for rmfault-h1 to come back" "$dir/stop.out" || { cat "$dir/stop.out"; fail "the restart did not wait for h1"; }
+pkill -TERM -f "^$bin run stop.yaml"
+code=0
+wait "$runner" || code=$?
+"$here/cluster.sh" heal h1
+out=$(cat "$dir/stop.out")
+[[ $code -ne 0 && $code -ne 75 && $code -ne 124 ]] || { echo "$out"; fail "stop: exit code $code"; }
+grep -q "stopped by SIGTERM before restart 1: not restarted (the attempt before failed with exit code $code)" <<<"$out" ||
+  { echo "$out"; fail "stop: no message"; }
+grep -q '"event":"stopped"' "$dir/stop/events.jsonl" || fail "stop: no stopped event"
+echo "stop while waiting for h1: ended with the failed attempt's code $code, said so"
 echo PASS
