@@ -391,7 +391,9 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
                                : newest   ? newest->path
                                           : "the beginning (no checkpoint verifies)";
     std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s%s\n", code,
-                attempt + 1, max_restarts, memory && !from_again ? "memory if newer, else " : "",
+                attempt + 1, max_restarts,
+                // Once the line trained, the ranks go on with it (FromUse::kLineGoesOn).
+                memory && (!from_again || line_started) ? "memory if newer, else " : "",
                 source.c_str());
     std::fflush(stdout);
   }

@@ -423,5 +423,31 @@ TEST(FromCli, TheSameFromAgainThroughALinkGoesOnWhereverTheLinkPointsNow) {
   EXPECT_EQ(test::slurp(dir.file("tuned/weights.bin")), straight);
 }
 
+// A run from another run's checkpoint with checkpoints in memory, failing before its first disk
+// save: the restart (--from again, as the run has no checkpoint of its own) goes on from what
+// memory holds of the line (line.json says which line that is), not from the start again, and the
+// line's checkpoints still record where it began, so the same --from later goes on with it.
+// Before: the restart took --from for a new line, discarding memory's steps 5-9.
+TEST(FromCli, ARestartBeforeALinesFirstDiskSaveGoesOnFromMemory) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(dir.file("straight/weights.bin"));
+  const std::string tuned = " --set run_dir=" + dir.file("tuned") +
+                            " --set checkpoint.memory_every=1 --set checkpoint.every=12";
+  const std::string from = " --from " + dir.file("straight/checkpoints/step_00000004");
+  const auto r = run_cli("run " + job + tuned + " --set resilience.max_restarts=1" + from,
+                         dir.path(), "RM_TEST_FAULT=kill:0:10");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("has saved no checkpoint on disk yet: going on with it"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resuming from memory (step 9; no disk checkpoint)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(test::slurp(dir.file("tuned/weights.bin")), straight);
+  const auto again = run_cli("run " + job + tuned + " --set train.steps=16" + from, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
+  EXPECT_NE(again.out.find("goes on from it already"), std::string::npos) << again.out;
+}
+
 }  // namespace
 }  // namespace rm

@@ -46,17 +46,27 @@ void record_line_start(const std::string& run_dir, const nlohmann::json& line_fr
   write_file_atomic((fs::path(run_dir) / kLineFile).string(), text.data(), text.size());
 }
 
+nlohmann::json recorded_line_start(const std::string& run_dir) {
+  try {
+    const std::string path = (fs::path(run_dir) / kLineFile).string();
+    if (!io::exists(path)) return nullptr;
+    nlohmann::json line = nlohmann::json::parse(io::read_file(path, 1 << 16));
+    return line.is_object() ? line : nullptr;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 nlohmann::json line_of_checkpoint(const std::string& run_dir, const std::string& ckpt,
                                   const nlohmann::json& state) {
   const nlohmann::json own =
       state.is_object() ? state.value("line_from", nlohmann::json()) : nlohmann::json();
+  const nlohmann::json line = recorded_line_start(run_dir);
+  if (line.is_null()) return own;
   try {
-    const std::string path = (fs::path(run_dir) / kLineFile).string();
-    if (!io::exists(path)) return own;
-    const nlohmann::json line = nlohmann::json::parse(io::read_file(path, 1 << 16));
     std::string digest;
     load_manifest(ckpt, &digest);
-    if (line.is_object() && line.value("manifest_digest", std::string()) == digest) return line;
+    if (line.value("manifest_digest", std::string()) == digest) return line;
   } catch (const std::exception&) {
   }
   return own;

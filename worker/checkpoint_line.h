@@ -31,6 +31,9 @@ nlohmann::json checkpoint_line_origin(const std::string& ckpt, const std::string
 // file says which line it starts now.
 void record_line_start(const std::string& run_dir, const nlohmann::json& line_from);
 
+// RUN_DIR/line.json's record, null where there is none or it cannot be read.
+nlohmann::json recorded_line_start(const std::string& run_dir);
+
 // The line a resume from the checkpoint `ckpt` (manifest state `state`) goes on: RUN_DIR/line.json
 // when `ckpt` is that line's start (the same manifest bytes), else `state`'s line_from (null:
 // none). Never throws for an unreadable line.json (then: `state`'s).

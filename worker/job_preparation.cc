@@ -63,13 +63,23 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
     // there (a resume takes the newest that verifies, and falls back to `from` itself when none
     // of the line does: Checkpointing::resume).
     const auto list = list_checkpoints(job.run_dir, VerifyLevel::kStructure);
+    bool whole = false;  // the run holds a committed checkpoint that is all there
     for (auto it = list.rbegin(); it != list.rend(); ++it) {
       if (!it->committed || !it->verify.ok) continue;
+      whole = true;
       try {
         if (goes_on_from(load_manifest(it->path).state, from)) return FromUse::kGoesOn;
       } catch (const std::exception&) {
       }
       break;
+    }
+    // None yet: the line this --from began (line.json) may have trained on in memory, which a
+    // new start from it would discard.
+    if (!whole) {
+      const nlohmann::json line = recorded_line_start(job.run_dir);
+      if (!line.is_null() && goes_on_from({{"line_from", line}}, from)) {
+        return FromUse::kLineGoesOn;
+      }
     }
   }
   const std::string what = "--from " + from + ": ";

@@ -80,11 +80,15 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
 // trains on the line it started: the run's newest committed checkpoint goes on from `from`
 // (worker/checkpoint_line.h). It is then not started from again (which would remove that line's
 // progress) but resumed as without --from, even where `from` is gone since (retention) or is
-// another run's: kGoesOn.
+// another run's: kGoesOn. Where the line has saved no checkpoint on disk yet (the run directory
+// holds none that is whole, and RUN_DIR/line.json says the line began at `from`), its steps may
+// be in memory (checkpoint.memory_every): kLineGoesOn, resumed as kGoesOn, from memory if it
+// holds a step of the line, else from `from` again.
 enum class FromUse {
-  kNone,       // no --from
-  kStartFrom,  // resume from it, and the run's newer checkpoints go
-  kGoesOn,     // the run already goes on from it: resume the run's newest checkpoint
+  kNone,        // no --from
+  kStartFrom,   // resume from it, and the run's newer checkpoints go
+  kGoesOn,      // the run already goes on from it: resume the run's newest checkpoint
+  kLineGoesOn,  // the line it began has no checkpoint on disk yet: as kGoesOn
 };
 FromUse check_resume_source(const JobConfig& job, const std::string& from, bool fresh);
 

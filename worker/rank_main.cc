@@ -96,6 +96,16 @@ StartKind prepare(const JobConfig& job, const RankArgs& args) {
     std::fflush(stdout);
     return kStartGoesOn;
   }
+  if (from == FromUse::kLineGoesOn) {
+    std::printf(
+        "ringmaster: --from %s: the run's line began there and has saved no checkpoint "
+        "on disk yet: going on with it (%s)\n",
+        args.from.c_str(),
+        job.checkpoint.memory_every > 0 ? "from memory if it holds a step, else from there"
+                                        : "from there again");
+    std::fflush(stdout);
+    return kStartGoesOn;
+  }
   if (start == RunStart::kResume || !args.from.empty()) return kStartResume;
   return start == RunStart::kRestartUnfinished ? kStartUnfinished : kStartNew;
 }

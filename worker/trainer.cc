@@ -404,7 +404,8 @@ void Trainer::restore_best_from_disk() {
   // Every new best was saved to disk, so the newest committed checkpoint holds the best up to its
   // step. Rank 0 reads its manifest (structure only: no shard is read) and tells the others.
   // The line memory's steps are on is that checkpoint's too (a --from resume discards memory; a
-  // restart before the line's first save finds the line's start newest: line.json says which).
+  // restart before the line's first save finds the line's start newest: line.json says which),
+  // or, where the run has none, the line's that --from began in it (line.json).
   double best[2] = {0, 0};  // loss, step
   std::string line;
   if (comm_.rank() == 0) {
@@ -420,6 +421,11 @@ void Trainer::restore_best_from_disk() {
         line = line_of_checkpoint(job_.run_dir, it->path, state).dump();
       }
       break;
+    }
+    // None of its own yet: memory's steps are on the line a --from began there (line.json).
+    if (line.empty()) {
+      const nlohmann::json started = recorded_line_start(job_.run_dir);
+      if (!started.is_null()) line = started.dump();
     }
   }
   host_comm_.broadcast(best, 2, DType::kFloat64, 0)->wait();
