@@ -20,10 +20,10 @@
 // and retention removes as it did; readers then fall back on telling a checkpoint that vanished
 // from a damaged one (still_there) and looking again (find_resume_checkpoint,
 // launcher/loaded_run.cc). Pins keep a checkpoint from retention; a --from resume removing
-// the run's checkpoints past its start waits for their readers a while (30 s) and then removes
-// them regardless, and a save of a step that is already on disk replaces it regardless. flock is
-// per open file description: a process that pins a checkpoint and then runs retention itself defers
-// it too.
+// the run's checkpoints past its start waits for their readers a while (at most 30 s) and then
+// removes them regardless, and a save of a step that is already on disk replaces it regardless.
+// flock is per open file description: a process that pins a checkpoint and then runs retention
+// itself defers it too.
 #pragma once
 
 #include <optional>

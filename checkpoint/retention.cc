@@ -201,9 +201,13 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   // One that cannot be removed does not keep the others: the first error is thrown once every
   // one has been tried (the paths removed are then not returned).
   std::exception_ptr first_error;
+  const auto deadline = std::chrono::steady_clock::now() + wait_for_readers;  // for all of them
   for (const std::string& name : doomed) {
     try {
-      remove_doomed(root, name, wait_for_readers, &removed);
+      const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                                 deadline - std::chrono::steady_clock::now());
+      remove_doomed(root, name, std::chrono::duration_cast<std::chrono::milliseconds>(left),
+                    &removed);
     } catch (const IoError&) {
       if (!first_error) first_error = std::current_exception();
     }

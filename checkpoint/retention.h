@@ -41,8 +41,9 @@
 namespace rm {
 
 // Returns the paths removed (checkpoints and scratch directories).
-// wait_for_readers: how long a checkpoint due for removal that a reader pins is waited for before
-// it is left to a later retention -- 0 but for a run's last save, after which no retention comes.
+// wait_for_readers: how long, for all of them together, checkpoints due for removal that readers
+// pin are waited for before they are left to a later retention -- 0 but for a run's last save,
+// after which no retention comes.
 std::vector<std::string> apply_retention(
     const std::string& run_dir, int keep, int64_t keep_every = 0, bool keep_best = false,
     std::chrono::milliseconds wait_for_readers = std::chrono::milliseconds(0));

@@ -77,7 +77,7 @@ void Checkpointing::save(int64_t steps_done, const nlohmann::json& extra_state) 
   r.keep_best = job_.checkpoint.keep_best;
   // After the run's last save no retention comes: a checkpoint a reader holds then (eval of the
   // run as it ends) would be kept for good, one more than checkpoint.keep. Waited for a while.
-  if (steps_done >= job_.train.steps) r.retention_waits_for_readers = std::chrono::seconds(30);
+  if (steps_done >= job_.train.steps) r.retention_waits_for_readers = reader_wait();
   if (r.commit) {
     r.manifest = manifest_of(steps_done, state_.optimizer_steps(), comm_.size(), extra_state);
   }
@@ -198,6 +198,14 @@ double Checkpointing::take_blocked_ms() {
   return ms;
 }
 
+std::chrono::milliseconds Checkpointing::reader_wait() const {
+  double limit_s = job_.parallel.timeout_s;
+  if (job_.resilience.step_timeout_s > 0) {
+    limit_s = std::min(limit_s, job_.resilience.step_timeout_s);
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::clamp(limit_s / 4, 0.0, 30.0) * 1000));
+}
+
 void Checkpointing::drop_newer_checkpoints(int64_t step) {
   // A resume from an older checkpoint (--from) starts a new line from it: the run's checkpoints
   // past it belong to the line it leaves, and the next plain resume would go back to the newest
@@ -212,15 +220,17 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   comm_.barrier();
   if (comm_.rank() != 0) return;
   std::vector<std::string> dropped;
+  const auto deadline = std::chrono::steady_clock::now() + reader_wait();  // for all of them
   for (const CheckpointInfo& c : list_checkpoints(job_.run_dir, VerifyLevel::kStructure)) {
     if (c.committed && c.step > step) {
-      const double wait_s = std::clamp(job_.parallel.timeout_s / 4, 1.0, 30.0);
-      if (!remove_checkpoint_of_run(
-              c.path, std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)))) {
+      const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                                 deadline - std::chrono::steady_clock::now());
+      if (!remove_checkpoint_of_run(c.path,
+                                    std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
         std::printf(
             "ringmaster: %s was being read (eval, export, another run's --from?): removed "
-            "all the same after %.0f s; its reader fails\n",
-            c.path.c_str(), wait_s);
+            "all the same after waiting %.1f s for its reader, which fails\n",
+            c.path.c_str(), static_cast<double>(reader_wait().count()) / 1000);
       }
       dropped.push_back("step " + std::to_string(c.step));
     }

@@ -8,6 +8,7 @@
 // Collective: every rank makes the same calls in the same order.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -98,6 +99,10 @@ class Checkpointing {
   // in a collective, and unwinding -- whose destructors meet the peers -- would end in a timeout
   // that hides the cause. One rank: the error propagates (exit 1).
   void or_abort(const std::function<void()>& body);
+  // How long rank 0 may wait for a reader of a checkpoint it removes (a --from resume's drop, the
+  // last save's retention) while the other ranks wait for it in a collective: a quarter of the
+  // shorter of parallel.timeout_s and resilience.step_timeout_s, at most 30 s.
+  std::chrono::milliseconds reader_wait() const;
   // resume()'s broadcast step for a finished run without a checkpoint that verifies.
   static constexpr double kFinishedWithoutCheckpoint = -2;
   // ...and for a finished run whose newest checkpoint that verifies is older than its end.
