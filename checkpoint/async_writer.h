@@ -36,7 +36,6 @@
 // background thread internally.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +49,7 @@
 
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/retention.h"  // ReaderWait
 
 namespace rm {
 
@@ -76,8 +76,8 @@ struct SaveRequest {
   int keep = 0;
   int64_t keep_every = 0;
   bool keep_best = false;
-  // How long retention waits for a reader of a checkpoint it would remove (a run's last save).
-  std::chrono::milliseconds retention_waits_for_readers{0};
+  // How long retention waits for the readers of checkpoints it would remove (a run's last save).
+  ReaderWait retention_waits_for_readers;
   // If set, called after the save succeeded (and committed, on the committing rank), on the
   // thread that wrote it, with its result: a run's "checkpoint_saved" event. Must not throw.
   std::function<void(const SaveResult&)> on_saved;

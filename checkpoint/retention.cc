@@ -46,21 +46,36 @@ enum class Removal { kRemoved, kRemovedWhileRead, kLeftToReader };
 
 // Removes the committed checkpoint checkpoints/NAME: renamed away (NAME.del.tmp) while claimed,
 // then emptied. A crash leaves scratch, never a half-removed checkpoint that looks committed. A
-// reader's pin is waited for up to `wait_for_readers`; then the checkpoint is left to it (a later
-// retention's), or with `even_if_read` removed all the same (the reader then fails).
+// reader's pin is waited for until `deadline` (said once), or until wait.cut_short() says so;
+// then the checkpoint is left to it (a later retention's), or with `even_if_read` removed all the
+// same (the reader then fails; said).
 Removal remove_committed(const std::string& root, const std::string& name,
-                         std::chrono::milliseconds wait_for_readers, bool even_if_read) {
+                         std::chrono::steady_clock::time_point deadline, const ReaderWait& wait,
+                         bool even_if_read) {
   const std::string path = io::join(root, name);
   const std::string scratch = path + ".del.tmp";
   io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
   io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
-  const auto give_up = std::chrono::steady_clock::now() + wait_for_readers;
+  const auto began = std::chrono::steady_clock::now();
   Removal how = Removal::kRemoved;
-  while (!claim_for_removal(path, &claim)) {
-    if (std::chrono::steady_clock::now() >= give_up) {
+  for (bool said = false; !claim_for_removal(path, &claim); said = true) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline || (wait.cut_short && wait.cut_short())) {
       if (!even_if_read) return Removal::kLeftToReader;
       how = Removal::kRemovedWhileRead;
+      std::printf(
+          "ringmaster: %s: removed while a reader (eval, export, another run's --from?) still "
+          "held it, after waiting %.1f s; that reader fails\n",
+          path.c_str(), std::chrono::duration<double>(now - began).count());
+      std::fflush(stdout);
       break;
+    }
+    if (!said) {
+      std::printf(
+          "ringmaster: %s: waiting up to %.1f s for its reader to finish before it is "
+          "removed\n",
+          path.c_str(), std::chrono::duration<double>(deadline - now).count());
+      std::fflush(stdout);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -86,11 +101,12 @@ Removal remove_committed(const std::string& root, const std::string& name,
 // Removes checkpoints/NAME, a committed checkpoint (unless a reader pins it: a later retention's)
 // or scratch, appending its path to *removed once it is gone.
 void remove_doomed(const std::string& root, const std::string& name,
-                   std::chrono::milliseconds wait_for_readers, std::vector<std::string>* removed) {
+                   std::chrono::steady_clock::time_point deadline, const ReaderWait& wait,
+                   std::vector<std::string>* removed) {
   checkpoint_phase("retention:delete");
   const std::string path = io::join(root, name);
   if (parse_step_dir_name(name)->committed) {
-    if (remove_committed(root, name, wait_for_readers, false) != Removal::kLeftToReader) {
+    if (remove_committed(root, name, deadline, wait, false) != Removal::kLeftToReader) {
       removed->push_back(path);
     }
     return;
@@ -143,8 +159,7 @@ std::string link_best(const std::string& root, const std::vector<ScannedDir>& en
 }  // namespace
 
 std::vector<std::string> apply_retention(const std::string& run_dir, int keep, int64_t keep_every,
-                                         bool keep_best,
-                                         std::chrono::milliseconds wait_for_readers) {
+                                         bool keep_best, const ReaderWait& wait) {
   if (keep < 1) {
     throw CheckpointError(run_dir + ": retention must keep at least one checkpoint (keep=" +
                           std::to_string(keep) + ")");
@@ -201,13 +216,10 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   // One that cannot be removed does not keep the others: the first error is thrown once every
   // one has been tried (the paths removed are then not returned).
   std::exception_ptr first_error;
-  const auto deadline = std::chrono::steady_clock::now() + wait_for_readers;  // for all of them
+  const auto deadline = std::chrono::steady_clock::now() + wait.limit;  // for all of them
   for (const std::string& name : doomed) {
     try {
-      const auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                                 deadline - std::chrono::steady_clock::now());
-      remove_doomed(root, name, std::chrono::duration_cast<std::chrono::milliseconds>(left),
-                    &removed);
+      remove_doomed(root, name, deadline, wait, &removed);
     } catch (const IoError&) {
       if (!first_error) first_error = std::current_exception();
     }
@@ -217,15 +229,17 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
   return removed;
 }
 
-bool remove_checkpoint_of_run(const std::string& ckpt_dir,
-                              std::chrono::milliseconds wait_for_readers) {
-  const std::string name = io::base_name(ckpt_dir);
-  const auto parsed = parse_step_dir_name(name);
-  if (!parsed || !parsed->committed) {
-    throw CheckpointError(ckpt_dir + ": not a committed checkpoint's directory (step_N)");
+void remove_checkpoints_of_run(const std::vector<std::string>& ckpt_dirs, const ReaderWait& wait) {
+  for (const std::string& dir : ckpt_dirs) {
+    const auto parsed = parse_step_dir_name(io::base_name(dir));
+    if (!parsed || !parsed->committed) {
+      throw CheckpointError(dir + ": not a committed checkpoint's directory (step_N)");
+    }
   }
-  return remove_committed(io::parent_dir(ckpt_dir), name, wait_for_readers, true) ==
-         Removal::kRemoved;
+  const auto deadline = std::chrono::steady_clock::now() + wait.limit;  // for all of them
+  for (const std::string& dir : ckpt_dirs) {
+    remove_committed(io::parent_dir(dir), io::base_name(dir), deadline, wait, true);
+  }
 }
 
 std::string relink_best_checkpoint(const std::string& run_dir, bool keep_best) {

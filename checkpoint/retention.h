@@ -16,8 +16,8 @@
 //     what it points to is no longer kept.
 //   - deleted: the other structurally valid checkpoints older than the anchor -- except one a
 //     reader has pinned (checkpoint_pin.h: eval, sample, export, ckpt of a live run), which is
-//     left for the first retention after its readers are done (waited for up to
-//     wait_for_readers first: at a run's end no later retention comes). Checkpoints newer
+//     left for the first retention after its readers are done (waited for as `wait`
+//     says first: at a run's end no later retention comes). Checkpoints newer
 //     than the anchor (they failed verification) and ones that fail even the structural check
 //     are left alone for a person to look at: retention bounds disk use, it does not destroy
 //     evidence. The anchor is never deleted.
@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,21 +42,29 @@
 namespace rm {
 
 // Returns the paths removed (checkpoints and scratch directories).
-// wait_for_readers: how long, for all of them together, checkpoints due for removal that readers
-// pin are waited for before they are left to a later retention -- 0 but for a run's last save,
-// after which no retention comes.
-std::vector<std::string> apply_retention(
-    const std::string& run_dir, int keep, int64_t keep_every = 0, bool keep_best = false,
-    std::chrono::milliseconds wait_for_readers = std::chrono::milliseconds(0));
+// How long removals wait for the readers of a checkpoint (checkpoint_pin.h): for all the
+// checkpoints of one call together, said on stdout when it begins.
+struct ReaderWait {
+  std::chrono::milliseconds limit{0};
+  // Asked as it waits: true ends the wait at once (a stop signal came, and the save that stops the
+  // run must not wait on a reader). Null: never.
+  std::function<bool()> cut_short;
+};
 
-// Removes the committed checkpoint RUN_DIR/checkpoints/step_N at `ckpt_dir` the way retention
-// does (renamed away, then emptied: a crash leaves scratch, never a half-removed checkpoint that
-// looks committed), for a --from resume dropping the line it leaves. A reader's pin
-// (checkpoint_pin.h) is waited for up to `wait_for_readers`; past that the checkpoint is removed
-// all the same and the reader fails (false: so removed). Throws CheckpointError for a directory
-// not named step_N, IoError where the removal fails.
-bool remove_checkpoint_of_run(const std::string& ckpt_dir,
-                              std::chrono::milliseconds wait_for_readers);
+// Returns the paths removed (checkpoints and scratch directories). `wait`: how long checkpoints
+// due for removal that readers pin are waited for before they are left to a later retention --
+// none but at a run's last save, after which no retention comes.
+std::vector<std::string> apply_retention(const std::string& run_dir, int keep,
+                                         int64_t keep_every = 0, bool keep_best = false,
+                                         const ReaderWait& wait = {});
+
+// Removes the committed checkpoints RUN_DIR/checkpoints/step_N at `ckpt_dirs` the way retention
+// does (each renamed away, then emptied: a crash leaves scratch, never a half-removed checkpoint
+// that looks committed), for a --from resume dropping the line it leaves. Their readers' pins are
+// waited for as `wait` says; past that each is removed all the same, its reader failing (said on
+// stdout). Throws CheckpointError for a directory not named step_N (before removing any),
+// IoError where a removal fails.
+void remove_checkpoints_of_run(const std::vector<std::string>& ckpt_dirs, const ReaderWait& wait);
 
 // Points RUN_DIR/checkpoints/best at the best of the run's checkpoints that verify structurally,
 // as retention chooses it (keep_best), after checkpoints were removed other than by retention;

@@ -127,27 +127,45 @@ TEST(Retention, APinThroughTheBestLinkHoldsWhatItNamed) {
 }
 
 // A --from resume's removal of the line it leaves: a reader's pin is waited for (here it goes
-// within the wait), then overridden (here it outlasts it); a name not step_N is refused.
-TEST(Retention, RemovingALinesCheckpointWaitsForItsReaderAWhile) {
+// within the wait), then overridden (here it outlasts it), for all of them together; a stop cuts
+// the wait short; a name not step_N is refused before anything is removed.
+TEST(Retention, RemovingALinesCheckpointsWaitsForTheirReadersAWhile) {
   TempDir dir;
-  save_steps(dir.path(), 1, 3);
-  std::optional<CheckpointPin> pin = CheckpointPin::take(checkpoint_path(dir.path(), 3));
+  save_steps(dir.path(), 1, 5);
+  std::optional<CheckpointPin> pin = CheckpointPin::take(checkpoint_path(dir.path(), 5));
   ASSERT_TRUE(pin && pin->holds());
   std::thread reader([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     pin.reset();
   });
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(remove_checkpoint_of_run(checkpoint_path(dir.path(), 3), std::chrono::seconds(20)));
+  remove_checkpoints_of_run({checkpoint_path(dir.path(), 5)}, {std::chrono::seconds(20), nullptr});
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
   reader.join();
-  const auto held = CheckpointPin::take(checkpoint_path(dir.path(), 2));
-  ASSERT_TRUE(held && held->holds());
-  EXPECT_FALSE(
-      remove_checkpoint_of_run(checkpoint_path(dir.path(), 2), std::chrono::milliseconds(100)));
+  EXPECT_EQ(names(dir.path()).size(), 4u);
+  {
+    // Two held: 300 ms for both, not each.
+    const auto held3 = CheckpointPin::take(checkpoint_path(dir.path(), 3));
+    const auto held4 = CheckpointPin::take(checkpoint_path(dir.path(), 4));
+    ASSERT_TRUE(held3 && held3->holds() && held4 && held4->holds());
+    const auto t1 = std::chrono::steady_clock::now();
+    remove_checkpoints_of_run({checkpoint_path(dir.path(), 3), checkpoint_path(dir.path(), 4)},
+                              {std::chrono::milliseconds(300), nullptr});
+    EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(550));
+    EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001", "step_00000002"}));
+    // A stop: at once, though 20 s were allowed.
+    const auto held2 = CheckpointPin::take(checkpoint_path(dir.path(), 2));
+    ASSERT_TRUE(held2 && held2->holds());
+    const auto t2 = std::chrono::steady_clock::now();
+    remove_checkpoints_of_run({checkpoint_path(dir.path(), 2)},
+                              {std::chrono::seconds(20), [] { return true; }});
+    EXPECT_LT(std::chrono::steady_clock::now() - t2, std::chrono::seconds(5));
+  }
   EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001"}));
-  EXPECT_THROW(remove_checkpoint_of_run(dir.path() + "/checkpoints", std::chrono::seconds(0)),
-               CheckpointError);
+  EXPECT_THROW(
+      remove_checkpoints_of_run({checkpoint_path(dir.path(), 1), dir.path() + "/checkpoints"}, {}),
+      CheckpointError);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001"}));
 }
 
 TEST(Retention, KeepEveryKeepsMilestones) {
@@ -201,10 +219,10 @@ TEST(Retention, TheBestLinkIsMadeAgainFromWhatIsLeft) {
   apply_retention(dir.path(), 5, 0, true);
   const std::string link = io::join(checkpoints_root(dir.path()), kBestLink);
   ASSERT_EQ(load_manifest(link).step, 3);
-  ASSERT_TRUE(remove_checkpoint_of_run(checkpoint_path(dir.path(), 3), std::chrono::seconds(0)));
+  remove_checkpoints_of_run({checkpoint_path(dir.path(), 3)}, {});
   EXPECT_EQ(relink_best_checkpoint(dir.path(), true), "step_00000002");
   EXPECT_EQ(load_manifest(link).step, 2);
-  ASSERT_TRUE(remove_checkpoint_of_run(checkpoint_path(dir.path(), 2), std::chrono::seconds(0)));
+  remove_checkpoints_of_run({checkpoint_path(dir.path(), 2)}, {});
   EXPECT_EQ(relink_best_checkpoint(dir.path(), true), "");
   EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001"}));
 }

@@ -256,12 +256,17 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
   for (int attempt = 0;; ++attempt) {
     ::setenv(kRestartCountEnv, std::to_string(attempt).c_str(), 1);
     const MpiLaunch before = launch;
-    if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) return code;
-    // The failed attempt's ranks on a host mpirun lost may live on a moment: not beside them.
-    if (attempt > 0) wait_for_ranks_to_leave(job.run_dir, kRanksLeaveS);
     // A stop that came since the attempt failed (as the checkpoint was chosen, the hosts probed,
     // the ranks waited for) had no job to pass it on to: none is started to run on without it.
-    if (attempt > 0 && stop_signal_seen()) {
+    // Checked before the wait for the ranks to leave too, which may take a minute: a scheduler's
+    // grace time is often shorter.
+    const auto stopped_before_restart = [&] { return attempt > 0 && stop_signal_seen(); };
+    if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) return code;
+    // The failed attempt's ranks on a host mpirun lost may live on a moment: not beside them.
+    if (attempt > 0 && !stopped_before_restart()) {
+      wait_for_ranks_to_leave(job.run_dir, kRanksLeaveS);
+    }
+    if (stopped_before_restart()) {
       const std::string sig = signal_name(first_stop_signal());
       print_error("stopped by " + sig + " before restart " + std::to_string(attempt) +
                   ": not restarted (the attempt before failed with exit code " +
@@ -392,9 +397,9 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
                                           : "the beginning (no checkpoint verifies)";
     std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s%s\n", code,
                 attempt + 1, max_restarts,
-                // Once the line trained, the ranks go on with it (FromUse::kLineGoesOn).
-                memory && (!from_again || line_started) ? "memory if newer, else " : "",
-                source.c_str());
+                // Also with --from again: the ranks go on with its line if it trained
+                // (FromUse::kLineGoesOn).
+                memory ? "memory if newer, else " : "", source.c_str());
     std::fflush(stdout);
   }
 }

@@ -136,26 +136,53 @@ TEST(ReaderPin, AResumeFromALiveRunsCheckpointKeepsItUntilEveryRankHoldsIt) {
   EXPECT_EQ(test::wait_exit(trainer), 75) << test::slurp(trainer.err);
 }
 
+// A 12-step run saving every 4 steps, keeping 1, whose step_8 a reader (`ckpt inspect`) holds for
+// `read_ms` from before the run's end: both started, the reader's pin held.
+struct RunEndingWhileRead {
+  std::string run, read;  // the run directory; step_8, read
+  test::Child trainer, reader;
+};
+RunEndingWhileRead run_ending_while_read(const TempDir& dir, int read_ms) {
+  RunEndingWhileRead r;
+  r.run = dir.file("run");
+  r.read = r.run + "/checkpoints/step_00000008";
+  const std::string job = job_file(dir, r.run, 12, "{every: 4, keep: 1}");
+  r.trainer = test::spawn_cli("run " + job, dir.path(), "run", "RM_TEST_FAULT=slowstep:0:600");
+  EXPECT_TRUE(test::wait_for_text(r.run + "/events.jsonl", "step_00000008"));
+  r.reader = test::spawn_cli("ckpt inspect " + r.read, dir.path(), "inspect",
+                             "RM_TEST_READ_PAUSE_MS=" + std::to_string(read_ms));
+  EXPECT_TRUE(test::wait_for_text(r.reader.err, "pinned, reading"));
+  return r;
+}
+
 // A reader holding a checkpoint as the run ends: the last save's retention waits for it (here the
 // reader's 4 s) rather than leave it for a retention that never comes (before: the run ended
 // with checkpoint.keep + 1 checkpoints, for good).
 TEST(ReaderPin, ACheckpointReadAsTheRunEndsIsRemovedOnceRead) {
   TempDir dir;
-  const std::string run = dir.file("run");
-  const std::string job = job_file(dir, run, 12, "{every: 4, keep: 1}");
-  const test::Child trainer =
-      test::spawn_cli("run " + job, dir.path(), "run", "RM_TEST_FAULT=slowstep:0:600");
-  const std::string read = run + "/checkpoints/step_00000008";
-  ASSERT_TRUE(test::wait_for_text(run + "/events.jsonl", "step_00000008"));
-  const test::Child reader =
-      test::spawn_cli("ckpt inspect " + read, dir.path(), "inspect", "RM_TEST_READ_PAUSE_MS=4000");
-  ASSERT_TRUE(test::wait_for_text(reader.err, "pinned, reading"));
-  EXPECT_EQ(test::wait_exit(trainer), 0) << test::slurp(trainer.err);
-  EXPECT_EQ(test::wait_exit(reader), 0) << test::slurp(reader.err);
-  EXPECT_NE(test::slurp(reader.out).find("step_00000008"), std::string::npos);
-  EXPECT_FALSE(fs::exists(read)) << "kept after the run ended";
-  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000012"));
+  const RunEndingWhileRead r = run_ending_while_read(dir, 4000);
+  EXPECT_EQ(test::wait_exit(r.trainer), 0) << test::slurp(r.trainer.err);
+  EXPECT_EQ(test::wait_exit(r.reader), 0) << test::slurp(r.reader.err);
+  EXPECT_NE(test::slurp(r.reader.out).find("step_00000008"), std::string::npos);
+  EXPECT_FALSE(fs::exists(r.read)) << "kept after the run ended";
+  EXPECT_TRUE(fs::exists(r.run + "/checkpoints/step_00000012"));
 }
 
+// ...but a stop signal ends that wait at once: the scheduler's grace time runs meanwhile (found by
+// a review: the run waited out its reader). The checkpoint read is then kept, for its reader.
+TEST(ReaderPin, AStopEndsTheLastSavesWaitForAReader) {
+  TempDir dir;
+  const RunEndingWhileRead r = run_ending_while_read(dir, 15000);
+  ASSERT_TRUE(test::wait_for_text(r.trainer.out, "step_00000008: waiting up to"))
+      << test::slurp(r.trainer.out);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(r.trainer.pid, SIGTERM), 0);
+  const int code = test::wait_exit(r.trainer);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8))
+      << "the stop waited for the reader";
+  EXPECT_TRUE(code == 0 || code == 75) << code << test::slurp(r.trainer.err);
+  EXPECT_TRUE(fs::exists(r.run + "/checkpoints/step_00000012"));
+  EXPECT_EQ(test::wait_exit(r.reader), 0) << test::slurp(r.reader.err);
+}
 }  // namespace
 }  // namespace rm

@@ -57,6 +57,13 @@ nlohmann::json recorded_line_start(const std::string& run_dir) {
   }
 }
 
+void forget_line_start(const std::string& run_dir) {
+  const std::string path = (fs::path(run_dir) / kLineFile).string();
+  if (!io::exists(path)) return;
+  io::unlink_file(path);
+  io::fsync_directory(run_dir);
+}
+
 nlohmann::json line_of_checkpoint(const std::string& run_dir, const std::string& ckpt,
                                   const nlohmann::json& state) {
   const nlohmann::json own =

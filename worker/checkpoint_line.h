@@ -34,6 +34,10 @@ void record_line_start(const std::string& run_dir, const nlohmann::json& line_fr
 // RUN_DIR/line.json's record, null where there is none or it cannot be read.
 nlohmann::json recorded_line_start(const std::string& run_dir);
 
+// Removes RUN_DIR/line.json, durably (rank 0, as a run starts at step 0: it trains no line that a
+// --from began, and what memory will hold is not that line's). Throws IoError.
+void forget_line_start(const std::string& run_dir);
+
 // The line a resume from the checkpoint `ckpt` (manifest state `state`) goes on: RUN_DIR/line.json
 // when `ckpt` is that line's start (the same manifest bytes), else `state`'s line_from (null:
 // none). Never throws for an unreadable line.json (then: `state`'s).

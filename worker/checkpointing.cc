@@ -9,6 +9,7 @@
 #include "base/elapsed.h"
 #include "base/input_error.h"
 #include "base/run_dir.h"
+#include "base/stop_signal.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -198,12 +199,18 @@ double Checkpointing::take_blocked_ms() {
   return ms;
 }
 
-std::chrono::milliseconds Checkpointing::reader_wait() const {
+ReaderWait Checkpointing::reader_wait() const {
   double limit_s = job_.parallel.timeout_s;
   if (job_.resilience.step_timeout_s > 0) {
     limit_s = std::min(limit_s, job_.resilience.step_timeout_s);
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(std::clamp(limit_s / 4, 0.0, 30.0) * 1000));
+  ReaderWait wait;
+  wait.limit =
+      std::chrono::milliseconds(static_cast<int64_t>(std::clamp(limit_s / 4, 0.0, 30.0) * 1000));
+  // A stop's save, or a stop as the run starts, does not wait on a reader: the scheduler's grace
+  // time runs meanwhile.
+  wait.cut_short = [] { return stop_signal_received() != 0; };
+  return wait;
 }
 
 void Checkpointing::drop_newer_checkpoints(int64_t step) {
@@ -219,22 +226,14 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   // then overridden: a line the run no longer trains is not worth a stalled start.
   comm_.barrier();
   if (comm_.rank() != 0) return;
-  std::vector<std::string> dropped;
-  const auto deadline = std::chrono::steady_clock::now() + reader_wait();  // for all of them
+  std::vector<std::string> dropped, paths;
   for (const CheckpointInfo& c : list_checkpoints(job_.run_dir, VerifyLevel::kStructure)) {
     if (c.committed && c.step > step) {
-      const auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                                 deadline - std::chrono::steady_clock::now());
-      if (!remove_checkpoint_of_run(c.path,
-                                    std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
-        std::printf(
-            "ringmaster: %s was being read (eval, export, another run's --from?): removed "
-            "all the same after waiting %.1f s for its reader, which fails\n",
-            c.path.c_str(), static_cast<double>(reader_wait().count()) / 1000);
-      }
+      paths.push_back(c.path);
       dropped.push_back("step " + std::to_string(c.step));
     }
   }
+  remove_checkpoints_of_run(paths, reader_wait());
   if (dropped.empty()) return;
   std::string list;
   for (size_t i = 0; i < dropped.size(); ++i) list += (i ? ", " : "") + dropped[i];
@@ -273,10 +272,10 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       // verifies is older than the line: the line starts from line_start again.
       if (!line_start.empty() &&
           !(found && goes_on_from(load_manifest(found->path).state, line_start))) {
-        std::printf(
-            "ringmaster: --from %s: no checkpoint of the run that goes on from it "
-            "verifies (above, why): starting from it again\n",
-            line_start.c_str());
+        std::printf("ringmaster: --from %s: %s: starting from it again\n", line_start.c_str(),
+                    skipped.empty() ? "the run holds no checkpoint of the line it began"
+                                    : "no checkpoint of the run that goes on from it verifies "
+                                      "(above, why)");
         found.reset();
         chosen = line_start;
       }

@@ -102,7 +102,8 @@ class Checkpointing {
   // How long rank 0 may wait for a reader of a checkpoint it removes (a --from resume's drop, the
   // last save's retention) while the other ranks wait for it in a collective: a quarter of the
   // shorter of parallel.timeout_s and resilience.step_timeout_s, at most 30 s.
-  std::chrono::milliseconds reader_wait() const;
+  // A stop signal cuts it short.
+  ReaderWait reader_wait() const;
   // resume()'s broadcast step for a finished run without a checkpoint that verifies.
   static constexpr double kFinishedWithoutCheckpoint = -2;
   // ...and for a finished run whose newest checkpoint that verifies is older than its end.

@@ -58,6 +58,7 @@ bool may_start_from_initial_weights(const JobConfig& job, bool fresh, bool from_
 FromUse check_resume_source(const JobConfig& job, const std::string& from, bool fresh) {
   namespace fs = std::filesystem;
   if (from.empty()) return FromUse::kNone;
+  FromUse use = FromUse::kStartFrom;
   if (!fresh) {
     // The line `from` started already has a checkpoint: the newest committed one that is all
     // there (a resume takes the newest that verifies, and falls back to `from` itself when none
@@ -68,19 +69,29 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
       if (!it->committed || !it->verify.ok) continue;
       whole = true;
       try {
-        if (goes_on_from(load_manifest(it->path).state, from)) return FromUse::kGoesOn;
+        const nlohmann::json state = load_manifest(it->path).state;
+        if (goes_on_from(state, from)) return FromUse::kGoesOn;
+        // The newest is the line's start itself (line.json names it: its own state records the
+        // line *it* was on), here as the run's own checkpoint: the line has not saved yet.
+        if (goes_on_from({{"line_from", line_of_checkpoint(job.run_dir, it->path, state)}}, from)) {
+          use = FromUse::kLineGoesOn;
+        }
       } catch (const std::exception&) {
       }
       break;
     }
-    // None yet: the line this --from began (line.json) may have trained on in memory, which a
-    // new start from it would discard.
+    // None of its own yet: the line this --from began (line.json) may have trained on in memory.
     if (!whole) {
       const nlohmann::json line = recorded_line_start(job.run_dir);
       if (!line.is_null() && goes_on_from({{"line_from", line}}, from)) {
-        return FromUse::kLineGoesOn;
+        use = FromUse::kLineGoesOn;
       }
     }
+    // A line that has not saved goes on from memory, or from `from` again if memory holds none:
+    // `from` is checked as for a start from it where it is there (bad input, exit 2, not a rank's
+    // failure that a restart would repeat); where retention removed it since, memory must hold
+    // the line (the ranks say so if not).
+    if (use == FromUse::kLineGoesOn && !fs::exists(from)) return use;
   }
   const std::string what = "--from " + from + ": ";
   if (!fs::is_directory(from)) {
@@ -140,7 +151,7 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
       }
     }
   }
-  return FromUse::kStartFrom;
+  return use;
 }
 
 RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes,

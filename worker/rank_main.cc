@@ -1,4 +1,5 @@
 #include "worker/rank_main.h"
+#include "worker/checkpoint_line.h"
 
 #include <unistd.h>
 
@@ -206,6 +207,10 @@ int64_t restore(Trainer& trainer, const JobConfig& job, StartKind start, const s
   const bool resuming = start == kStartResume || start == kStartGoesOn ||
                         (start == kStartUnfinished && job.checkpoint.memory_every > 0);
   const int64_t steps_done = resuming ? trainer.resume(from, line_start) : 0;
+  // A start at step 0 (nothing to resume; memory held nothing) trains no line a --from began: a
+  // line.json left by one that never saved would name the steps memory will hold as that line's,
+  // and the same --from later would go on from them (FromUse::kLineGoesOn).
+  if (rank0 && steps_done == 0) forget_line_start(job.run_dir);
   // A finished run extended (a larger train.steps) is unfinished again once it has resumed: its
   // weights.bin, the earlier end's, would be what eval, sample and ckpt export read of it while
   // it trains on (they take the newest checkpoint of an unfinished run). That end is in the
