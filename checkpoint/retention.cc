@@ -61,7 +61,14 @@ Removal remove_committed(const std::string& root, const std::string& name,
   for (bool said = false; !claim_for_removal(path, &claim); said = true) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline || (wait.cut_short && wait.cut_short())) {
-      if (!even_if_read) return Removal::kLeftToReader;
+      if (!even_if_read) {
+        if (said) {
+          std::printf("ringmaster: %s: its reader still holds it: kept, for a later retention\n",
+                      path.c_str());
+          std::fflush(stdout);
+        }
+        return Removal::kLeftToReader;
+      }
       how = Removal::kRemovedWhileRead;
       std::printf(
           "ringmaster: %s: removed while a reader (eval, export, another run's --from?) still "
@@ -238,6 +245,7 @@ void remove_checkpoints_of_run(const std::vector<std::string>& ckpt_dirs, const 
   }
   const auto deadline = std::chrono::steady_clock::now() + wait.limit;  // for all of them
   for (const std::string& dir : ckpt_dirs) {
+    checkpoint_phase("from:drop");  // the crash tests' kill point (savekill)
     remove_committed(io::parent_dir(dir), io::base_name(dir), deadline, wait, true);
   }
 }

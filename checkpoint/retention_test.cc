@@ -144,14 +144,14 @@ TEST(Retention, RemovingALinesCheckpointsWaitsForTheirReadersAWhile) {
   reader.join();
   EXPECT_EQ(names(dir.path()).size(), 4u);
   {
-    // Two held: 300 ms for both, not each.
+    // Two held: 1 s for both, not each.
     const auto held3 = CheckpointPin::take(checkpoint_path(dir.path(), 3));
     const auto held4 = CheckpointPin::take(checkpoint_path(dir.path(), 4));
     ASSERT_TRUE(held3 && held3->holds() && held4 && held4->holds());
     const auto t1 = std::chrono::steady_clock::now();
     remove_checkpoints_of_run({checkpoint_path(dir.path(), 3), checkpoint_path(dir.path(), 4)},
-                              {std::chrono::milliseconds(300), nullptr});
-    EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(550));
+                              {std::chrono::milliseconds(1000), nullptr});
+    EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(1800));
     EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000001", "step_00000002"}));
     // A stop: at once, though 20 s were allowed.
     const auto held2 = CheckpointPin::take(checkpoint_path(dir.path(), 2));

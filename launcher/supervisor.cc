@@ -397,9 +397,10 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
                                           : "the beginning (no checkpoint verifies)";
     std::printf("ringmaster: the job failed (exit code %d); restart %d of %d from %s%s\n", code,
                 attempt + 1, max_restarts,
-                // Also with --from again: the ranks go on with its line if it trained
-                // (FromUse::kLineGoesOn).
-                memory ? "memory if newer, else " : "", source.c_str());
+                // With --from again, only where its line trained (FromUse::kLineGoesOn): a
+                // new line's start discards memory.
+                memory && (!from_again || line_started) ? "memory if newer, else " : "",
+                source.c_str());
     std::fflush(stdout);
   }
 }

@@ -498,5 +498,25 @@ TEST(FromCli, MemoryOfAStartAtStepZeroIsNotTakenForTheLineOfAnEarlierFrom) {
             test::slurp(dir.file("straight/weights.bin")));
 }
 
+// A --from resume of a finished run killed as it removes the line it leaves (its first removal:
+// line.json and the weights.bin of the old end are gone by then, the old line's checkpoints all
+// there): the restart goes back to --from and ends as the run never interrupted.
+TEST(FromCli, AFromKilledAsItRemovesTheLineItLeavesEndsAsIfNeverKilled) {
+  TempDir dir;
+  const std::string job = job_file(dir) + " --nproc 2";  // ranks under MPI: faults from start-up
+  const std::string run = dir.file("straight");
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string straight = test::slurp(run + "/weights.bin");
+  const auto r = run_cli("run " + job + " --set resilience.max_restarts=1 --from " + run +
+                             "/checkpoints/step_00000004",
+                         dir.path(), "RM_TEST_FAULT=savekill:0:1");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("RM_TEST_FAULT: savekill"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("restart 1 of 1 from " + run + "/checkpoints/step_00000004 (--from again)"),
+            std::string::npos)
+      << r.out;
+  expect_ended_as_straight(run, straight);
+}
+
 }  // namespace
 }  // namespace rm

@@ -232,6 +232,9 @@ int64_t restore(Trainer& trainer, const JobConfig& job, StartKind start, const s
       std::fflush(stdout);
     }
   }
+  // --from: the line it begins, recorded, and the run's checkpoints past it removed -- after
+  // weights.bin, or a crash between would leave an end newer than every checkpoint left.
+  if (resuming) trainer.begin_line();
   // model.init_from: at a run's first start only. A run that resumed goes on from its own
   // weights; a restart before its first checkpoint starts from init_from again.
   if (!job.model.init_from.empty()) {

@@ -588,15 +588,17 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
       skipped_batches_.push_back(x.get<int64_t>());
     }
   }
-  // A given checkpoint starts a line of its own: the run's newer ones go, now that every rank
-  // has restored and passed the checks above.
-  if (!given.empty()) {
-    checkpoints_->drop_newer_checkpoints(next_step_);
-    // A restart before the line's first save resumes from its start as the run's own checkpoint
-    // (worker/checkpoint_line.h): this says which line that is.
-    if (comm_.rank() == 0) record_line_start(job_.run_dir, line_from_);
-  }
   return next_step_;
+}
+
+void Trainer::begin_line() {
+  // A given checkpoint starts a line of its own: the run's newer ones go, now that every rank
+  // has restored and passed the checks of resume().
+  if (!checkpoints_ || checkpoints_->started_from().empty()) return;
+  // A restart before the line's first save resumes from its start as the run's own checkpoint
+  // (worker/checkpoint_line.h): this says which line that is.
+  if (comm_.rank() == 0) record_line_start(job_.run_dir, line_from_);
+  checkpoints_->drop_newer_checkpoints(next_step_);
 }
 
 void Trainer::wait_for_checkpoints() {

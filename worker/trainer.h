@@ -98,11 +98,18 @@ class Trainer {
   // steps already done. Requires enable_checkpoints. With checkpoint.memory_every and an empty
   // path, the newest step every rank holds verified in memory (memory_checkpoints.h) is taken
   // instead when no disk checkpoint is newer; rank 0 says which, from where, and what it
-  // passed over. With a path (--from), the run's checkpoints past it are removed once every rank
-  // has restored (Checkpointing::drop_newer_checkpoints). line_start (with an empty path): the
-  // --from of a run that goes on from it already (worker/checkpoint_line.h), started from again
-  // when no checkpoint of its line verifies. Collective.
+  // passed over. line_start (with an empty path): the --from of a run that goes on from it
+  // already (worker/checkpoint_line.h), started from again when no checkpoint of its line
+  // verifies. Collective. A given checkpoint (path, or line_start taken) starts a line: call
+  // begin_line() next.
   int64_t resume(const std::string& path, const std::string& line_start = "");
+  // After resume() took a given checkpoint, and once the run's weights.bin of an earlier end is
+  // gone (a crash between would leave that end newer than every checkpoint, a finished run a
+  // restart refuses): rank 0 records the line in RUN_DIR/line.json, then the run's checkpoints
+  // past it go (Checkpointing::drop_newer_checkpoints) -- in that order, so that a crash between
+  // leaves the old line's newest, which line.json does not name, rather than the line's start
+  // unnamed. No-op otherwise. Collective.
+  void begin_line();
   // A run's first start with model.init_from: the parameters from there instead of the seed's
   // (worker/initial_weights.h), each rank reading its own part; rank 0 says what it read and
   // records it in events.jsonl ("initialized"). A source that fails to read ends the job: exit
