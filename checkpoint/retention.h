@@ -41,7 +41,6 @@
 
 namespace rm {
 
-// Returns the paths removed (checkpoints and scratch directories).
 // How long removals wait for the readers of a checkpoint (checkpoint_pin.h): for all the
 // checkpoints of one call together, said on stdout when it begins.
 struct ReaderWait {

@@ -8,7 +8,6 @@
 // Collective: every rank makes the same calls in the same order.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>

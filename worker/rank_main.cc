@@ -1,5 +1,4 @@
 #include "worker/rank_main.h"
-#include "worker/checkpoint_line.h"
 
 #include <unistd.h>
 
@@ -33,6 +32,7 @@
 #include "observe/rank_log.h"
 #include "observe/run_events.h"
 #include "planning/gemm_rate.h"
+#include "worker/checkpoint_line.h"
 #include "worker/fault_injection.h"
 #include "worker/job_preparation.h"
 #include "worker/memory_checkpoints.h"
