@@ -592,11 +592,13 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
 }
 
 void Trainer::begin_line() {
-  // A given checkpoint starts a line of its own: the run's newer ones go, now that every rank
-  // has restored and passed the checks of resume().
+  // A given checkpoint starts a line of its own: the run's newer ones go once every rank has
+  // restored and passed the checks of resume() (drop_newer_checkpoints meets them first).
   if (!checkpoints_ || checkpoints_->started_from().empty()) return;
   // A restart before the line's first save resumes from its start as the run's own checkpoint
-  // (worker/checkpoint_line.h): this says which line that is.
+  // (worker/checkpoint_line.h): this says which line that is. Written before that meeting: a
+  // rank that fails its restore meanwhile leaves the old line whole, whose newest line.json does
+  // not name, so nothing misreads it.
   if (comm_.rank() == 0) record_line_start(job_.run_dir, line_from_);
   checkpoints_->drop_newer_checkpoints(next_step_);
 }
