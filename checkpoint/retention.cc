@@ -41,23 +41,19 @@ std::vector<ScannedDir> scan_newest_first(const std::string& root) {
   return out;
 }
 
-// Whether remove_committed removed the checkpoint, and past a reader or not.
-enum class Removal { kRemoved, kRemovedWhileRead, kLeftToReader };
-
 // Removes the committed checkpoint checkpoints/NAME: renamed away (NAME.del.tmp) while claimed,
 // then emptied. A crash leaves scratch, never a half-removed checkpoint that looks committed. A
 // reader's pin is waited for until `deadline` (said once), or until wait.cut_short() says so;
 // then the checkpoint is left to it (a later retention's), or with `even_if_read` removed all the
-// same (the reader then fails; said).
-Removal remove_committed(const std::string& root, const std::string& name,
-                         std::chrono::steady_clock::time_point deadline, const ReaderWait& wait,
-                         bool even_if_read) {
+// same (the reader then fails; said). False: left to its reader.
+bool remove_committed(const std::string& root, const std::string& name,
+                      std::chrono::steady_clock::time_point deadline, const ReaderWait& wait,
+                      bool even_if_read) {
   const std::string path = io::join(root, name);
   const std::string scratch = path + ".del.tmp";
   io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
   io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
   const auto began = std::chrono::steady_clock::now();
-  Removal how = Removal::kRemoved;
   for (bool said = false; !claim_for_removal(path, &claim); said = true) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline || (wait.cut_short && wait.cut_short())) {
@@ -67,9 +63,8 @@ Removal remove_committed(const std::string& root, const std::string& name,
                       path.c_str());
           std::fflush(stdout);
         }
-        return Removal::kLeftToReader;
+        return false;
       }
-      how = Removal::kRemovedWhileRead;
       std::printf(
           "ringmaster: %s: removed while a reader (eval, export, another run's --from?) still "
           "held it, after waiting %.1f s; that reader fails\n",
@@ -102,7 +97,7 @@ Removal remove_committed(const std::string& root, const std::string& name,
     }
     throw;
   }
-  return how;
+  return true;
 }
 
 // Removes checkpoints/NAME, a committed checkpoint (unless a reader pins it: a later retention's)
@@ -113,9 +108,7 @@ void remove_doomed(const std::string& root, const std::string& name,
   checkpoint_phase("retention:delete");
   const std::string path = io::join(root, name);
   if (parse_step_dir_name(name)->committed) {
-    if (remove_committed(root, name, deadline, wait, false) != Removal::kLeftToReader) {
-      removed->push_back(path);
-    }
+    if (remove_committed(root, name, deadline, wait, false)) removed->push_back(path);
     return;
   }
   removed->push_back(path);
