@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -136,15 +137,45 @@ std::vector<pid_t> descendants(pid_t root) {
   return out;
 }
 
-// The job dies at once, ranks included, and is gone before `run` returns (and frees the run
-// directory's lock): nothing may write there after that.
+// Whether process `pid` has stopped (SIGSTOP: 'T'; 't' under a tracer) or is gone (or dead).
+bool stopped_or_gone(pid_t pid) {
+  char state = 0;
+  int ppid = 0;
+  return !proc_stat(std::to_string(pid), &state, &ppid) || state == 'T' || state == 't' ||
+         state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
 void kill_job(pid_t pid) {
-  const std::vector<pid_t> below = descendants(pid);
+  // Stopped first, then killed. A stopped process cannot fork, so once every process found is
+  // seen stopped, a scan finds the whole tree. One scan and then SIGKILL let a child forked in
+  // between escape: mpirun starts each rank in a process group of its own, and one it forked
+  // just then went on as an orphan, writing in a run directory whose lock had been let go.
+  // The wait for each stop is bounded (a process in uninterruptible sleep -- a hung NFS write --
+  // stops only once that call returns): past it the kill goes ahead with what was found.
+  std::set<pid_t> found{pid};
+  std::vector<pid_t> fresh{pid};
+  ::kill(-pid, SIGSTOP);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!fresh.empty()) {
+    for (pid_t p : fresh) ::kill(p, SIGSTOP);
+    for (pid_t p : fresh) {
+      while (!stopped_or_gone(p) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    fresh.clear();
+    for (pid_t p : descendants(pid)) {
+      if (found.insert(p).second) fresh.push_back(p);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+  }
   ::kill(-pid, SIGKILL);
-  for (pid_t p : below) ::kill(p, SIGKILL);
+  for (pid_t p : found) ::kill(p, SIGKILL);
   for (int i = 0; i < 200; ++i) {  // 2 s at most: SIGKILL takes effect at once
     bool alive = false;
-    for (pid_t p : below) {
+    for (pid_t p : found) {
       char state = 0;
       int ppid = 0;
       alive =
@@ -154,6 +185,8 @@ void kill_job(pid_t pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
+
+namespace {
 
 // How many of `parent`'s children run the executable `exe` (from /proc).
 int children_running(pid_t parent, const std::string& exe) {

@@ -2,6 +2,8 @@
 // and restart them (launcher/supervisor.h).
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +36,14 @@ enum class SignalForwarding {
 // One child at a time; the handlers stay installed afterwards (stop_signal_seen() reads them).
 int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
               double linger_limit_s = 0, const std::function<bool()>& ranks_started = {});
+
+// Kills process `pid` (a group leader: run_child's child) and everything below it at once, with
+// SIGKILL: its process group, and every descendant found from /proc's parent links, in whatever
+// group or session it put itself (mpirun's ranks), also one forked as the kill comes (each is
+// stopped first, and the tree scanned again until no new one appears). Returns once none of
+// them runs (zombies count as gone), or after about 4 s at most. Does not reap `pid`.
+// run_child calls it on a second stop signal; exposed for its test.
+void kill_job(pid_t pid);
 
 // True once SIGTERM, SIGINT or SIGUSR1 has reached this process during or after a run_child().
 bool stop_signal_seen();

@@ -1,6 +1,8 @@
 // self_path() and started_from() (launcher/child_process.h): the path a process was started
 // from, also once the file there has been replaced -- checked on a real process whose program
 // is replaced under it, as an in-place upgrade of ringmaster during a long run would do.
+// kill_job(): a real process tree that keeps forking children into sessions of their own, as
+// mpirun does with ranks, is gone to the last child.
 #include "launcher/child_process.h"
 
 #include <gtest/gtest.h>
@@ -8,9 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace rm {
 namespace {
@@ -71,6 +77,67 @@ TEST(SelfPath, IsThisTestsOwnProgram) {
   const std::string self = self_path(&replaced);
   EXPECT_FALSE(replaced);
   EXPECT_TRUE(fs::equivalent(self, "/proc/self/exe")) << self;
+}
+
+// Whether `pid` runs (a zombie does not).
+bool runs(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
+         line[close + 2] != 'X';
+}
+
+// A job that forks without pause, each child in a session of its own (out of the job's process
+// group: only /proc's parent links lead to it) and writing its pid down once it runs. Killed
+// while it forks, no child may survive: one scan of /proc and then SIGKILL let the children
+// forked in between go on, orphaned. Several rounds, each a fresh tree.
+TEST(KillJob, NoChildForkedAsTheKillComesSurvivesIt) {
+  char tmpl[] = "/tmp/rm-kill-job-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string pids = std::string(tmpl) + "/pids";
+  std::vector<pid_t> written;
+  for (int round = 0; round < 20; ++round) {
+    const pid_t job = ::fork();
+    ASSERT_GE(job, 0);
+    if (job == 0) {
+      ::setpgid(0, 0);  // as run_child's child
+      const std::string loop =
+          "while :; do setsid sh -c 'echo $$ >> " + pids + "; exec sleep 60' & done";
+      ::execl("/bin/sh", "sh", "-c", loop.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(job, job);
+    // Until this round's first children have written their pids (three lines or more): the
+    // tree is growing.
+    const auto lines = [&] {
+      std::ifstream in(pids);
+      int n = 0;
+      for (std::string l; std::getline(in, l);) ++n;
+      return n;
+    };
+    const int before = lines();
+    for (int i = 0; i < 500 && lines() < before + 3; ++i) ::usleep(5000);
+    kill_job(job);
+    int status = 0;
+    ASSERT_EQ(::waitpid(job, &status, 0), job);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  }
+  // A child that escaped has written its pid by now (it runs on).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::ifstream in(pids);
+  for (pid_t p; in >> p;) written.push_back(p);
+  EXPECT_GE(written.size(), 60u);  // three a round at least
+  int survivors = 0;
+  for (pid_t p : written) {
+    if (runs(p)) {
+      ++survivors;
+      ::kill(p, SIGKILL);
+    }
+  }
+  EXPECT_EQ(survivors, 0) << "of " << written.size() << " children";
+  fs::remove_all(tmpl);
 }
 
 }  // namespace
