@@ -176,7 +176,10 @@ std::string space_note(const SaveRequest& request) {
 
 // After a failed save: remove what it wrote, so that a full disk is not kept full by it (the
 // rerun must at least be able to start). The committing rank removes the whole step_N.tmp/
-// (other ranks' shards in it are useless without its commit); the others remove their own
+// (other ranks' shards in it are useless without its commit), and the scratch of earlier steps,
+// which can no longer commit either: a rank that wrote its shard after this rank had given up
+// on that step left a step_N.tmp/ (with checkpoint.on_error: continue on a full disk, one a
+// failed save, each with a failure marker or a shard in it). The others remove their own
 // shard, leave the empty failure marker that stops the committing rank waiting for them
 // (collect_shards), and say why now: the error would otherwise surface only at their next
 // save, and they may be killed before (blocked in a collective with the committing rank).
@@ -185,7 +188,7 @@ void abandon_save(const SaveRequest& request, const std::string& error) {
   const std::string tmp = checkpoint_tmp_path(request.run_dir, request.step);
   try {
     if (request.commit) {
-      if (io::exists(tmp)) io::remove_tree(tmp);
+      remove_incomplete_checkpoints(request.run_dir, request.step);
       return;
     }
     std::fprintf(stderr, "ringmaster: [rank %d] checkpoint save of step %lld failed: %s\n",

@@ -8,8 +8,10 @@
 #include <thread>
 
 #include "checkpoint/async_writer.h"
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
+#include "io/posix_io.h"
 
 namespace rm {
 namespace {
@@ -217,6 +219,32 @@ TEST(AsyncWriter, CommitGivesUpWhenARankNeverWrites) {
   }
   EXPECT_FALSE(io::exists(checkpoint_path(dir.path(), 3)));
   EXPECT_FALSE(find_resume_checkpoint(dir.path()));
+}
+
+// The committing rank's failed save removes its own scratch and that of earlier steps (a rank
+// that wrote its shard after rank 0 had given up on that step left it: with
+// checkpoint.on_error: continue on a full disk, one a failed save), and leaves the scratch of a
+// later step, which another rank may be writing, and the committed checkpoints.
+TEST(AsyncWriter, AFailedCommitRemovesTheScratchOfItsStepAndOfEarlierOnes) {
+  TempDir dir;
+  auto data1 = data_at(1), data = data_at(4);
+  AsyncCheckpointWriter writer(AsyncCheckpointWriter::Mode::kSync);
+  writer.save(request(dir.path(), 1, 0, 1, data1));  // committed: stays
+  const std::string late = checkpoint_tmp_path(dir.path(), 2);
+  io::make_dirs_durable(late);
+  std::ofstream(io::join(late, shard_file_name(1))) << "rank 1's shard, written too late";
+  std::ofstream(io::join(late, shard_descriptor_name(1))) << "{}";
+  const std::string later = checkpoint_tmp_path(dir.path(), 6);
+  io::make_dirs_durable(later);
+  std::ofstream(io::join(later, shard_file_name(1))) << "rank 1, saving ahead";
+  // Rank 1 failed its shard of step 4 (its marker): rank 0's save of step 4 fails.
+  io::make_dirs_durable(checkpoint_tmp_path(dir.path(), 4));
+  std::ofstream(io::join(checkpoint_tmp_path(dir.path(), 4), shard_failure_name(1)));
+  EXPECT_THROW(writer.save(request(dir.path(), 4, 0, 2, data)), IoError);
+  EXPECT_FALSE(io::exists(late));
+  EXPECT_FALSE(io::exists(checkpoint_tmp_path(dir.path(), 4)));
+  EXPECT_TRUE(io::exists(io::join(later, shard_file_name(1))));
+  expect_checkpoint(dir.path(), 1);
 }
 
 TEST(AsyncWriter, DestructorWaitsForTheSaveInFlight) {

@@ -250,13 +250,14 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
   return final_dir;
 }
 
-std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir) {
+std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir,
+                                                       int64_t up_to_step) {
   std::vector<std::string> removed;
   const std::string root = checkpoints_root(run_dir);
   if (!io::is_directory(root)) return removed;
   for (const std::string& name : io::list_dir(root)) {
     const auto parsed = parse_step_dir_name(name);
-    if (parsed && !parsed->committed) {
+    if (parsed && !parsed->committed && parsed->step <= up_to_step) {
       // One that cannot be removed (a file in it made read-only or immutable) is moved out of
       // the way of a later save of its step, which would reuse it, to a name no save, resume
       // or retention takes ("stale." + its name), said, and left: the run must not fail to

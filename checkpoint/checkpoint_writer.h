@@ -65,10 +65,14 @@ std::vector<ShardFileInfo> collect_shards(const std::string& tmp_dir, int64_t st
 // removed. Returns the checkpoint's path.
 std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Manifest& manifest);
 
-// Removes every scratch directory (step_*.tmp) under RUN_DIR/checkpoints/, and the scratch of a
-// best link (best.tmp.PID, io::replace_symlink) a crash left; returns their paths.
-// Only when no save is in flight (at start-up, on rank 0, before the ranks' first save).
-std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir);
+// Removes every scratch directory (step_*.tmp) under RUN_DIR/checkpoints/ of a step up to
+// `up_to_step` (all by default), and the scratch of a best link (best.tmp.PID,
+// io::replace_symlink) a crash left; returns their paths. Only where no save of those steps can
+// still commit: at start-up (on rank 0, before the ranks' first save); on the committing rank
+// once its save of `up_to_step` has failed (a rank late with its shard then fails its own save,
+// which could not commit anyway); at a run's end, once every rank's saves are done.
+std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir,
+                                                       int64_t up_to_step = INT64_MAX);
 
 // Observers of the phases of a save: called with a phase name ("shard:write", "shard:fsync",
 // "shard:descriptor", "commit:manifest", "commit:rename", "commit:fsync", "commit:done",

@@ -151,6 +151,30 @@ TEST(SaveErrorCli, AFailedFinalWriteOnRankZeroEndsTheJobAtOnceWithItsCause) {
   EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin"));
 }
 
+// checkpoint.on_error: continue, and every save fails on rank 0 (its shard's first write, ENOSPC)
+// while rank 1's succeed: a rank 1 that wrote its shard after rank 0 had given up on the step
+// left a step_N.tmp/ holding it, one a failed save, for the whole run (seen: 1 to 5 of the 6
+// saves' scratch left in each of 4 runs, each with a shard). Rank 0's next failed save removes
+// the earlier ones, and the end of the run the rest.
+TEST(SaveErrorCli, SavesThatFailOnRankZeroLeaveNoOtherRanksShardsBehind) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const std::string fault =
+      io_fault(run, dir.file("j.log"), "/checkpoints",
+               "start_at=step_00000002 op=write at=1 action=fail error=ENOSPC sticky=1 rank=0");
+  const auto r = run_cli("run " + job_file(dir) +
+                             " --nproc 2 --set train.steps=12 --set checkpoint.on_error=continue "
+                             "--set run_dir=" +
+                             run,
+                         dir.path(), fault + " " + kGuard);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("[rank 0] warning: a checkpoint save failed"), std::string::npos) << r.err;
+  const Left l = scan(run);
+  EXPECT_TRUE(l.committed.empty());
+  EXPECT_EQ(l.scratch, 0);
+  EXPECT_TRUE(io::exists(run + "/weights.bin"));
+}
+
 // Retention cannot remove an older checkpoint (its rename to step_N.del.tmp fails, as on one
 // made read-only to keep it): the save is committed all the same, with a warning and the cause
 // in its event, and the run goes on to its end; the next retention removes what is due (before:

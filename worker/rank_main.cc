@@ -19,6 +19,7 @@
 #include "base/run_lock.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_error.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
@@ -361,13 +362,23 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       // ...and those an earlier layout of the job left (a run shrunk onto fewer ranks).
       comm.barrier();
       if (mpi == nullptr || mpi->local_rank() == 0) remove_run_memory_checkpoints(job.run_dir);
-    } else if (rank0 && job.checkpoint.memory_every > 0) {
-      // No count: the sum is of each rank's, and a rank may count another's failed part of the
-      // same save.
-      std::printf(
-          "ringmaster: in-memory checkpoints kept: a checkpoint save failed in this attempt "
-          "(checkpoint.on_error: continue)\n");
-      std::fflush(stdout);
+    } else if (rank0) {
+      // Every rank's saves are done (the sum waited for each): what a failed one left -- the
+      // shard of a rank that wrote it after rank 0 had given up on its step -- can go now.
+      // Best effort: the training is done, and the next start removes it anyway.
+      try {
+        remove_incomplete_checkpoints(job.run_dir);
+      } catch (const IoError& e) {
+        std::fprintf(stderr, "ringmaster: warning: scratch of a failed save left: %s\n", e.what());
+      }
+      if (job.checkpoint.memory_every > 0) {
+        // No count: the sum is of each rank's, and a rank may count another's failed part of
+        // the same save.
+        std::printf(
+            "ringmaster: in-memory checkpoints kept: a checkpoint save failed in this attempt "
+            "(checkpoint.on_error: continue)\n");
+        std::fflush(stdout);
+      }
     }
     if (outcome == Trainer::Outcome::kStopped) {
       // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
