@@ -8,11 +8,14 @@
 // (launcher/slurm_nodes.h), then the resolved job is written to
 // RUN_DIR/config.yaml and the script to RUN_DIR/slurm/job.sbatch: the job that runs is the job
 // that was submitted, even if the YAML file is edited afterwards. Submitting the same job again
-// continues the same run (its checkpoints); another job in the same run_dir is refused.
+// continues the same run (its checkpoints); another job in the same run_dir is refused. A submit
+// that fails after that (sbatch refuses the job) removes the run directory if it made it.
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
+#include <utility>
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
@@ -36,6 +39,39 @@
 namespace rm {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The outermost of `path` and its parents that does not exist ("" when `path` exists): what
+// creating `path` makes.
+fs::path first_missing_ancestor(const fs::path& path) {
+  std::error_code ec;
+  fs::path missing;
+  for (fs::path p = path; !p.empty() && !fs::exists(p, ec) && !ec; p = p.parent_path()) {
+    missing = p;
+    if (p == p.parent_path()) break;
+  }
+  return missing;
+}
+
+// Removes a directory tree when it goes out of scope, unless keep() was called. Best effort.
+class RemoveUnlessKept {
+ public:
+  explicit RemoveUnlessKept(fs::path path) : path_(std::move(path)) {}
+  ~RemoveUnlessKept() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  RemoveUnlessKept(const RemoveUnlessKept&) = delete;
+  RemoveUnlessKept& operator=(const RemoveUnlessKept&) = delete;
+  void keep() { path_.clear(); }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
 
 int cmd_submit(const SubmitArgs& args) {
   return report_errors([&] {
@@ -83,7 +119,12 @@ int cmd_submit(const SubmitArgs& args) {
     // The run lock first (prepare_run_directory takes it again at once), so that two submits of
     // one run see each other's jobs; then no job of this run may still be queued or running: it
     // would train the job as rewritten here, or beside this one's once the lock is free.
+    // A submit that fails (sbatch refuses the job, a write fails) leaves no run directory it
+    // made: it would hold a job that never ran, which a later submit of an edited job takes for
+    // another job's run (--fresh), and `status` for a run.
+    const fs::path made = first_missing_ancestor(run_dir);
     own_run_dir(paths.run_dir);
+    RemoveUnlessKept remove_made(made);
     if (const std::string id = submitted_job_id(paths.run_dir); !id.empty()) {
       std::string why;
       const std::string line = scontrol_job_line(id, &why);
@@ -116,9 +157,11 @@ int cmd_submit(const SubmitArgs& args) {
     const CapturedCommand sbatch = capture_command("sbatch --parsable " + shell_quote(script_path));
     if (sbatch.exit_code != 0) {
       print_error("sbatch failed (exit code " + std::to_string(sbatch.exit_code) +
-                  "): " + sbatch.output);
+                  "): " + sbatch.output +
+                  (made.empty() ? "" : "\n(" + made.string() + ", made for it, is removed)"));
       return kExitFailure;
     }
+    remove_made.keep();
     // --parsable prints "JOBID" or "JOBID;CLUSTER" (possibly after warnings, one per line).
     std::string id = sbatch.output.substr(sbatch.output.rfind('\n') + 1);
     id = id.substr(0, id.find(';'));

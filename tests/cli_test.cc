@@ -285,22 +285,46 @@ TEST(Cli, AFifoAsARankLogIsRefusedNotWaitedOn) {
       << r.err;
 }
 
-// `submit` when sbatch fails: its message and exit 1. Without a cluster section error the job
-// files are written (they are the job's), but no job id is recorded.
-TEST(Cli, SubmitReportsAFailingSbatch) {
+// `submit` when sbatch fails: its message and exit 1, and no job id recorded. A run directory
+// the submit made is removed (before: it stayed, holding a job that never ran, which a submit
+// of the job edited then took for another job's run); one that was there stays.
+TEST(Cli, SubmitReportsAFailingSbatchAndRemovesTheRunDirectoryItMade) {
   TempDir dir;
   fs::create_directories(dir.file("bin"));
   const std::string stub = dir.write("bin/sbatch",
                                      "#!/bin/sh\necho 'sbatch: error: Batch job "
                                      "submission failed: Invalid partition'\nexit 1\n");
   fs::permissions(stub, fs::perms::owner_all);
-  const auto r =
-      run_cli("submit " + tiny_job(dir), dir.path(), "PATH=" + dir.file("bin") + ":$PATH");
+  const std::string path = "PATH=" + dir.file("bin") + ":$PATH";
+  const std::string job = dir.write("job.yaml", R"(name: tiny
+run_dir: )" + dir.file("runs/new") + R"(
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 30, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 10}
+)");
+  const auto r = run_cli("submit " + job, dir.path(), path);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("sbatch failed (exit code 1): sbatch: error: Batch job submission failed: "
                        "Invalid partition"),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find(dir.file("runs") + ", made for it, is removed"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("runs"))) << "runs/ was made by the submit";
+  // The job edited (another model) is submitted as a new run, not refused as another job's.
+  const std::string edited = dir.write("job2.yaml", test::slurp(job) + "optimizer: {lr: 0.01}\n");
+  dir.write("bin/sbatch", "#!/bin/sh\necho 4242\n");
+  fs::permissions(stub, fs::perms::owner_all);
+  const auto ok = run_cli("submit " + edited, dir.path(), path);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err << ok.out;
+  EXPECT_EQ(test::slurp(dir.file("runs/new/slurm/job_id")), "4242\n");
+
+  // A run directory that was there before stays, with the job's files.
+  dir.write("bin/sbatch", "#!/bin/sh\necho 'sbatch: error: down'\nexit 1\n");
+  fs::permissions(stub, fs::perms::owner_all);
+  fs::create_directories(dir.file("run"));
+  const auto again = run_cli("submit " + tiny_job(dir), dir.path(), path);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(again.err.find("is removed"), std::string::npos) << again.err;
   EXPECT_TRUE(fs::exists(dir.file("run/slurm/job.sbatch")));
   EXPECT_FALSE(fs::exists(dir.file("run/slurm/job_id")));
 }
