@@ -155,6 +155,36 @@ TEST(MemoryCheckpointEarly, BeforeAnyDiskCheckpointTheRestartResumesFromMemory) 
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
 }
 
+// The data changed between a crash and the resume from memory (a shorter file at the same
+// path): refused, as a resume from a disk checkpoint is, naming both counts -- the data order
+// depends on the number of windows (before: the run went on from memory in another order,
+// silently, and its next disk save recorded the new count, so nothing ever caught it).
+TEST(MemoryCheckpointData, AResumeFromMemoryOverChangedDataIsRefused) {
+  TempDir dir;
+  const std::string text = test::slurp("data/tinyshakespeare.txt");
+  const std::string data = dir.write("data.txt", text.substr(0, 20000));
+  const std::string job = job_file(dir) + " --set data.train=" + data;
+  const std::string run = dir.file("run");
+  const auto killed =
+      run_cli("run " + job + " --set run_dir=" + run + " --set cluster.env.RM_TEST_FAULT=kill:0:3",
+              dir.path());
+  ASSERT_NE(killed.exit_code, 0) << killed.out;
+  dir.write("data.txt", text.substr(0, 15000));
+  const auto r = run_cli("run " + job + " --set run_dir=" + run, dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("where the in-memory checkpoint resumed from was trained on"),
+            std::string::npos)
+      << r.err << r.out;
+  EXPECT_NE(r.err.find("the data changed since"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(run + "/weights.bin"));
+  // The data put back, the run goes on from memory and ends as if never killed.
+  dir.write("data.txt", text.substr(0, 20000));
+  const auto back = run_cli("run " + job + " --set run_dir=" + run, dir.path());
+  ASSERT_EQ(back.exit_code, 0) << back.err << back.out;
+  EXPECT_NE(back.out.find("resuming from memory (step 2; no disk checkpoint)"), std::string::npos)
+      << back.out;
+}
+
 // The end's save cut short after every rank held the last step in memory (rank 1 killed in its
 // shard of step 10, slowed so that its memory save comes first): the restart resumes from memory
 // at the last step and trains none, and still saves the end's checkpoint (before: none, the

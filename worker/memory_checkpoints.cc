@@ -13,7 +13,10 @@ namespace rm {
 namespace {
 
 constexpr size_t kMetaWords = kMemoryMetaWords;
-constexpr size_t kMaxSkipped = kMetaWords - 3;
+constexpr size_t kMaxSkipped = kMetaWords - 4;
+// The last meta word: how many training windows the data held (0: not recorded, a segment of a
+// build before it).
+constexpr size_t kTrainWindowsWord = kMetaWords - 1;
 
 uint64_t hash_text(const std::string& s) { return XXH64(s.data(), s.size(), 0); }
 
@@ -179,7 +182,8 @@ std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
   return parts;
 }
 
-void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& skipped_batches) {
+void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& skipped_batches,
+                             uint64_t train_windows) {
   finish_exchange();  // the slot the last exchange sent is the one this save must not touch...
   if (skipped_batches.size() > kMaxSkipped) return;  // thousands of rollbacks: disk only
   std::fill(meta_.begin(), meta_.end(), 0);
@@ -187,6 +191,7 @@ void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& ski
   meta_[1] = state_.optimizer_steps();
   meta_[2] = static_cast<int64_t>(skipped_batches.size());
   std::copy(skipped_batches.begin(), skipped_batches.end(), meta_.begin() + 3);
+  meta_[kTrainWindowsWord] = static_cast<int64_t>(train_windows);
   const std::vector<SnapshotPart> parts = host_parts();
   if (!compute_.host_accessible()) {
     float* dst = staging_.data();
@@ -268,7 +273,7 @@ MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
   return a;
 }
 
-std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
+MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
   finish_exchange();
   const double c = static_cast<double>(step);
   const auto own = [&](int r) {
@@ -330,7 +335,10 @@ std::vector<int64_t> MemoryCheckpoints::restore(int64_t step) {
     }
   }
   state_.finish_slice_restore(meta_[1]);
-  return std::vector<int64_t>(meta_.begin() + 3, meta_.begin() + 3 + meta_[2]);
+  Restored restored;
+  restored.skipped_batches.assign(meta_.begin() + 3, meta_.begin() + 3 + meta_[2]);
+  restored.train_windows = static_cast<uint64_t>(meta_[kTrainWindowsWord]);
+  return restored;
 }
 
 void MemoryCheckpoints::discard() {

@@ -434,9 +434,23 @@ void Trainer::restore_best_from_disk() {
   line_from_ = line.empty() ? nlohmann::json() : nlohmann::json::parse(line);  // "null": none
 }
 
+void Trainer::check_train_windows(uint64_t then, const std::string& kind) const {
+  const uint64_t now = data_.train->num_windows();
+  if (then == now) return;
+  throw InputError("data.train holds " + std::to_string(now) + " training windows of " +
+                   std::to_string(job_.model.seq_len) + " tokens, where the " +
+                   (kind.empty() ? "" : kind + " ") + "checkpoint resumed from was trained on " +
+                   std::to_string(then) +
+                   ": the data changed since (the data order of a resumed run depends on it); "
+                   "put the data back, or start over (--fresh, or a new run_dir)");
+}
+
 int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
                                     int64_t disk_step) {
-  skipped_batches_ = memory_->restore(step);
+  MemoryCheckpoints::Restored restored = memory_->restore(step);
+  // As from the disk: the data order goes on only over the data it was trained on.
+  if (restored.train_windows != 0) check_train_windows(restored.train_windows, "in-memory");
+  skipped_batches_ = std::move(restored.skipped_batches);
   next_step_ = step;
   // The disk holds this step too (its newest checkpoint, by name; memory was taken as it is at
   // least as new): no save of it again, which would replace that checkpoint under its readers.
@@ -566,15 +580,7 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
   // data.train replaced by a file of another size at the same path would go on in another order
   // from here, silently. Checkpoints written before 2026-11-30 do not record it.
   if (state.contains("train_windows") && state["train_windows"].is_number_unsigned()) {
-    const uint64_t then = state["train_windows"].get<uint64_t>();
-    const uint64_t now = data_.train->num_windows();
-    if (then != now) {
-      throw InputError("data.train holds " + std::to_string(now) + " training windows of " +
-                       std::to_string(job_.model.seq_len) + " tokens, where the checkpoint " +
-                       "resumed from was trained on " + std::to_string(then) +
-                       ": the data changed since (the data order of a resumed run depends on "
-                       "it); put the data back, or start over (--fresh, or a new run_dir)");
-    }
+    check_train_windows(state["train_windows"].get<uint64_t>(), "");
   }
   restore_best(state);
   const std::string& given = checkpoints_->started_from();
@@ -802,7 +808,7 @@ Trainer::Outcome Trainer::run_steps() {
     // 1..k. The disk save above may still be copying the same buffers; both only read them.
     if (memory_ && memory_->due(m.step)) {
       progress_.enter(Phase::kCheckpointSave);
-      memory_->save(m.step, skipped_batches_);
+      memory_->save(m.step, skipped_batches_, data_.train->num_windows());
     } else if (memory_) {
       memory_->poll();  // a replica received since the last save is committed now
     }
