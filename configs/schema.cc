@@ -184,7 +184,7 @@ std::vector<KeySpec> build_schema() {
              "one-item list."),
       RM_KEY(data.val, any(),
              "Validation files or globs; empty = hold out data.val_fraction of the training "
-             "data."),
+             "data. A file that data.train also names is refused."),
       RM_KEY(data.val_fraction, between(0, 0.5),
              "Share of the training data held out for validation when data.val is empty."),
       RM_KEY(data.tokenizer, any(),

@@ -176,6 +176,37 @@ TEST(InputFilesCli, ValidateChecksTheDataThatIsHere) {
       << elsewhere.out;
 }
 
+// A validation file that data.train's pattern also takes (llm.c's directories hold
+// fineweb_train_*.bin beside fineweb_val_*.bin; `DIR/*.bin` takes both) is refused by `validate`
+// and `run`, under any spelling of its path, naming the pattern: its loss would be measured on
+// training data (before: the run trained on it and reported that loss, exit 0).
+TEST(InputFilesCli, AValidationFileThatIsAlsoATrainingFileIsRefused) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string text = test::slurp("data/tinyshakespeare.txt");
+  fs::create_directories(dir.file("d"));
+  dir.write("d/train_0.txt", text.substr(0, 40000));
+  dir.write("d/val_0.txt", text.substr(40000, 10000));
+  const std::string val = dir.file("d/val_0.txt");
+  const std::string both = " --set data.train=[" + dir.file("d") + "/*.txt] --set data.val=[";
+  for (const char* command : {"validate ", "run "}) {
+    expect_refused(run_cli(command + job + both + val + "]", dir.path()),
+                   "data.val: " + val + " is also a training file (data.train's '" + dir.file("d") +
+                       "/*.txt' names it): the validation loss would be "
+                       "measured on data the model trains on");
+  }
+  EXPECT_FALSE(fs::exists(dir.file("run")));
+  // Another spelling of the same file.
+  expect_refused(run_cli("validate " + job + both + dir.file("d/../d/val_0.txt") + "]", dir.path()),
+                 "data.val: " + dir.file("d/../d/val_0.txt") + " is also a training file (data." +
+                     "train's '" + dir.file("d") + "/*.txt' names it as " + val + ")");
+  // The training files named apart from it: accepted.
+  const auto apart = run_cli("run " + job + " --set data.train=[" + dir.file("d") +
+                                 "/train_*.txt] --set data.val=[" + val + "]",
+                             dir.path());
+  EXPECT_EQ(apart.exit_code, 0) << apart.err;
+}
+
 // Text given to `eval --data` of a model trained on token ids, without a tokenizer, was scored as
 // bytes: nonsense with exit 0 (a damaged shard too, its magic wrong). A model trained on bytes
 // takes text, whatever its vocab_size.

@@ -1,12 +1,17 @@
 #include "worker/training_data.h"
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "io/posix_io.h"
 #include "worker/data/data_error.h"
 #include "worker/data/encoded_text.h"
+#include "worker/data/file_glob.h"
 #include "worker/data/token_shard.h"
 
 namespace rm {
@@ -32,8 +37,47 @@ std::optional<BpeTokenizer> load_job_tokenizer(const JobConfig& job) {
   return load_tokenizer_for(job.data.tokenizer, job.model.vocab_size, "data.tokenizer");
 }
 
+namespace {
+
+// Refuses a validation file that is also a training file (the same file, by device and inode,
+// whatever the path): its loss would be measured on data the model trains on, an optimistic
+// figure that nothing else would reveal. The natural slip: llm.c's data directories hold
+// fineweb_train_*.bin beside fineweb_val_*.bin, and `train: DIR/*.bin` takes both.
+// A pattern that matches nothing is left to the opening of the files, which names its key.
+void check_validation_apart(const DataConfig& d) {
+  const auto expand = [](const std::vector<std::string>& patterns) {
+    try {
+      return expand_globs(patterns);
+    } catch (const DataError&) {
+      return std::vector<std::string>();
+    }
+  };
+  std::map<std::pair<dev_t, ino_t>, std::pair<std::string, std::string>> training;  // path, pattern
+  for (const std::string& pattern : d.train) {
+    for (const std::string& path : expand({pattern})) {
+      struct stat st;
+      if (::stat(path.c_str(), &st) == 0)
+        training.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_pair(path, pattern));
+    }
+  }
+  for (const std::string& path : expand(d.val)) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) continue;  // opening it says why
+    const auto both = training.find({st.st_dev, st.st_ino});
+    if (both == training.end()) continue;
+    const auto& [train_path, pattern] = both->second;
+    throw DataError("data.val: " + path + " is also a training file (data.train's '" + pattern +
+                    "' names it" + (train_path == path ? "" : " as " + train_path) +
+                    "): the validation loss would be measured on data the model trains on; "
+                    "name the training files so that they leave it out");
+  }
+}
+
+}  // namespace
+
 TrainingData open_training_data(const JobConfig& job) {
   const DataConfig& d = job.data;
+  if (!d.val.empty()) check_validation_apart(d);
   const int T = job.model.seq_len;
   std::optional<BpeTokenizer> tokenizer = load_job_tokenizer(job);
   // Text with a tokenizer: each file encoded once, here; the train and validation sources that
