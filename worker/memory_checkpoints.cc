@@ -13,9 +13,10 @@ namespace rm {
 namespace {
 
 constexpr size_t kMetaWords = kMemoryMetaWords;
-constexpr size_t kMaxSkipped = kMetaWords - 4;
-// The last meta word: how many training windows the data held (0: not recorded, a segment of a
-// build before it).
+constexpr size_t kMaxSkipped = kMetaWords - 5;
+// The last meta words: the training data's fingerprint and how many windows it held (0: not
+// recorded, a segment of a build before them).
+constexpr size_t kTrainFingerprintWord = kMetaWords - 2;
 constexpr size_t kTrainWindowsWord = kMetaWords - 1;
 
 uint64_t hash_text(const std::string& s) { return XXH64(s.data(), s.size(), 0); }
@@ -183,7 +184,7 @@ std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
 }
 
 void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& skipped_batches,
-                             uint64_t train_windows) {
+                             uint64_t train_windows, uint64_t train_fingerprint) {
   finish_exchange();  // the slot the last exchange sent is the one this save must not touch...
   if (skipped_batches.size() > kMaxSkipped) return;  // thousands of rollbacks: disk only
   std::fill(meta_.begin(), meta_.end(), 0);
@@ -192,6 +193,7 @@ void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& ski
   meta_[2] = static_cast<int64_t>(skipped_batches.size());
   std::copy(skipped_batches.begin(), skipped_batches.end(), meta_.begin() + 3);
   meta_[kTrainWindowsWord] = static_cast<int64_t>(train_windows);
+  meta_[kTrainFingerprintWord] = static_cast<int64_t>(train_fingerprint);
   const std::vector<SnapshotPart> parts = host_parts();
   if (!compute_.host_accessible()) {
     float* dst = staging_.data();
@@ -338,6 +340,7 @@ MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
   Restored restored;
   restored.skipped_batches.assign(meta_.begin() + 3, meta_.begin() + 3 + meta_[2]);
   restored.train_windows = static_cast<uint64_t>(meta_[kTrainWindowsWord]);
+  restored.train_fingerprint = static_cast<uint64_t>(meta_[kTrainFingerprintWord]);
   return restored;
 }
 

@@ -47,7 +47,8 @@
 namespace rm {
 
 // The words of a slot's meta part, before the slices: steps done, optimizer steps, the number
-// of skipped batches, then those; the last word, how many training windows the data held.
+// of skipped batches, then those; the last two words, the training data's fingerprint and how
+// many training windows it held.
 inline constexpr size_t kMemoryMetaWords = 8192;
 
 // Rank `rank`'s segment in a layout of slice_counts.size() ranks under `shard` (see above), or
@@ -103,10 +104,11 @@ class MemoryCheckpoints {
   // overlap the next step, and a crash in it would lose both. On a device, the slices are
   // downloaded first. With replicas, first completes the previous save's exchange, then starts
   // this one's: every rank calls it at the same steps.
-  // `train_windows`: how many training windows the data holds (recorded for the resume's
-  // check that the data did not change, as a disk checkpoint's state records it).
-  void save(int64_t steps_done, const std::vector<int64_t>& skipped_batches,
-            uint64_t train_windows);
+  // `train_windows`, `train_fingerprint`: how many training windows the data holds and its
+  // tokens' fingerprint (recorded for the resume's check that the data did not change, as a
+  // disk checkpoint's state records them).
+  void save(int64_t steps_done, const std::vector<int64_t>& skipped_batches, uint64_t train_windows,
+            uint64_t train_fingerprint);
   // Commits the replica received in the background once its transfer has completed, instead of
   // at the next save: a host lost in between then costs N + 1 steps, not 2N. Call it after the
   // steps that do not save. Not collective; cheap (it tests the messages in flight).
@@ -122,12 +124,13 @@ class MemoryCheckpoints {
   Agreed agree_on_step();
   // Restores the state after `step` (agreed by agree_on_step, just before), first fetching
   // the slot from its keeper where a rank's own segment lacks it, verifying every byte;
-  // returns the batches skipped by rollbacks up to it and the training windows recorded (0: a
-  // segment of a build that did not record them). Collective: throws std::runtime_error on
+  // returns the batches skipped by rollbacks up to it and the training data recorded (0: a
+  // segment of a build that did not record it). Collective: throws std::runtime_error on
   // every rank, naming the ranks that failed, if any rank could not restore it.
   struct Restored {
     std::vector<int64_t> skipped_batches;
     uint64_t train_windows = 0;
+    uint64_t train_fingerprint = 0;  // 0: not recorded
   };
   Restored restore(int64_t step);
   // Removes this rank's segment and the replica it keeps (a new run, a finished run), after

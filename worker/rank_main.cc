@@ -499,6 +499,24 @@ int run_with_mpi(const RankArgs& args) {
   maybe_inject_fault(mpi.rank(), 0);
   int worst = agree_int(status, Agree::kMax, "every rank's checks");
   if (worst != kExitOk) return worst;
+  if (mpi.world() > 1) {
+    // Every rank must train on the same data (training_data.h: data_identity); each opened its
+    // own. Every rank sees the same list and leaves; rank 0 says why.
+    const std::vector<std::string> seen = gather_text(data_identity(data), "the ranks' data");
+    std::string differ;
+    for (size_t r = 1; r < seen.size(); ++r) {
+      if (seen[r] != seen[0]) differ += "; rank " + std::to_string(r) + ": " + seen[r];
+    }
+    if (!differ.empty()) {
+      if (mpi.rank() == 0) {
+        print_error(
+            "the ranks do not see the same data (data.train, data.val: the same files "
+            "with the same content must be at those paths on every host): rank 0: " +
+            seen[0] + differ);
+      }
+      return kExitBadInput;
+    }
+  }
   const int cuda_here = choice.kind == ComputeKind::kCuda ? 1 : 0;
   const int cuda_everywhere = agree_int(cuda_here, Agree::kMin, "the backend");
   if (cuda_here && !cuda_everywhere) {

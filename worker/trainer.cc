@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -434,22 +435,34 @@ void Trainer::restore_best_from_disk() {
   line_from_ = line.empty() ? nlohmann::json() : nlohmann::json::parse(line);  // "null": none
 }
 
-void Trainer::check_train_windows(uint64_t then, const std::string& kind) const {
+void Trainer::check_train_data(uint64_t windows, uint64_t fingerprint,
+                               const std::string& kind) const {
   const uint64_t now = data_.train->num_windows();
-  if (then == now) return;
-  throw InputError("data.train holds " + std::to_string(now) + " training windows of " +
-                   std::to_string(job_.model.seq_len) + " tokens, where the " +
-                   (kind.empty() ? "" : kind + " ") + "checkpoint resumed from was trained on " +
-                   std::to_string(then) +
-                   ": the data changed since (the data order of a resumed run depends on it); "
-                   "put the data back, or start over (--fresh, or a new run_dir)");
+  const std::string checkpoint = "the " + (kind.empty() ? "" : kind + " ") + "checkpoint";
+  const char* fix =
+      ": the data changed since (the data order of a resumed run depends on it); put the data "
+      "back, or start over (--fresh, or a new run_dir)";
+  if (windows != now) {
+    throw InputError("data.train holds " + std::to_string(now) + " training windows of " +
+                     std::to_string(job_.model.seq_len) + " tokens, where " + checkpoint +
+                     " resumed from was trained on " + std::to_string(windows) + fix);
+  }
+  if (fingerprint != 0 && fingerprint != data_.train->source().fingerprint()) {
+    throw InputError("data.train holds the " + std::to_string(now) + " training windows " +
+                     checkpoint +
+                     " resumed from was trained on, but other tokens (its files' "
+                     "sizes, order or first and last tokens differ)" +
+                     fix);
+  }
 }
 
 int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
                                     int64_t disk_step) {
   MemoryCheckpoints::Restored restored = memory_->restore(step);
   // As from the disk: the data order goes on only over the data it was trained on.
-  if (restored.train_windows != 0) check_train_windows(restored.train_windows, "in-memory");
+  if (restored.train_windows != 0) {
+    check_train_data(restored.train_windows, restored.train_fingerprint, "in-memory");
+  }
   skipped_batches_ = std::move(restored.skipped_batches);
   next_step_ = step;
   // The disk holds this step too (its newest checkpoint, by name; memory was taken as it is at
@@ -579,8 +592,14 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
   // The data order is a function of the step and of how many windows the training data holds:
   // data.train replaced by a file of another size at the same path would go on in another order
   // from here, silently. Checkpoints written before 2026-11-30 do not record it.
+  // Checkpoints written before 2026-12-02 do not record the fingerprint.
   if (state.contains("train_windows") && state["train_windows"].is_number_unsigned()) {
-    check_train_windows(state["train_windows"].get<uint64_t>(), "");
+    uint64_t fingerprint = 0;
+    const auto recorded = state.find("train_fingerprint");
+    if (recorded != state.end() && recorded->is_string()) {
+      fingerprint = std::strtoull(recorded->get<std::string>().c_str(), nullptr, 16);
+    }
+    check_train_data(state["train_windows"].get<uint64_t>(), fingerprint, "");
   }
   restore_best(state);
   const std::string& given = checkpoints_->started_from();
@@ -619,6 +638,16 @@ int64_t Trainer::batch_index(int64_t step) const {
   return step + shift;
 }
 
+namespace {
+
+std::string fingerprint_hex(uint64_t fingerprint) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
+}
+
+}  // namespace
+
 nlohmann::json Trainer::data_state(int64_t steps_done) const {
   // For people and tools: a resume needs only steps_done and skipped_batches, everything else
   // (data position, schedule, random draws) being a function of them and the seed.
@@ -627,6 +656,7 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
   nlohmann::json state = {
       {"global_sample_cursor", cursor},
       {"train_windows", per_epoch},
+      {"train_fingerprint", fingerprint_hex(data_.train->source().fingerprint())},
       {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
       {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
       {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
@@ -808,7 +838,8 @@ Trainer::Outcome Trainer::run_steps() {
     // 1..k. The disk save above may still be copying the same buffers; both only read them.
     if (memory_ && memory_->due(m.step)) {
       progress_.enter(Phase::kCheckpointSave);
-      memory_->save(m.step, skipped_batches_, data_.train->num_windows());
+      memory_->save(m.step, skipped_batches_, data_.train->num_windows(),
+                    data_.train->source().fingerprint());
     } else if (memory_) {
       memory_->poll();  // a replica received since the last save is committed now
     }

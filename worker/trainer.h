@@ -190,9 +190,10 @@ class Trainer {
   void roll_back(const StepMetrics& bad);
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
   int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
-  // Throws InputError where the training data no longer holds the `then` windows a checkpoint
-  // (`kind`: "in-memory", or "" for one on disk) was trained on: the data order depends on it.
-  void check_train_windows(uint64_t then, const std::string& kind) const;
+  // Throws InputError where the training data no longer holds the `windows` a checkpoint
+  // (`kind`: "in-memory", or "" for one on disk) was trained on, or other tokens than its
+  // `fingerprint` (TokenSource::fingerprint; 0: not recorded): the data order depends on them.
+  void check_train_data(uint64_t windows, uint64_t fingerprint, const std::string& kind) const;
   // Whether memory's agreed step may be resumed from without removing a finished run's end
   // (worker/finished_run.h: memory_keeps_finished_end), as rank 0 judges it, on every rank.
   bool memory_keeps_end(int64_t step);

@@ -16,6 +16,19 @@
 
 namespace rm {
 
+std::string data_identity(const TrainingData& data) {
+  const auto part = [](const char* name, const WindowDataset& d) {
+    char line[96];
+    std::snprintf(line, sizeof line, "%s %llu windows %016llx", name,
+                  static_cast<unsigned long long>(d.num_windows()),
+                  static_cast<unsigned long long>(d.source().fingerprint()));
+    return std::string(line);
+  };
+  std::string out = part("train", *data.train);
+  if (data.val) out += "; " + part("val", *data.val);
+  return out;
+}
+
 BpeTokenizer load_tokenizer_for(const std::string& dir, int model_vocab,
                                 const std::string& named_by) {
   std::optional<BpeTokenizer> t;

@@ -31,6 +31,13 @@ struct TrainingData {
 
 TrainingData open_training_data(const JobConfig& job);
 
+// What the ranks of a job must agree on about their data, as one line: each part's windows and
+// its tokens' fingerprint (TokenSource::fingerprint), "train 8139 windows a1b2...; val 904
+// windows 03f4..." -- the sample order is a function of the windows, so ranks that see other
+// data (another copy on another host, a glob matching files still being written) would each
+// draw from their own order, holding some samples twice and missing others, silently.
+std::string data_identity(const TrainingData& data);
+
 // The tokenizer in `dir` for a model of `model_vocab` tokens (0: no model, as for `tokenize`).
 // Throws DataError "NAMED_BY: ..." (the key or flag that named it) for a tokenizer that does not
 // load, or whose vocabulary is larger than the model's.

@@ -3,6 +3,10 @@
 #include <math.h>
 #include <string.h>
 
+#include <xxhash.h>
+
+#include <algorithm>
+#include <new>
 #include <stdexcept>
 #include <utility>
 
@@ -102,6 +106,26 @@ void TokenSource::add_segment(const std::string& path, const uint8_t* tokens, ui
   const uint8_t* data = tokens == nullptr ? nullptr : tokens + begin * width;
   segments_.push_back(Segment{path, data, begin, end - begin, file_tokens, width});
   total_tokens_ += end - begin;
+}
+
+uint64_t TokenSource::fingerprint() const {
+  constexpr uint64_t kEdge = 4096;  // bytes hashed at each end of a segment
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state);
+  for (const Segment& seg : segments_) {
+    const uint64_t bytes = seg.size * static_cast<uint64_t>(seg.width);
+    const uint64_t head[2] = {bytes, static_cast<uint64_t>(seg.width)};
+    XXH3_64bits_update(state, head, sizeof head);
+    XXH3_64bits_update(state, seg.data, std::min(bytes, kEdge));
+    if (bytes > kEdge) {
+      const uint64_t tail = std::min(bytes - kEdge, kEdge);
+      XXH3_64bits_update(state, seg.data + bytes - tail, tail);
+    }
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h == 0 ? 1 : h;  // 0 means "not recorded" where it is stored
 }
 
 void TokenSource::copy(size_t segment, uint64_t pos, uint64_t count, int32_t* dst) const {

@@ -70,6 +70,13 @@ class TokenSource {
   void set_vocab_size(int vocab_size);
   void validate_vocab(int vocab_size) const;
 
+  // A fingerprint of the tokens, for telling whether the data changed between runs or differs
+  // between ranks: each segment's size and its first and last 4 KiB of tokens as stored, in
+  // order (XXH3, 64 bits; never 0). Not every byte -- it reads 8 KiB a file, not the gigabytes --
+  // so an edit inside a file that keeps its size passes. Paths are not in it: the same data
+  // moved elsewhere still matches.
+  uint64_t fingerprint() const;
+
   // For messages: "a.bin, b.bin, c.bin and 9 more"; a partial file shows its token range,
   // "input.txt[1003854, 1115394)".
   std::string describe() const;

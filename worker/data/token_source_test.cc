@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +41,47 @@ TEST(TokenSource, TextBytesAreTokens) {
   EXPECT_EQ(tokens[6], 255);  // bytes are unsigned
   EXPECT_EQ(tokens[7], 0);
   EXPECT_EQ(text_of(source), text);
+}
+
+// The fingerprint tells data that changed at a file's ends, in its size or in the files'
+// order, and matches the same data under other paths; an edit inside a large file that keeps
+// its size passes (documented: it reads 8 KiB a file).
+TEST(TokenSource, FingerprintTellsChangedDataApart) {
+  TempDir dir;
+  std::string big(100000, 'a');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  const auto fp = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> paths;
+    for (const std::string& n : names) paths.push_back(dir.file(n));
+    return TokenSource::open_text_globs(paths).fingerprint();
+  };
+  dir.write("a.txt", big);
+  dir.write("b.txt", "a second, small file\n");
+  const uint64_t base = fp({"a.txt", "b.txt"});
+  EXPECT_NE(base, 0u);
+  EXPECT_EQ(fp({"a.txt", "b.txt"}), base);
+  std::filesystem::create_directories(dir.file("copy"));
+  dir.write("copy/a.txt", big);
+  dir.write("copy/b.txt", "a second, small file\n");
+  EXPECT_EQ(fp({"copy/a.txt", "copy/b.txt"}), base);  // moved: the same data
+  EXPECT_NE(fp({"b.txt", "a.txt"}), base);            // another order
+  std::string edited = big;
+  edited[10] = '!';  // at its start
+  dir.write("copy/a.txt", edited);
+  EXPECT_NE(fp({"copy/a.txt", "b.txt"}), base);
+  edited = big;
+  edited[big.size() - 10] = '!';  // at its end
+  dir.write("copy/a.txt", edited);
+  EXPECT_NE(fp({"copy/a.txt", "b.txt"}), base);
+  dir.write("copy/a.txt", big + "x");  // longer
+  EXPECT_NE(fp({"copy/a.txt", "b.txt"}), base);
+  edited = big;
+  edited[50000] = '!';  // in the middle: not read
+  dir.write("copy/a.txt", edited);
+  EXPECT_EQ(fp({"copy/a.txt", "b.txt"}), base);
+  // A part of a file (a validation split) has its own.
+  EXPECT_NE(TokenSource::open_text(dir.file("a.txt"), 0, 0.9).fingerprint(),
+            TokenSource::open_text(dir.file("a.txt"), 0.9, 1).fingerprint());
 }
 
 TEST(TokenSource, TextSplitIsDisjointAndCovers) {
