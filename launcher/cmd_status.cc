@@ -110,8 +110,9 @@ EventSummary summarize_events(const std::string& dir) {
 // What the run is doing, from its last event that says (a run killed by SIGKILL writes none)
 // and from the ranks holding its directory on this host (base/run_lock.h). Sets *live when
 // ranks of it run here.
+// `finished`: weights.bin is there and the run got to train.steps.
 std::string run_state(const std::string& dir, const json& last_state, const SlurmState& slurm,
-                      bool* live) {
+                      bool finished, bool* live) {
   const int ranks = ranks_here_holding(dir);
   *live = ranks > 0;
   if (*live) {
@@ -121,6 +122,16 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
   }
   // Submitted: its nodes are elsewhere; scontrol says whether it runs, or waits to.
   const std::string job_state = slurm.line.empty() ? "" : scontrol_field(slurm.line, "JobState");
+  const std::string kind = text(last_state, "event", "");
+  if (finished) {
+    // Its batch script may still be ending (COMPLETING, RUNNING for a moment): said beside it,
+    // not instead. A finished run whose 'finished' event is missing (lost as it shut down, or
+    // torn) is finished all the same: weights.bin is written once the last step is done.
+    const std::string at = kind == "finished" ? text(last_state, "time", "?")
+                                              : "weights.bin written, no 'finished' event";
+    return "finished, " + at +
+           (job_state.empty() ? "" : " (Slurm job " + slurm.id + ": " + job_state + ")");
+  }
   if (job_state == "RUNNING") {
     *live = true;
     return "training as Slurm job " + slurm.id + " (RUNNING on " +
@@ -139,7 +150,6 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
   }
   if (!last_state.is_null()) {
     const json* e = &last_state;
-    const std::string kind = text(*e, "event", "");
     const std::string at = text(*e, "time", "?");
     if (kind == "finished") return "finished, " + at;
     if (kind == "stopped") {
@@ -201,7 +211,7 @@ int cmd_status(const StatusArgs& args) {
     const bool finished = fs::exists(dir + "/weights.bin") && step >= total;
     bool live = false;
     const SlurmState slurm = slurm_state(dir);
-    const std::string state = run_state(dir, events.last_state, slurm, &live);
+    const std::string state = run_state(dir, events.last_state, slurm, finished, &live);
 
     std::printf("job         %s (%s)\n", job.name.c_str(), dir.c_str());
     std::printf("step        %lld / %lld (%.1f%%)%s\n", static_cast<long long>(step),

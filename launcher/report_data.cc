@@ -171,8 +171,13 @@ RunData read_run(const std::string& dir) {
   read_config(dir, run.facts);
   if (run.facts.name.empty()) run.facts.name = directory_name(dir);
 
-  // A FIFO in events.jsonl's place would block the stream reader forever: regular files only.
+  // A FIFO in events.jsonl's place would block the stream reader forever: regular files only,
+  // and anything else there is said, as `status` says it (before: a report without events).
   const std::string events = dir + "/events.jsonl";
+  if (io::exists(events) && !io::is_regular_file(events)) {
+    io::Fd fd = io::open_read(events);
+    io::regular_file_size(fd.get(), events);  // throws, naming what it is
+  }
   const std::vector<json> lines =
       io::is_regular_file(events) ? read_run_events(dir) : std::vector<json>();
   run.events = place_events(lines, run.last_step());

@@ -114,8 +114,11 @@ std::string facts_table(const std::vector<RunData>& runs) {
   row("steps", [](const RunData& r) {
     const std::string total =
         r.facts.total_steps ? std::to_string(*r.facts.total_steps) : std::string("?");
-    const bool finished = std::any_of(r.events.begin(), r.events.end(),
-                                      [](const RunEvent& e) { return e.kind == "finished"; });
+    // Finished: its last start ended so (a finished run extended, and stopped, is not).
+    bool finished = false;
+    for (const RunEvent& e : r.events) {
+      if (e.kind == "finished" || e.kind == "started") finished = e.kind == "finished";
+    }
     return std::to_string(r.last_step()) + " / " + total + (finished ? ", finished" : "");
   });
   row("loss (last step)", [](const RunData& r) {

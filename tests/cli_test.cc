@@ -273,6 +273,37 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;
 }
 
+// A finished run whose 'finished' event was lost (torn as the job shut down) is finished all
+// the same: weights.bin and the last step say so (before: "killed? run the same command"). A
+// finished run whose Slurm job is still ending is finished, the job's state beside it (before:
+// "waiting as Slurm job", or "training" while RUNNING). scontrol is a stub on PATH here.
+TEST(Cli, StatusOfAFinishedRunWithoutItsEventOrWithItsSlurmJobEnding) {
+  TempDir dir;
+  ASSERT_EQ(run_cli("run " + tiny_job(dir), dir.path()).exit_code, 0);
+  const std::string events = dir.file("run/events.jsonl");
+  const std::string lines = test::slurp(events);
+  const size_t last = lines.rfind('\n', lines.size() - 2);
+  ASSERT_NE(lines.find("\"finished\"", last), std::string::npos);
+  fs::resize_file(events, last + 1 + 20);  // the 'finished' line torn
+  const auto r = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("state       finished, weights.bin written, no 'finished' event"),
+            std::string::npos)
+      << r.out;
+  dir.write("run/events.jsonl", lines);
+  fs::create_directories(dir.file("run/slurm"));
+  dir.write("run/slurm/job_id", "12345\n");
+  fs::create_directories(dir.file("bin"));
+  const std::string stub =
+      dir.write("bin/scontrol", "#!/bin/sh\necho 'JobId=12345 JobState=COMPLETING Reason=None'\n");
+  fs::permissions(stub, fs::perms::owner_all);
+  const auto ending =
+      run_cli("status " + dir.file("run"), dir.path(), "PATH=" + dir.file("bin") + ":$PATH");
+  ASSERT_EQ(ending.exit_code, 0) << ending.err;
+  EXPECT_NE(ending.out.find("state       finished, 20"), std::string::npos) << ending.out;
+  EXPECT_NE(ending.out.find("(Slurm job 12345: COMPLETING)"), std::string::npos) << ending.out;
+}
+
 // A FIFO where a rank's log goes is refused, named (before: the rank waited for a reader for
 // ever, and the run with it).
 TEST(Cli, AFifoAsARankLogIsRefusedNotWaitedOn) {

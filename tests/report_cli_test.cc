@@ -324,6 +324,44 @@ TEST(ReportCli, RefusesWhatIsNotARunDirectoryAndWritesNothing) {
   }
 }
 
+// A finished run extended (a larger train.steps) and stopped is not "finished": its last start
+// did not end so (before: any 'finished' event in its history made it so). An events.jsonl that
+// is no file is named, exit 2, as `status` names it (before: a report without events, exit 0).
+TEST(ReportCli, ARunIsFinishedOnlyWhenItsLastStartEndedSoAndBadEventsAreNamed) {
+  TempDir dir;
+  fs::create_directories(dir.file("run"));
+  std::ofstream m(dir.file("run/metrics.jsonl"));
+  for (int s = 1; s <= 40; ++s) m << "{\"step\":" << s << ",\"loss\":" << 3.0 + 1.0 / s << "}\n";
+  m.close();
+  dir.write("run/config.yaml", "name: extended\ntrain: {steps: 100}\n");
+  const std::string finished =
+      R"({"time":"2026-01-01T00:00:01.000Z","event":"started","from_step":0}
+{"time":"2026-01-01T00:10:00.000Z","event":"finished","step":30}
+)";
+  const auto steps_row = [&] {
+    const auto r = run_cli("report " + dir.file("run") + " -o " + dir.file("r.html"), dir.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string html = slurp(dir.file("r.html"));
+    const size_t at = html.find("<tr><th>steps</th>");
+    return at == std::string::npos ? std::string() : html.substr(at, html.find("</tr>", at) - at);
+  };
+  dir.write("run/events.jsonl", finished);
+  EXPECT_NE(steps_row().find("40 / 100, finished"), std::string::npos) << steps_row();
+  dir.write("run/events.jsonl",
+            finished + R"({"time":"2026-01-01T00:20:00.000Z","event":"started","from_step":30}
+{"time":"2026-01-01T00:21:00.000Z","event":"stopped","step":40,"signal":"SIGTERM"}
+)");
+  EXPECT_NE(steps_row().find("40 / 100<"), std::string::npos) << steps_row();
+  fs::remove(dir.file("run/events.jsonl"));
+  fs::create_directories(dir.file("run/events.jsonl"));
+  const auto bad = run_cli("report " + dir.file("run"), dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(dir.file("run/events.jsonl") + ": a directory, not a regular file"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(dir.file("run/report.html")));
+}
+
 // Runs `command` through the shell; returns its exit code.
 int shell(const std::string& command) {
   const int status = std::system(command.c_str());
