@@ -150,9 +150,13 @@ void wait_for_ranks_to_leave(const std::string& run_dir, double wait_s) {
                          wait_s);
 }
 
-int ranks_here_holding(const std::string& run_dir) {
+namespace {
+
+// How many flock(2) holders the file at `path` has on this host, from /proc/locks (-1: no
+// /proc/locks; 0 also where the file is missing).
+int flock_holders_here(const std::string& path) {
   struct stat st;
-  if (::stat((run_dir + "/.ranks.lock").c_str(), &st) != 0) return 0;
+  if (::stat(path.c_str(), &st) != 0) return 0;
   std::ifstream locks("/proc/locks");
   if (!locks) return -1;
   // "1: FLOCK  ADVISORY  READ  4711 08:01:1234567 0 EOF" ("->" before the type for a waiter):
@@ -170,6 +174,16 @@ int ranks_here_holding(const std::string& run_dir) {
     }
   }
   return holders;
+}
+
+}  // namespace
+
+int ranks_here_holding(const std::string& run_dir) {
+  return flock_holders_here(run_dir + "/.ranks.lock");
+}
+
+bool run_lock_held_here(const std::string& run_dir) {
+  return flock_holders_here(run_dir + "/.lock") > 0;
 }
 
 void hold_rank_lock(const std::string& run_dir) {

@@ -56,6 +56,11 @@ void hold_rank_lock(const std::string& run_dir);
 // cannot tell (no /proc/locks); 0 also when the ranks run on other hosts (a Slurm job's nodes).
 int ranks_here_holding(const std::string& run_dir);
 
+// Whether a process on this host holds the run lock of `run_dir` now (`ringmaster run`'s
+// supervisor, also while no rank runs: starting them, or between restarts), from /proc/locks,
+// read only like ranks_here_holding.
+bool run_lock_held_here(const std::string& run_dir);
+
 // For the holder of the run lock before it starts ranks again (a restart): waits up to wait_s
 // seconds until no rank of the run is left (those of a lost host may outlive their mpirun);
 // throws IoError naming the directory when some still are.

@@ -120,9 +120,9 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
            (ranks == 1 ? " rank on this host holds" : " ranks on this host hold") +
            " the directory)";
   }
+  const std::string kind = text(last_state, "event", "");
   // Submitted: its nodes are elsewhere; scontrol says whether it runs, or waits to.
   const std::string job_state = slurm.line.empty() ? "" : scontrol_field(slurm.line, "JobState");
-  const std::string kind = text(last_state, "event", "");
   if (finished) {
     // Its batch script may still be ending (COMPLETING, RUNNING for a moment): said beside it,
     // not instead. A finished run whose 'finished' event is missing (lost as it shut down, or
@@ -131,6 +131,16 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
                                               : "weights.bin written, no 'finished' event";
     return "finished, " + at +
            (job_state.empty() ? "" : " (Slurm job " + slurm.id + ": " + job_state + ")");
+  }
+  if (run_lock_held_here(dir)) {
+    // `ringmaster run` lives, its ranks not (yet, or again): starting them, or between restarts
+    // (before: "not started", or "killed? run the same command", while it restarted the job).
+    *live = true;
+    return "starting or restarting its ranks (a ringmaster run holds the directory and no rank "
+           "of it runs here now" +
+           (kind.empty() ? std::string()
+                         : "; last: '" + kind + "', " + text(last_state, "time", "?")) +
+           ")";
   }
   if (job_state == "RUNNING") {
     *live = true;
@@ -161,8 +171,9 @@ std::string run_state(const std::string& dir, const json& last_state, const Slur
     if (kind == "failed") {
       std::string why = text(*e, "error", text(*e, "reason", ""));
       if (why.size() > 200) why = why.substr(0, 200) + "...";
+      // The cause in a rank's own words is in its log: said where to look.
       return "failed (exit code " + text(*e, "exit_code", "?") + "), " + at +
-             (why.empty() ? "" : ": " + why);
+             (why.empty() ? "" : ": " + why) + "; the ranks' logs: " + dir + "/logs/";
     }
     return std::string("not training on this host (last: '") + kind + "', " + at +
            "; ended without a word if it was here: killed? run the same command to resume)";

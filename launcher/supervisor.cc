@@ -355,6 +355,16 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       return kExitOk;
     }
     if (attempt >= max_restarts) {
+      // What `status` says of it: a rank's own message is in its log (a rank writes the event
+      // itself only for bad input); a signal's death is said here.
+      nlohmann::json failed = {{"exit_code", code}, {"restarts", attempt}};
+      std::string by;  // the signal that killed a rank ("SIGKILL"), if one did
+      if (code > 128) {
+        const char* abbrev = sigabbrev_np(code - 128);
+        by = abbrev != nullptr ? std::string("SIG") + abbrev
+                               : "signal " + std::to_string(code - 128);
+        failed["error"] = "a rank was killed by " + by;
+      }
       if (max_restarts > 0) {
         print_error("the job failed (exit code " + std::to_string(code) + ") after " +
                     std::to_string(max_restarts) + " restart" + (max_restarts == 1 ? "" : "s") +
@@ -362,15 +372,12 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       } else if (code > 128) {
         // A rank killed by a signal (the OOM killer, a node's shutdown, kill -9) says nothing
         // itself: say it here, and where to look.
-        const char* abbrev = sigabbrev_np(code - 128);
-        const std::string by = abbrev != nullptr ? std::string("SIG") + abbrev
-                                                 : "signal " + std::to_string(code - 128);
         print_error("the job failed: a rank was killed by " + by + " (exit code " +
                     std::to_string(code) + "), with nothing said; its log is in " + job.run_dir +
                     "/logs/; resilience.max_restarts restarts the job from its "
                     "newest checkpoint after such a failure");
       }
-      append_run_event(job.run_dir, "failed", {{"exit_code", code}, {"restarts", attempt}});
+      append_run_event(job.run_dir, "failed", failed);
       return code;
     }
     const auto newest = find_resume_checkpoint(job.run_dir);

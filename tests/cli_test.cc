@@ -304,6 +304,46 @@ TEST(Cli, StatusOfAFinishedRunWithoutItsEventOrWithItsSlurmJobEnding) {
   EXPECT_NE(ending.out.find("(Slurm job 12345: COMPLETING)"), std::string::npos) << ending.out;
 }
 
+// While `ringmaster run` holds the run directory and no rank runs (starting them, or between a
+// failed attempt and its restart) the run is not "killed? run the same command" (nor "not
+// started" before its first event): a process holds the run lock here (flock(1) takes it as
+// the supervisor does).
+TEST(Cli, StatusWhileTheRunLockIsHeldAndNoRankRuns) {
+  TempDir dir;
+  ASSERT_EQ(run_cli("run " + tiny_job(dir) + " --set train.steps=10", dir.path()).exit_code, 0);
+  // Not finished (no weights.bin), and its last event a 'restart'.
+  std::ofstream(dir.file("run/events.jsonl"), std::ios::app)
+      << R"({"time":"2026-12-02T00:00:00.000Z","event":"restart","reason":"failed","exit_code":137})"
+      << "\n";
+  fs::remove(dir.file("run/weights.bin"));
+  const std::string status = "status " + dir.file("run");
+  const auto away = run_cli(status, dir.path());
+  EXPECT_NE(away.out.find("killed? run the same command"), std::string::npos) << away.out;
+  const auto held = run_cli(status, dir.path(), "", "flock " + dir.file("run/.lock"));
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  EXPECT_NE(held.out.find("state       starting or restarting its ranks (a ringmaster run holds "
+                          "the directory and no rank of it runs here now; last: 'restart', "
+                          "2026-12-02T00:00:00.000Z)"),
+            std::string::npos)
+      << held.out;
+}
+
+// A run that failed says why where it can (a rank killed by a signal: said by `run`, which
+// records it), and where the ranks' own words are (before: "failed (exit code 137)" alone).
+TEST(Cli, StatusOfAFailedRunSaysWhyAndWhereTheLogsAre) {
+  TempDir dir;
+  const auto r = run_cli("run " + tiny_job(dir), dir.path(), "RM_TEST_FAULT=kill:0:5");
+  ASSERT_EQ(r.exit_code, 137) << r.err;
+  const auto status = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("state       failed (exit code 137), "), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find(": a rank was killed by SIGKILL; the ranks' logs: " + dir.file("run") +
+                            "/logs/"),
+            std::string::npos)
+      << status.out;
+}
+
 // A FIFO where a rank's log goes is refused, named (before: the rank waited for a reader for
 // ever, and the run with it).
 TEST(Cli, AFifoAsARankLogIsRefusedNotWaitedOn) {
