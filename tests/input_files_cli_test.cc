@@ -207,6 +207,27 @@ TEST(InputFilesCli, AValidationFileThatIsAlsoATrainingFileIsRefused) {
   EXPECT_EQ(apart.exit_code, 0) << apart.err;
 }
 
+// An evaluation that asks for more windows than the validation data holds counts some twice in
+// val_loss: said at the start, with the eval_batches that fits (before: silently).
+TEST(InputFilesCli, AValidationSetSmallerThanAnEvaluationIsSaid) {
+  TempDir dir;
+  const std::string val =
+      dir.write("val.txt", test::slurp("data/tinyshakespeare.txt").substr(0, 300));
+  const std::string job = job_file(dir) + " --set data.val=[" + val +
+                          "] --set train.eval_every=2 --set train.eval_batches=";
+  const auto r = run_cli("run " + job + "4", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ringmaster: note: the validation data holds 9 windows of 32 tokens, and "
+                       "an evaluation takes 16 (train.eval_batches x train.micro_batch = 4 x 4): "
+                       "val_loss counts some of them more than once; train.eval_batches 2, or "
+                       "more validation data counts each once at most"),
+            std::string::npos)
+      << r.out;
+  const auto fits = run_cli("run " + job + "2 --set run_dir=" + dir.file("fits"), dir.path());
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.out.find("note: the validation data"), std::string::npos) << fits.out;
+}
+
 // Text given to `eval --data` of a model trained on token ids, without a tokenizer, was scored as
 // bytes: nonsense with exit 0 (a damaged shard too, its magic wrong). A model trained on bytes
 // takes text, whatever its vocab_size.

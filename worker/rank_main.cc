@@ -335,6 +335,9 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     if (rank0) {
       metrics = announce_start(trainer, job, comm, mpi, choice, threads, steps_done, restore_s,
                                peak_flops);
+      if (const std::string note = validation_repeats(job, data); !note.empty()) {
+        std::printf("ringmaster: note: %s\n", note.c_str());
+      }
     }
     // Every rank says where it runs and on what: rank 0 on the console, the others in their rank
     // log only.

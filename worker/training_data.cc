@@ -16,6 +16,24 @@
 
 namespace rm {
 
+std::string validation_repeats(const JobConfig& job, const TrainingData& data) {
+  if (!data.val || job.train.eval_every <= 0) return "";
+  const uint64_t asked =
+      static_cast<uint64_t>(job.train.eval_batches) * static_cast<uint64_t>(job.train.micro_batch);
+  const uint64_t held = data.val->num_eval_windows();
+  if (asked <= held) return "";
+  return "the validation data holds " + std::to_string(held) + " windows of " +
+         std::to_string(job.model.seq_len) + " tokens, and an evaluation takes " +
+         std::to_string(asked) +
+         " (train.eval_batches x train.micro_batch = " + std::to_string(job.train.eval_batches) +
+         " x " + std::to_string(job.train.micro_batch) +
+         "): val_loss counts some of them more than once; " +
+         (held >= static_cast<uint64_t>(job.train.micro_batch)
+              ? "train.eval_batches " + std::to_string(held / job.train.micro_batch) + ", or "
+              : std::string()) +
+         "more validation data counts each once at most";
+}
+
 std::string data_identity(const TrainingData& data) {
   const auto part = [](const char* name, const WindowDataset& d) {
     char line[96];

@@ -31,6 +31,12 @@ struct TrainingData {
 
 TrainingData open_training_data(const JobConfig& job);
 
+// "" or, where an evaluation asks for more windows than the validation data holds
+// (train.eval_batches x train.micro_batch), a line saying that val_loss counts some of them more
+// than once (the windows are taken in turn, from the first again): a figure that looks like
+// more data than there is.
+std::string validation_repeats(const JobConfig& job, const TrainingData& data);
+
 // What the ranks of a job must agree on about their data, as one line: each part's windows and
 // its tokens' fingerprint (TokenSource::fingerprint), "train 8139 windows a1b2...; val 904
 // windows 03f4..." -- the sample order is a function of the windows, so ranks that see other
