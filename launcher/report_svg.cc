@@ -325,13 +325,16 @@ std::string render_plot(const PlotSpec& spec) {
     std::string swatch = "<line x1=\"0\" x2=\"20\" y1=\"5\" y2=\"5\" stroke=\"" + color +
                          "\" stroke-width=\"2\"" +
                          (dash.empty() ? "" : " stroke-dasharray=\"" + dash + "\"") + "/>";
-    if (s.style == Series::Style::kDots) {
+    // A line of one point draws nothing (a lone moveto): it gets its dot too.
+    if (s.style == Series::Style::kDots || pts.size() == 1) {
       // Zero-length segments with round caps: one element for any number of dots.
       std::string d;
       for (const Point& p : pts) d += "M" + px(f.sx(p.x)) + " " + px(f.sy(p.y)) + "h0";
       body += "<path class=\"dots\"" + attrs + " stroke=\"" + color +
               "\" stroke-width=\"6\" stroke-linecap=\"round\" d=\"" + d + "\"/>";
-      swatch += "<circle cx=\"10\" cy=\"5\" r=\"3\" fill=\"" + color + "\"/>";
+      if (s.style == Series::Style::kDots) {
+        swatch += "<circle cx=\"10\" cy=\"5\" r=\"3\" fill=\"" + color + "\"/>";
+      }
     }
     entries.push_back({swatch, s.label, ""});
   }

@@ -169,6 +169,19 @@ TEST(ReportSvg, APlotHasItsSeriesMarksAndLegendWithEverythingEscaped) {
   EXPECT_EQ(svg.find("no data"), std::string::npos);
 }
 
+// A run of one logged step: its line is a lone moveto, which draws nothing; it gets a dot.
+TEST(ReportSvg, ALineOfOnePointIsDrawnAsADot) {
+  PlotSpec spec;
+  spec.id = "loss";
+  spec.series.push_back(Series{"loss", "a", "a loss", "#123456", Series::Style::kLine, {{1, 3.5}}});
+  const std::string svg = render_plot(spec);
+  EXPECT_EQ(count(svg, "<path class=\"dots\" data-run=\"a\""), 1u) << svg;
+  EXPECT_EQ(count(svg, "h0\""), 1u) << svg;
+  EXPECT_EQ(svg.find("no data"), std::string::npos);
+  spec.series[0].points.push_back({2, 3.4});  // two points: a line, no dots
+  EXPECT_EQ(count(render_plot(spec), "class=\"dots\""), 0u);
+}
+
 TEST(ReportSvg, StackedLayersAreFilledAreasAndAnEmptyPlotSaysSo) {
   PlotSpec p;
   p.id = "breakdown-1";
