@@ -1,7 +1,8 @@
 // `ringmaster ckpt list|verify|inspect|export`: the checkpoint tools.
 //
 // Exit codes: 0 when the checkpoints asked about are good; 1 when one is bad (verify names the
-// file and what failed); 2 when the path is not there at all or the arguments are wrong.
+// file and what failed); 2 when the path is not there at all or the arguments are wrong. `list`
+// is a listing: 0 once it could list, its table saying which checkpoints are bad and why.
 // Reports go to stdout; errors to stderr.
 #include <algorithm>
 #include <cinttypes>
