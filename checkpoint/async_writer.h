@@ -14,8 +14,9 @@
 //   - One save in flight: the next save() (or wait()) first waits for the previous one, so the
 //     staging buffer is reused. It is allocated on first use (or by reserve()) and only grows.
 //   - A save that fails on I/O (a full disk) removes what it wrote -- the committing rank the
-//     whole step_N.tmp/ -- so older checkpoints stay and the space comes back; its IoError ends
-//     with the bytes the shard needed and the bytes free.
+//     whole step_N.tmp/, and the scratch of earlier steps, which can no longer commit -- so older
+//     checkpoints stay and the space comes back; its IoError ends with the bytes the shard needed
+//     and the bytes free.
 //   - Errors: a failure on the thread is rethrown (as thrown: CheckpointError) by the next
 //     save() or wait(), once. The destructor waits for the save in flight; it cannot throw, so it
 //     prints a failure of that last save to stderr -- call wait() before destruction to see it.

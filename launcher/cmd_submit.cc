@@ -54,21 +54,43 @@ fs::path first_missing_ancestor(const fs::path& path) {
   return missing;
 }
 
-// Removes a directory tree when it goes out of scope, unless keep() was called. Best effort.
-class RemoveUnlessKept {
+// A run directory this submit made, removed again where the submit fails: the directory whole,
+// then each parent it made that is left empty (never more: a sibling run another submit made
+// beside it in the meantime keeps its parent). Claimed only while the directory holds nothing
+// but the lock files, once this submit holds its lock: a submit that waited for another one's
+// lock finds that one's files there, and leaves them.
+class MadeRunDir {
  public:
-  explicit RemoveUnlessKept(fs::path path) : path_(std::move(path)) {}
-  ~RemoveUnlessKept() {
-    if (path_.empty()) return;
+  MadeRunDir(fs::path run_dir, fs::path top) : run_dir_(std::move(run_dir)), top_(std::move(top)) {
     std::error_code ec;
-    fs::remove_all(path_, ec);
+    for (const auto& e : fs::directory_iterator(run_dir_, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name != ".lock" && name != ".ranks.lock") top_.clear();
+    }
   }
-  RemoveUnlessKept(const RemoveUnlessKept&) = delete;
-  RemoveUnlessKept& operator=(const RemoveUnlessKept&) = delete;
-  void keep() { path_.clear(); }
+  ~MadeRunDir() {
+    if (!top_.empty()) remove();
+  }
+  MadeRunDir(const MadeRunDir&) = delete;
+  MadeRunDir& operator=(const MadeRunDir&) = delete;
+  void keep() { top_.clear(); }
+  // Removes it (once); returns what became of it, for the message ("" when nothing was made).
+  std::string remove() {
+    if (top_.empty()) return "";
+    std::error_code ec;
+    fs::remove_all(run_dir_, ec);
+    std::string said = run_dir_.string() + ", made for it, is removed";
+    if (ec) said = run_dir_.string() + ", made for it, could not be removed: " + ec.message();
+    for (fs::path p = run_dir_; !ec && p != top_ && p.has_parent_path();) {
+      p = p.parent_path();
+      if (!fs::remove(p, ec) || ec) break;  // not empty: someone else's too
+    }
+    top_.clear();
+    return said;
+  }
 
  private:
-  fs::path path_;
+  fs::path run_dir_, top_;
 };
 
 }  // namespace
@@ -122,9 +144,9 @@ int cmd_submit(const SubmitArgs& args) {
     // A submit that fails (sbatch refuses the job, a write fails) leaves no run directory it
     // made: it would hold a job that never ran, which a later submit of an edited job takes for
     // another job's run (--fresh), and `status` for a run.
-    const fs::path made = first_missing_ancestor(run_dir);
+    const fs::path missing = first_missing_ancestor(run_dir);
     own_run_dir(paths.run_dir);
-    RemoveUnlessKept remove_made(made);
+    MadeRunDir made(run_dir, missing);
     if (const std::string id = submitted_job_id(paths.run_dir); !id.empty()) {
       std::string why;
       const std::string line = scontrol_job_line(id, &why);
@@ -156,12 +178,12 @@ int cmd_submit(const SubmitArgs& args) {
 
     const CapturedCommand sbatch = capture_command("sbatch --parsable " + shell_quote(script_path));
     if (sbatch.exit_code != 0) {
+      const std::string removed = made.remove();
       print_error("sbatch failed (exit code " + std::to_string(sbatch.exit_code) +
-                  "): " + sbatch.output +
-                  (made.empty() ? "" : "\n(" + made.string() + ", made for it, is removed)"));
+                  "): " + sbatch.output + (removed.empty() ? "" : "\n(" + removed + ")"));
       return kExitFailure;
     }
-    remove_made.keep();
+    made.keep();
     // --parsable prints "JOBID" or "JOBID;CLUSTER" (possibly after warnings, one per line).
     std::string id = sbatch.output.substr(sbatch.output.rfind('\n') + 1);
     id = id.substr(0, id.find(';'));

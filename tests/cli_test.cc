@@ -379,8 +379,10 @@ train: {steps: 30, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 10
                        "Invalid partition"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find(dir.file("runs") + ", made for it, is removed"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(dir.file("runs"))) << "runs/ was made by the submit";
+  EXPECT_NE(r.err.find(dir.file("runs/new") + ", made for it, is removed"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("runs")))
+      << "runs/, made by the submit and left empty, is still there";
   // The job edited (another model) is submitted as a new run, not refused as another job's.
   const std::string edited = dir.write("job2.yaml", test::slurp(job) + "optimizer: {lr: 0.01}\n");
   dir.write("bin/sbatch", "#!/bin/sh\necho 4242\n");

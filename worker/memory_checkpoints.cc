@@ -13,11 +13,11 @@ namespace rm {
 namespace {
 
 constexpr size_t kMetaWords = kMemoryMetaWords;
-constexpr size_t kMaxSkipped = kMetaWords - 5;
+constexpr size_t kMaxSkipped = kMemoryMaxSkipped;
 // The last meta words: the training data's fingerprint and how many windows it held (0: not
 // recorded, a segment of a build before them).
-constexpr size_t kTrainFingerprintWord = kMetaWords - 2;
-constexpr size_t kTrainWindowsWord = kMetaWords - 1;
+constexpr size_t kTrainFingerprintWord = kMemoryTrainFingerprintWord;
+constexpr size_t kTrainWindowsWord = kMemoryTrainWindowsWord;
 
 uint64_t hash_text(const std::string& s) { return XXH64(s.data(), s.size(), 0); }
 

@@ -50,6 +50,9 @@ namespace rm {
 // of skipped batches, then those; the last two words, the training data's fingerprint and how
 // many training windows it held.
 inline constexpr size_t kMemoryMetaWords = 8192;
+inline constexpr size_t kMemoryMaxSkipped = kMemoryMetaWords - 5;  // words 3 .. 3 + this - 1
+inline constexpr size_t kMemoryTrainFingerprintWord = kMemoryMetaWords - 2;
+inline constexpr size_t kMemoryTrainWindowsWord = kMemoryMetaWords - 1;
 
 // Rank `rank`'s segment in a layout of slice_counts.size() ranks under `shard` (see above), or
 // the replica of it that its keeper holds: its name, its owner key and its capacity in bytes

@@ -95,7 +95,9 @@ SalvagedStep salvage_memory_layout(const JobConfig& job, size_t total_params, in
 
   // Each old rank's shard, written by the rank that serves it.
   std::string failed;
-  std::vector<double> meta;  // what old rank 0's slot records: optimizer steps, skipped batches
+  // What old rank 0's slot records: optimizer steps, the number of skipped batches, those, then
+  // the data's windows and its fingerprint's two 32-bit halves (doubles hold them exactly).
+  std::vector<double> meta;
   const double c = static_cast<double>(*step);
   std::string account;
   int meta_root = -1;
@@ -116,14 +118,17 @@ SalvagedStep salvage_memory_layout(const JobConfig& job, size_t total_params, in
                                  " no longer verifies");
       }
       const auto* words = reinterpret_cast<const int64_t*>(slot->data);
-      if (words[0] != *step || words[2] < 0 ||
-          static_cast<size_t>(words[2]) > kMemoryMetaWords - 3) {
+      if (words[0] != *step || words[2] < 0 || static_cast<size_t>(words[2]) > kMemoryMaxSkipped) {
         throw std::runtime_error(seg.name() + ": its record of step " + std::to_string(*step) +
                                  " does not match");
       }
       if (r == 0) {
         meta.assign({static_cast<double>(words[1]), static_cast<double>(words[2])});
         for (int64_t i = 0; i < words[2]; ++i) meta.push_back(static_cast<double>(words[3 + i]));
+        const auto fingerprint = static_cast<uint64_t>(words[kMemoryTrainFingerprintWord]);
+        meta.push_back(static_cast<double>(words[kMemoryTrainWindowsWord]));
+        meta.push_back(static_cast<double>(fingerprint >> 32));
+        meta.push_back(static_cast<double>(fingerprint & 0xffffffffu));
       }
       const auto* f = reinterpret_cast<const float*>(slot->data + kMetaBytes);
       const uint64_t begin = shard_offset(counts, static_cast<int>(r)), end = begin + floats;
@@ -148,12 +153,18 @@ SalvagedStep salvage_memory_layout(const JobConfig& job, size_t total_params, in
   meta.resize(static_cast<size_t>(size));
   comm.broadcast(meta.data(), meta.size(), DType::kFloat64, meta_root)->wait();
   std::vector<int64_t> skipped_batches;
-  for (size_t i = 2; i < meta.size(); ++i) skipped_batches.push_back(static_cast<int64_t>(meta[i]));
+  for (size_t i = 2; i + 3 < meta.size(); ++i) {
+    skipped_batches.push_back(static_cast<int64_t>(meta[i]));
+  }
+  const size_t n = meta.size();
+  const auto train_windows = static_cast<uint64_t>(meta[n - 3]);
+  const uint64_t train_fingerprint =
+      (static_cast<uint64_t>(meta[n - 2]) << 32) | static_cast<uint64_t>(meta[n - 1]);
   if (comm.rank() == 0) {
     try {
       const std::string tmp = prepare_checkpoint_dir(job.run_dir, *step);
-      commit(*step, static_cast<int64_t>(meta[0]), skipped_batches,
-             collect_shards(tmp, *step, old_ranks, 0));
+      commit(*step, static_cast<int64_t>(meta[0]), skipped_batches, train_windows,
+             train_fingerprint, collect_shards(tmp, *step, old_ranks, 0));
     } catch (const std::exception& e) {
       failed = e.what();
     }

@@ -45,11 +45,12 @@ struct SalvagedStep {
 };
 
 // Rank 0 commits the checkpoint of `step` whose shard files (one per old rank) are `files`, with
-// the optimizer's step count and the batches skipped by rollbacks up to it.
-using CommitSalvaged =
-    std::function<void(int64_t step, int64_t optimizer_steps,
-                       const std::vector<int64_t>& skipped_batches,
-                       const std::vector<ShardFileInfo>& files)>;
+// the optimizer's step count, the batches skipped by rollbacks up to it, and the training data
+// old rank 0's slot records (windows and fingerprint, 0: not recorded): the data that step was
+// trained on, which the resume from it checks against the data open now.
+using CommitSalvaged = std::function<void(
+    int64_t step, int64_t optimizer_steps, const std::vector<int64_t>& skipped_batches,
+    uint64_t train_windows, uint64_t train_fingerprint, const std::vector<ShardFileInfo>& files)>;
 
 // Salvages the in-memory state of the job's earlier layout of `old_ranks` ranks over a model of
 // `total_params` parameters, if it holds a step newer than `newer_than` (the newest disk

@@ -435,6 +435,16 @@ void Trainer::restore_best_from_disk() {
   line_from_ = line.empty() ? nlohmann::json() : nlohmann::json::parse(line);  // "null": none
 }
 
+namespace {
+
+std::string fingerprint_hex(uint64_t fingerprint) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
+}
+
+}  // namespace
+
 void Trainer::check_train_data(uint64_t windows, uint64_t fingerprint,
                                const std::string& kind) const {
   const uint64_t now = data_.train->num_windows();
@@ -447,7 +457,7 @@ void Trainer::check_train_data(uint64_t windows, uint64_t fingerprint,
                      std::to_string(job_.model.seq_len) + " tokens, where " + checkpoint +
                      " resumed from was trained on " + std::to_string(windows) + fix);
   }
-  if (fingerprint != 0 && fingerprint != data_.train->source().fingerprint()) {
+  if (fingerprint != 0 && fingerprint != data_.train->fingerprint()) {
     throw InputError("data.train holds the " + std::to_string(now) + " training windows " +
                      checkpoint +
                      " resumed from was trained on, but other tokens (its files' "
@@ -488,9 +498,20 @@ void Trainer::salvage_shrunk_layout() {
   const SalvagedStep salvaged = salvage_memory_layout(
       job_, model_->layout().size(), old_ranks, host_comm_, disk,
       [&](int64_t step, int64_t optimizer_steps, const std::vector<int64_t>& skipped,
+          uint64_t train_windows, uint64_t train_fingerprint,
           const std::vector<ShardFileInfo>& files) {
         skipped_batches_ = skipped;
-        checkpoints_->commit_written(step, optimizer_steps, old_ranks, data_state(step), files);
+        // The data that step was trained on, as its slot records it, not the data open now: the
+        // resume from this checkpoint checks the one against the other (unrecorded: unchecked).
+        nlohmann::json state = data_state(step);
+        state.erase("train_fingerprint");
+        if (train_fingerprint != 0) state["train_fingerprint"] = fingerprint_hex(train_fingerprint);
+        if (train_windows != 0) {
+          state["train_windows"] = train_windows;
+        } else {
+          state.erase("train_windows");
+        }
+        checkpoints_->commit_written(step, optimizer_steps, old_ranks, state, files);
       });
   if (comm_.rank() == 0 && !salvaged.account.empty()) {
     std::printf("ringmaster: %s%s%s%s\n", salvaged.account.c_str(),
@@ -638,16 +659,6 @@ int64_t Trainer::batch_index(int64_t step) const {
   return step + shift;
 }
 
-namespace {
-
-std::string fingerprint_hex(uint64_t fingerprint) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(fingerprint));
-  return text;
-}
-
-}  // namespace
-
 nlohmann::json Trainer::data_state(int64_t steps_done) const {
   // For people and tools: a resume needs only steps_done and skipped_batches, everything else
   // (data position, schedule, random draws) being a function of them and the seed.
@@ -656,7 +667,7 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
   nlohmann::json state = {
       {"global_sample_cursor", cursor},
       {"train_windows", per_epoch},
-      {"train_fingerprint", fingerprint_hex(data_.train->source().fingerprint())},
+      {"train_fingerprint", fingerprint_hex(data_.train->fingerprint())},
       {"epoch", static_cast<uint64_t>(cursor) / per_epoch},
       {"sample_in_epoch", static_cast<uint64_t>(cursor) % per_epoch},
       {"next_lr", learning_rate(job_.optimizer, steps_done, job_.train.steps)},
@@ -839,7 +850,7 @@ Trainer::Outcome Trainer::run_steps() {
     if (memory_ && memory_->due(m.step)) {
       progress_.enter(Phase::kCheckpointSave);
       memory_->save(m.step, skipped_batches_, data_.train->num_windows(),
-                    data_.train->source().fingerprint());
+                    data_.train->fingerprint());
     } else if (memory_) {
       memory_->poll();  // a replica received since the last save is committed now
     }

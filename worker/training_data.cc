@@ -39,7 +39,7 @@ std::string data_identity(const TrainingData& data) {
     char line[96];
     std::snprintf(line, sizeof line, "%s %llu windows %016llx", name,
                   static_cast<unsigned long long>(d.num_windows()),
-                  static_cast<unsigned long long>(d.source().fingerprint()));
+                  static_cast<unsigned long long>(d.fingerprint()));
     return std::string(line);
   };
   std::string out = part("train", *data.train);

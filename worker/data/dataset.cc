@@ -25,6 +25,7 @@ WindowDataset::WindowDataset(TokenSource source, int seq_len, const std::string&
     throw std::invalid_argument("WindowDataset: seq_len must be >= 1, got " +
                                 std::to_string(seq_len));
   }
+  fingerprint_ = source_.fingerprint();
   const uint64_t len = static_cast<uint64_t>(seq_len);
   const size_t segments = source_.num_segments();
   train_start_.assign(1, 0);

@@ -54,6 +54,9 @@ class WindowDataset {
   uint64_t total_tokens() const { return source_.total_tokens(); }
   uint64_t epoch(uint64_t global_index) const { return global_index / num_windows(); }
   const TokenSource& source() const { return source_; }
+  // source().fingerprint() as the data was when it was opened (taken then, once: a save need
+  // not read the files' ends again, nor record bytes changed under the run since).
+  uint64_t fingerprint() const { return fingerprint_; }
 
   // The sample at global position `global_index` of the run seeded by `seed`.
   Window sample(uint64_t seed, uint64_t global_index) const;
@@ -73,6 +76,7 @@ class WindowDataset {
 
   TokenSource source_;
   int seq_len_;
+  uint64_t fingerprint_ = 0;
   // Prefix sums over segments (size num_segments + 1): window w lives in the segment s with
   // start[s] <= w < start[s + 1].
   std::vector<uint64_t> train_start_;
