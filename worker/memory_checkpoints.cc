@@ -13,11 +13,6 @@ namespace rm {
 namespace {
 
 constexpr size_t kMetaWords = kMemoryMetaWords;
-constexpr size_t kMaxSkipped = kMemoryMaxSkipped;
-// The last meta words: the training data's fingerprint and how many windows it held (0: not
-// recorded, a segment of a build before them).
-constexpr size_t kTrainFingerprintWord = kMemoryTrainFingerprintWord;
-constexpr size_t kTrainWindowsWord = kMemoryTrainWindowsWord;
 
 uint64_t hash_text(const std::string& s) { return XXH64(s.data(), s.size(), 0); }
 
@@ -186,14 +181,14 @@ std::vector<SnapshotPart> MemoryCheckpoints::host_parts() {
 void MemoryCheckpoints::save(int64_t steps_done, const std::vector<int64_t>& skipped_batches,
                              uint64_t train_windows, uint64_t train_fingerprint) {
   finish_exchange();  // the slot the last exchange sent is the one this save must not touch...
-  if (skipped_batches.size() > kMaxSkipped) return;  // thousands of rollbacks: disk only
+  if (skipped_batches.size() > kMemoryMaxSkipped) return;  // thousands of rollbacks: disk only
   std::fill(meta_.begin(), meta_.end(), 0);
   meta_[0] = steps_done;
   meta_[1] = state_.optimizer_steps();
   meta_[2] = static_cast<int64_t>(skipped_batches.size());
   std::copy(skipped_batches.begin(), skipped_batches.end(), meta_.begin() + 3);
-  meta_[kTrainWindowsWord] = static_cast<int64_t>(train_windows);
-  meta_[kTrainFingerprintWord] = static_cast<int64_t>(train_fingerprint);
+  meta_[kMemoryTrainWindowsWord] = static_cast<int64_t>(train_windows);
+  meta_[kMemoryTrainFingerprintWord] = static_cast<int64_t>(train_fingerprint);
   const std::vector<SnapshotPart> parts = host_parts();
   if (!compute_.host_accessible()) {
     float* dst = staging_.data();
@@ -319,7 +314,7 @@ MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
   bool ok = false;
   const std::vector<SnapshotPart> parts = host_parts();
   if (fetched && snapshot_ && snapshot_->restore(step, parts, &why)) {
-    ok = meta_[0] == step && meta_[2] >= 0 && static_cast<size_t>(meta_[2]) <= kMaxSkipped;
+    ok = meta_[0] == step && meta_[2] >= 0 && static_cast<size_t>(meta_[2]) <= kMemoryMaxSkipped;
     if (!ok) why = "its record of the step does not match";
   }
   double failed = ok ? 0.0 : 1.0;
@@ -339,8 +334,8 @@ MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
   state_.finish_slice_restore(meta_[1]);
   Restored restored;
   restored.skipped_batches.assign(meta_.begin() + 3, meta_.begin() + 3 + meta_[2]);
-  restored.train_windows = static_cast<uint64_t>(meta_[kTrainWindowsWord]);
-  restored.train_fingerprint = static_cast<uint64_t>(meta_[kTrainFingerprintWord]);
+  restored.train_windows = static_cast<uint64_t>(meta_[kMemoryTrainWindowsWord]);
+  restored.train_fingerprint = static_cast<uint64_t>(meta_[kMemoryTrainFingerprintWord]);
   return restored;
 }
 

@@ -51,6 +51,7 @@ namespace rm {
 // many training windows it held.
 inline constexpr size_t kMemoryMetaWords = 8192;
 inline constexpr size_t kMemoryMaxSkipped = kMemoryMetaWords - 5;  // words 3 .. 3 + this - 1
+// 0 in either: not recorded (a segment of a build before them).
 inline constexpr size_t kMemoryTrainFingerprintWord = kMemoryMetaWords - 2;
 inline constexpr size_t kMemoryTrainWindowsWord = kMemoryMetaWords - 1;
 

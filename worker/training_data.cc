@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -83,18 +84,22 @@ void check_validation_apart(const DataConfig& d) {
       return std::vector<std::string>();
     }
   };
-  std::map<std::pair<dev_t, ino_t>, std::pair<std::string, std::string>> training;  // path, pattern
+  using FileId = std::pair<dev_t, ino_t>;
+  // A file that cannot be stat'ed is left to its opening, which says why.
+  const auto id_of = [](const std::string& path) -> std::optional<FileId> {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return FileId{st.st_dev, st.st_ino};
+  };
+  std::map<FileId, std::pair<std::string, std::string>> training;  // path, pattern
   for (const std::string& pattern : d.train) {
     for (const std::string& path : expand({pattern})) {
-      struct stat st;
-      if (::stat(path.c_str(), &st) == 0)
-        training.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_pair(path, pattern));
+      if (const auto id = id_of(path)) training.emplace(*id, std::make_pair(path, pattern));
     }
   }
   for (const std::string& path : expand(d.val)) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) continue;  // opening it says why
-    const auto both = training.find({st.st_dev, st.st_ino});
+    const auto id = id_of(path);
+    const auto both = id ? training.find(*id) : training.end();
     if (both == training.end()) continue;
     const auto& [train_path, pattern] = both->second;
     throw DataError("data.val: " + path + " is also a training file (data.train's '" + pattern +
