@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 namespace rm {
@@ -138,6 +139,42 @@ TEST(Manifest, RejectsBadJsonAndTypes) {
         j["state"]["deep"] = json::parse(std::string(70, '[') + std::string(70, ']'));
       },
       "nested deeper");
+}
+
+// A damaged or hostile manifest's bytes are named in the message as printable text (\xNN),
+// never echoed raw to the terminal, and a long run of them is cut.
+TEST(Manifest, ItsBytesInAMessageArePrintable) {
+  const auto message_of = [](const std::string& text) {
+    try {
+      parse_manifest(text, kPath);
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted";
+    return std::string();
+  };
+  const auto printable = [](const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+  };
+  const std::string garbage("\x89PNG\r\n\x1a\n\x1b[2J\xff\xfe", 13);
+  const std::string m1 = message_of(garbage);
+  EXPECT_TRUE(printable(m1)) << m1;
+  EXPECT_NE(m1.find("\\x89"), std::string::npos) << m1;
+  // A value the parser reads whole before it fails: an unterminated string of 1 MiB.
+  const std::string m2 = message_of("{\"format\": \"" + std::string(1 << 20, 'a'));
+  EXPECT_LT(m2.size(), 1000u) << m2.size();
+  // A field's name and a string value from the file.
+  json j = json::parse(to_json(good()));
+  j["state"].erase(kManifestChecksumKey);
+  j["format"] = "\x1b]0;owned\x07";
+  const std::string m3 = message_of(j.dump());
+  EXPECT_TRUE(printable(m3)) << m3;
+  EXPECT_NE(m3.find("format: '\\x1b]0;owned\\x07'"), std::string::npos) << m3;
+  j = json::parse(to_json(good()));
+  j["state"].erase(kManifestChecksumKey);
+  j["\x1b[31mred"] = 1;
+  const std::string m4 = message_of(j.dump());
+  EXPECT_NE(m4.find("\\x1b[31mred: unknown field"), std::string::npos) << m4;
 }
 
 TEST(Manifest, RejectsBadNames) {

@@ -1,5 +1,6 @@
 // Semantic checks of a manifest: names, bounds, and that the pieces of each buffer tile it.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <tuple>
 
@@ -147,10 +148,32 @@ void validate_tiling(const Manifest& m, const std::string& path) {
   }
 }
 
+// The manifest's own bytes in a message (a field's name, a value, the parser's "last read"),
+// shown as text a terminal prints as it is: a damaged or hostile file may hold any bytes, and
+// a message is read by people and grepped. Bytes outside printable ASCII are written \xNN (a
+// manifest we write holds none); long text is cut where the message would run on.
+std::string shown_bytes(const std::string& s) {
+  constexpr size_t kMaxShown = 240;
+  std::string out;
+  for (const char ch : s) {
+    if (out.size() >= kMaxShown) return out + "... (" + std::to_string(s.size()) + " bytes)";
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c <= 0x7e) {
+      out += ch;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void manifest_fail(const std::string& path, const std::string& field, const std::string& what) {
-  throw CheckpointError(path + ": " + (field.empty() ? "" : field + ": ") + what);
+  throw CheckpointError(path + ": " + (field.empty() ? "" : shown_bytes(field) + ": ") +
+                        shown_bytes(what));
 }
 
 bool is_plain_file_name(const std::string& name) {

@@ -225,8 +225,16 @@ int cmd_status(const StatusArgs& args) {
     const std::string state = run_state(dir, events.last_state, slurm, finished, &live);
 
     std::printf("job         %s (%s)\n", job.name.c_str(), dir.c_str());
-    std::printf("step        %lld / %lld (%.1f%%)%s\n", static_cast<long long>(step),
-                static_cast<long long>(total), 100.0 * step / total, finished ? ", finished" : "");
+    // Past train.steps: the job file's steps were lowered after the run got there (or a line of
+    // metrics.jsonl says so): no percentage over 100 is made of it.
+    char progress[64];
+    if (step <= total) {
+      std::snprintf(progress, sizeof progress, "%.1f%%", 100.0 * step / total);
+    } else {
+      std::snprintf(progress, sizeof progress, "past train.steps");
+    }
+    std::printf("step        %lld / %lld (%s)%s\n", static_cast<long long>(step),
+                static_cast<long long>(total), progress, finished ? ", finished" : "");
     std::printf("state       %s\n", state.c_str());
     if (!metrics.empty()) {
       const json& last = metrics.back();

@@ -111,6 +111,11 @@ RankFile read_rank_file(const std::string& path, int rank) {
 TraceMergePlan plan_trace_merge(const std::string& run_dir) {
   const std::string dir = io::join(run_dir, "trace");
   if (!io::is_directory(run_dir)) throw std::runtime_error(run_dir + ": no such directory");
+  if (io::exists(dir) && !io::is_directory(dir)) {
+    throw std::runtime_error(dir +
+                             ": not a directory (a run's trace is a directory of one file "
+                             "per rank; this is something else, not written by the run)");
+  }
   if (!io::is_directory(dir)) {
     throw std::runtime_error(dir + ": no trace directory (the run did not record a trace: set "
                              "observability.trace: true in the job and run it)");

@@ -268,6 +268,14 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
   const auto torn = run_cli("status " + dir.file("run"), dir.path());
   ASSERT_EQ(torn.exit_code, 0) << torn.err;
   EXPECT_NE(torn.out.find("step        30 / 30 (100.0%), finished"), std::string::npos) << torn.out;
+  // A step past train.steps (the job file's steps lowered since, or a hostile line) is said so,
+  // not as a percentage over 100.
+  dir.write("run/metrics.jsonl", lines + "{\"step\": 9223372036854775807, \"loss\": 1.0}\n");
+  const auto past = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(past.exit_code, 0) << past.err;
+  EXPECT_NE(past.out.find("step        9223372036854775807 / 30 (past train.steps), finished"),
+            std::string::npos)
+      << past.out;
   const auto bad = run_cli("status " + dir.path(), dir.path());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;

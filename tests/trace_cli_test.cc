@@ -144,6 +144,14 @@ TEST(TraceCli, WithoutTracingThereIsNothingToMergeAndTheMergeSaysWhy) {
   EXPECT_NE(r.err.find(dir.file("run/trace") + ": no trace directory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("observability.trace: true"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("run/trace.json")));
+
+  // A file where the directory would be was not written by the run: said so, not "no trace".
+  { std::ofstream(dir.file("run/trace")) << "x"; }
+  const auto file = run_cli("trace " + dir.file("run"), dir.path());
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_NE(file.err.find(dir.file("run/trace") + ": not a directory"), std::string::npos)
+      << file.err;
+  EXPECT_FALSE(fs::exists(dir.file("run/trace.json")));
 }
 
 TEST(TraceCli, ADamagedRankFileIsNamedAndNothingIsWritten) {
