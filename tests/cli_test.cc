@@ -190,6 +190,26 @@ TEST(Cli, AnUnclearStepGraphSwitchWritesNothing) {
   EXPECT_EQ(run_cli("run " + tiny_job(dir), dir.path(), "RM_CUDA_GRAPH=0").exit_code, 0);
 }
 
+// The cuda kernels' switches (kernels/gpu_switches.h) likewise: refused before anything is
+// written, naming the variable -- not thrown from the first step's first attention call on a
+// GPU, after the run directory was made. Each switch's values are taken.
+TEST(Cli, AnUnclearKernelSwitchWritesNothing) {
+  TempDir dir;
+  for (const char* bad :
+       {"RM_CUDNN_ATTENTION=yes", "RM_CUDNN_ATTENTION=3", "RM_CUDA_CE_ROW_IN_SMEM=2",
+        "RM_FLASH_DKV_FRAGMENTS=0", "RM_FLASH_DQ_FRAGMENTS=12"}) {
+    const auto r = run_cli("run " + tiny_job(dir), dir.path(), bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << r.err;
+    EXPECT_NE(r.err.find(std::string(bad) + ": expected "), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("run"))) << bad;
+  }
+  EXPECT_EQ(run_cli("run " + tiny_job(dir), dir.path(),
+                    "RM_CUDNN_ATTENTION=2 RM_CUDA_CE_ROW_IN_SMEM=1 RM_FLASH_DKV_FRAGMENTS=2 "
+                    "RM_FLASH_DQ_FRAGMENTS=")
+                .exit_code,
+            0);
+}
+
 TEST(Cli, BadTokenShardHeader) {
   TempDir dir;
   std::string bytes(2048, '\0');

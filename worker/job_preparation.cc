@@ -16,6 +16,7 @@
 #include "configs/job_loader.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
+#include "kernels/gpu_switches.h"
 #include "planning/host_memory.h"
 #include "worker/checkpoint_line.h"
 #include "worker/finished_run.h"
@@ -32,6 +33,7 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
   c.device = choose_device(c.job.parallel.backend, where.local_rank, where.ranks_here,
                            where.own_gpus_possible);
   StepGraph::check_switch();
+  if (const std::string bad = gpu_switches_error(); !bad.empty()) throw InputError(bad);
   if (where.checks_memory) {
     c.capacity.host = host_memory();
     c.capacity.gpu = c.device.kind == ComputeKind::kCuda ? gpu_memory() : 0;

@@ -4,7 +4,8 @@
 //   1. the job file and its overrides (configs/job_loader.h: every error, with its place);
 //   2. its data (worker/training_data.h: each file opened and its header checked);
 //   3. the device (worker/device_select.h: the backend the job asks for, and a GPU per rank),
-//      and the step graphs' switch (worker/step_graph.h: RM_CUDA_GRAPH's value);
+//      and the step graphs' switch (worker/step_graph.h: RM_CUDA_GRAPH's value) and the cuda
+//      kernels' (kernels/gpu_switches.h), on every backend;
 //   4. memory: the ranks sharing this host need no more RAM (or GPU memory) than it has
 //      (planning/memory_fit.h).
 //   5. the initial weights (model.init_from, worker/initial_weights.h): found, and every tensor

@@ -11,6 +11,7 @@
 #include "kernels/cuda/launch_check.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/elementwise_math.h"
+#include "kernels/gpu_switches.h"
 #include "kernels/row_math.h"
 
 namespace rm::cuda {
@@ -144,13 +145,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 // RM_CUDA_CE_ROW_IN_SMEM, read once: "1" keeps each row in shared memory; unset, empty or "0"
 // does not; anything else is refused, naming the variable.
 bool row_in_smem_from_environment() {
-  static const bool on = [] {
-    const char* v = std::getenv("RM_CUDA_CE_ROW_IN_SMEM");
-    if (v == nullptr || std::string(v).empty() || std::string(v) == "0") return false;
-    if (std::string(v) == "1") return true;
-    throw std::invalid_argument(std::string("RM_CUDA_CE_ROW_IN_SMEM=") + v +
-                                ": the cross-entropy kernel takes 0 or 1");
-  }();
+  static const bool on = gpu_switch_value(kCrossEntropyRowSwitch) == 1;
   return on;
 }
 

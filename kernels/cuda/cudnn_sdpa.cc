@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cuda/cudnn_library.h"
+#include "kernels/gpu_switches.h"
 
 namespace rm::cuda {
 namespace {
@@ -351,13 +352,7 @@ void CudnnGraph::execute(cudnnHandle_t handle, const std::map<Role, const void*>
 
 int cudnn_attention_mode() {
   // 1 by default since the sitting of 2026-11-30 measured it (cudnn_sdpa.h).
-  const char* v = std::getenv("RM_CUDNN_ATTENTION");
-  if (v == nullptr || std::strcmp(v, "") == 0 || std::strcmp(v, "1") == 0) return 1;
-  if (std::strcmp(v, "0") == 0) return 0;
-  if (std::strcmp(v, "2") == 0) return 2;
-  throw std::invalid_argument(std::string("RM_CUDNN_ATTENTION=") + v +
-                              ": expected 0 (off), 1 (cuDNN, deterministic backward) or 2 " +
-                              "(cuDNN, dQ accumulated)");
+  return gpu_switch_value(kCudnnAttentionSwitch);
 }
 
 bool cudnn_attention_asked() {

@@ -61,7 +61,8 @@ class CudnnGraph {
 // whose dQ is a plain product (deterministic: reruns bit-identical, as the rest of the backend; the
 // graph llm.c + cuDNN runs, whose cudnn_att.cpp asks the front end for the deterministic
 // algorithm); "2": cuDNN with dQ accumulated from several blocks (the front end's default; last
-// bits vary between runs). Anything else: std::invalid_argument naming the variable.
+// bits vary between runs). Anything else: std::invalid_argument naming the variable (refused
+// before a job starts: kernels/gpu_switches.h).
 int cudnn_attention_mode();
 
 // Whether RM_CUDNN_ATTENTION was given a value (not unset or empty). Who asked hears on stderr

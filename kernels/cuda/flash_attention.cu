@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernel_util.cuh"
+#include "kernels/gpu_switches.h"
 
 namespace rm::cuda {
 namespace {
@@ -817,20 +818,11 @@ struct BackwardLaunch {
   }
 };
 
-// An RM_FLASH_*_FRAGMENTS variable: 1 (unset) or 2; anything else is refused, naming it.
-int fragments_from_environment(const char* name, const char* kernel) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || std::string(v).empty() || std::string(v) == "1") return 1;
-  if (std::string(v) == "2") return 2;
-  throw std::invalid_argument(std::string(name) + "=" + v + ": the flash attention " + kernel +
-                              " kernel takes 1 or 2 row fragments a warp");
-}
-
 // The fragments a call asked for (0: the environment's, read once, clamped to the head size's
 // most), checked.
 FlashBackwardFragments resolve(FlashBackwardFragments f, int hs) {
-  static const int dkv = fragments_from_environment("RM_FLASH_DKV_FRAGMENTS", "dK/dV");
-  static const int dq = fragments_from_environment("RM_FLASH_DQ_FRAGMENTS", "dQ");
+  static const int dkv = gpu_switch_value(kFlashDkvFragmentsSwitch);
+  static const int dq = gpu_switch_value(kFlashDqFragmentsSwitch);
   const int most = flash_backward_max_fragments(hs);
   if (f.dkv == 0) f.dkv = std::min(dkv, most);
   if (f.dq == 0) f.dq = std::min(dq, most);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/bf16.h"
 #include "kernels/cuda/bias_gradient.h"
@@ -89,7 +90,9 @@ void weight_gradients(const Blas& blas, LtGemm* lt, float* dweight, float* dbias
       bias_gradient(dbias, dout, N, OC, scratch, stream);
       return;
     }
-    if (lt != nullptr && with_bias &&
+    // C > 0: an empty GEMM queues nothing (LtGemm::run says it is done), and `scratch` would
+    // then add stale floats into dbias.
+    if (lt != nullptr && with_bias && C > 0 &&
         lt->run(lt_linear_dweight(N, C, OC, true), GemmType::kF32, inp, dout, dweight, scratch,
                 nullptr)) {
       add_inplace<float>(dbias, scratch, static_cast<size_t>(OC), stream);
@@ -142,6 +145,29 @@ void join_side(const SideStream& side, cudaStream_t stream) {
   RM_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0), kThrow);
 }
 
+// Joins a forked bias gradient at the latest as the backward of its Linear is left, also when
+// a GEMM between throws: left unjoined, the side kernel would run on unordered with what the
+// caller does next (a scratch regrowth frees the buffer it reads), and a recording would end
+// with a fork never joined (cudaErrorStreamCaptureUnjoined) instead of the GEMM's own error.
+class SideJoin {
+ public:
+  SideJoin(const SideStream* side, bool forked, cudaStream_t stream)
+      : side_(forked ? side : nullptr), stream_(stream) {}
+  SideJoin(const SideJoin&) = delete;
+  SideJoin& operator=(const SideJoin&) = delete;
+  void join() {
+    if (const SideStream* side = std::exchange(side_, nullptr)) join_side(*side, stream_);
+  }
+  ~SideJoin() {
+    // Unwinding already: the first error is the one reported, this one is not.
+    if (side_ != nullptr) (void)cudaStreamWaitEvent(stream_, side_->join, 0);
+  }
+
+ private:
+  const SideStream* side_;
+  cudaStream_t stream_;
+};
+
 }  // namespace
 
 template <typename T>
@@ -152,10 +178,11 @@ void linear_backward(const Blas& blas, LtGemm* lt, T* dinp, float* dweight, floa
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
   const bool beside = fork_bias_gradient(side, dbias, dout, N, OC, scratch, stream);
+  SideJoin joined(side, beside, stream);
   if (dinp != nullptr) gemm(blas, gi, dout, weight, dinp);
   weight_gradients(blas, lt, dweight, beside ? nullptr : dbias, dout, inp, N, C, OC, scratch,
                    stream);
-  if (beside) join_side(*side, stream);
+  joined.join();
 }
 
 template <typename T>
@@ -182,6 +209,7 @@ void linear_backward_into_gelu(const Blas& blas, LtGemm* lt, T* dpre, float* dwe
   to_cublas(gi);  // both validated before anything is queued
   to_cublas(gw);
   const bool beside = fork_bias_gradient(side, dbias, dout, N, OC, scratch, stream);
+  SideJoin joined(side, beside, stream);
   bool fused = false;
   if constexpr (std::is_same_v<T, bf16>) {
     fused = lt != nullptr && N > 0 && C > 0 &&
@@ -194,7 +222,7 @@ void linear_backward_into_gelu(const Blas& blas, LtGemm* lt, T* dpre, float* dwe
   }
   weight_gradients(blas, lt, dweight, beside ? nullptr : dbias, dout, inp, N, C, OC, scratch,
                    stream);
-  if (beside) join_side(*side, stream);
+  joined.join();
 }
 
 #define RM_LINEAR_INSTANCES(T)                                                                     \
