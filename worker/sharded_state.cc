@@ -60,7 +60,14 @@ ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicato
 }
 
 ShardedState::~ShardedState() {
-  // Never leave MPI requests pointing at freed buffers (an exception may be unwinding).
+  // Reductions still in flight as an error unwinds (a token past the vocabulary found as the
+  // next micro-batch is filled, while the last one's reduce-scatters run) are left to the
+  // communicator: every buffer they touch is its own (allocate(): grads, scratch, the bf16
+  // wire) and outlives this, and a dropped Work stays in its queue. The error then reaches
+  // rank_main's handlers, which end the job with its cause and exit code; aborting here, as it
+  // unwinds, ended every such job with exit 1 and "a reduction in flight", the cause unsaid.
+  // Only a destruction with work in flight and no error is a bug of ours, said as one.
+  if (std::uncaught_exceptions() > 0) return;
   for (Pending& p : pending_) {
     if (p.work && !p.work->test()) comm_.abort("training stopped with a reduction in flight");
   }
