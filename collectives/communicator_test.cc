@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -662,6 +663,43 @@ TEST(FailureTest, TimeoutThrowsWithOperationAndSequence) {
     EXPECT_NE(message.find("waiting for rank 1"), std::string::npos) << message;
   }
   EXPECT_THROW(comm->barrier(), CollectiveError);  // broken for good
+  comm.reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A reduction of INT_MAX elements on the MPI path: the shards differ by one element, and the
+// rank whose shard times the ranks passed INT_MAX (its exchange's int displacements) refused it
+// while the others issued the exchange and waited for it (or read past the buffer): the limit is
+// judged from counts every rank holds alike, so every rank refuses, and the communicator goes on
+// in step (nothing was issued). The buffer is never read: the call is refused first.
+TEST(FailureTest, CountsPastIntMaxAreRefusedOnEveryRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  CommOptions options;
+  options.timeout_s = 20;
+  options.abort_on_error = false;
+  MpiOptions mpi;
+  mpi.algorithm = Algorithm::kMpi;
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
+  std::vector<float> small(16, 1.0f);
+  const std::vector<size_t> counts = shard_counts(INT_MAX, comm->size());
+  ASSERT_GT(counts[0] * counts.size(), static_cast<size_t>(INT_MAX));      // rank 0's is past it
+  ASSERT_LE(counts.back() * counts.size(), static_cast<size_t>(INT_MAX));  // the last's is not
+  for (int call = 0; call < 2; ++call) {
+    std::string message;
+    try {
+      if (call == 0) {
+        comm->reduce_scatter(small.data(), counts, DType::kFloat32, ReduceOp::kSum)->wait();
+      } else {
+        comm->all_reduce(small.data(), INT_MAX, DType::kFloat32, ReduceOp::kSum)->wait();
+      }
+    } catch (const CollectiveError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("more than INT_MAX elements"), std::string::npos)
+        << "call " << call << " on rank " << comm->rank() << ": " << message;
+  }
+  comm->all_reduce(small.data(), small.size(), DType::kFloat32, ReduceOp::kSum)->wait();
+  EXPECT_EQ(small[0], static_cast<float>(comm->size()));
   comm.reset();
   MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -37,6 +37,15 @@ using Clock = std::chrono::steady_clock;
 //    sum in rank order and give the shm path's bits exactly.
 enum class Finish { kNone, kReduceReceived, kReduceThenGather };
 
+// A bound on the elements any rank's exchange of a reduction addresses with ints (its shard from
+// every rank, at displacements shard x rank; on the hierarchical path its part from every host),
+// from the shard counts every rank holds alike: the largest shard times the ranks, plus one
+// element a rank for the rounding of a part per host.
+size_t exchange_bound(const std::vector<size_t>& counts) {
+  const size_t largest = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  return (largest + 1) * counts.size();
+}
+
 struct Op : OpStamp {
   bool done = false;
   // Shared-memory path: the task, handed to the engine when the op reaches the queue's head.
@@ -283,7 +292,10 @@ void MpiCommunicator::check_usable() const {
 }
 
 void MpiCommunicator::check_counts(const Op& op, size_t count) const {
-  // Every rank sees the same counts, so every rank throws here: nobody is left waiting.
+  // Every rank sees the same counts, so every rank throws here: nobody is left waiting. Only
+  // counts every rank computes alike may come here (a total, the largest shard), never this
+  // rank's own shard: shards differ by one element, and the rank with the larger one would
+  // throw while the others waited in the exchange for it until their timeout.
   if (count > static_cast<size_t>(INT_MAX)) {
     throw CollectiveError(describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) +
                           " backend mpi does not support more than INT_MAX elements per call " +
@@ -331,6 +343,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType
                      dtype, rop);
   }
   check_counts(*op, count);
+  check_counts(*op, exchange_bound(shard_counts(count, size_)));
   if (hier_ && dtype != DType::kBFloat16) {
     op->hier = std::make_shared<detail::HierOp>();
     op->hier->owner = op.get();
@@ -352,6 +365,7 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vect
     return issue_shm(std::move(op), detail::ShmKind::kReduceScatter, buf, counts, dtype, rop);
   }
   check_counts(*op, total);
+  check_counts(*op, exchange_bound(counts));
   if (hier_ && dtype != DType::kBFloat16) {
     op->hier = std::make_shared<detail::HierOp>();
     op->hier->owner = op.get();
@@ -410,8 +424,7 @@ std::unique_ptr<Work> MpiCommunicator::issue_exchange_reduction(std::shared_ptr<
                                                                 const std::vector<size_t>& counts,
                                                                 DType dtype, ReduceOp rop,
                                                                 bool all_reduce) {
-  const size_t own = counts[static_cast<size_t>(rank_)];
-  check_counts(*op, own * static_cast<size_t>(size_));  // the scratch's displacements are ints
+  const size_t own = counts[static_cast<size_t>(rank_)];  // own * size_ <= exchange_bound()
   op->buf = static_cast<char*>(buf);
   op->dtype = dtype;
   op->avg = rop == ReduceOp::kAvg;
