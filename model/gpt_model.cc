@@ -153,22 +153,25 @@ ModelFootprint GptModel<T>::footprint(const ModelConfig& c, int max_batch,
 }
 
 template <typename T>
-void GptModel<T>::init_params(float* params, uint64_t seed) const {
+void GptModel<T>::init_params(float* params, size_t begin, size_t end, uint64_t seed) const {
   const float residual_std = 0.02f / std::sqrt(2.0f * L_);
   for (const TensorSpec& t : layout_.tensors()) {
-    float* p = params + t.offset;
+    // The part of this tensor in [begin, end), as flat indices [lo, hi).
+    const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+    if (lo >= hi) continue;
+    float* p = params + (lo - begin);
     const bool is_norm = t.name.find("ln_") != std::string::npos;
     const bool is_residual_proj = t.name.find("c_proj.weight") != std::string::npos;
     if (t.shape.size() == 1) {
       // Norm weights are 1, every bias and norm bias is 0.
       const bool norm_weight = is_norm && t.name.find(".weight") != std::string::npos;
-      std::fill(p, p + t.numel, norm_weight ? 1.0f : 0.0f);
+      std::fill(p, p + (hi - lo), norm_weight ? 1.0f : 0.0f);
       continue;
     }
     const float std = is_residual_proj ? residual_std : 0.02f;
 #pragma omp parallel for
-    for (size_t i = 0; i < t.numel; ++i) {
-      p[i] = std * rng_normal(seed, RngPurpose::kInit, t.offset + i, 0);
+    for (size_t i = lo; i < hi; ++i) {
+      p[i - lo] = std * rng_normal(seed, RngPurpose::kInit, i, 0);
     }
   }
 }

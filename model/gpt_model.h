@@ -66,7 +66,8 @@ class GptModel final : public Model {
            : u == final_unit() ? "final layernorm"
                                : "block " + std::to_string(u - 1);
   }
-  void init_params(float* params, uint64_t seed) const override;
+  using Model::init_params;
+  void init_params(float* params, size_t begin, size_t end, uint64_t seed) const override;
   int max_batch() const override { return max_batch_; }
   int seq_len() const override { return T_; }
   int vocab_size() const override { return V_; }

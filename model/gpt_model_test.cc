@@ -79,6 +79,33 @@ TEST(GptModel, GradientsMatchFiniteDifferencesOfTheWholeModel) {
       model, p, g, [&] { return model.forward_loss(p.data(), in.data(), tg.data(), B); });
 }
 
+// A slice of the initial weights is the same slice of the whole, wherever it begins and ends
+// (inside a tensor, across several): a ZeRO-3 rank makes only its shard, a GPU's upload goes in
+// pieces, and both must give the bits of the whole.
+TEST(GptModel, AnySliceOfTheInitialWeightsIsThatSliceOfTheWhole) {
+  const ModelConfig c = tiny_gpt();
+  GptModel model(c, 1);
+  const size_t n = model.layout().size();
+  std::vector<float> whole(n);
+  model.init_params(whole.data(), 7);
+  for (const auto& [begin, end] :
+       std::vector<std::pair<size_t, size_t>>{{0, n},
+                                              {0, 1},
+                                              {n - 1, n},
+                                              {3, n / 3},
+                                              {n / 3, n / 3 + 1},
+                                              {n / 3, 2 * n / 3 + 5},
+                                              {model.layout().tensors()[1].offset, n},
+                                              {n / 2, n / 2}}) {
+    std::vector<float> slice(end - begin, -1.0f);
+    model.init_params(slice.data(), begin, end, 7);
+    for (size_t i = begin; i < end; ++i) {
+      ASSERT_EQ(slice[i - begin], whole[i])
+          << "element " << i << " of slice [" << begin << ", " << end << ")";
+    }
+  }
+}
+
 TEST(GptModel, GradientsAccumulateAcrossCalls) {
   const ModelConfig c = tiny_gpt();
   GptModel model(c, 1);

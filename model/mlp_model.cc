@@ -84,18 +84,21 @@ ModelFootprint MlpModel<T>::footprint(const ModelConfig& c, int max_batch) {
 }
 
 template <typename T>
-void MlpModel<T>::init_params(float* params, uint64_t seed) const {
+void MlpModel<T>::init_params(float* params, size_t begin, size_t end, uint64_t seed) const {
   // N(0, 1/fan_in) for the linear layers keeps activations well scaled at any width;
   // embeddings N(0, 1).
   for (const TensorSpec& t : layout_.tensors()) {
-    float* p = params + t.offset;
+    // The part of this tensor in [begin, end), as flat indices [lo, hi).
+    const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+    if (lo >= hi) continue;
+    float* p = params + (lo - begin);
     if (t.shape.size() == 1) {
-      std::fill(p, p + t.numel, 0.0f);
+      std::fill(p, p + (hi - lo), 0.0f);
       continue;
     }
     const float std = t.name == "emb" ? 1.0f : 1.0f / std::sqrt(static_cast<float>(t.shape[1]));
-    for (size_t i = 0; i < t.numel; ++i) {
-      p[i] = std * rng_normal(seed, RngPurpose::kInit, t.offset + i, 0);
+    for (size_t i = lo; i < hi; ++i) {
+      p[i - lo] = std * rng_normal(seed, RngPurpose::kInit, i, 0);
     }
   }
 }

@@ -35,7 +35,8 @@ class MlpModel final : public Model {
   std::string unit_name(int u) const override {
     return u == 0 ? "embedding" : u == L_ + 1 ? "head" : "fc." + std::to_string(u - 1);
   }
-  void init_params(float* params, uint64_t seed) const override;
+  using Model::init_params;
+  void init_params(float* params, size_t begin, size_t end, uint64_t seed) const override;
   int max_batch() const override { return max_batch_; }
   int seq_len() const override { return T_; }
   int vocab_size() const override { return V_; }

@@ -83,9 +83,15 @@ class Model {
   virtual const std::vector<ParamUnit>& units() const = 0;
   // What unit u holds, for traces: "embeddings", "block 3", ...
   virtual std::string unit_name(int u) const = 0;
-  // Fills params (host, float) from the counter-based RNG keyed by (seed, flat index): the same on
-  // every rank.
-  virtual void init_params(float* params, uint64_t seed) const = 0;
+  // Fills elements [begin, end) of the layout into params[0, end - begin) (host, float) from the
+  // counter-based RNG keyed by (seed, flat index): the same values whichever rank asks and for
+  // whichever slice, so a ZeRO-3 rank makes only its shard, and a GPU's upload goes in pieces --
+  // never a host copy of the whole model a rank.
+  virtual void init_params(float* params, size_t begin, size_t end, uint64_t seed) const = 0;
+  // The whole layout.
+  void init_params(float* params, uint64_t seed) const {
+    init_params(params, 0, layout().size(), seed);
+  }
 
   virtual int max_batch() const = 0;
   virtual int seq_len() const = 0;

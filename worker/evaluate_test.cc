@@ -44,7 +44,7 @@ class ScriptedModel final : public Model {
   const ParamLayout& layout() const override { return layout_; }
   const std::vector<ParamUnit>& units() const override { return units_; }
   std::string unit_name(int) const override { return ""; }
-  void init_params(float*, uint64_t) const override {}
+  void init_params(float*, size_t, size_t, uint64_t) const override {}
   int max_batch() const override { return max_batch_; }
   int seq_len() const override { return seq_len_; }
   int vocab_size() const override { return 100; }

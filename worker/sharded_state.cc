@@ -10,6 +10,27 @@
 
 namespace rm {
 
+namespace {
+
+// Floats a backend the host cannot address is filled with at a time: 64 MiB of host memory
+// whatever the model's size (a whole model a rank in host memory was 4 bytes a parameter no
+// memory estimate counted: 280 GB a rank for a 70B model).
+constexpr size_t kHostPiece = size_t{16} << 20;
+
+// `dst` (n floats of compute's memory) filled in pieces through one host buffer:
+// fill(host, at, count) writes elements [at, at + count) of dst's range into host.
+template <typename Fill>
+void upload_in_pieces(Compute& compute, float* dst, size_t n, const Fill& fill) {
+  std::vector<float> host(std::min(n, kHostPiece));
+  for (size_t at = 0; at < n; at += kHostPiece) {
+    const size_t count = std::min(kHostPiece, n - at);
+    fill(host.data(), at, count);
+    compute.upload(dst + at, host.data(), count * sizeof(float));  // host reusable on return
+  }
+}
+
+}  // namespace
+
 ShardedState::ShardedState(const JobConfig& job, const Model& model, Communicator& comm,
                            Communicator* host_comm)
     : job_(job), model_(model), compute_(model.compute()), comm_(comm),
@@ -89,26 +110,29 @@ float* ShardedState::staging() {
 }
 
 void ShardedState::init_params(uint64_t seed) {
-  // Counter-based init: any rank can produce any slice. The model fills a host buffer (the
-  // parameter buffer itself where the host can address it).
-  const bool direct = full_params_ && compute_.host_accessible();
-  std::vector<float> full(direct ? 0 : model_.layout().size());
-  float* dst = direct ? params_.data() : full.data();
-  model_.init_params(dst, seed);
-  if (!direct) {
-    const size_t begin = full_params_ ? 0 : shard_begin_;
-    compute_.upload(params_.data(), full.data() + begin, params_.size() * sizeof(float));
+  // Counter-based init: any rank makes any slice, so each makes only what it holds (ZeRO-3: its
+  // shard), into the parameter buffer where the host can address it, else in pieces.
+  const size_t begin = full_params_ ? 0 : shard_begin_;
+  if (compute_.host_accessible()) {
+    model_.init_params(params_.data(), begin, begin + params_.size(), seed);
+  } else {
+    upload_in_pieces(compute_, params_.data(), params_.size(),
+                     [&](float* host, size_t at, size_t count) {
+                       model_.init_params(host, begin + at, begin + at + count, seed);
+                     });
   }
   refresh_compute_params();
 }
 
 void ShardedState::load_params(const ParamReader& read) {
-  const bool direct = compute_.host_accessible();
   const size_t begin = full_params_ ? 0 : shard_begin_;
-  std::vector<float> host(direct ? 0 : params_.size());
-  float* dst = direct ? params_.data() : host.data();
-  read(begin, begin + params_.size(), dst);
-  if (!direct) compute_.upload(params_.data(), host.data(), params_.size() * sizeof(float));
+  if (compute_.host_accessible()) {
+    read(begin, begin + params_.size(), params_.data());
+  } else {
+    upload_in_pieces(
+        compute_, params_.data(), params_.size(),
+        [&](float* host, size_t at, size_t count) { read(begin + at, begin + at + count, host); });
+  }
   refresh_compute_params();
 }
 
@@ -563,14 +587,15 @@ void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {
     reader.read_range("adam_m", obegin, oend, optimizer_->m());
     reader.read_range("adam_v", obegin, oend, optimizer_->v());
   } else {
-    // Through host memory, one tensor at a time.
-    std::vector<float> host(std::max(params_.size(), oend - obegin));
-    reader.read_range("params", pbegin, pbegin + params_.size(), host.data());
-    compute_.upload(params_.data(), host.data(), params_.size() * sizeof(float));
-    reader.read_range("adam_m", obegin, oend, host.data());
-    compute_.upload(optimizer_->m(), host.data(), (oend - obegin) * sizeof(float));
-    reader.read_range("adam_v", obegin, oend, host.data());
-    compute_.upload(optimizer_->v(), host.data(), (oend - obegin) * sizeof(float));
+    // Through host memory, a piece at a time.
+    const auto read = [&](const char* buffer, float* dst, size_t begin, size_t n) {
+      upload_in_pieces(compute_, dst, n, [&](float* host, size_t at, size_t count) {
+        reader.read_range(buffer, begin + at, begin + at + count, host);
+      });
+    };
+    read("params", params_.data(), pbegin, params_.size());
+    read("adam_m", optimizer_->m(), obegin, oend - obegin);
+    read("adam_v", optimizer_->v(), obegin, oend - obegin);
   }
   optimizer_->set_steps_taken(optimizer_steps);
   refresh_compute_params();
