@@ -25,7 +25,7 @@ int report_errors(const std::function<int()>& body) {
   } catch (const JobConfigError& e) {
     for (const ConfigError& err : e.errors) std::fprintf(stderr, "%s\n", err.str().c_str());
     print_error(std::to_string(e.errors.size()) + (e.errors.size() == 1 ? " error" : " errors") +
-                " in the job");
+                " in " + e.subject);
     return kExitBadInput;
   } catch (const InputError& e) {  // bad data, a device that is not there, ...
     print_error(e.what());

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <deque>
+#include <map>
 #include <set>
 
 #include "configs/config_error.h"
@@ -15,6 +16,9 @@ namespace {
 constexpr int kMaxNodes = 100000;
 constexpr int kMaxDevicesPerNode = 1024;
 constexpr int kMaxDevices = 1 << 20;
+
+// What the errors are in, for the count after them.
+constexpr const char* kSubject = "the cluster file";
 
 class Reader {
  public:
@@ -32,12 +36,20 @@ class Reader {
     errors_.push_back(e);
   }
 
-  // Every key of `map` must be one of `known`; names the others.
+  // Every key of `map` must be one of `known`, once; names the others. A key given twice is
+  // refused as the job loader does: yaml-cpp hands out the first, and which one was meant is a
+  // guess (a `nodes: 40` appended below `nodes: 8` planned 8 nodes, silently).
   void only(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& known) {
     if (!map.IsMap()) return;
+    std::map<std::string, int> seen;  // key -> its 1-based line
     for (const auto& kv : map) {
       const std::string k = kv.first.Scalar();
-      if (!known.count(k)) error(kv.first, prefix + k, "unknown key");
+      if (!known.count(k)) {
+        error(kv.first, prefix + k, "unknown key");
+      } else if (const auto [first, fresh] = seen.emplace(k, kv.first.Mark().line + 1); !fresh) {
+        error(kv.first, prefix + k,
+              "duplicate key (first set on line " + std::to_string(first->second) + ")");
+      }
     }
   }
 
@@ -48,6 +60,17 @@ class Reader {
     }
     nodes_.push_back(map[key]);
     return &nodes_.back();
+  }
+
+  // A section of keys (device:, intra_node:, ...): a map, else one error naming it -- not one
+  // "missing" per key it should hold.
+  const YAML::Node* section(const YAML::Node& map, const char* key, const char* holds) {
+    const YAML::Node* n = need(map, "", key);
+    if (n != nullptr && !n->IsMap()) {
+      error(*n, key, std::string("must be a map of ") + holds);
+      return nullptr;
+    }
+    return n;
   }
 
   double positive(const YAML::Node& map, const std::string& prefix, const char* key,
@@ -91,7 +114,7 @@ class Reader {
 
   LinkSpec link(const YAML::Node& map, const char* key) {
     LinkSpec l;
-    const YAML::Node* n = need(map, "", key);
+    const YAML::Node* n = section(map, key, "bandwidth_gbs and latency_us");
     if (n == nullptr) return l;
     const std::string prefix = std::string(key) + ".";
     only(*n, prefix, {"bandwidth_gbs", "latency_us"});
@@ -101,7 +124,7 @@ class Reader {
   }
 
   void finish() {
-    if (!errors_.empty()) throw JobConfigError(errors_);
+    if (!errors_.empty()) throw JobConfigError(errors_, kSubject);
   }
   const std::string& path() const { return path_; }
 
@@ -120,23 +143,25 @@ ClusterSpec read_cluster_file(const std::string& path) {
   Reader r(path);
   std::string body;
   if (const std::string why = read_job_file(path, &body); !why.empty()) {
-    throw JobConfigError({ConfigError{path, 0, 0, "", why}});
+    throw JobConfigError({ConfigError{path, 0, 0, "", why}}, kSubject);
   }
   if (const auto problem = check_job_text(body)) {
-    throw JobConfigError({ConfigError{path, problem->line, problem->col, "", problem->message}});
+    throw JobConfigError({ConfigError{path, problem->line, problem->col, "", problem->message}},
+                         kSubject);
   }
   YAML::Node root;
   try {
     const std::vector<YAML::Node> docs = load_all_documents(body);
     if (docs.size() != 1) {
-      throw JobConfigError({ConfigError{path, 0, 0, "", "expected one YAML document"}});
+      throw JobConfigError({ConfigError{path, 0, 0, "", "expected one YAML document"}}, kSubject);
     }
     root = docs[0];
   } catch (const YAML::Exception& e) {
-    throw JobConfigError({ConfigError{path, e.mark.line + 1, e.mark.column + 1, "", e.msg}});
+    throw JobConfigError({ConfigError{path, e.mark.line + 1, e.mark.column + 1, "", e.msg}},
+                         kSubject);
   }
   if (!root.IsMap() || yaml_expands_beyond(root)) {
-    throw JobConfigError({ConfigError{path, 0, 0, "", "expected a map of cluster keys"}});
+    throw JobConfigError({ConfigError{path, 0, 0, "", "expected a map of cluster keys"}}, kSubject);
   }
   r.only(root, "", {"name", "nodes", "devices_per_node", "device", "node_memory_gib", "intra_node",
                     "inter_node", "filesystem", "node_mtbf_hours"});
@@ -150,7 +175,7 @@ ClusterSpec read_cluster_file(const std::string& path) {
                 " devices is more than the " + std::to_string(kMaxDevices) +
                 " devices the planner plans for");
   }
-  if (const YAML::Node* d = r.need(root, "", "device")) {
+  if (const YAML::Node* d = r.section(root, "device", "type, name, tflops, mfu, memory_gib")) {
     r.only(*d, "device.", {"type", "name", "tflops", "mfu", "memory_gib"});
     c.device_type = r.text(*d, "device.", "type");
     if (!c.device_type.empty() && c.device_type != "cpu" && c.device_type != "gpu") {
@@ -165,7 +190,7 @@ ClusterSpec read_cluster_file(const std::string& path) {
   c.node_memory_gib = r.positive(root, "", "node_memory_gib");
   c.intra_node = r.link(root, "intra_node");
   c.inter_node = r.link(root, "inter_node");
-  if (const YAML::Node* f = r.need(root, "", "filesystem")) {
+  if (const YAML::Node* f = r.section(root, "filesystem", "write_gbs")) {
     r.only(*f, "filesystem.", {"write_gbs"});
     c.fs_write_gbs = r.positive(*f, "filesystem.", "write_gbs");
   }

@@ -41,7 +41,9 @@ std::string ConfigError::str() const {
   return one_line;
 }
 
-JobConfigError::JobConfigError(std::vector<ConfigError> errors_in)
-    : std::runtime_error(join(errors_in)), errors(std::move(errors_in)) {}
+JobConfigError::JobConfigError(std::vector<ConfigError> errors_in, std::string subject_in)
+    : std::runtime_error(join(errors_in)),
+      errors(std::move(errors_in)),
+      subject(std::move(subject_in)) {}
 
 }  // namespace rm

@@ -25,10 +25,13 @@ struct ConfigError {
 
 // Thrown by load_job() with every error found, in file order, then overrides, then cross-field
 // checks. what() is the errors' str() joined by '\n'.
+// `subject`: what the errors are in, for the count said after them ("3 errors in the job");
+// a cluster file's reader says "the cluster file".
 class JobConfigError : public std::runtime_error {
  public:
-  explicit JobConfigError(std::vector<ConfigError> errors);
+  explicit JobConfigError(std::vector<ConfigError> errors, std::string subject = "the job");
   std::vector<ConfigError> errors;
+  std::string subject;
 };
 
 }  // namespace rm

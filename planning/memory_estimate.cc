@@ -369,6 +369,16 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   // also ShardedState's pinned download buffer of the same size.
   const double slices = 3 * shard * 4;
   m.checkpoint = (job.checkpoint.async ? slices : 0) + (cuda ? slices : 0);
+  // In-memory checkpoints (checkpoint.memory_every): the rank's /dev/shm segment of two slots of
+  // the same slices (worker/memory_checkpoints.h) -- tmpfs pages, host memory however they are
+  // named -- and on a Slurm job of several nodes the replica of a peer's it keeps. A `run
+  // --hosts` job keeps one too; the job alone does not say so, and it is not counted.
+  // A slot also holds the state's words (kMemoryMetaWords int64s: 64 KiB;
+  // tests/memory_estimate_test.cc compares with the segment itself).
+  if (job.checkpoint.memory_every > 0) {
+    constexpr double kSlotMetaBytes = 64 * 1024;
+    m.checkpoint += 2 * (slices + kSlotMetaBytes) * (job.cluster.nodes > 1 ? 2 : 1);
+  }
   // After the last step rank 0 streams the model into weights.bin (ShardedState::stream_params):
   // the pieces are the compute's own buffers where the host reads them, so nothing more on the
   // cpu; on a GPU one downloaded piece at a time, the largest unit under ZeRO-3 or a fixed-size

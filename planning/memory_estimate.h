@@ -14,7 +14,9 @@
 //                  reduce-scattered: ShardedState::take_scratch's pool, replayed here) and the
 //                  bf16 copy of the gradients that travels when parallel.grad_reduce is bf16
 //   checkpoint     the asynchronous checkpoint's staging copy of this rank's slice of params,
-//                  m and v (checkpoint.async), taken at start-up
+//                  m and v (checkpoint.async), taken at start-up; with checkpoint.memory_every
+//                  the two slots of that slice in /dev/shm, and on several Slurm nodes the
+//                  replica of a peer's it keeps (worker/memory_checkpoints.h)
 //   final_weights  after the last step, on rank 0 only: the host piece through which the model
 //                  streams into weights.bin (ShardedState::stream_params()): none on the cpu
 //   runtime        what a rank holds besides: program, libraries, MPI, OpenMP and BLAS threads

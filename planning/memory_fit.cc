@@ -139,7 +139,10 @@ std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host
   const int mode0 = static_cast<int>(job.parallel.shard);
   const int modes = static_cast<int>(kChoiceWords<ShardMode>.size());
   const std::vector<Setting> knobs = settings(job);
-  for (int r = ranks; r <= ranks * 1024; r *= 2) {
+  // In 64 bits: ranks x 1024 passes INT_MAX from 2^21 ranks on (a doubling that wrapped to a
+  // negative count ended the loop before any variant, and least_need read an empty list).
+  for (int64_t r64 = ranks; r64 <= int64_t{ranks} * 1024 && r64 <= INT_MAX; r64 *= 2) {
+    const int r = static_cast<int>(r64);
     const std::vector<int> mbs = micro_batches(job, r);
     if (mbs.empty()) break;  // more ranks than the global batch divides among
     for (int mode = mode0; mode < modes; ++mode) {
@@ -208,6 +211,7 @@ std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
 std::string least_need(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
                        const MemoryCapacity& c) {
   const std::vector<Variant> all = variants(job, ranks, ranks_on_host, backend);
+  if (all.empty()) return "";
   const Variant* least = &all.front();
   for (const Variant& v : all) {
     if (v.need.host + v.need.gpu < least->need.host + least->need.gpu) least = &v;

@@ -271,6 +271,17 @@ TEST(MemoryFit, NothingFitsSaysWhatNeedsLeast) {
   EXPECT_TRUE(memory_fit_suggestions(job, 1, 1, ComputeKind::kCpu, c).empty());
 }
 
+// 2^22 ranks (4096 nodes of 1024): ranks x 1024 passed INT_MAX, the search for variants ended
+// before the job itself, and the refusal read an empty list (a segfault in submit --dry-run).
+TEST(MemoryFit, MillionsOfRanksThatDoNotFitAreRefusedInWords) {
+  const int ranks = 1 << 22;
+  const JobConfig job = job_of(256, 2, 1, ranks);
+  MemoryCapacity c;
+  c.host = 1024 * 1024;
+  const std::string msg = refusal(job, ranks, 1024, ComputeKind::kCpu, c);
+  EXPECT_NE(msg.find(". Nothing tried fits ("), std::string::npos) << msg;
+}
+
 TEST(MemoryFit, ARanksPerHostFromAHostfileIsSaidSo) {
   const JobConfig job = job_of(512, 8, 16, 32);
   MemoryCapacity c;

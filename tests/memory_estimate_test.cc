@@ -15,6 +15,7 @@
 #include "kernels/cuda/flash_attention_plan.h"
 #include "model/gpt_model.h"
 #include "model/model.h"
+#include "worker/memory_checkpoints.h"
 #include "worker/sharded_state.h"
 
 namespace rm {
@@ -225,6 +226,27 @@ TEST(MemoryEstimate, ASynchronousCheckpointNeedsNoStaging) {
   JobConfig job = gpt_job();
   job.checkpoint.async = false;
   EXPECT_EQ(estimate(job, "none", 2).checkpoint, 0);
+}
+
+// In-memory checkpoints hold two slots of the rank's slices in /dev/shm (host memory, in no
+// category before: under ZeRO-3 more than the rest of the rank together), and a replica of a
+// peer's on several nodes: the segment memory_checkpoints.h makes, to the page.
+TEST(MemoryEstimate, InMemoryCheckpointsCountTheirSlotsAndReplica) {
+  for (const char* mode : {"none", "full"}) {
+    JobConfig job = gpt_job();
+    job.checkpoint.async = false;
+    const MemoryEstimate without = estimate(job, mode, 3);
+    job.checkpoint.memory_every = 5;
+    const MemoryEstimate with = estimate(job, mode, 3);
+    const auto P = static_cast<size_t>(GptModel<float>::footprint(job.model, 1).param_floats);
+    const MemorySegmentId segment =
+        memory_segment_id("/run", choice_of<ShardMode>(mode), shard_counts(P, 3), 0, false);
+    const double slots = with.checkpoint - without.checkpoint;
+    EXPECT_NEAR(slots, 2.0 * segment.capacity, 2.0 * 4096) << mode;
+    EXPECT_EQ(with.device, without.device) << mode;
+    job.cluster.nodes = 2;
+    EXPECT_EQ(estimate(job, mode, 3).checkpoint - without.checkpoint, 2 * slots) << mode;
+  }
 }
 
 TEST(MemoryEstimate, DeepModelsAddPerLayerAndHugeOnesStayFiniteOrUnbounded) {

@@ -149,6 +149,24 @@ speed: 3
                            ":7:13: inter_node.latency_us: missing", ":10:1: speed: unknown key"}) {
     EXPECT_NE(r.err.find(file + want), std::string::npos) << want << "\n" << r.err;
   }
+  EXPECT_NE(r.err.find("ringmaster: 5 errors in the cluster file"), std::string::npos) << r.err;
+  // A key given twice (one appended below the first): yaml-cpp hands out the first, and the
+  // plan was of 8 nodes, silently. A section that is no map: one error, not one per key of it.
+  const std::string twice = dir.write(
+      "twice.yaml", test::slurp("configs/clusters/h100-8x8.yaml") + "nodes: 40\nfilesystem: 10\n");
+  const auto dup = run_cli("plan configs/shakespeare.yaml --cluster " + twice, dir.path());
+  EXPECT_EQ(dup.exit_code, 2) << dup.out;
+  EXPECT_NE(dup.err.find(": nodes: duplicate key (first set on line "), std::string::npos)
+      << dup.err;
+  EXPECT_NE(dup.err.find(": filesystem: duplicate key"), std::string::npos) << dup.err;
+  std::string scalar = test::slurp(file);
+  scalar.replace(scalar.find("{type: tpu, name: y, tflops: 1, mfu: 2}"), 39, "gpu");
+  const auto section =
+      run_cli("plan configs/shakespeare.yaml --cluster " + dir.write("s.yaml", scalar), dir.path());
+  EXPECT_EQ(section.exit_code, 2) << section.out;
+  EXPECT_NE(section.err.find(":4:9: device: must be a map of type, name"), std::string::npos)
+      << section.err;
+  EXPECT_EQ(section.err.find("device.type: missing"), std::string::npos) << section.err;
   // Counts the planner multiplies: 2^31 nodes ended in SIGFPE with nothing said.
   std::string huge = test::slurp(file);
   huge.replace(huge.find("nodes: 0"), 8, "nodes: 2147483648");
