@@ -19,12 +19,48 @@ double flops_per_token(const ModelConfig& m, double params) {
   return 6 * (12 * L * C * C + V * C) + 12 * L * T * C + recomputed;
 }
 
-// Collectives one step issues, for the latency terms: buckets (none, optimizer) or units.
-double collectives_per_pass(const JobConfig& job, double grad_bytes) {
-  if (keeps_all_grads(job.parallel.shard)) {
-    return std::max(1.0, std::ceil(grad_bytes / (job.parallel.bucket_mb * 1024 * 1024)));
+// What the backward reduces, in the order it launches it, as the worker cuts it
+// (worker/sharded_state.cc): none and optimizer in buckets of whole units, from the last unit
+// down, each closed once it holds parallel.bucket_mb of fp32 gradients (a unit larger than that
+// is a bucket of its own; grad_reduce: bf16 halves the bytes, not the cut); gradients and full
+// unit by unit. The last launched holds unit 0 (a gpt's embeddings, held to the end of the
+// backward for the tied classifier): what shows after the backward.
+struct Reductions {
+  double count = 1;       // collectives a pass, for the latency terms
+  double last_share = 1;  // the last one's share of the gradients
+};
+
+Reductions reductions_of(const JobConfig& job, const std::vector<double>& units) {
+  Reductions r;
+  double total = 0;
+  for (const double u : units) total += u;
+  if (units.empty() || total <= 0) return r;
+  if (!keeps_all_grads(job.parallel.shard)) {
+    r.count = static_cast<double>(units.size());
+    r.last_share = units.front() / total;
+    return r;
   }
-  return job.model.layers + 2.0;  // units: first, one per layer, last
+  const double bucket = std::max(1.0, std::floor(job.parallel.bucket_mb * 1024 * 1024 / 4));
+  r.count = 0;
+  double open = 0;  // floats of the bucket being filled, from the last unit down
+  for (size_t u = units.size(); u-- > 0;) {
+    open += units[u];
+    if (open >= bucket || u == 0) {
+      r.count += 1;
+      if (u == 0) r.last_share = open / total;
+      open = 0;
+    }
+  }
+  return r;
+}
+
+// The units' parameter floats in order (first, each layer, last) from the footprint's two-layer
+// shape (model.h: layer 1, then layers 2..L alike).
+std::vector<double> unit_floats(const ModelFootprint& f, int layers) {
+  std::vector<double> units = {f.units[0]};
+  for (int l = 1; l <= layers; ++l) units.push_back(l == 1 ? f.units[1] : f.units[2]);
+  units.push_back(f.units[3]);
+  return units;
 }
 
 ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
@@ -54,6 +90,7 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
   // Per collective: the ring's steps within a node and between nodes (hierarchical).
   const double lat = (2 * (c.devices_per_node - 1) * c.intra_node.latency_us +
                       2 * (c.nodes - 1) * c.inter_node.latency_us) * 1e-6;
+  const Reductions reductions = reductions_of(job, p.unit_floats);
   double overlappable = 0, fixed = 0;  // what may hide behind compute, what may not
   switch (shard) {
     case ShardMode::kNone:
@@ -74,15 +111,17 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
   // Bucketed modes reduce once a step; the others once a micro-batch, ZeRO-3 also gathering the
   // parameters for its forward and backward.
   const double passes = keeps_all_grads(shard) ? 1 : A * (keeps_all_params(shard) ? 1 : 3);
-  const double latency = passes * collectives_per_pass(job, grad) * lat;
+  const double latency = passes * reductions.count * lat;
   m.comm_s = overlappable + fixed + latency;
   if (!gpu || !job.parallel.overlap) {
     m.exposed_s = m.comm_s;
   } else {
-    // Backward is 2/3 of the compute; ZeRO-3's gathers also run beside the forward third.
-    const double hide = m.compute_s * (keeps_all_params(shard) ? 2.0 / 3.0 : 1.0);
-    const double units = collectives_per_pass(job, grad);
-    const double tail = overlappable / std::max(1.0, units);  // the last bucket or unit
+    // Backward is 2/3 of the compute; ZeRO-3's gathers also run beside the forward third. The
+    // bucketed modes reduce in the last micro-batch's backward only: 1/A of it hides them.
+    const double hide = m.compute_s * (keeps_all_params(shard) ? 2.0 / 3.0 : 1.0) /
+                        (keeps_all_grads(shard) ? A : 1.0);
+    // What the last micro-batch launches last shows whatever was hidden before it.
+    const double tail = overlappable / (keeps_all_grads(shard) ? 1.0 : A) * reductions.last_share;
     m.exposed_s = std::max(tail, overlappable - hide) + fixed + latency;
   }
   return m;
@@ -108,6 +147,7 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   const ModelFootprint f =
       model_footprint(job.model, job.train.micro_batch, job.parallel.precision);
   p.params = f.param_floats;
+  p.unit_floats = unit_floats(f, job.model.layers);
   p.flops_per_token = flops_per_token(job.model, p.params);
   const double samples_per_rank = static_cast<double>(job.train.global_batch) / p.ranks;
   const bool gpt = job.model.type == ModelType::kGpt;

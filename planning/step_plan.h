@@ -12,8 +12,11 @@
 //    all-gather half of that. Per step: none all-reduces the gradients; optimizer
 //    reduce-scatters them and all-gathers the parameters; gradients does so per micro-batch;
 //    full also all-gathers every unit's parameters in forward and backward of each micro-batch.
-//    Overlap: on gpu, communication hides behind the backward pass (ZeRO-3's gathers behind
-//    both passes) except the last bucket; on cpu nothing hides (the cores move the bytes).
+//    Buckets and units as the worker cuts them (whole units, from the last down). Overlap: on
+//    gpu, communication hides behind the backward that issues it -- the last micro-batch's for
+//    none and optimizer, every micro-batch's for gradients, both passes for full's gathers --
+//    except the last bucket or unit (unit 0, a gpt's embeddings); on cpu nothing hides (the
+//    cores move the bytes).
 //  - checkpoint: a save writes parameters and Adam moments (12 bytes per parameter) at the
 //    filesystem's rate; with checkpoint.async the step stalls only for the staging copy. The
 //    interval that minimises expected lost work is Young/Daly's sqrt(2 x stall x MTBF), the
@@ -49,6 +52,7 @@ struct JobPlan {
   double flops_per_token = 0;  // training (forward + backward), as the job sets model.recompute
   double tokens_per_rank = 0;  // per optimizer step
   int ranks = 1, accumulation = 1;
+  std::vector<double> unit_floats;  // the model's units' parameter floats, first to last
   // none, optimizer, gradients, full as the job is; for a gpt job without model.recompute
   // then the same four with it (less activation memory for a third more compute).
   std::vector<ModePlan> modes;

@@ -6,6 +6,12 @@
 //   parameters P = V*C (wte) + T*C (wpe) + L*(12*C^2 + 13*C) (per block: qkv 3C^2+3C, proj C^2+C,
 //                  fc 4C^2+4C, fc proj 4C^2+C, two layer norms 4C) + 2*C (ln_f)
 //                = 65,536 + 65,536 + 4*(786,432 + 3,328) + 512 = 3,290,624
+//   units (what ZeRO-2/3 reduce one by one, and buckets are cut from, worker/sharded_state.cc):
+//     first (wte, wpe) 131,072 floats, 4 blocks of 789,760 (3.01 MiB of fp32), last (ln_f) 512;
+//     the first is reduced last: 131,072 / 3,290,624 = 0.0398320 of the gradients
+//   buckets of whole units from the last down, each closed at bucket_mb: 25 and 100 MiB: 1;
+//     4 MiB (1,048,576 floats): 3 (last + blocks 4, 3; blocks 2, 1; first); 1 MiB: 5 (last +
+//     block 4; each block; first)
 //   gradients (fp32) G = 4*P = 13,162,496 bytes; a checkpoint 12*P = 39,487,488 bytes
 //   training FLOPs per token = 6*(12*L*C^2 + V*C) + 12*L*T*C
 //                = 6*(3,145,728 + 65,536) + 3,145,728 = 22,413,312
@@ -114,7 +120,7 @@ TEST(StepPlan, HierarchicalAllReduceAddsBothRings) {
 //   full:      3 halves (grads; params gathered in forward and backward), 3 x 6 x 1e-5
 //              = 0.0019743744 + 0.00018                                = 0.0021543744 s
 //   recommended: none (optimizer only ties), step 0.047228712576 s
-//   buckets (none): 1 MiB: 13 buckets, +12e-5 s; 4 MiB: 4, +3e-5 s; 25 and 100 MiB: 1 -> 25 MiB
+//   buckets (none): 1 MiB: 5 buckets, +4e-5 s; 4 MiB: 3, +2e-5 s; 25 and 100 MiB: 1 -> 25 MiB
 //   save = 39,487,488 B / 1e9 B/s = 0.039487488 s, stall the same (synchronous)
 //   Young/Daly: sqrt(2 * 0.039487488 s * 3.6e6 s) = sqrt(284,309.9136) = 533.20719575 s
 //             = 533.20719575 / 0.047228712576 = 11,289.89 -> 11,289 steps
@@ -160,21 +166,23 @@ TEST(StepPlan, CaseACpuRanksOnOneNode) {
 //   latency per collective = (2*3*2 + 2*1*10) us = 32 us
 //   none: 1 bucket: the last bucket is all of it, exposed 0.00072393728 + 32e-6 = 0.00075593728
 //   optimizer: H (hidden but for the last bucket: all) + H (gather, after) + 32e-6 = the same
-//   gradients: H over 6 units: the last unit's H/6 = 0.000060328107 shows (the rest hides
-//              behind backward), + H after the update + 6 x 32e-6 = 0.00061429674667 s
-//   full: 3H = 0.00108590592 s; behind the whole compute 0.00016785666 s would remain, less
-//         than the last unit's 3H/6 = 0.00018098432 s, which shows; + 3 passes x 6 units x 32e-6
-//         = 0.000576 -> 0.00075698432 s
-//   steps: none 0.0016739865, gradients 0.0015323460 (8.5% faster: recommended), full 0.0016750
+//   gradients: H, unit by unit; the first unit's share, reduced last, shows:
+//              H x 0.0398320 = 0.00001441792 (the rest hides behind backward), + H after the
+//              update + 6 x 32e-6 = 0.00056838656 s
+//   full: 3H = 0.00108590592 s; behind the whole compute 0.00016785666048 s remains, more than
+//         the first unit's 3H x 0.0398320 = 0.00004325376 s; + 3 passes x 6 units x 32e-6
+//         = 0.000576 -> 0.00074385666048 s
+//   steps: none 0.0016739865, gradients 0.0014864358 (11% faster: recommended), full 0.0016619
 //   gradients does not bucket: every size gives the same step, and the first (1 MiB) is kept
 //   save = 39,487,488 / 20e9 = 0.0019743744 s; Young/Daly sqrt(2 * 0.0019743744 * 1.8e6)
-//        = sqrt(7,107.74784) = 84.30746017 s = 84.30746017 / 0.001532346006 = 55,018.55 -> 55,018
+//        = sqrt(7,107.74784) = 84.30746017 s = 84.30746017 / 0.00148643581952 = 56,717.86
+//        -> 56,717
 TEST(StepPlan, CaseBGpusOnTwoNodesRecommendZero2) {
   const ClusterSpec c = two_nodes_of_four_gpus();
   const JobPlan p = plan_job(job(64, 8, /*async=*/false), c);
   EXPECT_EQ(p.tokens_per_rank, 2048);
   ASSERT_EQ(p.modes.size(), 8u);
-  const double exposed[] = {0.00075593728, 0.00075593728, 0.00061429674667, 0.00075698432};
+  const double exposed[] = {0.00075593728, 0.00075593728, 0.00056838656, 0.00074385666048};
   for (int i = 0; i < 4; ++i) {
     EXPECT_TRUE(p.modes[i].fits) << choice_name(p.modes[i].shard);
     expect_close(p.modes[i].compute_s, 0.00091804925952, "compute");
@@ -183,22 +191,25 @@ TEST(StepPlan, CaseBGpusOnTwoNodesRecommendZero2) {
   ASSERT_EQ(p.recommended, 2);
   EXPECT_EQ(p.modes[2].shard, ShardMode::kGradients);
   EXPECT_FALSE(p.modes[2].recompute);
-  EXPECT_NEAR(p.modes[2].step_s(), 0.0015323460062, 1e-13);
+  EXPECT_NEAR(p.modes[2].step_s(), 0.00148643581952, 1e-13);
   EXPECT_EQ(p.bucket_mb, 1);
   expect_close(p.save_s, 0.0019743744, "save");
   expect_close(p.job_mtbf_h, 500, "job MTBF: node MTBF over 2 nodes");
   expect_close(p.interval_s, 84.30746017, "Young/Daly");
-  EXPECT_EQ(p.interval_steps, 55018);
+  EXPECT_EQ(p.interval_steps, 56717);
 }
 
 // Case C: case B's cluster, micro_batch 2 (A = 4 micro-batches a step) and async saves.
-//   none and optimizer do not depend on A: 0.00075593728 s exposed with 25 MiB buckets;
+//   none and optimizer reduce in the last micro-batch's backward only, which hides 1/A of the
+//   2/3: 0.00015300820992 s; with 25 MiB buckets (1) all shows: 0.00075593728 s exposed;
 //   gradients reduce-scatters every micro-batch: 4H = 0.00144787456 s, 0.00083584172 s of it
 //   beyond backward, + H + 4 x 6 x 32e-6 = 0.00196581036 s: now none is recommended (the tie
 //   with optimizer goes to the first).
-//   buckets (none), exposed = max(last bucket, all-reduce - backward) + buckets x 32 us:
-//     1 MiB:  13 buckets: max(0.0000556875, 0.00011190444) + 0.000416 = 0.00052790444 s
-//     4 MiB:   4 buckets: max(0.00018098432, 0.00011190444) + 0.000128 = 0.00030898432 s (best)
+//   buckets (none), exposed = max(last bucket, all-reduce - last backward) + buckets x 32 us;
+//   the last bucket holds the first unit, 0.0398320 of the all-reduce (0.00002883584 s), and
+//   0.00072393728 - 0.00015300820992 = 0.00057092907008 s is beyond the last backward:
+//     1 MiB:  5 buckets: 0.00057092907008 + 0.00016 = 0.00073092907008 s
+//     4 MiB:  3 buckets: 0.00057092907008 + 0.000096 = 0.00066692907008 s (best)
 //     25, 100 MiB: 1 bucket: 0.00072393728 + 0.000032 = 0.00075593728 s
 //   async stall = 39,487,488 / 8 ranks / 5e9 B/s = 0.0009871872 s, under the 1 ms floor, so
 //   Young/Daly takes 1 ms: sqrt(2 * 0.001 * 1.8e6) = sqrt(3,600) = 60 s
@@ -213,6 +224,11 @@ TEST(StepPlan, CaseCMicroBatchesRecommendReplicatedWithSmallBuckets) {
   EXPECT_NEAR(p.modes[2].exposed_s, 0.00196581036032, 1e-13);
   EXPECT_EQ(p.recommended, 0);
   EXPECT_EQ(p.bucket_mb, 4);
+  JobConfig four = job(64, 2, /*async=*/true);
+  four.parallel.bucket_mb = 4;
+  EXPECT_NEAR(plan_job(four, c).modes[0].exposed_s, 0.00066692907008, 1e-13);
+  four.parallel.bucket_mb = 1;
+  EXPECT_NEAR(plan_job(four, c).modes[0].exposed_s, 0.00073092907008, 1e-13);
   expect_close(p.stall_s, 0.0009871872, "async stall");
   expect_close(p.save_s, 0.0019743744, "save");
   expect_close(p.interval_s, 60, "Young/Daly at the 1 ms floor");
