@@ -189,7 +189,10 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   const double mtbf_s = p.job_mtbf_h * 3600;
   p.interval_s = std::sqrt(2 * std::max(p.stall_s, 1e-3) * mtbf_s);
   if (p.recommended >= 0) {
-    const double step = p.modes[p.recommended].step_s();
+    // The recommended row's step at the bucket size recommended with it (`best`): the row itself
+    // is timed at the job's own, and the interval in steps would not be the one the plan's
+    // seconds say once both recommendations are taken.
+    const double step = best;
     // Bounded before the conversion: an extreme node_mtbf_hours (1e300) overflowed it to 1.
     const double steps = p.interval_s / step;
     p.interval_steps = steps >= 1 ? static_cast<int64_t>(std::min(steps, 1e15)) : 1;

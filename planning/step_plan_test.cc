@@ -213,10 +213,9 @@ TEST(StepPlan, CaseBGpusOnTwoNodesRecommendZero2) {
 //     25, 100 MiB: 1 bucket: 0.00072393728 + 0.000032 = 0.00075593728 s
 //   async stall = 39,487,488 / 8 ranks / 5e9 B/s = 0.0009871872 s, under the 1 ms floor, so
 //   Young/Daly takes 1 ms: sqrt(2 * 0.001 * 1.8e6) = sqrt(3,600) = 60 s
-//   in steps: of the recommended row, which is timed at the job's own bucket (25 MiB), not at the
-//   4 MiB recommended with it: 60 / (0.00091804925952 + 0.00075593728) = 35,842.58 -> 35,842
-//   (at 4 MiB a step is 0.00122703358 s and 60 s would be 48,898 steps: the plan's
-//   checkpoint.every is ~27% fewer steps than its own 60 s at the bucket it recommends)
+//   in steps: of the recommended row at the 4 MiB recommended with it (not at the job's own
+//   25 MiB, which made checkpoint.every 5% fewer steps than its own 60 s):
+//   60 / (0.00091804925952 + 0.00066692907008) = 37,855.8 -> 37,855
 TEST(StepPlan, CaseCMicroBatchesRecommendReplicatedWithSmallBuckets) {
   const ClusterSpec c = two_nodes_of_four_gpus();
   const JobPlan p = plan_job(job(64, 2, /*async=*/true), c);
@@ -232,7 +231,7 @@ TEST(StepPlan, CaseCMicroBatchesRecommendReplicatedWithSmallBuckets) {
   expect_close(p.stall_s, 0.0009871872, "async stall");
   expect_close(p.save_s, 0.0019743744, "save");
   expect_close(p.interval_s, 60, "Young/Daly at the 1 ms floor");
-  EXPECT_EQ(p.interval_steps, 35842);
+  EXPECT_EQ(p.interval_steps, 37855);
 }
 
 // Extreme cluster figures give bounded answers: a node that never fails checkpoints seldom
