@@ -13,8 +13,10 @@
 //    stay valid and untouched until the operation's Work completes. Host memory for mpi, device
 //    memory for nccl. Buffers that are communicated every step should come from allocate(),
 //    which makes the mpi backend up to several times faster (see allocate). Several operations
-//    may be outstanding at once; they complete in issue order, except on the mpi backend's paths
-//    across nodes (MPI, hierarchical), where they complete in any order.
+//    may be outstanding at once; they may complete in any order -- on one node the mpi backend's
+//    reductions and gathers complete in issue order, but its broadcasts and point-to-point
+//    operations (MPI requests) beside them may finish first, and across nodes anything goes:
+//    a caller learns that an operation is done from its own Work, never from a later one's.
 //  - Work handles must not outlive their communicator. Dropping a Work without waiting is
 //    allowed; the operation still completes during later calls.
 //  - Timeouts: an operation must complete within CommOptions::timeout_s of being issued
