@@ -240,6 +240,16 @@ TEST(JobLoader, StringChecks) {
             .cluster.time,
         t);
   }
+  // A node's memory as --mem takes it; 0 is Slurm's "all of each node's memory".
+  for (const char* m : {"64G", "512000", "0", "0G"}) {
+    EXPECT_EQ(load_job_from_string(
+                  with_train("cluster:\n  memory_per_node: \"" + std::string(m) + "\"\n"), "j")
+                  .cluster.memory_per_node,
+              m);
+  }
+  EXPECT_NE(one_error(with_train("cluster:\n  memory_per_node: 64GB\n"))
+                .find("cluster.memory_per_node: must be a Slurm memory size"),
+            std::string::npos);
 }
 
 TEST(JobLoader, DuplicateKeys) {

@@ -84,10 +84,12 @@ std::string check_slurm_time(const std::string& v) {
 }
 
 // A node's memory as `--mem` takes it; a typo ("64GB", "1.5G") would otherwise reach sbatch.
+// 0 is Slurm's "all of each node's memory".
 std::string check_slurm_memory(const std::string& v) {
-  if (v.empty() || parse_slurm_memory(v) > 0) return "";
-  return "must be a Slurm memory size (a positive integer with an optional K, M, G or T; no "
-         "suffix is MB), got '" + v + "'";
+  if (v.empty() || parse_slurm_memory(v) >= 0) return "";
+  return "must be a Slurm memory size (an integer with an optional K, M, G or T; no suffix is "
+         "MB; 0 = all of each node's memory), got '" +
+         v + "'";
 }
 
 // Partition, account and QOS names go into #SBATCH lines: Slurm's own names are letters, digits,
@@ -349,10 +351,12 @@ std::vector<KeySpec> build_schema() {
              checked(check_slurm_time, "`MIN`, `HH:MM:SS`, `D-HH:MM:SS`, `UNLIMITED`"),
              "Slurm time limit (`--time`); empty = the partition default."),
       RM_KEY(cluster.memory_per_node,
-             checked(check_slurm_memory, "`64G`, `500000M`, `512000` (MB)"),
+             checked(check_slurm_memory, "`64G`, `500000M`, `512000` (MB), `0`"),
              "Memory per node (`--mem`). `submit` refuses a job whose ranks on a node need more "
-             "(as `run` does for this host); empty = not asked of Slurm, and the job is checked "
-             "against the smallest node of its partition as `sinfo` reports it."),
+             "(as `run` does for this host); `0` asks Slurm for all of each node's memory, and "
+             "empty asks nothing (the partition's default, which may be a small DefMemPerCPU): "
+             "both are checked against the smallest node of its partition as `sinfo` reports "
+             "it."),
       RM_KEY(cluster.signal_grace_s, between(0, 65535),
              "Seconds between Slurm's warning signal and the kill; the job checkpoints in "
              "between (sbatch --signal takes at most 65535)."),

@@ -68,6 +68,12 @@ TEST(NodeMemory, SbatchDropsSbatchMemPerNodeForMemoryACpu) {
   EXPECT_EQ(slurm_node_capacity(cluster, two_partitions()).host, 256000 * kMiB)
       << "--mem=0: the whole node";
   ::unsetenv("SBATCH_MEM_PER_NODE");
+  // The job file's own memory_per_node: 0 likewise (before: refused by the schema, and
+  // sbatch_extra's --mem=0 refused as memory_per_node's to set).
+  cluster.memory_per_node = "0";
+  MemoryCapacity whole = slurm_node_capacity(cluster, two_partitions());
+  EXPECT_EQ(whole.host, 256000 * kMiB);
+  EXPECT_EQ(whole.host_name, "the smallest node of the default partition batch (sinfo)");
 }
 
 TEST(NodeMemory, AJobNotBoundToAnyNodeOfThePartitionIsNotJudgedBySinfo) {
