@@ -102,15 +102,14 @@ void LtGemm::make_plan(Plan& p, const LtGemmArgs& a, GemmType out, const void* v
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, a.aux_ld);
   }
-  const bool ta = g.op_a == GemmOp::kTrans, tb = g.op_b == GemmOp::kTrans;
-  RM_CUBLAS_CHECK(
-      cublas().lt_matrix_layout_create(&p.a, CUDA_R_16BF, ta ? g.k : g.m, ta ? g.m : g.k, g.lda),
-      kThrow);
-  RM_CUBLAS_CHECK(
-      cublas().lt_matrix_layout_create(&p.b, CUDA_R_16BF, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb),
-      kThrow);
-  RM_CUBLAS_CHECK(cublas().lt_matrix_layout_create(&p.d, cuda_data_type(out), g.m, g.n, g.ldc),
+  const LtLayouts l = lt_layouts(g);
+  RM_CUBLAS_CHECK(cublas().lt_matrix_layout_create(&p.a, CUDA_R_16BF, l.a.rows, l.a.cols, l.a.ld),
                   kThrow);
+  RM_CUBLAS_CHECK(cublas().lt_matrix_layout_create(&p.b, CUDA_R_16BF, l.b.rows, l.b.cols, l.b.ld),
+                  kThrow);
+  RM_CUBLAS_CHECK(
+      cublas().lt_matrix_layout_create(&p.d, cuda_data_type(out), l.d.rows, l.d.cols, l.d.ld),
+      kThrow);
 
   cublasLtMatmulPreference_t pref = nullptr;
   RM_CUBLAS_CHECK(cublas().lt_matmul_preference_create(&pref), kThrow);

@@ -54,6 +54,16 @@ LtGemmArgs lt_linear_dweight(int N, int C, int OC, bool dbias) {
   return a;
 }
 
+LtLayouts lt_layouts(const CublasGemmArgs& g) {
+  const bool ta = g.op_a == GemmOp::kTrans, tb = g.op_b == GemmOp::kTrans;
+  const auto u = [](int x) { return static_cast<uint64_t>(x); };
+  LtLayouts l;
+  l.a = {u(ta ? g.k : g.m), u(ta ? g.m : g.k), g.lda};
+  l.b = {u(tb ? g.n : g.k), u(tb ? g.k : g.n), g.ldb};
+  l.d = {u(g.m), u(g.n), g.ldc};
+  return l;
+}
+
 bool lt_epilogue_shape_ok(const LtGemmArgs& a) {
   if (a.gemm.batch != 1) return false;
   if (a.epilogue == LtEpilogue::kGeluAuxBias || a.epilogue == LtEpilogue::kDGelu) {

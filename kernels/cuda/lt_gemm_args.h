@@ -40,6 +40,18 @@ LtGemmArgs lt_linear_dinp(int N, int C, int OC, bool dgelu);
 // dweight[OC,C] += dout^T inp (fp32); with dbias, the epilogue writes sum_n dout[n, :].
 LtGemmArgs lt_linear_dweight(int N, int C, int OC, bool dbias);
 
+// The three matrix layouts cublasLtMatrixLayoutCreate is given (column-major, as stored): A is
+// op_a's operand, k x m stored when transposed, else m x k; B likewise k x n or n x k; D m x n.
+// lt_gemm.cc makes its layouts from these; the host test reads every operand through them.
+struct LtLayout {
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+};
+struct LtLayouts {
+  LtLayout a, b, d;
+};
+LtLayouts lt_layouts(const CublasGemmArgs& g);
+
 // cuBLASLt's documented requirements beyond the GEMM's: the auxiliary matrix's leading dimension
 // a multiple of 8 and at least m; vectors and aux 16-byte aligned (alignment_of below). A call
 // that fails them takes the unfused path.

@@ -39,17 +39,29 @@ float gelu_grad(float x) {
 
 // cublasLtMatmul as cublasLt.h documents it (batch 1, D = C in place). `first`/`second` are
 // cuBLAS's A and B; `vec` the bias (read) or bias gradient (written); `aux` the pre-activation.
+// Element (r, c) of a column-major matrix stored as `l` says (lt_layouts: what cuBLASLt is
+// told), out of its bounds a test failure: a layout whose rows and columns were swapped, or
+// whose ld is under its rows, is caught here rather than as wrong bits on a GPU.
+float at(const float* m, const LtLayout& l, uint64_t r, uint64_t c, const char* which) {
+  EXPECT_GE(l.ld, static_cast<int64_t>(l.rows)) << which << ": ld under its rows";
+  EXPECT_LT(r, l.rows) << which << ": row past the layout";
+  EXPECT_LT(c, l.cols) << which << ": column past the layout";
+  if (r >= l.rows || c >= l.cols) return 0.0f;
+  return m[r + c * static_cast<uint64_t>(l.ld)];
+}
+
 void reference_lt(const LtGemmArgs& a, const float* first, const float* second, float* D,
                   float* vec, float* aux) {
   const CublasGemmArgs& g = a.gemm;
   ASSERT_EQ(g.batch, 1);
+  const LtLayouts l = lt_layouts(g);
+  EXPECT_EQ(l.d.rows, static_cast<uint64_t>(g.m));
+  EXPECT_EQ(l.d.cols, static_cast<uint64_t>(g.n));
   auto op_a = [&](int row, int p) {
-    return g.op_a == GemmOp::kNoTrans ? first[row + static_cast<size_t>(p) * g.lda]
-                                      : first[p + static_cast<size_t>(row) * g.lda];
+    return g.op_a == GemmOp::kNoTrans ? at(first, l.a, row, p, "A") : at(first, l.a, p, row, "A");
   };
   auto op_b = [&](int p, int col) {
-    return g.op_b == GemmOp::kNoTrans ? second[p + static_cast<size_t>(col) * g.ldb]
-                                      : second[col + static_cast<size_t>(p) * g.ldb];
+    return g.op_b == GemmOp::kNoTrans ? at(second, l.b, p, col, "B") : at(second, l.b, col, p, "B");
   };
   for (int col = 0; col < g.n; ++col) {
     for (int row = 0; row < g.m; ++row) {
