@@ -151,9 +151,10 @@ void validate_tiling(const Manifest& m, const std::string& path) {
 // The manifest's own bytes in a message (a field's name, a value, the parser's "last read"),
 // shown as text a terminal prints as it is: a damaged or hostile file may hold any bytes, and
 // a message is read by people and grepped. Bytes outside printable ASCII are written \xNN (a
-// manifest we write holds none); long text is cut where the message would run on.
+// manifest we write holds none); text longer than any message of ours (a tensor name is at most
+// 1024 bytes) is cut where it would run on: the parser's "last read" of a 64 MiB string.
 std::string shown_bytes(const std::string& s) {
-  constexpr size_t kMaxShown = 240;
+  constexpr size_t kMaxShown = 4096;
   std::string out;
   for (const char ch : s) {
     if (out.size() >= kMaxShown) return out + "... (" + std::to_string(s.size()) + " bytes)";

@@ -319,7 +319,7 @@ ModelFootprint cuda_gpt_footprint(const ModelConfig& model, int mb, bool bf16, b
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend) {
+MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend, int hosts) {
   const bool bf16 = job.parallel.precision == Precision::kBf16;
   const ShardMode mode = job.parallel.shard;
   const bool cuda = backend == ComputeKind::kCuda;
@@ -371,13 +371,12 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
   m.checkpoint = (job.checkpoint.async ? slices : 0) + (cuda ? slices : 0);
   // In-memory checkpoints (checkpoint.memory_every): the rank's /dev/shm segment of two slots of
   // the same slices (worker/memory_checkpoints.h) -- tmpfs pages, host memory however they are
-  // named -- and on a Slurm job of several nodes the replica of a peer's it keeps. A `run
-  // --hosts` job keeps one too; the job alone does not say so, and it is not counted.
+  // named -- and on several hosts the replica of a peer's it keeps.
   // A slot also holds the state's words (kMemoryMetaWords int64s: 64 KiB;
   // tests/memory_estimate_test.cc compares with the segment itself).
   if (job.checkpoint.memory_every > 0) {
     constexpr double kSlotMetaBytes = 64 * 1024;
-    m.checkpoint += 2 * (slices + kSlotMetaBytes) * (job.cluster.nodes > 1 ? 2 : 1);
+    m.checkpoint += 2 * (slices + kSlotMetaBytes) * (hosts > 1 ? 2 : 1);
   }
   // After the last step rank 0 streams the model into weights.bin (ShardedState::stream_params):
   // the pieces are the compute's own buffers where the host reads them, so nothing more on the

@@ -15,8 +15,8 @@
 //                  bf16 copy of the gradients that travels when parallel.grad_reduce is bf16
 //   checkpoint     the asynchronous checkpoint's staging copy of this rank's slice of params,
 //                  m and v (checkpoint.async), taken at start-up; with checkpoint.memory_every
-//                  the two slots of that slice in /dev/shm, and on several Slurm nodes the
-//                  replica of a peer's it keeps (worker/memory_checkpoints.h)
+//                  the two slots of that slice in /dev/shm, and on several hosts the replica
+//                  of a peer's it keeps (worker/memory_checkpoints.h)
 //   final_weights  after the last step, on rank 0 only: the host piece through which the model
 //                  streams into weights.bin (ShardedState::stream_params()): none on the cpu
 //   runtime        what a rank holds besides: program, libraries, MPI, OpenMP and BLAS threads
@@ -74,8 +74,9 @@ struct MemoryEstimate {
   double rss() const { return steps() + shared_views; }
 };
 
-// One rank of `job` on `ranks` data-parallel ranks (>= 1), computing on `backend`.
-MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend);
+// One rank of `job` on `ranks` data-parallel ranks (>= 1), computing on `backend`, the ranks on
+// `hosts` hosts (in-memory checkpoints keep a replica of a peer's where there are several).
+MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend, int hosts = 1);
 
 // "1.23 GiB", "312 MiB": bytes in the largest binary unit (KiB to EiB) that keeps the number at
 // or above 1, to three significant digits; "unbounded" for infinity.

@@ -8,6 +8,11 @@
 namespace rm {
 namespace {
 
+// The hosts `ranks` take at `ranks_on_host` a host.
+int hosts_for(int ranks, int ranks_on_host) {
+  return static_cast<int>((int64_t{ranks} + ranks_on_host - 1) / std::max(1, ranks_on_host));
+}
+
 struct Need {
   double host = 0;  // bytes of RAM on the busiest host
   double gpu = 0;   // bytes of one GPU (cuda)
@@ -166,7 +171,8 @@ std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host
                       (r != ranks ? kRanks : 0u) |
                       (k.recompute != job.model.recompute ? kRecompute : 0u) |
                       (k.chunk_tokens != job.model.classifier_chunk_tokens ? kChunks : 0u);
-          v.need = need_of(estimate_memory(j, r, backend), ranks_on_host, backend);
+          v.need = need_of(estimate_memory(j, r, backend, hosts_for(r, ranks_on_host)),
+                           ranks_on_host, backend);
           out.push_back(v);
         }
       }
@@ -251,7 +257,7 @@ std::vector<std::string> memory_fit_suggestions(const JobConfig& job, int ranks,
 MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
                            const MemoryCapacity& c) {
   MemoryFit fit;
-  fit.per_rank = estimate_memory(job, ranks, backend);
+  fit.per_rank = estimate_memory(job, ranks, backend, hosts_for(ranks, ranks_on_host));
   fit.backend = backend;
   fit.ranks = ranks;
   fit.ranks_on_host = ranks_on_host;

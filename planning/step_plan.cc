@@ -30,37 +30,46 @@ struct Reductions {
   double last_share = 1;  // the last one's share of the gradients
 };
 
-Reductions reductions_of(const JobConfig& job, const std::vector<double>& units) {
+// From the footprint's units (model.h: first, layer 1, then layers 2..L alike, last), with the
+// run of equal layers counted in closed form: a model of 10^9 layers is planned in constant time
+// and memory, as every other figure of the plan is.
+Reductions reductions_of(const JobConfig& job, const double (&units)[4]) {
   Reductions r;
-  double total = 0;
-  for (const double u : units) total += u;
-  if (units.empty() || total <= 0) return r;
+  const double L = std::max(1, job.model.layers);
+  const double first = units[0], layer1 = units[1], layer = units[2], last = units[3];
+  const double total = first + layer1 + (L - 1) * layer + last;
+  if (total <= 0) return r;
   if (!keeps_all_grads(job.parallel.shard)) {
-    r.count = static_cast<double>(units.size());
-    r.last_share = units.front() / total;
+    r.count = L + 2;
+    r.last_share = first / total;
     return r;
   }
   const double bucket = std::max(1.0, std::floor(job.parallel.bucket_mb * 1024 * 1024 / 4));
   r.count = 0;
   double open = 0;  // floats of the bucket being filled, from the last unit down
-  for (size_t u = units.size(); u-- > 0;) {
-    open += units[u];
-    if (open >= bucket || u == 0) {
-      r.count += 1;
-      if (u == 0) r.last_share = open / total;
-      open = 0;
+  const auto add = [&](double unit) {
+    open += unit;
+    if (open >= bucket) r.count += 1, open = 0;
+  };
+  add(last);
+  // L - 1 layers of `layer` floats: the first closes the open bucket after k1 of them, then one
+  // closes every k; what is left stays open.
+  const double n = L - 1;
+  if (n > 0 && layer > 0) {
+    const double k1 = std::ceil((bucket - open) / layer), k = std::ceil(bucket / layer);
+    if (n < k1) {
+      open += n * layer;
+    } else {
+      const double rest = n - k1;
+      r.count += 1 + std::floor(rest / k);
+      open = std::fmod(rest, k) * layer;
     }
   }
+  add(layer1);
+  // Unit 0 closes the last bucket whatever it holds.
+  r.count += 1;
+  r.last_share = (open + first) / total;
   return r;
-}
-
-// The units' parameter floats in order (first, each layer, last) from the footprint's two-layer
-// shape (model.h: layer 1, then layers 2..L alike).
-std::vector<double> unit_floats(const ModelFootprint& f, int layers) {
-  std::vector<double> units = {f.units[0]};
-  for (int l = 1; l <= layers; ++l) units.push_back(l == 1 ? f.units[1] : f.units[2]);
-  units.push_back(f.units[3]);
-  return units;
 }
 
 ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
@@ -73,7 +82,7 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
   m.recompute = recompute;
   m.recompute_changed = recompute != base.model.recompute;
   const bool gpu = c.device_type == "gpu";
-  m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu);
+  m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu, c.nodes);
   m.host_need_gib = m.memory.host_for(c.devices_per_node) / kGiB;
   m.device_need_gib = gpu ? m.memory.device / kGiB : 0;
   m.fits = m.host_need_gib <= c.node_memory_gib &&
@@ -120,8 +129,10 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
     // bucketed modes reduce in the last micro-batch's backward only: 1/A of it hides them.
     const double hide = m.compute_s * (keeps_all_params(shard) ? 2.0 / 3.0 : 1.0) /
                         (keeps_all_grads(shard) ? A : 1.0);
-    // What the last micro-batch launches last shows whatever was hidden before it.
-    const double tail = overlappable / (keeps_all_grads(shard) ? 1.0 : A) * reductions.last_share;
+    // What the last micro-batch launches last shows whatever was hidden before it: its last
+    // bucket, or unit 0's reduce-scatter (ZeRO-3 gathered unit 0 long before).
+    const double last_pass = keeps_all_grads(shard) ? overlappable : half_collective_s(grad, c);
+    const double tail = last_pass * reductions.last_share;
     m.exposed_s = std::max(tail, overlappable - hide) + fixed + latency;
   }
   return m;
@@ -147,7 +158,7 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   const ModelFootprint f =
       model_footprint(job.model, job.train.micro_batch, job.parallel.precision);
   p.params = f.param_floats;
-  p.unit_floats = unit_floats(f, job.model.layers);
+  for (int i = 0; i < 4; ++i) p.unit_floats[i] = f.units[i];
   p.flops_per_token = flops_per_token(job.model, p.params);
   const double samples_per_rank = static_cast<double>(job.train.global_batch) / p.ranks;
   const bool gpt = job.model.type == ModelType::kGpt;

@@ -52,7 +52,9 @@ struct JobPlan {
   double flops_per_token = 0;  // training (forward + backward), as the job sets model.recompute
   double tokens_per_rank = 0;  // per optimizer step
   int ranks = 1, accumulation = 1;
-  std::vector<double> unit_floats;  // the model's units' parameter floats, first to last
+  // The model's units' parameter floats as ModelFootprint::units has them: first, layer 1,
+  // each later layer, last.
+  double unit_floats[4] = {0, 0, 0, 0};
   // none, optimizer, gradients, full as the job is; for a gpt job without model.recompute
   // then the same four with it (less activation memory for a third more compute).
   std::vector<ModePlan> modes;

@@ -234,6 +234,33 @@ TEST(StepPlan, CaseCMicroBatchesRecommendReplicatedWithSmallBuckets) {
   EXPECT_EQ(p.interval_steps, 37855);
 }
 
+// The buckets the latency terms count are the worker's (whole units, from the last down; the
+// file comment's 5, 3 and 1): on a cluster of 1 s latencies and near-infinite bandwidth the
+// replicated mode's communication is 2 s a bucket. Before: ceil(gradient bytes / bucket_mb),
+// 13 buckets at 1 MiB. A model of 10^9 layers is counted in closed form, in no time or memory.
+TEST(StepPlan, BucketsAreTheWorkersWholeUnits) {
+  ClusterSpec c = cluster(1, 2, "cpu");
+  c.tflops = 1;
+  c.mfu = 0.5;
+  c.intra_node = {1e9, 1e6};
+  c.inter_node = {1e9, 1e6};
+  c.fs_write_gbs = 1;
+  for (const auto& [mb, buckets] : {std::pair<double, int>{1, 5}, {4, 3}, {25, 1}, {100, 1}}) {
+    JobConfig j = job(8, 4, /*async=*/false);
+    j.parallel.bucket_mb = mb;
+    EXPECT_NEAR(plan_job(j, c).modes[0].comm_s, 2.0 * buckets, 1e-3) << mb << " MiB";
+  }
+  // 1,000 blocks of 789,760 floats at 4 MiB (1,048,576 floats): the last unit and blocks 1000 and
+  // 999; then 2 blocks a bucket, 498 of them (998..3), block 2 left open; block 2 with block 1;
+  // then unit 0: 501 buckets.
+  JobConfig deep = job(8, 4, /*async=*/false);
+  deep.model.layers = 1000;
+  deep.parallel.bucket_mb = 4;
+  EXPECT_NEAR(plan_job(deep, c).modes[0].comm_s, 2.0 * (1 + 498 + 1 + 1), 1e-2);
+  deep.model.layers = 1000000000;
+  EXPECT_TRUE(std::isfinite(plan_job(deep, c).modes[0].comm_s));
+}
+
 // Extreme cluster figures give bounded answers: a node that never fails checkpoints seldom
 // (before: the interval overflowed to "checkpoint.every: 1"), one that fails at once loses at most
 // all of the time (before: 7.3e294%).

@@ -244,8 +244,14 @@ TEST(MemoryEstimate, InMemoryCheckpointsCountTheirSlotsAndReplica) {
     const double slots = with.checkpoint - without.checkpoint;
     EXPECT_NEAR(slots, 2.0 * segment.capacity, 2.0 * 4096) << mode;
     EXPECT_EQ(with.device, without.device) << mode;
+    // A replica on several hosts, wherever they come from (--hosts, Slurm nodes): not from the
+    // job file's cluster.nodes, which a run on one host does not use.
     job.cluster.nodes = 2;
-    EXPECT_EQ(estimate(job, mode, 3).checkpoint - without.checkpoint, 2 * slots) << mode;
+    EXPECT_EQ(estimate(job, mode, 3).checkpoint, with.checkpoint) << mode;
+    job.parallel.shard = choice_of<ShardMode>(mode);
+    EXPECT_EQ(estimate_memory(job, 3, ComputeKind::kCpu, 2).checkpoint - without.checkpoint,
+              2 * slots)
+        << mode;
   }
 }
 

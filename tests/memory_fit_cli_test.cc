@@ -307,7 +307,7 @@ TEST(MemoryFitCli, TheEstimateMatchesThePeakResidentMemoryOfRealRuns) {
 TEST(MemoryFitCli, AZero3RankMakesOnlyItsShardOfTheInitialWeights) {
   TempDir dir;
   std::vector<std::string> sets = {
-      "model.width=256",     "model.layers=64",        "model.heads=4",
+      "model.width=256",     "model.layers=128",       "model.heads=4",
       "model.seq_len=8",     "train.micro_batch=1",    "train.global_batch=8",
       "parallel.shard=full", "train.steps=3",          "train.eval_every=0",
       "checkpoint.every=0",  "checkpoint.async=false", "run_dir=" + dir.file("run")};

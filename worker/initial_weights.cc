@@ -393,11 +393,20 @@ void InitialWeights::read(size_t begin, size_t end, float* dst) {
         check_finite(m, lo - off, out, hi - lo);
         continue;
       }
-      const std::vector<float> values = whole(m);
+      if (cached_ != &m) {
+        cached_ = nullptr;
+        cached_head_.clear();
+        cached_values_ = whole(m);
+        cached_ = &m;
+      }
+      const std::vector<float>& values = cached_values_;
       std::copy(values.begin() + (lo - off), values.begin() + (hi - off), out);
       check_finite(m, lo - off, out, hi - lo);
       if (!tied_head_.empty() && m.target->name == "wte") {
-        const std::vector<float> head = read_safetensors_f32(source_, safetensors_, tied_head_);
+        if (cached_head_.empty()) {
+          cached_head_ = read_safetensors_f32(source_, safetensors_, tied_head_);
+        }
+        const std::vector<float>& head = cached_head_;
         if (std::memcmp(head.data() + (lo - off), out, (hi - lo) * sizeof(float)) != 0) {
           fail("'" + tied_head_ + "' differs from '" + m.source +
                "': an untied output layer, and Ringmaster's GPT ties its head to wte");

@@ -135,6 +135,11 @@ class InitialWeights {
   SafetensorsHeader safetensors_;
   std::string tied_head_;       // safetensors: the name of an lm_head.weight to compare with wte
   std::unique_ptr<LlmcModelFile> llmc_;  // an llm.c file's header; null for other sources
+  // safetensors: the last tensor read whole (and the tied head compared with it), kept for the
+  // next read() of a range in it -- a GPU's initial weights come in 64 MiB pieces, and wte
+  // (154 MB in GPT-2) would otherwise be read, converted and transposed for each.
+  const Match* cached_ = nullptr;
+  std::vector<float> cached_values_, cached_head_;
 };
 
 // The job's initial weights checked, nothing read beyond `level`: `check_job` and the commands

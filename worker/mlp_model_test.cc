@@ -6,6 +6,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "collectives/self_communicator.h"
 #include "kernels/counter_rng.h"
@@ -14,6 +15,32 @@
 
 namespace rm {
 namespace {
+
+// A slice of the initial weights is the same slice of the whole (a ZeRO-3 rank makes only its
+// shard; a GPU's upload goes in pieces), as for the GPT (model/gpt_model_test.cc).
+TEST(MlpModel, AnySliceOfTheInitialWeightsIsThatSliceOfTheWhole) {
+  ModelConfig c;
+  c.type = ModelType::kMlp;
+  c.vocab_size = 17;
+  c.seq_len = 8;
+  c.mlp_context = 4;
+  c.mlp_embed = 6;
+  c.width = 16;
+  c.layers = 2;
+  MlpModel<float> model(c, 1);
+  const size_t n = model.layout().size();
+  std::vector<float> whole(n);
+  model.init_params(whole.data(), 11);
+  for (const auto& [begin, end] : std::vector<std::pair<size_t, size_t>>{
+           {0, n}, {1, 2}, {n - 3, n}, {5, n / 2}, {n / 2, n}, {n / 3, 2 * n / 3}}) {
+    std::vector<float> slice(end - begin, -1.0f);
+    model.init_params(slice.data(), begin, end, 11);
+    for (size_t i = begin; i < end; ++i) {
+      ASSERT_EQ(slice[i - begin], whole[i])
+          << "element " << i << " of [" << begin << ", " << end << ")";
+    }
+  }
+}
 
 TEST(MlpModel, LearnsADeterministicSequenceToNearZeroLoss) {
   // A motif of 64 distinct bytes in a random order, repeated: every next byte is determined

@@ -37,13 +37,14 @@ using Clock = std::chrono::steady_clock;
 //    sum in rank order and give the shm path's bits exactly.
 enum class Finish { kNone, kReduceReceived, kReduceThenGather };
 
-// A bound on the elements any rank's exchange of a reduction addresses with ints (its shard from
-// every rank, at displacements shard x rank; on the hierarchical path its part from every host),
-// from the shard counts every rank holds alike: the largest shard times the ranks, plus one
-// element a rank for the rounding of a part per host.
-size_t exchange_bound(const std::vector<size_t>& counts) {
+// A bound on the elements any rank's exchange of a reduction addresses with ints, from the shard
+// counts every rank holds alike: its shard from each of `parties` (the ranks on the flat MPI
+// path, at displacements shard x rank; the hosts on the hierarchical path, each sending its part
+// of the rank's slice), so the largest shard times the parties, plus one element a party for the
+// rounding of a part per host.
+size_t exchange_bound(const std::vector<size_t>& counts, int parties) {
   const size_t largest = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
-  return (largest + 1) * counts.size();
+  return (largest + 1) * static_cast<size_t>(parties);
 }
 
 struct Op : OpStamp {
@@ -293,13 +294,15 @@ void MpiCommunicator::check_usable() const {
 
 void MpiCommunicator::check_counts(const Op& op, size_t count) const {
   // Every rank sees the same counts, so every rank throws here: nobody is left waiting. Only
-  // counts every rank computes alike may come here (a total, the largest shard), never this
-  // rank's own shard: shards differ by one element, and the rank with the larger one would
-  // throw while the others waited in the exchange for it until their timeout.
+  // counts every rank computes alike may come here (a total, a bound from the largest shard),
+  // never this rank's own shard: shards differ (by one element, or by whole units of a ZeRO
+  // bucket), and the rank with the larger one would throw while the others waited in the
+  // exchange for it until their timeout.
   if (count > static_cast<size_t>(INT_MAX)) {
     throw CollectiveError(describe_op(rank_, size_, op.name, op.seq, op.bytes, options_.timeout_s) +
-                          " backend mpi does not support more than INT_MAX elements per call " +
-                          "on its MPI path");
+                          " backend mpi does not support more than INT_MAX elements in one call "
+                          "or its exchange between ranks on its MPI path (" +
+                          std::to_string(count) + " here)");
   }
 }
 
@@ -343,8 +346,9 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(void* buf, size_t count, DType
                      dtype, rop);
   }
   check_counts(*op, count);
-  check_counts(*op, exchange_bound(shard_counts(count, size_)));
-  if (hier_ && dtype != DType::kBFloat16) {
+  const bool hier = hier_ && dtype != DType::kBFloat16;
+  check_counts(*op, exchange_bound(shard_counts(count, size_), hier ? hier_->hosts() : size_));
+  if (hier) {
     op->hier = std::make_shared<detail::HierOp>();
     op->hier->owner = op.get();
     hier_->all_reduce(op->hier, static_cast<char*>(buf), count, dtype, rop == ReduceOp::kAvg);
@@ -365,8 +369,9 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter(void* buf, const std::vect
     return issue_shm(std::move(op), detail::ShmKind::kReduceScatter, buf, counts, dtype, rop);
   }
   check_counts(*op, total);
-  check_counts(*op, exchange_bound(counts));
-  if (hier_ && dtype != DType::kBFloat16) {
+  const bool hier = hier_ && dtype != DType::kBFloat16;
+  check_counts(*op, exchange_bound(counts, hier ? hier_->hosts() : size_));
+  if (hier) {
     op->hier = std::make_shared<detail::HierOp>();
     op->hier->owner = op.get();
     hier_->reduce_scatter(op->hier, static_cast<char*>(buf), counts, dtype, rop == ReduceOp::kAvg);
