@@ -78,6 +78,16 @@ TEST(InputFilesCli, AnOutputNeverOverwritesWhatTheCommandReads) {
   EXPECT_EQ(test::slurp(text), "hello world\n");
 }
 
+// 200,000 tokens of the default job's vocabulary (256) with token 300 every 20,000: which
+// micro-batch of which rank meets one first depends on the sample order.
+void write_sparse_oov_shard(const std::string& path) {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 200000; ++i) {
+    tokens.push_back(i % 20000 == 19999 ? 300 : static_cast<uint16_t>((i * 7) % 256));
+  }
+  write_token_shard(path, tokens);
+}
+
 // A token id past the vocabulary in the part of the data one of two ranks reads: that rank threw
 // and unwound into a collective the other waited in ("rank 1's buffer is not in the same
 // allocate() block", exit 1), its own message nowhere, and events.jsonl said nothing of a
@@ -85,11 +95,7 @@ TEST(InputFilesCli, AnOutputNeverOverwritesWhatTheCommandReads) {
 // a "failed" event names the rank.
 TEST(InputFilesCli, ABadTokenInOneRanksPartFailsTheRunByName) {
   TempDir dir;
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 200000; ++i) {
-    tokens.push_back(i % 20000 == 19999 ? 300 : static_cast<uint16_t>((i * 7) % 256));
-  }
-  write_token_shard(dir.file("oov.bin"), tokens);
+  write_sparse_oov_shard(dir.file("oov.bin"));
   const auto r =
       run_cli("run " + job_file(dir) + " --nproc 2 --set data.format=tokens --set data.train=" +
                   dir.file("oov.bin") + " --set train.steps=400 --set train.global_batch=16",
@@ -109,11 +115,7 @@ TEST(InputFilesCli, ABadTokenInOneRanksPartFailsTheRunByName) {
 // fix, 0 of 6 after, on 2 cores). Three seeds: other windows, other micro-batches hit first.
 TEST(InputFilesCli, ABadTokenFoundWithReductionsInFlightIsStillSaid) {
   TempDir dir;
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 200000; ++i) {
-    tokens.push_back(i % 20000 == 19999 ? 300 : static_cast<uint16_t>((i * 7) % 256));
-  }
-  write_token_shard(dir.file("oov.bin"), tokens);
+  write_sparse_oov_shard(dir.file("oov.bin"));
   for (const char* seed : {"1", "3", "5"}) {
     const auto r = run_cli(
         "run " + job_file(dir) +
