@@ -1,6 +1,6 @@
 // The cuda backend's environment switches, each a small integer: what values each takes, read
 // in one place. The kernels read theirs where they apply (kernels/cuda: once per process, at
-// the first attention or loss); check_gpu_switches() checks them all as a job is checked
+// the first attention or loss); gpu_switches_error() checks them all as a job is checked
 // (worker/job_preparation.h), so that a value none of them takes is refused before anything is
 // written, naming the variable -- not thrown from inside the first training step, after the run
 // directory and the first events were made. Checked on every backend: a cpu job given
