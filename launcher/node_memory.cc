@@ -22,8 +22,10 @@ MemoryCapacity slurm_node_capacity(const ClusterConfig& cluster, const SlurmPart
     return c;
   }
   // 0: all of each node's memory (--mem=0), judged by the smallest node as without it.
-  if (!cluster.memory_per_node.empty() && parse_slurm_memory(cluster.memory_per_node) != 0) {
-    c.host = parse_slurm_memory(cluster.memory_per_node);
+  const double per_node =
+      cluster.memory_per_node.empty() ? 0 : parse_slurm_memory(cluster.memory_per_node);
+  if (per_node != 0) {
+    c.host = per_node;
     c.host_name = "a node (cluster.memory_per_node: " + cluster.memory_per_node + ")";
     return c;
   }

@@ -202,7 +202,7 @@ std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
   std::string s;
   for (size_t i = 0; i < keys.size(); ++i) s += (i == 0 ? "" : " and ") + keys[i];
   if (v.changed & kRanks) {
-    const int hosts = (v.ranks + ranks_on_host - 1) / ranks_on_host;
+    const int hosts = hosts_for(v.ranks, ranks_on_host);
     s += (s.empty() ? "" : " ") + std::string("on ") + std::to_string(v.ranks) + " ranks (" +
          (c.slurm ? "cluster.nodes: " + std::to_string(hosts)
                   : std::to_string(hosts) + " hosts like this one, " +

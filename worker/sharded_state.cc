@@ -17,10 +17,15 @@ namespace {
 // memory estimate counted: 280 GB a rank for a 70B model).
 constexpr size_t kHostPiece = size_t{16} << 20;
 
-// `dst` (n floats of compute's memory) filled in pieces through one host buffer:
-// fill(host, at, count) writes elements [at, at + count) of dst's range into host.
+// `dst` (n floats of compute's memory) filled by fill(out, at, count), which writes elements
+// [at, at + count) of dst's range to out: straight into dst where the host addresses it, else in
+// pieces through one host buffer.
 template <typename Fill>
-void upload_in_pieces(Compute& compute, float* dst, size_t n, const Fill& fill) {
+void fill_backend(Compute& compute, float* dst, size_t n, const Fill& fill) {
+  if (compute.host_accessible()) {
+    fill(dst, size_t{0}, n);
+    return;
+  }
   std::vector<float> host(std::min(n, kHostPiece));
   for (size_t at = 0; at < n; at += kHostPiece) {
     const size_t count = std::min(kHostPiece, n - at);
@@ -111,28 +116,16 @@ float* ShardedState::staging() {
 
 void ShardedState::init_params(uint64_t seed) {
   // Counter-based init: any rank makes any slice, so each makes only what it holds (ZeRO-3: its
-  // shard), into the parameter buffer where the host can address it, else in pieces.
-  const size_t begin = full_params_ ? 0 : shard_begin_;
-  if (compute_.host_accessible()) {
-    model_.init_params(params_.data(), begin, begin + params_.size(), seed);
-  } else {
-    upload_in_pieces(compute_, params_.data(), params_.size(),
-                     [&](float* host, size_t at, size_t count) {
-                       model_.init_params(host, begin + at, begin + at + count, seed);
-                     });
-  }
-  refresh_compute_params();
+  // shard).
+  load_params(
+      [&](size_t begin, size_t end, float* dst) { model_.init_params(dst, begin, end, seed); });
 }
 
 void ShardedState::load_params(const ParamReader& read) {
   const size_t begin = full_params_ ? 0 : shard_begin_;
-  if (compute_.host_accessible()) {
-    read(begin, begin + params_.size(), params_.data());
-  } else {
-    upload_in_pieces(
-        compute_, params_.data(), params_.size(),
-        [&](float* host, size_t at, size_t count) { read(begin + at, begin + at + count, host); });
-  }
+  fill_backend(compute_, params_.data(), params_.size(), [&](float* out, size_t at, size_t count) {
+    read(begin + at, begin + at + count, out);
+  });
   refresh_compute_params();
 }
 
@@ -582,21 +575,14 @@ ShardedState::CheckpointView ShardedState::checkpoint_view() {
 void ShardedState::restore(CheckpointReader& reader, int64_t optimizer_steps) {
   const size_t pbegin = full_params_ ? 0 : shard_begin_;
   const size_t obegin = optimizer_->begin(), oend = optimizer_->end();
-  if (compute_.host_accessible()) {
-    reader.read_range("params", pbegin, pbegin + params_.size(), params_.data());
-    reader.read_range("adam_m", obegin, oend, optimizer_->m());
-    reader.read_range("adam_v", obegin, oend, optimizer_->v());
-  } else {
-    // Through host memory, a piece at a time.
-    const auto read = [&](const char* buffer, float* dst, size_t begin, size_t n) {
-      upload_in_pieces(compute_, dst, n, [&](float* host, size_t at, size_t count) {
-        reader.read_range(buffer, begin + at, begin + at + count, host);
-      });
-    };
-    read("params", params_.data(), pbegin, params_.size());
-    read("adam_m", optimizer_->m(), obegin, oend - obegin);
-    read("adam_v", optimizer_->v(), obegin, oend - obegin);
-  }
+  const auto read = [&](const char* buffer, float* dst, size_t begin, size_t n) {
+    fill_backend(compute_, dst, n, [&](float* out, size_t at, size_t count) {
+      reader.read_range(buffer, begin + at, begin + at + count, out);
+    });
+  };
+  read("params", params_.data(), pbegin, params_.size());
+  read("adam_m", optimizer_->m(), obegin, oend - obegin);
+  read("adam_v", optimizer_->v(), obegin, oend - obegin);
   optimizer_->set_steps_taken(optimizer_steps);
   refresh_compute_params();
 }
