@@ -138,6 +138,23 @@ TEST(FaultTest, SigstopMpi) {
   expect_job_fails("sigstop", "mpi", "plain", {}, kSigstopTimeout);
 }
 
+// A rank that issues another collective than its peers: the shared-memory path compares what
+// every rank announced before any rank reads another's bytes, and fails naming both (whichever
+// of the two ranks says it first).
+constexpr const char* kMismatch = "on the shared-memory path where rank";
+
+TEST(FaultTest, AnotherOpOnOneRankIsNamedShm) {
+  expect_job_fails("op", "auto", "plain",
+                   {"all_reduce #4 (float, sum) of 262144 elements",
+                    "all_reduce #4 (float, avg) of 262144 elements", kMismatch});
+}
+
+TEST(FaultTest, AnotherCountOnOneRankIsNamedShmRegistered) {
+  expect_job_fails("short", "auto", "registered",
+                   {"all_reduce #4 (float, avg) of 262080 elements",
+                    "all_reduce #4 (float, avg) of 262144 elements", kMismatch});
+}
+
 // Open MPI usually notices the death first and ends the job; either way it must end quickly.
 TEST(FaultTest, SigkillShm) {
   expect_job_fails("sigkill", "auto", "registered", {});

@@ -4,6 +4,8 @@
 //   RM_TEST_FAULT=stall    sleep RM_TEST_STALL_SECONDS (default 60) before issuing it
 //   RM_TEST_FAULT=sigstop  issue it, make some progress, then raise(SIGSTOP)
 //   RM_TEST_FAULT=sigkill  issue it, make some progress, then raise(SIGKILL)
+//   RM_TEST_FAULT=op       issue it with another op (sum where the others average)
+//   RM_TEST_FAULT=short    issue it over 64 elements fewer
 //   RM_TEST_STALL_RANK     the victim (default 1); RM_TEST_ALGORITHM=auto|mpi;
 //   RM_TEST_BUFFER=plain|registered (from Communicator::allocate)
 #include <mpi.h>
@@ -50,7 +52,9 @@ int main(int argc, char** argv) {
                    stall_seconds, op);
       sleep(static_cast<unsigned>(stall_seconds));
     }
-    auto work = comm->all_reduce(buf, count, rm::DType::kFloat32, rm::ReduceOp::kAvg);
+    const size_t elements = hit && fault == "short" ? count - 64 : count;
+    const auto reduce_op = hit && fault == "op" ? rm::ReduceOp::kSum : rm::ReduceOp::kAvg;
+    auto work = comm->all_reduce(buf, elements, rm::DType::kFloat32, reduce_op);
     if (hit && (fault == "sigstop" || fault == "sigkill")) {
       std::fprintf(stderr, "[rank %d] test hook: %s during seq=%d\n", victim, fault.c_str(), op);
       work->test();

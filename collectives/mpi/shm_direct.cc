@@ -15,6 +15,30 @@ namespace {
 constexpr int kRegionShift = 48;
 constexpr uint64_t kOffsetMask = (uint64_t{1} << kRegionShift) - 1;
 
+// task word: the task's number (low 40 bits: a trillion collectives), kind, dtype and op.
+constexpr int kKindShift = 40;
+constexpr int kDtypeShift = 48;
+constexpr int kOpShift = 56;
+constexpr uint64_t kNumberMask = (uint64_t{1} << kKindShift) - 1;
+
+uint64_t task_word(uint64_t number, const ShmTask& task) {
+  // An all-gather reduces nothing: its op is whatever the caller left there.
+  const auto op = task.kind == ShmKind::kAllGather ? 0 : static_cast<uint64_t>(task.op) + 1;
+  return (number & kNumberMask) | static_cast<uint64_t>(task.kind) << kKindShift |
+         static_cast<uint64_t>(task.dtype) << kDtypeShift | op << kOpShift;
+}
+
+// FNV-1a over the counts' bytes: tells apart shardings of the same total.
+uint64_t hash_counts(const std::vector<size_t>& counts) {
+  uint64_t hash = 14695981039346656037ull;
+  for (size_t count : counts) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash = (hash ^ ((count >> (8 * byte)) & 0xff)) * 1099511628211ull;
+    }
+  }
+  return hash;
+}
+
 }  // namespace
 
 void* ShmEngine::allocate(size_t bytes) {
@@ -77,16 +101,58 @@ uint64_t ShmEngine::announcement() const {
   return static_cast<uint64_t>(region_ + 1) << kRegionShift | region_offset_;
 }
 
+void ShmEngine::announce(size_t total) {
+  ++announced_tasks_;
+  auto& slot = control_[static_cast<size_t>(rank_)]->announce[announced_tasks_ % 2];
+  // Relaxed: published by the release in the task's first publish().
+  slot.where.store(announcement(), std::memory_order_relaxed);
+  slot.task.store(task_word(announced_tasks_, task_), std::memory_order_relaxed);
+  slot.total.store(total, std::memory_order_relaxed);
+  slot.counts_hash.store(hash_counts(task_.counts), std::memory_order_relaxed);
+  check_pending_ = true;
+}
+
+std::string ShmEngine::describe_task(uint64_t task, uint64_t total) const {
+  const auto kind = static_cast<ShmKind>((task >> kKindShift) & 0xff);
+  const auto dtype = static_cast<DType>((task >> kDtypeShift) & 0xff);
+  const uint64_t op = task >> kOpShift;
+  std::string text = kind == ShmKind::kAllReduce       ? "all_reduce"
+                     : kind == ShmKind::kReduceScatter ? "reduce_scatter"
+                     : kind == ShmKind::kAllGather     ? "all_gather"
+                                                       : "barrier";
+  text += " #" + std::to_string(task & kNumberMask) + " (" + dtype_name(dtype);
+  if (op != 0) text += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(op - 1));
+  return text + ") of " + std::to_string(total) + " elements";
+}
+
 bool ShmEngine::check_announcements() {
   if (!check_pending_) return true;
   const uint64_t mine = announcement();
   size_t total = 0;
   for (size_t count : task_.counts) total += count;
+  const auto& own = control_[static_cast<size_t>(rank_)]->announce[announced_tasks_ % 2];
+  const uint64_t my_task = own.task.load(std::memory_order_relaxed);
+  const uint64_t my_hash = own.counts_hash.load(std::memory_order_relaxed);
   peer_offsets_.assign(static_cast<size_t>(size_), 0);
   for (int r = 0; r < size_; ++r) {
     // Ordered after the peer's phase, which the caller has acquired.
-    const uint64_t theirs = control_[static_cast<size_t>(r)]->announce[announced_tasks_ % 2].load(
-        std::memory_order_relaxed);
+    const auto& slot = control_[static_cast<size_t>(r)]->announce[announced_tasks_ % 2];
+    const uint64_t their_task = slot.task.load(std::memory_order_relaxed);
+    const uint64_t their_total = slot.total.load(std::memory_order_relaxed);
+    if (their_task != my_task || their_total != total) {
+      error_ = "rank " + std::to_string(r) + " runs " + describe_task(their_task, their_total) +
+               " on the shared-memory path where rank " + std::to_string(rank_) + " runs " +
+               describe_task(my_task, total) +
+               ": every rank must issue the same collectives in the same order";
+      return false;
+    }
+    if (slot.counts_hash.load(std::memory_order_relaxed) != my_hash) {
+      error_ = "rank " + std::to_string(r) + " splits " + describe_task(my_task, total) +
+               " into other shard counts than rank " + std::to_string(rank_) +
+               ": every rank must pass the same counts";
+      return false;
+    }
+    const uint64_t theirs = slot.where.load(std::memory_order_relaxed);
     if ((theirs == 0) != (mine == 0)) {
       error_ = "rank " + std::to_string(mine == 0 ? r : rank_) +
                " passed a buffer from allocate() and rank " +

@@ -56,8 +56,12 @@ ShmEngine::ShmEngine(MPI_Comm comm, size_t slot_bytes) : comm_(comm) {
   own->phase.store(0, std::memory_order_relaxed);
   own->futex.store(0, std::memory_order_relaxed);
   own->waiters.store(0, std::memory_order_relaxed);
-  own->announce[0].store(0, std::memory_order_relaxed);
-  own->announce[1].store(0, std::memory_order_relaxed);
+  for (auto& slot : own->announce) {
+    slot.where.store(0, std::memory_order_relaxed);
+    slot.task.store(0, std::memory_order_relaxed);
+    slot.total.store(0, std::memory_order_relaxed);
+    slot.counts_hash.store(0, std::memory_order_relaxed);
+  }
   own->cpu.store(-1, std::memory_order_relaxed);
   own->poisoned.store(0, std::memory_order_relaxed);
   own->liveness.store(0, std::memory_order_relaxed);
@@ -108,12 +112,9 @@ void ShmEngine::start(ShmTask task) {
     stage_ = Stage::kIdle;  // nothing to move; no rank waits for another
     return;
   }
-  // Say where the buffer is before the first publish, for peers to use and check.
+  // Say where the buffer is and what the task is before the first publish, for peers to check.
   region_ = find_region(task_.buf, total * esize_, &region_offset_);
-  ++announced_tasks_;
-  control_[static_cast<size_t>(rank_)]->announce[announced_tasks_ % 2].store(
-      announcement(), std::memory_order_relaxed);  // published by the release in publish()
-  check_pending_ = true;
+  announce(total);
   if (region_ >= 0) {
     publish();  // arrived: the buffer holds this rank's input
     wait_phase_ = phase_;

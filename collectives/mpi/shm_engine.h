@@ -20,7 +20,10 @@
 // Synchronisation is one monotone counter per rank in the window ("phases completed"): every
 // rank runs the same tasks, so a phase has the same number on every rank, and waiting means
 // "every peer's counter has reached v". With its first phase of a task, a rank announces whether
-// its buffer is registered (and where); peers check that all agree. Nothing here blocks:
+// its buffer is registered (and where) and which task it runs (its number, kind, dtype, op and
+// shard counts); peers check that all agree before reading anything of each other's, so that a
+// rank that issued another collective (a bug of ours, or of a caller) fails the job naming both
+// instead of reducing the wrong bytes or overrunning a buffer. Nothing here blocks:
 // advance() does what it can and returns; the communicator polls it, checks deadlines and
 // reports who it waits for.
 #pragma once
@@ -112,15 +115,21 @@ class ShmEngine {
   // One per rank at the start of its window segment. `phase` counts the phases this rank has
   // completed; `futex` mirrors its low 32 bits for futex waits (futexes are 32-bit); `waiters` is
   // set by a peer about to sleep on `futex`, so that publish() makes the wake-up system call only
-  // when someone sleeps; `announce` says where a task's buffer is (registered or not), written
-  // before the task's first publish. Two of them, by task parity: a rank cannot start task k+2
-  // before every peer has passed its first wait of task k+1, after which nobody reads task k's.
+  // when someone sleeps; `announce` says where a task's buffer is (registered or not) and what
+  // the task is, written before the task's first publish. Two of them, by task parity: a rank
+  // cannot start task k+2 before every peer has passed its first wait of task k+1, after which
+  // nobody reads task k's.
   // The poison flag sits on its own cache line.
   struct Control {
     alignas(64) std::atomic<uint64_t> phase;
     std::atomic<uint32_t> futex;
     std::atomic<uint32_t> waiters;
-    std::atomic<uint64_t> announce[2];
+    struct Announce {
+      std::atomic<uint64_t> where;        // announcement(): 0 = not registered
+      std::atomic<uint64_t> task;         // task_word(): number, kind, dtype, op
+      std::atomic<uint64_t> total;        // elements over all shards
+      std::atomic<uint64_t> counts_hash;  // of the shard counts, in rank order
+    } announce[2];
     std::atomic<int32_t> cpu;  // where this rank last published (sched_getcpu)
     alignas(64) std::atomic<uint64_t> poisoned;
     // Written by this rank's watchdog thread (share_liveness), read by the peers' watchdogs: on
@@ -148,7 +157,10 @@ class ShmEngine {
   // Registered path (shm_direct.cc).
   int find_region(const char* buf, size_t bytes, size_t* offset) const;  // -1: not registered
   uint64_t announcement() const;  // this task's buffer: 0 = not registered
+  void announce(size_t total);    // this task's buffer and what it is, before its first publish
   bool check_announcements();     // false (and error_ set) if the ranks disagree
+  // What a rank's announced task is, for a message: "all_reduce #5 (float, sum) of 1024".
+  std::string describe_task(uint64_t task, uint64_t total) const;
   char* peer_buffer(int rank) const;
   void direct_work();
 
