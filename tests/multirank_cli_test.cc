@@ -85,6 +85,27 @@ TEST_P(RankFault, OthersFailWithinTheTimeout) {
 
 INSTANTIATE_TEST_SUITE_P(Faults, RankFault, testing::Values("stop", "sleep", "kill"));
 
+// A plain error of one rank's while the steps run (out of memory, a failed kernel: not bad input
+// nor I/O) ends the job at once with its cause and exit 1, which a restart may get past. Without
+// rank_main's abort with the cause, the rank's unwinding poisoned the communicator and the other
+// rank, waiting in a collective, aborted the job before the cause was printed; a wait for the
+// timeout (60 s here) would be as bad.
+TEST(MultiRankCli, AnErrorOfOneRankEndsTheJobAtOnceWithItsCause) {
+  for (const char* shard : {"none", "gradients"}) {
+    TempDir dir;
+    const auto t0 = Clock::now();
+    const auto r = run_cli("run " + job_file(dir) + " --nproc 2 --set parallel.timeout_s=60" +
+                               " --set parallel.shard=" + shard,
+                           dir.path(), "RM_TEST_FAULT=throw:1:3");
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 1) << shard << r.err;
+    EXPECT_LT(seconds, 30) << shard << ": the job waited for its timeout";
+    EXPECT_NE(r.err.find("an error of rank 1's at step 3 (RM_TEST_FAULT)"), std::string::npos)
+        << shard << r.err;
+    EXPECT_EQ(r.err.find("timed out"), std::string::npos) << shard << r.err;
+  }
+}
+
 // Before any communicator exists, the ranks agree (their checks, the backend, the resume) over
 // plain MPI; a rank stuck there still ends the job within the start-up timeout, naming the step.
 TEST(MultiRankCli, ARankStuckAtStartUpEndsTheJobWithinTheTimeout) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -33,7 +34,8 @@ enum class Kind {
   kSlowInit,
   kMemKill,
   kReplStop,
-  kReplKill
+  kReplKill,
+  kThrow
 };
 
 struct Fault {
@@ -70,7 +72,8 @@ Fault parse_one(const std::string& spec) {
                {"slowinit", Kind::kSlowInit},
                {"memkill", Kind::kMemKill},
                {"replstop", Kind::kReplStop},
-               {"replkill", Kind::kReplKill}};
+               {"replkill", Kind::kReplKill},
+               {"throw", Kind::kThrow}};
   // clang-format on
   for (const auto& k : kinds) {
     if (std::strcmp(kind, k.name) == 0) {
@@ -242,6 +245,11 @@ void maybe_inject_fault(int rank, int64_t step) {
     // records from its start: base/stop_signal.h).
     if (f.kind == Kind::kSleep)
       announce(rank, f), std::this_thread::sleep_for(std::chrono::hours(1));
+    if (f.kind == Kind::kThrow) {
+      announce(rank, f);
+      throw std::runtime_error("an error of rank " + std::to_string(rank) + "'s at step " +
+                               std::to_string(step) + " (RM_TEST_FAULT)");
+    }
   }
 }
 

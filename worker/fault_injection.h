@@ -16,6 +16,9 @@
 //                                         the middle of a write or fsync, or after the save), or
 //                                         when the process exits, whichever comes first: once
 //                                         event N is reached the process never exits normally.
+//   RM_TEST_FAULT=throw:RANK:STEP         rank RANK throws a plain std::runtime_error at the start
+//                                         of step STEP (1-based): an error of one rank's while
+//                                         the others train on (out of memory, a failed kernel)
 //   RM_TEST_FAULT=nan:RANK:STEP           the loss of rank RANK at step STEP is NaN, once (the
 //                                         step retried after a rollback is left alone)
 //   RM_TEST_FAULT=slowio:RANK:US          rank RANK sleeps US microseconds at every beat of
