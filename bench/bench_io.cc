@@ -97,6 +97,10 @@ void BenchState::check(const std::string& what) const {
   }
 }
 
+void BenchState::scramble() {
+  for (auto& buffer : data_) std::memset(buffer.get(), 0xFF, count_ * sizeof(float));
+}
+
 double bench_write_fsync(const std::string& path, const BenchState& state) {
   const auto t0 = Clock::now();
   io::Fd fd = io::open_write_truncate(path);

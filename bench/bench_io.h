@@ -36,6 +36,9 @@ class BenchState {
   Manifest manifest(int64_t step, int ranks) const;
   // Throws CheckpointError naming the first element that differs from the pattern.
   void check(const std::string& what) const;
+  // Overwrites every element of the three buffers with NaN bits (0xFF bytes), so that check()
+  // after a read proves the read wrote every element, not only that it wrote nothing wrong.
+  void scramble();
 
  private:
   uint64_t count_;

@@ -20,7 +20,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A plain shared-memory mapping, unlinked at once (the mapping keeps it), pages touched.
+constexpr uint64_t kPage = 4096;
+
+// A shard's bytes: its slices of params, adam_m and adam_v (shard_floats counts all three).
+uint64_t shard_bytes(const BenchState& state, int rank, int ranks) {
+  return state.shard_floats(rank, ranks) * sizeof(float);
+}
+
+// A plain shared-memory mapping, unlinked at once (the mapping keeps it), pages reserved and
+// touched. posix_fallocate, not ftruncate: a sparse file would crash with SIGBUS in the memset
+// when tmpfs runs out, leaving the snapshot segments and the scratch directory behind.
 class PlainShm {
  public:
   explicit PlainShm(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
@@ -28,9 +37,10 @@ class PlainShm {
     const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0) throw IoError("/dev/shm" + name + ": shm_open failed: " + std::strerror(errno));
     shm_unlink(name.c_str());
-    if (ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+    if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes_)); e != 0) {
       close(fd);
-      throw IoError("/dev/shm" + name + ": ftruncate failed: " + std::strerror(errno));
+      throw IoError("/dev/shm" + name + ": reserving " + std::to_string(bytes_) +
+                    " bytes failed: " + std::strerror(e));
     }
     p_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -79,7 +89,7 @@ MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks) {
   size_t largest = 0;
   for (int r = 0; r < ranks; ++r) {
     parts.push_back(parts_of(state.slices(r, ranks)));
-    const size_t bytes = 3 * state.shard_floats(r, ranks) * sizeof(float);
+    const size_t bytes = shard_bytes(state, r, ranks);
     largest = std::max(largest, bytes);
     snaps.push_back(segments.make(r, bytes));
     snaps.back().save(1, parts.back());  // both slots touched: the timed save finds its pages
@@ -107,7 +117,7 @@ MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks) {
     std::memcpy(sink.data(), plain.data(), bytes);
   }
   t.memcpy_out = seconds_since(t0);
-  std::memset(state.buffer("params"), 0, state.count() * sizeof(float));  // restore must refill
+  state.scramble();  // the restore must refill every element
   t0 = Clock::now();
   for (int r = 0; r < ranks; ++r) {
     std::string why;
@@ -118,6 +128,17 @@ MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks) {
   t.restore = seconds_since(t0);
   state.check("memory snapshot restore");
   return t;
+}
+
+uint64_t memory_snapshot_bench_bytes(const BenchState& state, int ranks) {
+  const auto pages = [](uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; };
+  uint64_t total = 0, largest = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const uint64_t bytes = shard_bytes(state, r, ranks);
+    total += kPage + 2 * pages(bytes);  // header page and two slots (checkpoint/memory_snapshot)
+    largest = std::max(largest, bytes);
+  }
+  return total + pages(largest);
 }
 
 }  // namespace rm

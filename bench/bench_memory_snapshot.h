@@ -18,8 +18,12 @@ struct MemorySnapshotTimes {
   double restore = 0;     // MemorySnapshot::restore of every shard, checksums verified
 };
 
-// Seconds for each of the four, over all `ranks` shards. `state` is checked after the restore
-// (CheckpointError if a byte differs).
+// Seconds for each of the four, over all `ranks` shards. `state` is scrambled before the
+// restore and checked after it (CheckpointError if an element differs).
 MemorySnapshotTimes bench_memory_snapshot(BenchState& state, int ranks);
+
+// The bytes of /dev/shm that bench_memory_snapshot(state, ranks) takes at once: a segment of two
+// slots per shard and the plain mapping of the largest shard.
+uint64_t memory_snapshot_bench_bytes(const BenchState& state, int ranks);
 
 }  // namespace rm

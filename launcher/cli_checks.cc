@@ -89,17 +89,19 @@ CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
       "UINT");
 }
 
-CLI::Validator real_at_least(double lo) {
+CLI::Validator real_at_least(double lo, double hi) {
   return CLI::Validator(
-      [lo](std::string& value) -> std::string {
+      [lo, hi](std::string& value) -> std::string {
         char* end = nullptr;
         const double x = std::strtod(value.c_str(), &end);
         if (value.empty() || *end != '\0' || std::isnan(x)) {
           return in_quotes(value) + " is not a number";
         }
-        if (!(x >= lo) || std::isinf(x)) {
-          return in_quotes(value) + " is out of range: give a finite number of at least " +
-                 CLI::detail::to_string(lo);
+        if (!(x >= lo && x <= hi) || std::isinf(x)) {
+          return in_quotes(value) + " is out of range: give a finite number " +
+                 (std::isinf(hi)
+                      ? "of at least " + CLI::detail::to_string(lo)
+                      : "from " + CLI::detail::to_string(lo) + " to " + CLI::detail::to_string(hi));
         }
         return "";
       },

@@ -28,8 +28,8 @@ CLI::Validator output_file();
 // it rewrites the value without leading zeros, which CLI11 would read as octal ("010" = 8).
 CLI::Validator whole_number(uint64_t lo = 0, uint64_t hi = std::numeric_limits<int>::max());
 
-// A real number (not NaN) at least lo.
-CLI::Validator real_at_least(double lo);
+// A real number (not NaN) at least lo, and at most hi where one is given.
+CLI::Validator real_at_least(double lo, double hi = std::numeric_limits<double>::infinity());
 
 // A real number in (0, 1]: a share that must leave something (top-p).
 CLI::Validator share();

@@ -26,6 +26,12 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
     print_error("bench allreduce --backend nccl: --op " + args.op + ": only all_reduce");
     return kExitBadInput;
   }
+#ifndef RM_HAVE_NCCL
+  if (args.backend == "nccl") {  // before any rank starts: one line, not mpirun's banner too
+    print_error("bench allreduce --backend nccl: this build has no NCCL");
+    return kExitBadInput;
+  }
+#endif
   if (!launched_by_mpi()) {
     return report_errors([&]() -> int {
       if (args.hugetlb) ::setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
@@ -44,9 +50,6 @@ int cmd_bench_allreduce(const BenchAllreduceArgs& args) {
   if (args.backend == "nccl") {
 #ifdef RM_HAVE_NCCL
     return run_nccl_allreduce_bench(MPI_COMM_WORLD, options);
-#else
-    if (mpi.rank() == 0) print_error("bench allreduce --backend nccl: this build has no NCCL");
-    return kExitBadInput;
 #endif
   }
   return run_allreduce_bench(MPI_COMM_WORLD, options);

@@ -73,18 +73,23 @@ class BenchDir {
  public:
   explicit BenchDir(const std::string& dir) : dir_(dir) {
     if (dir.empty()) throw IoError("bench ckpt: --dir is empty");
-    std::string at = dir[0] == '/' ? "/" : "";
-    for (size_t i = 0; i < dir.size();) {
-      size_t j = dir.find('/', i);
-      if (j == std::string::npos) j = dir.size();
-      if (j > i) {
-        at += (at.empty() || at.back() == '/' ? "" : "/") + dir.substr(i, j - i);
-        make(at);
-      }
-      i = j + 1;
-    }
     work_ = io::join(dir, "bench-ckpt." + std::to_string(::getpid()));
-    make(work_);
+    try {
+      std::string at = dir[0] == '/' ? "/" : "";
+      for (size_t i = 0; i < dir.size();) {
+        size_t j = dir.find('/', i);
+        if (j == std::string::npos) j = dir.size();
+        if (j > i) {
+          at += (at.empty() || at.back() == '/' ? "" : "/") + dir.substr(i, j - i);
+          make(at);
+        }
+        i = j + 1;
+      }
+      make(work_);
+    } catch (...) {
+      remove_created();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
   ~BenchDir() {
     if (finished_) return;
@@ -133,7 +138,10 @@ class BenchDir {
   }
   void cleanup() {
     io::remove_tree(work_);
-    // Only what this run created, innermost first, and only while empty.
+    remove_created();
+  }
+  // Only what this run created, innermost first, and only while empty.
+  void remove_created() {
     for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
       if (*it != work_ && ::rmdir(it->c_str()) != 0) break;
     }
@@ -166,6 +174,22 @@ double drop_checkpoint(const std::string& ckpt_dir) {
   return worst;
 }
 
+// Throws if /dev/shm has less than `bytes` free: the in-memory rows would otherwise fail after
+// the disk measurements (or, sparse, crash).
+void check_shm_space(uint64_t bytes) {
+  struct statvfs st;
+  if (::statvfs("/dev/shm", &st) != 0) return;  // no /dev/shm: shm_open says why, later
+  const double avail = static_cast<double>(st.f_bavail) * static_cast<double>(st.f_frsize);
+  if (avail < static_cast<double>(bytes)) {
+    char msg[224];
+    std::snprintf(msg, sizeof msg,
+                  "/dev/shm: %.1f MiB free, the in-memory rows need %.1f MiB (make it larger, "
+                  "e.g. docker run --shm-size, or give a smaller --gib)",
+                  avail / (1 << 20), static_cast<double>(bytes) / (1 << 20));
+    throw IoError(msg, ENOSPC);
+  }
+}
+
 std::string goal_text(bool met) {
   return met ? "met" : "NOT met";
 }
@@ -188,6 +212,7 @@ int run(const BenchCkptArgs& args) {
   dir.check_space(3 * count * sizeof(float) + (uint64_t{64} << 20));
 
   BenchState state(count);  // source of every save and destination of every read
+  check_shm_space(memory_snapshot_bench_bytes(state, ranks));
   const double bytes = static_cast<double>(state.bytes()), gib = bytes / kBytesPerGiB;
   auto sync_writers = make_bench_writers(AsyncCheckpointWriter::Mode::kSync, state, ranks);
   auto async_writers = make_bench_writers(AsyncCheckpointWriter::Mode::kAsync, state, ranks);
@@ -214,14 +239,19 @@ int run(const BenchCkptArgs& args) {
     save.s.push_back(bench_checkpoint_save(save_run, state, ranks, step, &ckpt));
 
     const Manifest manifest = load_manifest(ckpt);
+    // Each read into scrambled buffers (untimed), so that the check proves it wrote them all.
     resident = std::max(resident, drop_checkpoint(ckpt));
+    state.scramble();
     read_cold.s.push_back(bench_read_plain(ckpt, manifest, state));
     state.check("plain read of " + ckpt);
     resident = std::max(resident, drop_checkpoint(ckpt));
+    state.scramble();
     restore_cold.s.push_back(bench_restore(ckpt, state));
     state.check("restore of " + ckpt);
+    state.scramble();
     read_warm.s.push_back(bench_read_plain(ckpt, manifest, state));
     state.check("plain read of " + ckpt);
+    state.scramble();
     restore_warm.s.push_back(bench_restore(ckpt, state));
     state.check("restore of " + ckpt);
     io::remove_tree(save_run);

@@ -16,6 +16,7 @@
 #include "testing/temp_dir.h"
 #include "tests/background_cli.h"
 #include "tests/cli_runner.h"
+#include "tests/required_parts.h"
 
 namespace rm {
 namespace {
@@ -146,6 +147,35 @@ TEST(BenchCkptCli, TooLittleFreeSpaceIsNamedBeforeWriting) {
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.err.find(dir + ": "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("GiB free"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// `bench ckpt` under a /dev/shm of its own of `mib` MiB (a private mount namespace, as Docker's
+// 64 MiB default): the wrapper run_cli puts before the binary.
+std::string with_shm_of(int mib) {
+  return "unshare -m --propagation private sh -c 'mount -t tmpfs -o size=" + std::to_string(mib) +
+         "m tmpfs /dev/shm && exec \"$@\"' sh";
+}
+
+// 0.01 GiB in 2 shards takes 2 x 2 slots of 5.4 MB and a 5.4 MB plain mapping in /dev/shm. In
+// 48 MiB it runs (it reserved three times each shard, and a sparse plain mapping ended in SIGBUS
+// with the segments left behind); in 8 MiB it is refused before anything is written.
+TEST(BenchCkptCli, ASmallDevShmRunsOrIsNamedBeforeWriting) {
+  TempDir tmp;
+  if (std::system("unshare -m --propagation private true 2>/dev/null") != 0) {
+    RM_SKIP_UNLESS_REQUIRED("netns", "no mount namespaces here (unshare -m; needs root)");
+  }
+  const std::string dir = tmp.file("d");
+  const std::string args = "bench ckpt --gib 0.01 --repeats 1 --ranks 2 --dir " + dir;
+  const auto fits = run_cli(args, tmp.path(), "", with_shm_of(48));
+  EXPECT_EQ(fits.exit_code, 0) << fits.out << fits.err;
+  expect_table(fits.out);
+  EXPECT_FALSE(fs::exists(dir));
+  const auto small = run_cli(args, tmp.path(), "", with_shm_of(8));
+  EXPECT_NE(small.exit_code, 0) << small.out;
+  EXPECT_NE(small.err.find("/dev/shm: "), std::string::npos) << small.err;
+  EXPECT_NE(small.err.find("the in-memory rows need"), std::string::npos) << small.err;
+  EXPECT_EQ(small.out.find("checkpoint save"), std::string::npos) << "no table after an error";
   EXPECT_FALSE(fs::exists(dir));
 }
 

@@ -100,6 +100,24 @@ TEST(CliValues, NumbersAreCheckedAndNamed) {
   EXPECT_EQ(run_cli(sample + "--seed 18446744073709551615", dir.path()).exit_code, 0);
 }
 
+// The benchmarks' values: --gib nan passed CLI11's Range and ended in std::bad_array_new_length
+// (exit 1); --threads 100000 crashed in the OpenMP runtime; --backend nccl on a build without
+// NCCL started the ranks first and added mpirun's banner to the message.
+TEST(CliValues, BenchmarkValuesAreCheckedBeforeAnythingRuns) {
+  TempDir dir;
+  expect_refused(run_cli("bench ckpt --gib nan --dir " + dir.file("b"), dir.path()),
+                 "--gib: 'nan' is not a number");
+  expect_refused(run_cli("bench ckpt --gib 300 --dir " + dir.file("b"), dir.path()),
+                 "give a finite number from 0.001 to 256");
+  expect_refused(run_cli("bench cpu --threads 100000", dir.path()),
+                 "--threads: '100000' is above the largest allowed");
+#ifndef RM_HAVE_NCCL
+  const auto nccl = run_cli("bench allreduce --backend nccl", dir.path());
+  expect_refused(nccl, "bench allreduce --backend nccl: this build has no NCCL");
+  EXPECT_EQ(nccl.err.find("mpirun"), std::string::npos) << nccl.err;
+#endif
+}
+
 // eval's two modes take their own options: one of the other mode is refused, not ignored; an
 // empty path is named; --max-tokens below one window is refused (before: it scored one window,
 // more than it said).

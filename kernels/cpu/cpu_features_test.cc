@@ -5,6 +5,7 @@
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fma_peak.h"
+#include "kernels/cpu/threads.h"
 
 namespace rm::cpu {
 namespace {
@@ -137,6 +138,19 @@ TEST(FmaPeak, ThisCpuMeasuresAPlausiblePeak) {
   // At least 1 GFLOP/s (any x86 since 2000), at most 32 flops/cycle/lane-op at 6 GHz.
   EXPECT_GT(p.flops_per_s_per_thread, 1e9);
   EXPECT_LT(p.flops_per_s_per_thread, 2.0 * 2 * p.lanes * 6e9);
+}
+
+// Four threads per CPU share the cores: together they reach at most what the CPUs do (each
+// thread's best window alone, summed, claimed four times that).
+TEST(FmaPeak, ThreadsSharingCoresAddUpToTheCoresOnly) {
+  const CpuFeatures& cpu = host_cpu_features();
+  const int cpus = available_cpus();
+  const FmaPeak one = measure_fma_peak(cpu, 1, 0.05);
+  const FmaPeak many = measure_fma_peak(cpu, 4 * cpus, 0.05);
+  EXPECT_EQ(many.threads, 4 * cpus);
+  EXPECT_LT(many.flops_per_s, 1.5 * cpus * one.flops_per_s_per_thread)
+      << cpus << " CPUs, one thread's best " << one.flops_per_s_per_thread;
+  EXPECT_GT(many.flops_per_s, 0.1 * one.flops_per_s_per_thread);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // what the cores can do: FMA units x vector width x clock. The clock under load (turbo, AVX-512
 // licence, a hypervisor) is not in CPUID, so it is measured: each thread runs chains of
 // independent vector FMAs of the widest width the CPU has (enough chains to cover the FMA
-// latency on two ports) for a short time; the best of a few windows counts.
+// latency on two ports) for a short time. Per thread the best of its windows counts; for all
+// threads together, what they did in the span they ran at once (a core shared by two threads
+// counts once).
 #pragma once
 
 #include "kernels/cpu/cpu_features.h"
@@ -13,8 +15,8 @@
 namespace rm::cpu {
 
 struct FmaPeak {
-  double flops_per_s_per_thread = 0;  // median of the threads
-  double flops_per_s = 0;             // all threads together
+  double flops_per_s_per_thread = 0;  // median of the threads' best windows
+  double flops_per_s = 0;             // all threads together, sustained over the run
   int threads = 0;
   int lanes = 0;                      // fp32 lanes of the vector used (16, 8 or 4)
 };

@@ -23,4 +23,8 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
+int available_cpus() {
+  return omp_get_num_procs();
+}
+
 }  // namespace rm::cpu

@@ -16,4 +16,7 @@ int set_num_threads(int n);
 // The thread count the next parallel kernel will use (omp_get_max_threads()).
 int num_threads();
 
+// The CPUs this process may run on (omp_get_num_procs(): its affinity mask).
+int available_cpus();
+
 }  // namespace rm::cpu
