@@ -135,6 +135,20 @@ TEST(TraceCli, EachRankRecordsItsWindowAndTheMergeLinesThemUp) {
   EXPECT_EQ(read_json(dir.file("t.json")), trace);
 }
 
+// A traced run that fails while an asynchronous save is still being written (a NaN at step 5,
+// on_nan: abort, the step-4 save slowed down): the save ends as the trainer is destroyed, and
+// reports to the trace recorder, which outlives it (it was freed first: a use after free that
+// ASan names, and a clean exit 1 could become a crash).
+TEST(TraceCli, ARunThatFailsDuringAnAsyncSaveEndsWithItsOwnError) {
+  TempDir dir;
+  const auto r = run_cli("run " + job_file(dir, "{trace: true, trace_start: 2, trace_steps: 6}") +
+                             " --set checkpoint.async=true --set resilience.on_nan=abort",
+                         dir.path(), "RM_TEST_FAULT=nan:0:5,slowio:0:200000");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("step 5"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("AddressSanitizer"), std::string::npos) << r.err;
+}
+
 TEST(TraceCli, WithoutTracingThereIsNothingToMergeAndTheMergeSaysWhy) {
   TempDir dir;
   ASSERT_EQ(run_cli("run " + job_file(dir, "{trace: false}"), dir.path()).exit_code, 0);

@@ -153,6 +153,10 @@ class Trainer {
   // from metrics.jsonl where the run (re)starts from step next_step_.
   OutlierWindow loss_window_, norm_window_;
   void rebuild_spike_windows();
+  // observability.trace only. Declared before what records into it, so destroyed after: an
+  // asynchronous save still running when a step throws (a NaN under on_nan: abort, bad input)
+  // ends in ~Checkpointing, on the writer's thread, with trace->save_done().
+  std::unique_ptr<TraceRecorder> trace_;
   std::unique_ptr<ShardedState> state_;
   std::unique_ptr<Checkpointing> checkpoints_;
   std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every > 0
@@ -164,7 +168,6 @@ class Trainer {
   int64_t next_step_ = 0;
   StepTiming timing_;
   StepProgress progress_;  // marked on every phase: cheap, watched or not
-  std::unique_ptr<TraceRecorder> trace_;  // observability.trace only
   // resilience.on_nan: rollback. Each entry x: from step x (0-based) on, every step takes the
   // batch after the one it took before (batch_index); saved in checkpoints.
   static constexpr int kMaxRollbacks = 3;  // at one step
