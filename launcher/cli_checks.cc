@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "base/input_error.h"
+#include "configs/yaml_guard.h"
 
 namespace rm::cli {
 
@@ -41,6 +42,21 @@ fs::path through_links(fs::path path) {
 CLI::Validator non_empty() {
   return CLI::Validator(
       [](std::string& value) { return value.empty() ? std::string("empty: give a path") : ""; },
+      "PATH");
+}
+
+CLI::Validator recorded_path() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value.empty()) return "empty: give a path";
+        const auto problem = check_text_encoding(value);
+        if (!problem && value.find('\n') == std::string::npos) return "";
+        return "the path is " +
+               (problem ? problem->message.substr(0, problem->message.find(" (")) +
+                              " at its character " + std::to_string(problem->col)
+                        : std::string("not one line")) +
+               ": ringmaster records it in JSON files, which hold UTF-8 text";
+      },
       "PATH");
 }
 

@@ -16,6 +16,11 @@ namespace rm::cli {
 // A path that is not empty (a run directory, a data file).
 CLI::Validator non_empty();
 
+// A path that is not empty and is UTF-8 text with no control characters but tab: one that
+// Ringmaster records in its JSON files (--from, in events.jsonl and the checkpoints' lines),
+// which hold UTF-8 only (a Latin-1 name ended the run at its first event).
+CLI::Validator recorded_path();
+
 // -o FILE, which is written to a new file and renamed into place. Refuses an empty path, a
 // directory, anything but a regular file at the path or behind its symbolic links (/dev/stdout:
 // renaming over it would replace the link), and a path whose directory does not exist. The value

@@ -238,8 +238,14 @@ int cmd_status(const StatusArgs& args) {
     std::printf("state       %s\n", state.c_str());
     if (!metrics.empty()) {
       const json& last = metrics.back();
-      std::printf("loss        %.4f (step %lld)", number(last, "loss"),
-                  static_cast<long long>(last["step"].get<int64_t>()));
+      // metrics.jsonl writes a NaN or infinite loss as null: said as such, not as 0.
+      const long long last_step = last["step"].get<int64_t>();
+      if (has_number(last, "loss")) {
+        std::printf("loss        %.4f (step %lld)", number(last, "loss"), last_step);
+      } else {
+        std::printf("loss        not finite (step %lld%s)", last_step,
+                    last.contains("skipped") && last["skipped"] == true ? ", skipped" : "");
+      }
       if (!last_val.is_null()) {
         const long long at = last_val["step"].get<int64_t>();
         if (has_number(last_val, "val_loss")) {

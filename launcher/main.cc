@@ -58,7 +58,7 @@ void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
   cmd->add_option("--from", a.from,
                   "resume from this checkpoint directory (the run's newer checkpoints, of the line "
                   "it leaves, are removed once it has resumed)")
-      ->check(rm::cli::non_empty());
+      ->check(rm::cli::recorded_path());
 }
 
 }  // namespace

@@ -190,7 +190,7 @@ MergedTrace write_merged_trace(const TraceMergePlan& plan, const std::string& ru
     for (const json& e : f.doc["traceEvents"]) {
       text += first ? "" : ",";
       first = false;
-      text += e.dump();
+      text += e.dump(-1, ' ', false, json::error_handler_t::replace);
       result.events += e.value("ph", "") != "M" ? 1 : 0;
       if (text.size() >= kFlushBytes) {
         out.append(text.data(), text.size());
@@ -204,7 +204,9 @@ MergedTrace write_merged_trace(const TraceMergePlan& plan, const std::string& ru
                       {"origin_utc", plan.lead.origin},
                       {"first_step", plan.lead.first_step},
                       {"last_step", plan.lead.last_step}};
-  text += "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}";
+  // RUN_DIR as given, which may be no UTF-8 (a Latin-1 name): U+FFFD in its place, not a throw.
+  text += "],\"displayTimeUnit\":\"ms\",\"otherData\":" +
+          other.dump(-1, ' ', false, json::error_handler_t::replace) + "}";
   out.append(text.data(), text.size());
   return result;
 }

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 
+#include <sys/stat.h>
+
 #include "checkpoint/json_guard.h"
 #include "io/posix_io.h"
 
@@ -33,12 +35,23 @@ void append_run_event(const std::string& run_dir, const std::string& event,
                       const nlohmann::json& fields) {
   nlohmann::json line = {{"time", utc_now_iso8601()}, {"event", event}};
   for (const auto& [k, v] : fields.items()) line[k] = v;
-  const std::string text = line.dump() + "\n";
   const std::string path = run_dir + "/events.jsonl";
   try {
+    // A path that is not UTF-8 (a run directory or --from named in Latin-1) is written with
+    // U+FFFD in its place: strict dumping threw, and ended the run this event describes.
+    std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     io::Fd fd = io::open_append(path);
+    // A last line torn by a crash or a power cut (no newline) would swallow this event into
+    // one line no reader can parse: end it first (readers skip the torn part alone).
+    struct stat st {};
+    if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
+      char last = '\n';
+      io::Fd in = io::open_read(path);
+      io::pread_exact(in.get(), &last, 1, static_cast<uint64_t>(st.st_size - 1), path);
+      if (last != '\n') text.insert(0, "\n");
+    }
     io::write_all(fd.get(), text.data(), text.size(), path);  // one write(2): whole lines
-  } catch (const IoError& e) {
+  } catch (const std::exception& e) {
     // An event that cannot be recorded must not end the run it describes.
     std::fprintf(stderr, "ringmaster: cannot append the '%s' event: %s\n", event.c_str(), e.what());
   }

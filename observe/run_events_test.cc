@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/io_error.h"
+#include "io/posix_io.h"
 #include "observe/run_events.h"
 #include "testing/temp_dir.h"
 
@@ -108,6 +109,33 @@ TEST(RunEvents, AFifoAsTheEventLogIsRefusedNotWaitedOn) {
   append_run_event(dir.path(), "started");  // never throws: says why on stderr
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("events.jsonl: a FIFO, not a regular file"), std::string::npos) << err;
+}
+
+// A last line torn by a crash (no newline) is ended before the next event, so that the event
+// stays a line of its own that readers find (before: it was glued to the fragment, unparsable).
+TEST(RunEvents, AnEventAfterATornLastLineIsALineOfItsOwn) {
+  TempDir dir;
+  dir.write("events.jsonl", "{\"event\":\"started\"}\n{\"bytes\":12,\"path\":\"/tmp/rev");
+  append_run_event(dir.path(), "resumed", {{"step", 8}});
+  append_run_event(dir.path(), "finished");
+  std::vector<std::string> events;
+  for_each_line(dir.file("events.jsonl"), [&](const std::string& line) {
+    const nlohmann::json j = parse_json_line(line);
+    if (!j.is_discarded()) events.push_back(j.value("event", "?"));
+    return true;
+  });
+  EXPECT_EQ(events, (std::vector<std::string>{"started", "resumed", "finished"}));
+}
+
+// A field that is not UTF-8 (a path in Latin-1) is written with U+FFFD in its place: strict
+// dumping threw out of a function that must never throw, and ended the run.
+TEST(RunEvents, AFieldThatIsNotUtf8IsWrittenNotThrown) {
+  TempDir dir;
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(append_run_event(dir.path(), "resumed", {{"from", "caf\xe9/checkpoints"}}));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  const std::string text = io::read_file(dir.file("events.jsonl"));
+  EXPECT_NE(text.find("caf\xef\xbf\xbd/checkpoints"), std::string::npos) << text;
 }
 
 // Lines nested deeper than any of ours are skipped as lines that do not parse are (before: a

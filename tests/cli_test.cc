@@ -296,6 +296,13 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
   EXPECT_NE(past.out.find("step        9223372036854775807 / 30 (past train.steps), finished"),
             std::string::npos)
       << past.out;
+  // A last step whose loss was not finite (written as null, the update skipped) is said so
+  // (before: "loss 0.0000", in just the case a user looks for).
+  dir.write("run/metrics.jsonl", lines + "{\"step\": 30, \"loss\": null, \"skipped\": true}\n");
+  const auto nan = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(nan.exit_code, 0) << nan.err;
+  EXPECT_NE(nan.out.find("loss        not finite (step 30, skipped)"), std::string::npos)
+      << nan.out;
   const auto bad = run_cli("status " + dir.path(), dir.path());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;

@@ -118,6 +118,15 @@ TEST(CliValues, BenchmarkValuesAreCheckedBeforeAnythingRuns) {
 #endif
 }
 
+// --from is recorded in events.jsonl and the checkpoints' lines, JSON: a path that is not UTF-8
+// is refused as it is read (before: the run ended at its first event, exit 1, naming no flag).
+TEST(CliValues, AFromPathThatIsNotUtf8IsRefused) {
+  TempDir dir;
+  const std::string job = dir.write("job.yaml", "data: {train: data/tinyshakespeare.txt}\n");
+  expect_refused(run_cli("run " + job + " --from 'caf\xe9/checkpoints/step_00000008'", dir.path()),
+                 "--from: the path is not UTF-8 text: invalid byte 0xE9 at its character 4");
+}
+
 // eval's two modes take their own options: one of the other mode is refused, not ignored; an
 // empty path is named; --max-tokens below one window is refused (before: it scored one window,
 // more than it said).

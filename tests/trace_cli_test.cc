@@ -175,6 +175,13 @@ TEST(TraceCli, ADamagedRankFileIsNamedAndNothingIsWritten) {
                     dir.path())
                 .exit_code,
             0);
+  // A run directory whose name is not UTF-8 (Latin-1): merged, the name in otherData with
+  // U+FFFD in place of the byte (before: the JSON writer threw, exit 2 and no file).
+  const std::string latin1 = dir.file("caf\xe9");
+  fs::copy(dir.file("run"), latin1, fs::copy_options::recursive);
+  const auto merged = run_cli("trace '" + latin1 + "'", dir.path());
+  EXPECT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_NE(test::slurp(latin1 + "/trace.json").find("caf\xef\xbf\xbd"), std::string::npos);
   const std::string damaged = dir.file("run/trace/rank-00001.json");
   fs::resize_file(damaged, fs::file_size(damaged) / 2);
   const auto r = run_cli("trace " + dir.file("run"), dir.path());
