@@ -13,15 +13,15 @@ namespace rm {
 namespace {
 
 volatile sig_atomic_t g_stop_signal = 0;
-// When SIGTERM and SIGINT were first received (CLOCK_MONOTONIC ns; 0: not yet). Written only by
-// their own handlers, which do not interrupt themselves (the signal is blocked while it runs).
-volatile int64_t g_first_term_ns = 0;
-volatile int64_t g_first_int_ns = 0;
+// When SIGTERM, SIGINT and SIGHUP were first received (CLOCK_MONOTONIC ns; 0: not yet), by
+// signal number. Written only by their own handlers, which do not interrupt themselves (the
+// signal is blocked while it runs).
+volatile int64_t g_first_ns[SIGUSR2] = {};
 
 void on_stop_signal(int sig) {
   if (g_stop_signal == 0) g_stop_signal = sig;
-  if (sig != SIGTERM && sig != SIGINT) return;
-  volatile int64_t& first = sig == SIGTERM ? g_first_term_ns : g_first_int_ns;
+  if (sig != SIGTERM && sig != SIGINT && sig != SIGHUP) return;
+  volatile int64_t& first = g_first_ns[sig];
   const int64_t now = monotonic_ns();
   if (first == 0) {
     first = now;
@@ -40,7 +40,7 @@ void handle(std::initializer_list<int> signals) {
   sigemptyset(&sa.sa_mask);
   for (int sig : signals) {
     // SA_RESTART: file I/O and MPI's own system calls carry on as if nothing happened. A second
-    // SIGTERM or SIGINT kills (the handler says when); SIGUSR1 never does.
+    // SIGTERM, SIGINT or SIGHUP kills (the handler says when); SIGUSR1 never does.
     sa.sa_flags = SA_RESTART;
     if (sigaction(sig, &sa, nullptr) != 0) {
       throw std::runtime_error("sigaction(" + std::string(strsignal(sig)) + ") failed");
@@ -55,7 +55,7 @@ void catch_stop_notice_early() {
 }
 
 void install_stop_signal_handlers() {
-  handle({SIGTERM, SIGUSR1, SIGINT});
+  handle({SIGTERM, SIGUSR1, SIGINT, SIGHUP});
 }
 
 void release_stop_notice() {
@@ -75,6 +75,8 @@ std::string signal_name(int sig) {
       return "SIGUSR1";
     case SIGINT:
       return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
     default:
       return "signal " + std::to_string(sig);
   }

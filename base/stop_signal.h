@@ -1,5 +1,6 @@
 // Stopping a run cleanly on a signal (checkpoint.on_signal): Slurm preemption and time limits
-// (SIGTERM, or SIGUSR1 from `sbatch --signal=USR1@SECONDS`), and Ctrl-C (SIGINT).
+// (SIGTERM, or SIGUSR1 from `sbatch --signal=USR1@SECONDS`), Ctrl-C (SIGINT), and the terminal
+// or SSH session of `ringmaster run` closing (SIGHUP).
 //
 // The handler only records the signal; the trainer reads it once per step and the ranks agree
 // on it inside the all-reduce that sums the step's loss (no extra collective), so every rank
@@ -7,7 +8,7 @@
 // checkpoint of that step, wait until it is committed and exit with kExitStopped, and running
 // the same command again resumes.
 //
-// A second SIGTERM or SIGINT takes its default action, so a second Ctrl-C or SIGTERM still kills
+// A second SIGTERM, SIGINT or SIGHUP takes its default action, so a second Ctrl-C or SIGTERM kills
 // a run whose save hangs -- when it comes kStopRepeatWindowNs or more after the first. The same
 // signal again within that window is the same stop: machinery delivers one stop several times
 // within milliseconds (mpirun passing on the SIGTERM it got beside the one `pkill` sent each
@@ -40,7 +41,8 @@ inline constexpr int64_t kStopRepeatWindowNs = 1'000'000'000;
 // what they do: then exactly one of the two calls below.
 void catch_stop_notice_early();
 
-// checkpoint.on_signal: installs the handlers for SIGTERM, SIGUSR1 and SIGINT (process-wide).
+// checkpoint.on_signal: installs the handlers for SIGTERM, SIGUSR1, SIGINT and SIGHUP
+// (process-wide).
 // A SIGUSR1 recorded since catch_stop_notice_early stays recorded.
 void install_stop_signal_handlers();
 
@@ -48,10 +50,11 @@ void install_stop_signal_handlers();
 // catch_stop_notice_early is raised now, ending the process as it would have when it came.
 void release_stop_notice();
 
-// The first stop signal received (SIGTERM, SIGUSR1 or SIGINT), or 0. Async-signal-safe read.
+// The first stop signal received (SIGTERM, SIGUSR1, SIGINT or SIGHUP), or 0. Async-signal-safe
+// read.
 int stop_signal_received();
 
-// "SIGTERM", "SIGUSR1", "SIGINT", else "signal N".
+// "SIGTERM", "SIGUSR1", "SIGINT", "SIGHUP", else "signal N".
 std::string signal_name(int sig);
 
 }  // namespace rm

@@ -289,10 +289,10 @@ std::vector<KeySpec> build_schema() {
              "A save that fails with an I/O error (disk full, EIO) -- its partial files are "
              "removed either way. stop: save nothing more and exit 1 (restarts apply); "
              "continue: warn, keep training and try again at the next interval."),
-      RM_KEY(
-          checkpoint.on_signal, any(),
-          "On SIGTERM, SIGUSR1 or SIGINT (Slurm preemption, time limit, Ctrl-C): finish the step, "
-          "checkpoint it and exit with 75; false: the signal kills the run."),
+      RM_KEY(checkpoint.on_signal, any(),
+             "On SIGTERM, SIGUSR1, SIGINT or SIGHUP (Slurm preemption, time limit, Ctrl-C, the "
+             "terminal closing): finish the step, "
+             "checkpoint it and exit with 75; false: the signal kills the run."),
 
       RM_KEY(resilience.max_restarts, at_least(0),
              "Times `ringmaster run` restarts a failed job from its newest verified checkpoint "

@@ -309,7 +309,9 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
   sa.sa_flags = SA_RESTART;
   sigset_t stop_signals, previous;
   sigemptyset(&stop_signals);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+  // SIGHUP: the terminal or SSH session of `ringmaster run` closed. It killed this process and,
+  // through PR_SET_PDEATHSIG, the job, with nothing saved: it is a stop like the others.
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
     ::sigaction(sig, &sa, nullptr);
     sigaddset(&stop_signals, sig);
   }
@@ -327,7 +329,7 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
     ::setpgid(0, 0);
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::signal(sig, SIG_DFL);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) ::signal(sig, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::execvp(c[0], c.data());
     std::fprintf(stderr, "ringmaster: cannot start %s: %s\n", c[0], std::strerror(errno));

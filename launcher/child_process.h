@@ -11,10 +11,10 @@
 namespace rm {
 
 enum class SignalForwarding {
-  kSame,     // SIGTERM, SIGINT and SIGUSR1 are passed on as they came
-  kAsUsr1,   // ... all as SIGUSR1 (the ranks' "checkpoint and stop", which mpirun forwards
-             // untouched; mpirun answers SIGTERM and SIGINT by killing the ranks about a second
-             // later, too soon for a checkpoint of any size)
+  kSame,    // SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on as they came
+  kAsUsr1,  // ... all as SIGUSR1 (the ranks' "checkpoint and stop", which mpirun forwards
+            // untouched; mpirun answers SIGTERM and SIGINT by killing the ranks about a second
+            // later, too soon for a checkpoint of any size)
 };
 
 // Runs argv (argv[0] looked up in PATH) as a child in its own process group and returns its
@@ -45,9 +45,10 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
 // run_child calls it on a second stop signal; exposed for its test.
 void kill_job(pid_t pid);
 
-// True once SIGTERM, SIGINT or SIGUSR1 has reached this process during or after a run_child().
+// True once SIGTERM, SIGINT, SIGUSR1 or SIGHUP has reached this process during or after a
+// run_child().
 bool stop_signal_seen();
-// The first of them (SIGTERM, SIGINT or SIGUSR1), or 0.
+// The first of them, or 0.
 int first_stop_signal();
 
 // This program's own path (/proc/self/exe): the path it was started from, also once the file

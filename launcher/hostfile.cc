@@ -11,6 +11,7 @@ namespace rm {
 namespace {
 
 constexpr uint64_t kMaxHostfileBytes = 16 << 20;  // a line per host: some 100,000 hosts
+constexpr int64_t kMaxSlots = int64_t{1} << 20;   // the most ranks a job may have (--nproc)
 
 [[noreturn]] void bad(const std::string& path, int line, const std::string& message) {
   ConfigError e;
@@ -42,6 +43,7 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
   }
   std::istringstream in(contents);
   std::vector<HostSlots> hosts;
+  int64_t total = 0;
   std::string text;
   for (int line = 1; std::getline(in, text); ++line) {
     if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
@@ -54,7 +56,7 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
           "a host name of " + std::to_string(host.size()) +
               " characters: DNS names have at most 253");
     }
-    int slots = 1;
+    int slots = 1, max_slots = 0;
     while (words >> word) {
       const auto eq = word.find('=');
       const std::string key = word.substr(0, eq);
@@ -62,10 +64,23 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
       if (key == "slots" || key == "max_slots" || key == "max-slots") {
         const int n = parse_slots(value);
         if (n < 0) bad(path, line, key + " must be a positive number, not '" + value + "'");
-        if (key == "slots") slots = n;
+        (key == "slots" ? slots : max_slots) = n;
       } else {
         bad(path, line, "unknown key '" + key + "' (expected slots=N or max_slots=N)");
       }
+    }
+    // mpirun refuses it, once the run directory is written: said here, before anything is.
+    if (max_slots > 0 && max_slots < slots) {
+      bad(path, line,
+          "max_slots=" + std::to_string(max_slots) +
+              " is less than slots=" + std::to_string(slots) + " (Open MPI refuses that)");
+    }
+    // Summed in 64 bits and bounded: 2,200 lines of slots=999999 wrapped an int negative.
+    total += slots;
+    if (total > kMaxSlots) {
+      bad(path, line,
+          "more than " + std::to_string(kMaxSlots) +
+              " slots in all, the most ranks a job may have");
     }
     bool known = false;
     for (auto& h : hosts) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -64,6 +65,10 @@ void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A SIGCHLD ignored by whatever started this process survives exec, and the kernel then reaps
+  // the children itself: waitpid on mpirun or a rank failed with ECHILD (a finished run exited
+  // 1) and pclose on sbatch returned -1 (a submitted job's run directory was removed).
+  ::signal(SIGCHLD, SIG_DFL);
   // First, before anything else runs: the BLAS kernels for this CPU. May re-execute this
   // process with OPENBLAS_CORETYPE set (kernels/cpu/blas_kernels.h says why and when).
   rm::cpu::select_blas_kernels(argv);

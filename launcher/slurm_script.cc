@@ -212,8 +212,15 @@ if [[ $rm_signalled == 1 && $rm_stop_signal == USR1 ]]; then rm_requeue stopped;
 # chose, not a failure to count.
 if [[ $rm_signalled == 1 && $rm_stop_signal == TERM ]]; then rm_requeue signalled; fi
 rm_failures_file="$rm_run_dir/slurm/failures-$SLURM_JOB_ID"
-echo "$rm_code" >>"$rm_failures_file"
-rm_failures=$(wc -l <"$rm_failures_file")
+# Fails closed: a count that cannot be written or read (a full disk or quota -- just when ranks
+# fail --, the slurm/ folder removed, a read-only file system) ends the job, as an empty count
+# would otherwise compare as 0 and requeue it for ever past resilience.max_restarts.
+if ! echo "$rm_code" 2>/dev/null >>"$rm_failures_file" ||
+   ! rm_failures=$(wc -l 2>/dev/null <"$rm_failures_file") || [[ ! $rm_failures =~ ^[0-9]+$ ]]; then
+  rm_say "the ranks failed (exit code $rm_code), and the failure count $rm_failures_file cannot be written or read; not requeued, so that resilience.max_restarts holds"
+  rm_event failed "failed" "$rm_code"
+  exit "$rm_code"
+fi
 if (( rm_failures > rm_max_restarts )); then
   rm_say "the ranks failed (exit code $rm_code); giving up after $rm_max_restarts restart(s) (resilience.max_restarts); see RUN_DIR/logs/rank-*.log for why"
   rm_event failed "failed" "$rm_code"

@@ -14,7 +14,7 @@
 //     writing their hostfile to RUN_DIR/hosts.restart and, when it shrinks, telling the ranks
 //     the rank count before (RM_SHRUNK_FROM_RANKS, worker/memory_salvage.h); else it waits for
 //     them to come back, up to kHostWaitS (RM_HOST_WAIT_S overrides it), then fails naming them.
-//   - Signals: SIGTERM, SIGINT and SIGUSR1 are passed on (child_process.h) as SIGUSR1, the
+//   - Signals: SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on (child_process.h) as SIGUSR1, the
 //     ranks' "checkpoint and stop", when checkpoint.on_signal (held until rank 0's "started"
 //     event says every rank is up), else as they came.
 #pragma once

@@ -264,6 +264,19 @@ TEST(Cli, UnknownCommandIsNamed) {
 }
 
 // `status` of a finished local run; of something that is not a run: exit 2 and why.
+// Started by a process that ignores SIGCHLD (the setting survives exec): the run's children are
+// still waited for (before: the kernel reaped them, waitpid failed with ECHILD, and a finished
+// run exited 1).
+TEST(Cli, ARunStartedWithSigchldIgnoredStillWaitsForItsRanks) {
+  TempDir dir;
+  const auto r = run_cli("run " + tiny_job(dir) + " --nproc 2", dir.path(), "",
+                         "python3 -c 'import os, signal, sys; "
+                         "signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                         "os.execv(sys.argv[1], sys.argv[1:])'");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done; weights in"), std::string::npos) << r.out;
+}
+
 TEST(Cli, StatusOfARunAndOfANonRun) {
   TempDir dir;
   ASSERT_EQ(run_cli("run " + tiny_job(dir), dir.path()).exit_code, 0);

@@ -35,6 +35,7 @@ TEST(HostsCli, ABadHostfileIsRefusedNamingFileAndLineAndNothingIsWritten) {
       {"node-a cores=2\n", ":1:1: unknown key 'cores'"},
       {"slots=2\n", ":1:1: expected a host name first"},
       {"# nothing\n\n", ": --hosts: the hostfile names no host"},
+      {"localhost slots=4 max_slots=2\n", ":1:1: max_slots=2 is less than slots=4"},
   };
   for (const auto& c : cases) {
     TempDir dir;
@@ -44,6 +45,18 @@ TEST(HostsCli, ABadHostfileIsRefusedNamingFileAndLineAndNothingIsWritten) {
     EXPECT_NE(r.err.find(hosts + c.expected), std::string::npos) << c.text << "\n" << r.err;
     EXPECT_FALSE(fs::exists(dir.file("run"))) << c.text;
   }
+}
+
+// Slot counts that add up past the most ranks a job may have are refused at the line that goes
+// past (before: an int wrapped negative, and `validate` said "dp_ranks must be >= 1", exit 1).
+TEST(HostsCli, SlotsPastTheRankLimitAreRefusedAtTheirLine) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 2200; ++i) text += "a slots=999999\n";
+  const std::string hosts = dir.write("hosts", text);
+  const auto r = run_cli("validate " + tiny_job(dir) + " --hosts " + hosts, dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(hosts + ":2:1: more than 1048576 slots in all"), std::string::npos) << r.err;
 }
 
 TEST(HostsCli, MoreRanksThanSlotsOrAMissingFileIsRefused) {

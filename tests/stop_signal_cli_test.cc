@@ -136,7 +136,9 @@ TEST_P(StopSignal, SavesStopsAndResumesExactly) {
   // The ranks were told with SIGUSR1 and name it; `run` says what it was sent.
   if (!c.one_rank_only && c.signal != SIGUSR1) {
     EXPECT_NE(out.find("ringmaster: the stop was " +
-                       std::string(c.signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                       std::string(c.signal == SIGTERM  ? "SIGTERM"
+                                   : c.signal == SIGINT ? "SIGINT"
+                                                        : "SIGHUP") +
                        ", sent to ringmaster run"),
               std::string::npos)
         << out;
@@ -185,6 +187,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"sigterm_one_rank", 1, SIGTERM, false},
                       Case{"sigint_one_rank", 1, SIGINT, false},
                       Case{"sigterm_to_launcher_of_two_ranks", 2, SIGTERM, false},
+                      // The terminal or SSH session of `run` closing (before: the launcher died
+                      // of it, and the ranks with it, nothing saved).
+                      Case{"sighup_to_launcher_of_two_ranks", 2, SIGHUP, false},
                       Case{"sigusr1_to_one_of_two_ranks", 2, SIGUSR1, true},
                       // Before: the copy took SIGTERM's default action (exit 1, nothing saved).
                       Case{"sigterm_twice_at_once_to_one_of_two_ranks", 2, SIGTERM, true, 2}),

@@ -156,4 +156,15 @@ run_script 137 || code=$?
 [[ $(grep -c '"event": "start_retry"' "$weird_run/events.jsonl") == 2 ]] || fail "not 2 start_retry events"
 grep -q "giving up after 0 restart(s)" script.out || { cat script.out; fail "the failure was not counted"; }
 [[ ! -e $mark ]] || fail "counting the failure executed an injected command (cluster.env.rm_max_restarts)"
+# A failure count that cannot be written (here a directory where the file goes; in life a full
+# disk, a removed slurm/ folder) ends the job unrequeued: an empty count compared as 0, and the
+# script requeued for ever past resilience.max_restarts.
+rm -f "$weird_run"/slurm/failures-42 scontrol.calls
+mkdir "$weird_run"/slurm/failures-42
+code=0
+run_script 137 || code=$?
+[[ $code == 137 ]] || { cat script.out; fail "the script exited $code with an unwritable failure count"; }
+grep -q "cannot be written or read; not requeued" script.out || { cat script.out; fail "no word of the failure count"; }
+! grep -q "^requeue" scontrol.calls 2>/dev/null || fail "requeued although the failures cannot be counted"
+rmdir "$weird_run"/slurm/failures-42
 echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert, start-up deaths retried twice"
