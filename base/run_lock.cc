@@ -80,14 +80,24 @@ bool is_self_or_ancestor(pid_t pid) {
   return false;
 }
 
-// RM_RUN_LOCK names `dir` and one of our ancestors.
-bool held_by_ancestor(const std::string& dir) {
+// RM_RUN_LOCK ("PID HOST DIR") names `dir` and its holder: on this host one of our ancestors
+// (sbatch exports the submitting shell's environment, and `submit` holds the lock too); on
+// another host -- rank 0 placed by `run --hosts` on a host other than the supervisor's -- a
+// holder whose lease in the lock file is held, by that host and pid, now (a holder that exits
+// cleanly writes "released"; `submit` does not pass the variable on to sbatch).
+bool held_for_us(const std::string& dir) {
   const char* env = std::getenv(kRunLockEnv);
   if (env == nullptr) return false;
-  char* rest = nullptr;
-  const long pid = std::strtol(env, &rest, 10);
-  return pid > 0 && rest != nullptr && *rest == ' ' && dir == rest + 1 &&
-         is_self_or_ancestor(static_cast<pid_t>(pid));
+  std::istringstream in(env);
+  long pid = 0;
+  std::string host;
+  if (!(in >> pid >> host) || pid <= 0 || in.get() != ' ') return false;
+  std::string rest;
+  std::getline(in, rest, '\0');
+  if (rest != dir) return false;
+  if (host == host_name()) return is_self_or_ancestor(static_cast<pid_t>(pid));
+  const Lease lease = read_lease(dir + "/.lock");
+  return lease.state == Lease::State::kHeld && lease.host == host && lease.pid == pid;
 }
 
 // Takes flock(fd, LOCK_EX | LOCK_NB) on `path`, retrying every 200 ms until `deadline`. While
@@ -205,7 +215,7 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
   std::error_code ec;
   const std::string dir = std::filesystem::canonical(run_dir, ec).string();
   if (ec) throw IoError(run_dir + ": cannot resolve the run directory: " + ec.message());
-  if (held_by_ancestor(dir)) return;  // our supervisor holds it for us
+  if (held_for_us(dir)) return;  // our supervisor holds it for us
   std::lock_guard<std::mutex> guard(g_mu);
   if (g_locked_dirs.count(dir) != 0) return;
 
@@ -254,7 +264,7 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
   }
   hold_lease(fd, whoami(), host_name(), lease_s / 6);
   g_locked_dirs.insert(dir);  // the descriptor stays open for the life of the process
-  ::setenv(kRunLockEnv, (std::to_string(::getpid()) + " " + dir).c_str(), 1);
+  ::setenv(kRunLockEnv, (std::to_string(::getpid()) + " " + host_name() + " " + dir).c_str(), 1);
 }
 
 }  // namespace rm

@@ -10,11 +10,13 @@
 // files to clean up). The descriptor is inherited by children (mpirun), so the lock stays held
 // while any of them lives even if the supervisor itself is killed.
 //
-// The owner exports RM_RUN_LOCK="<pid> <canonical run dir>"; a rank 0 that finds its run
-// directory there, with that pid among its ancestors, does not lock again (its supervisor holds
-// the lock for it). The ancestry check matters: sbatch exports the submitting shell's
-// environment to the job, and `ringmaster submit` takes the lock too (to refuse a resubmission,
-// or --fresh, while the run is live).
+// The owner exports RM_RUN_LOCK="<pid> <host> <canonical run dir>"; a rank 0 that finds its run
+// directory there does not lock again (its supervisor holds the lock for it) when, on the same
+// host, that pid is among its ancestors, or, on another host (`run --hosts` placing rank 0 on
+// the hostfile's first host), the lock file's lease is held by that host and pid. The checks
+// matter: sbatch exports the submitting shell's environment to the job, and `ringmaster submit`
+// takes the lock too (to refuse a resubmission, or --fresh, while the run is live; it does not
+// pass the variable on to sbatch).
 //
 // flock works across hosts on NFS (Linux maps it to byte-range locks) and on Lustre mounted with
 // -o flock; on a filesystem without lock support the lock fails with a message saying so. Where
@@ -43,8 +45,8 @@ inline constexpr const char* kRunLockEnv = "RM_RUN_LOCK";
 // start time, Slurm job) in the lock file for the message of the next would-be holder. A holder
 // that died without releasing is taken over with a message (after run_lock_lease_s() without
 // renewal when it was on another host). Returns at once if
-// this process, or the ancestor named by RM_RUN_LOCK, holds it already. Throws IoError naming the
-// directory and the holder when the lock stays taken.
+// this process, or the holder named by RM_RUN_LOCK (above), holds it already. Throws IoError naming
+// the directory and the holder when the lock stays taken.
 void lock_run_dir(const std::string& run_dir, double wait_s);
 
 // A rank of the run in `run_dir` (which lock_run_dir has prepared): holds a shared lock on

@@ -21,6 +21,7 @@
 #include "base/exit_codes.h"
 #include "base/input_error.h"
 #include "base/run_dir.h"
+#include "base/run_lock.h"
 #include "configs/job_loader.h"
 #include "io/atomic_file.h"
 #include "launcher/child_process.h"
@@ -146,6 +147,9 @@ int cmd_submit(const SubmitArgs& args) {
     // another job's run (--fresh), and `status` for a run.
     const fs::path missing = first_missing_ancestor(run_dir);
     own_run_dir(paths.run_dir);
+    // The lock's variable names this process, which exits once sbatch has answered: not for the
+    // job's ranks, which take the lock themselves (base/run_lock.h).
+    ::unsetenv(kRunLockEnv);
     MadeRunDir made(run_dir, missing);
     if (const std::string id = submitted_job_id(paths.run_dir); !id.empty()) {
       std::string why;
@@ -187,6 +191,14 @@ int cmd_submit(const SubmitArgs& args) {
     // --parsable prints "JOBID" or "JOBID;CLUSTER" (possibly after warnings, one per line).
     std::string id = sbatch.output.substr(sbatch.output.rfind('\n') + 1);
     id = id.substr(0, id.find(';'));
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
+      // Not recorded: a job_id that is no id would turn off the next submit's check that this
+      // run's job is not still queued.
+      print_error("sbatch exited 0 but answered '" + sbatch.output.substr(0, 200) +
+                  "', not a job id; the job may be queued all the same: look with squeue "
+                  "before submitting again");
+      return kExitFailure;
+    }
     const std::string id_file = (run_dir / "slurm" / "job_id").string();
     write_file_atomic(id_file, (id + "\n").data(), id.size() + 1);
     append_run_event(paths.run_dir, "submitted", {{"slurm_job_id", id}});

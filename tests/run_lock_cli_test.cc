@@ -207,5 +207,38 @@ TEST(RunLock, ALiveHolderOnAnotherHostIsRefusedThoughFlockMissesIt) {
   EXPECT_FALSE(fs::exists(dir.file("run/config.yaml"))) << "the refused run wrote";
 }
 
+// `run --hosts` whose hostfile puts rank 0 on another host than the supervisor's: the rank finds
+// RM_RUN_LOCK naming that host and pid, and the lock file's lease held by them, and trains under
+// its supervisor's lock (before: it took the lock itself, found its own supervisor's lease live
+// on another host, and refused, exit 2: such a run could not start). A variable whose holder
+// does not hold the lease (another pid) is no licence: refused as before. The supervisor is
+// played by a shell loop renewing the lease as a holder on "othernode" does.
+TEST(RunLock, ARankZeroOnAnotherHostThanItsSupervisorTrainsUnderItsLock) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  fs::create_directories(dir.file("run"));
+  const std::string run = fs::canonical(dir.file("run")).string();
+  const std::string lock = run + "/.lock";
+  const std::string renew =
+      "n=1; while true; do printf 'pid 4242 on host othernode since "
+      "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
+      lock + "; n=$((n+1)); sleep 0.2; done";
+  const test::Child holder = test::spawn_shell(renew, dir.path());
+  ASSERT_TRUE(test::wait_for_text(lock, "lease othernode 4242 2"));
+  const std::string worker = "worker " + job + " --set train.steps=20";
+  const char* mpirun = "mpirun -np 1 --oversubscribe --allow-run-as-root";
+  const auto stranger = run_cli(
+      worker, dir.path(), "RM_RUN_LOCK_LEASE_S=2 RM_RUN_LOCK='4243 othernode " + run + "'", mpirun);
+  const auto rank0 = run_cli(
+      worker, dir.path(), "RM_RUN_LOCK_LEASE_S=2 RM_RUN_LOCK='4242 othernode " + run + "'", mpirun);
+  ::kill(holder.pid, SIGKILL);
+  test::wait_exit(holder);
+  EXPECT_EQ(stranger.exit_code, 2) << stranger.err;
+  EXPECT_NE(stranger.err.find("in use by another run on another host (pid 4242"), std::string::npos)
+      << stranger.err;
+  EXPECT_EQ(rank0.exit_code, 0) << rank0.err;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 20));
+}
+
 }  // namespace
 }  // namespace rm
