@@ -1,4 +1,5 @@
 // The cross-field rules of a job: what no single key's range can express.
+#include <cmath>
 #include <initializer_list>
 #include <stdexcept>
 
@@ -170,7 +171,8 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
           "is 0 with cluster.time " + c.time +
               ": Slurm would send no warning before the limit, and the run would lose every step "
               "since its last checkpoint; give the seconds a checkpoint takes (default 120)");
-    } else if (c.signal_grace_s >= static_cast<double>(limit)) {
+    } else if (std::ceil(c.signal_grace_s) >= static_cast<double>(limit)) {
+      // Compared as the batch script asks for it: --signal takes whole seconds, rounded up.
       add("cluster.signal_grace_s",
           format_double(c.signal_grace_s) + " s is not less than cluster.time " + c.time + " (" +
               std::to_string(limit) +

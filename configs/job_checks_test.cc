@@ -100,6 +100,10 @@ TEST(CrossField, SlurmsWarningComesBeforeTheTimeLimit) {
   EXPECT_NE(one_error(with_train("cluster:\n  time: '1'\n"))
                 .find("cluster.signal_grace_s: 120 s is not less than cluster.time 1 (60 s)"),
             std::string::npos);
+  // The batch script asks for whole seconds, rounded up: 59.5 is --signal=B:USR1@60.
+  EXPECT_NE(one_error(with_train("cluster:\n  time: '1'\n  signal_grace_s: 59.5\n"))
+                .find("cluster.signal_grace_s: 59.5 s is not less than cluster.time 1 (60 s)"),
+            std::string::npos);
   EXPECT_NE(one_error(with_train("cluster:\n  time: '1-00'\n  signal_grace_s: 0\n"))
                 .find("cluster.signal_grace_s: is 0 with cluster.time 1-00: Slurm would send no "
                       "warning"),

@@ -113,6 +113,12 @@ void Loader::walk_map(const YAML::Node& map, const std::string& prefix, ErrorSin
       continue;
     }
     const std::string name = kv.first.Scalar();
+    if (name.empty()) {
+      // "" would name the whole job again (a section path of ""), applied over the keys set
+      // before it with no duplicate seen: `"": {model: {width: 8}}` silently replaced width.
+      sink.add(prefix, key_mark, "expected a key name, got an empty string");
+      continue;
+    }
     if (name.size() > kMaxKeyBytes) {
       sink.add(prefix, key_mark, "unknown key " + shown_text(name));
       continue;
@@ -218,12 +224,26 @@ void Loader::apply_override(const std::string& text) {
     apply(path, YAML::Node(raw), YAML::Mark::null_mark(), sink);
     return;
   }
+  // Read as a job file is (load_all_documents): a value of more than one document is refused,
+  // not cut to its first ("8\n---\n9" set 8), and one yaml-cpp reads as no document at all (",")
+  // is named, not taken for an empty value.
   YAML::Node value;
+  std::string problem;
   try {
-    value = YAML::Load(raw);
+    const std::vector<YAML::Node> docs = load_all_documents(raw);
+    for (size_t i = 1; i < docs.size(); ++i) {
+      if (!docs[i].IsNull()) problem = "holds more than one YAML document";
+    }
+    if (docs.empty() && raw.find_first_not_of(" \t") != std::string::npos) {
+      problem = "is no YAML value";
+    }
+    if (!docs.empty()) value = docs[0];
   } catch (const YAML::Exception& e) {
+    problem = "is not YAML: " + e.msg;
+  }
+  if (!problem.empty()) {
     if (known) {
-      sink.add(path, YAML::Mark::null_mark(), "cannot read '" + raw + "' as YAML: " + e.msg);
+      sink.add(path, YAML::Mark::null_mark(), shown_text(raw) + " " + problem);
       bad_.insert(path);
       return;
     }

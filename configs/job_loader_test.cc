@@ -259,6 +259,12 @@ TEST(JobLoader, DuplicateKeys) {
       load_errors("model:\n  width: 64\ndata:\n  train: a\nmodel:\n  heads: 2\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0], "job.yaml:5:1: model: duplicate key (first set on line 1)");
+  // A key "" named the whole job again, whose keys then replaced the file's with no duplicate
+  // seen (model.width 9 became 8).
+  EXPECT_EQ(one_error(with_train("model: {width: 8, heads: 1}\n\"\": {model: {width: 16}}\n")),
+            "job.yaml:2:1: expected a key name, got an empty string");
+  EXPECT_EQ(one_error(with_train("model: {width: 8, \"\": 1}\n")),
+            "job.yaml:1:19: model: expected a key name, got an empty string");
 }
 
 TEST(JobLoader, StringLists) {

@@ -59,10 +59,26 @@ TEST(Overrides, BadValues) {
   EXPECT_EQ(one_error(kMinimalJob, {"model.width="}),
             "--set model.width: expected an integer, got an empty value");
   EXPECT_EQ(one_error(kMinimalJob, {"model.layers=0"}), "--set model.layers: must be >= 1, got 0");
+  // Bounded where a huge value overflowed later (the bucket's float count; start + steps).
+  EXPECT_EQ(one_error(kMinimalJob, {"parallel.bucket_mb=1e300"}),
+            "--set parallel.bucket_mb: must be in (0, 1048576], got 1e300");
+  EXPECT_NE(one_error(kMinimalJob, {"observability.trace_start=9223372036854775807"})
+                .find("--set observability.trace_start: must be in [1, "),
+            std::string::npos);
   EXPECT_EQ(one_error(kMinimalJob, {"model.type=gtp"}),
             "--set model.type: must be one of gpt|mlp, got 'gtp'; did you mean gpt?");
   EXPECT_EQ(one_error(kMinimalJob, {"data.train=[a.bin"}),
-            "--set data.train: cannot read '[a.bin' as YAML: end of sequence flow not found");
+            "--set data.train: '[a.bin' is not YAML: end of sequence flow not found");
+  // Read as a job file is: a second document is refused (it was dropped: width 8), and a value
+  // yaml-cpp reads as no document (",": it said "an empty value", and cleared data.val) is named.
+  EXPECT_EQ(one_error(kMinimalJob, {"model.width=8\n---\n9"}),
+            "--set model.width: '8\\n---\\n9' holds more than one YAML document");
+  EXPECT_EQ(one_error(kMinimalJob, {"model.width=,"}),
+            "--set model.width: ',' is not YAML: unexpected ','");
+  EXPECT_EQ(one_error(kMinimalJob, {"data.val=,"}),
+            "--set data.val: ',' is not YAML: unexpected ','");
+  // A long value is shown cut short: the message of 20000 brackets was 40 KB on one line.
+  EXPECT_LT(one_error(kMinimalJob, {"model.width=" + std::string(20000, '[')}).size(), 400u);
   EXPECT_EQ(one_error(kMinimalJob, {"model.width"}), "--set model.width: expected key.path=value");
   EXPECT_EQ(one_error(kMinimalJob, {"model=5"}),
             "--set model: is a section: expected a map of its keys (type, vocab_size, seq_len, "

@@ -244,7 +244,10 @@ std::vector<KeySpec> build_schema() {
              "Compute and communication backend; `auto` = cuda if a GPU is found, else cpu."),
       RM_KEY(parallel.shard, one_of_its_choices(),
              "ZeRO sharding: optimizer state (1), + gradients (2), + parameters (3)."),
-      RM_KEY(parallel.bucket_mb, above(0), "Size of a gradient all-reduce bucket, MiB."),
+      // Bounded: a bucket of 1e300 MiB overflowed the conversion to floats. 1 TiB is larger
+      // than any model's gradients, which then make one bucket.
+      RM_KEY(parallel.bucket_mb, above_up_to(0, 1048576),
+             "Size of a gradient all-reduce bucket, MiB."),
       RM_KEY(parallel.overlap, any(), "Reduce gradient buckets while the backward pass runs."),
       RM_KEY(parallel.threads_per_rank, at_least(0),
              "CPU threads per rank; 0 = cores / ranks on the node. The count changes the order "
@@ -329,7 +332,7 @@ std::vector<KeySpec> build_schema() {
           "layer's forward and backward, each gradient reduction from issue to completion, "
           "each checkpoint stage -- to RUN_DIR/trace/rank-NNNNN.json; `ringmaster trace RUN_DIR` "
           "merges them for Perfetto or chrome://tracing. Off: no cost."),
-      RM_KEY(observability.trace_start, at_least(1),
+      RM_KEY(observability.trace_start, between(1, 1e15),  // start + steps must not overflow
              "The first traced step (1-based); the default skips the first steps' start-up "
              "effects (first touch of memory, the first checkpoint)."),
       RM_KEY(observability.trace_steps, between(1, 1000),
