@@ -3,6 +3,7 @@
 #include "configs/yaml_format.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <set>
 #include <utility>
@@ -162,6 +163,11 @@ TEST(Schema, YamlQuote) {
   EXPECT_EQ(yaml_quote("--constraint=a100"), "\"--constraint=a100\"");
   EXPECT_EQ(yaml_quote("a \"b\"\\"), "\"a \\\"b\\\"\\\\\"");
   EXPECT_EQ(yaml_quote("*x"), "\"*x\"");
+  // NEL, LS and PS are line breaks to YAML 1.1 readers (PyYAML folded NEL into a space):
+  // escaped, and read back as the same bytes by yaml-cpp.
+  const std::string breaks = "e\xc2\x85x\xe2\x80\xa8y\xe2\x80\xa9z\xc3\xa9";
+  EXPECT_EQ(yaml_quote(breaks), "\"e\\u0085x\\u2028y\\u2029z\xc3\xa9\"");
+  EXPECT_EQ(YAML::Load(yaml_quote(breaks)).as<std::string>(), breaks);
 }
 
 TEST(Suggest, EditDistance) {

@@ -71,7 +71,8 @@ std::string yaml_quote(const std::string& s) {
   }
   if (plain) return s;
   std::string out = "\"";
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const unsigned char c = static_cast<unsigned char>(ch);
     if (ch == '"' || ch == '\\') {
       out += '\\';
@@ -84,6 +85,17 @@ std::string yaml_quote(const std::string& s) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
+    } else if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x85) {
+      // NEL, LS and PS (U+0085, U+2028, U+2029) are line breaks to a YAML 1.1 reader (PyYAML
+      // read them as a space): escaped. As \u, not \N \L \P: yaml-cpp 0.7 decodes \N to a lone
+      // 0x85 byte.
+      out += "\\u0085";
+      ++i;
+    } else if (c == 0xE2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(s[i + 2]) == 0xA8 ||
+                static_cast<unsigned char>(s[i + 2]) == 0xA9)) {
+      out += static_cast<unsigned char>(s[i + 2]) == 0xA8 ? "\\u2028" : "\\u2029";
+      i += 2;
     } else {
       out += ch;
     }

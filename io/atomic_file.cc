@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <functional>
 #include <utility>
 
 #include "io/file_system.h"
@@ -9,10 +11,23 @@
 
 namespace rm {
 
+namespace {
+
+// "<path>.tmp.<pid>"; where that name would pass NAME_MAX (255 bytes) though the target's does
+// not, ".tmp.<pid>.<hash of the name>" beside it (a legal -o name of 250 bytes failed with "File
+// name too long", naming the temporary file).
+std::string temporary_name(const std::string& path) {
+  const std::string suffix = ".tmp." + std::to_string(::getpid());
+  const size_t slash = path.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  if (path.size() - base + suffix.size() <= 255) return path + suffix;
+  return path.substr(0, base) + suffix + "." + std::to_string(std::hash<std::string>{}(path));
+}
+
+}  // namespace
+
 AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability)
-    : path_(std::move(path)),
-      tmp_(path_ + ".tmp." + std::to_string(::getpid())),
-      durability_(durability) {
+    : path_(std::move(path)), tmp_(temporary_name(path_)), durability_(durability) {
   fd_ = io::open_write_truncate(tmp_).release();
 }
 
@@ -40,7 +55,8 @@ void AtomicFileWriter::rewrite(uint64_t offset, const void* data, size_t size) {
   if (fd_ < 0) throw IoError(tmp_ + ": rewrite after commit or failure");
   try {
     const off_t end = ::lseek(fd_, 0, SEEK_CUR);
-    if (end < 0 || offset + size > static_cast<uint64_t>(end)) {
+    if (end < 0) io::throw_errno(tmp_, "lseek failed", errno);
+    if (offset + size > static_cast<uint64_t>(end)) {
       throw IoError(tmp_ + ": rewrite of bytes [" + std::to_string(offset) + ", " +
                     std::to_string(offset + size) + ") beyond the " + std::to_string(end) +
                     " written");

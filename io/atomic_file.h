@@ -27,7 +27,8 @@ void write_file_atomic(const std::string& path, const void* data, size_t size,
 // should not be gathered into one string first). Bytes go straight from the caller's buffers to
 // write(2). Until commit() the target is untouched; destroying an uncommitted writer removes the
 // temporary file, as does a failure inside append() or commit(). The temporary file is
-// "<path>.tmp.<pid>", so two processes never share one. Not thread-safe. Throws IoError.
+// "<path>.tmp.<pid>" (or, where that name is too long, ".tmp.<pid>.<hash>" in the same
+// directory), so two processes never share one. Not thread-safe. Throws IoError.
 class AtomicFileWriter {
  public:
   explicit AtomicFileWriter(std::string path, Durability durability = Durability::kDurable);

@@ -73,6 +73,52 @@ TEST(AtomicFile, AFailureAtAnyCallLeavesTheOldFileAndNoTemporaryFile) {
   }
 }
 
+// A file system that cannot fsync a directory (EINVAL: vboxsf, some 9p and CIFS mounts) takes
+// the write, saying once that renames there are not durable (before: every durable write
+// failed, so no run could start). Another error of the directory's fsync still fails it.
+TEST(AtomicFile, ADirectoryFsyncTheFileSystemDoesNotSupportIsSaidNotFatal) {
+  for (const int error : {EINVAL, EIO}) {
+    SCOPED_TRACE(std::strerror(error));
+    test::ScratchDir dir;
+    FaultPlan plan;
+    plan.scope = dir.path();
+    plan.journal = dir.file("../" + base_name(dir.path()) + ".journal");
+    plan.at = 6;  // create, write, fsync, close, rename, then the directory's fsync
+    plan.action = "fail";
+    plan.error = error;
+    bool threw = false;
+    testing::internal::CaptureStderr();
+    {
+      FaultFileSystem faulty(plan);
+      ScopedFileSystem use(&faulty);
+      try {
+        write_text(dir.file("a"), "new");
+      } catch (const IoError& e) {
+        threw = true;
+        EXPECT_EQ(e.error_code(), error);
+      }
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(threw, error != EINVAL);
+    EXPECT_EQ(content(dir.file("a")), "new");
+    if (error == EINVAL) {
+      EXPECT_NE(err.find("cannot fsync a directory"), std::string::npos) << err;
+    }
+    unlink_file(plan.journal);
+    remove_tree(plan.journal + ".stash");
+  }
+}
+
+// A target whose name is legal but within 11 bytes of NAME_MAX: written, through a temporary
+// file named otherwise ("<name>.tmp.<pid>" passed 255 bytes: "File name too long").
+TEST(AtomicFile, ATargetNameNearTheLimitIsWritten) {
+  test::ScratchDir dir;
+  const std::string target = dir.file(std::string(250, 'r') + ".html");
+  write_text(target, "page");
+  EXPECT_EQ(content(target), "page");
+  EXPECT_EQ(list_dir(dir.path()).size(), 1u);
+}
+
 TEST(AtomicFile, AppendAfterAFailureIsRefused) {
   FaultPlan plan;
   plan.at = 2;

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "io/file_system.h"
@@ -124,7 +126,22 @@ void fsync_fd(int fd, const std::string& path) {
 void fsync_directory(const std::string& dir) {
   Fd fd(fs().open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0));
   if (!fd.valid()) throw_errno(dir, "cannot open directory", errno);
-  fsync_fd(fd.get(), dir);
+  if (fs().fsync(fd.get()) == 0) return;
+  const int err = errno;
+  // Some file systems cannot fsync a directory at all (vboxsf, some 9p and CIFS mounts: EINVAL,
+  // or ENOTSUP): every durable write failed there, so no run could start. As PostgreSQL does,
+  // go on, and say once that renames there are not durable across a power cut.
+  if (err == EINVAL || err == ENOTSUP) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      std::fprintf(stderr,
+                   "ringmaster: warning: %s: this file system cannot fsync a directory (%s): "
+                   "files are written whole, but a power cut may undo their last renames\n",
+                   dir.c_str(), std::strerror(err));
+    }
+    return;
+  }
+  throw_errno(dir, "fsync failed", err);
 }
 
 const char* file_kind(mode_t mode) {
