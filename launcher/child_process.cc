@@ -33,6 +33,7 @@ volatile sig_atomic_t g_signals_seen[NSIG] = {};
 volatile sig_atomic_t g_any_signal = 0;
 volatile sig_atomic_t g_notice_due = 0;  // a stop is to be passed on as SIGUSR1 (wait_child)
 volatile sig_atomic_t g_kill_due = 0;    // a second signal: the whole job is to die (wait_child)
+volatile sig_atomic_t g_pending_same = 0;  // kSame: a stop that came with no child, for the next
 // When each signal was first seen (CLOCK_MONOTONIC, ns; 0: not yet); written by its own
 // signal's handler, before that signal counts as seen.
 volatile int64_t g_first_seen_ns[NSIG] = {};
@@ -64,8 +65,9 @@ class ErrnoKeeper {
 void forward_to_child(int sig) {
   const ErrnoKeeper keep_errno;
   if (g_any_signal == 0) g_any_signal = sig;
+  // No child (between a supervisor's attempts): counted all the same, and passed on to the next
+  // child when it starts (run_child), so that a restart does not train on without the stop.
   const pid_t pid = g_child_pid;
-  if (pid <= 0) return;
   // Repeated SIGUSR1s are one scheduler notice (base/stop_signal.h), not a plea to kill.
   if (sig == SIGUSR1 && g_signals_seen[sig] > 0) return;
   // write(2) and kill(2) are async-signal-safe; printf is not.
@@ -86,8 +88,10 @@ void forward_to_child(int sig) {
     // As SIGUSR1, it is sent by wait_child once the ranks are up (see run_child).
     if (g_forward_as_usr1) {
       g_notice_due = 1;
-    } else {
+    } else if (pid > 0) {
       ::kill(pid, sig);
+    } else {
+      g_pending_same = sig;
     }
   } else {
     static const char msg[] = "ringmaster: second signal: killing the job\n";
@@ -337,6 +341,9 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
   }
   ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
   g_child_pid = pid;
+  // A stop that came while no child ran (g_notice_due, set then, stays for wait_child).
+  if (const int sig = g_pending_same; sig != 0 && !g_forward_as_usr1) ::kill(pid, sig);
+  g_pending_same = 0;
   ::sigprocmask(SIG_SETMASK, &previous, nullptr);
   const int status = wait_child(pid, linger_limit_s, ranks_started);
   g_child_pid = 0;

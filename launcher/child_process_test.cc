@@ -1,6 +1,7 @@
 // self_path() and started_from() (launcher/child_process.h): the path a process was started
 // from, also once the file there has been replaced -- checked on a real process whose program
 // is replaced under it, as an in-place upgrade of ringmaster during a long run would do.
+// run_child(): a stop that comes between two children reaches the next one.
 // kill_job(): a real process tree that keeps forking children into sessions of their own, as
 // mpirun does with ranks, is gone to the last child.
 #include "launcher/child_process.h"
@@ -17,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "testing/temp_dir.h"
 
 namespace rm {
 namespace {
@@ -139,6 +142,24 @@ TEST(KillJob, NoChildForkedAsTheKillComesSurvivesIt) {
   }
   EXPECT_EQ(survivors, 0) << "of " << written.size() << " children";
   fs::remove_all(tmpl);
+}
+
+// A stop that comes while no child runs -- a supervisor between two attempts, after its check
+// for one and before the next fork -- reaches the next child once it is up (before: only noted,
+// so the restart trained on without it, and a scheduler's kill after its grace time lost every
+// step since the last checkpoint).
+TEST(RunChild, AStopBetweenTwoChildrenReachesTheNextOne) {
+  TempDir dir;
+  // The first child installs the forwarding handlers, as a supervisor's first attempt does.
+  ASSERT_EQ(run_child({"true"}, SignalForwarding::kAsUsr1, 0, [] { return true; }), 0);
+  ASSERT_EQ(::raise(SIGTERM), 0);  // handled: no child to pass it to now
+  const std::string up = dir.file("up");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code =
+      run_child({"sh", "-c", "trap 'exit 42' USR1; touch " + up + "; sleep 30 & wait"},
+                SignalForwarding::kAsUsr1, 0, [&] { return ::access(up.c_str(), F_OK) == 0; });
+  EXPECT_EQ(code, 42) << "the child was not told of the stop";
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
 }
 
 }  // namespace
