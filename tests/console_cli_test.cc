@@ -63,6 +63,13 @@ TEST_P(Console, OnATerminalAProgressLineIsRedrawnBetweenThePermanentLines) {
     EXPECT_NE(tty.find(erase + line), std::string::npos) << line << "\n" << tty;
   }
   EXPECT_NE(tty.find(erase + "ringmaster: done; weights in"), std::string::npos) << tty;
+  // Rank 0's log keeps what stays on the screen: the permanent lines, no redraws, no escapes
+  // (before: each log line held every redraw since the last permanent one).
+  const std::string log = test::slurp(dir.file("run/logs/rank-0.log"));
+  EXPECT_EQ(log.find('\r'), std::string::npos) << log;
+  EXPECT_EQ(log.find('\033'), std::string::npos) << log;
+  EXPECT_EQ(count(log, "] step "), 5) << "steps 1, 10, 15, 20, 30\n" << log;
+  EXPECT_NE(log.find("[rank 0] step     10/30 | loss"), std::string::npos) << log;
 }
 
 TEST_P(Console, InALogOnlyThePermanentLines) {
