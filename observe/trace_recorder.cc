@@ -73,11 +73,13 @@ double TraceRecorder::now_us() const {
 }
 
 void TraceRecorder::push(Event e) {
-  if (events_.size() >= kMaxEvents) {
-    ++dropped_;
-    return;
-  }
   events_.push_back(std::move(e));
+}
+
+bool TraceRecorder::room() {
+  if (events_.size() < kMaxEvents) return true;
+  ++dropped_;
+  return false;
 }
 
 void TraceRecorder::close(Open& span, int tid, const char* cat) {
@@ -98,7 +100,7 @@ void TraceRecorder::begin_step(int64_t step) {
   close_step_spans();
   step_ = step;
   recording_ = step >= first_ && step < end_;
-  if (recording_) {
+  if (recording_ && room()) {
     step_span_ = {true, now_us(), "step " + std::to_string(step), step};
   } else if (step >= end_ && !written_ && !events_.empty()) {
     write_file();
@@ -112,13 +114,17 @@ void TraceRecorder::on_phase(Phase phase, int64_t step) {
   close(unit_span_, kTrainingTid, "layer");
   close(phase_span_, kTrainingTid, "phase");
   unit_ = -1;
-  phase_span_ = {true, now_us(), phase_name(phase), step};
+  if (room()) phase_span_ = {true, now_us(), phase_name(phase), step};
 }
 
 void TraceRecorder::unit(int unit, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!recording_ || unit == unit_) return;
   close(unit_span_, kTrainingTid, "layer");
+  if (!room()) {
+    unit_ = -1;
+    return;
+  }
   unit_ = unit;
   const std::string phase = phase_span_.open ? phase_span_.name + " " : std::string();
   unit_span_ = {true, now_us(), phase + name, step_};
@@ -126,7 +132,7 @@ void TraceRecorder::unit(int unit, const std::string& name) {
 
 uint64_t TraceRecorder::comm_begin(const char* what, int index, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!recording_) return 0;
+  if (!recording_ || !room()) return 0;  // 0: its end is not recorded either
   char name[96];
   std::snprintf(name, sizeof name, "%s %d (%.1f KiB)", what, index,
                 static_cast<double>(bytes) / 1024.0);
@@ -149,7 +155,7 @@ void TraceRecorder::comm_end(uint64_t id) {
 void TraceRecorder::checkpoint_stage(const char* stage) {
   std::lock_guard<std::mutex> lock(mu_);
   close(stage_span_, kCheckpointTid, "checkpoint");
-  if (recording_) stage_span_ = {true, now_us(), stage, step_};
+  if (recording_ && room()) stage_span_ = {true, now_us(), stage, step_};
 }
 
 void TraceRecorder::save_done() {

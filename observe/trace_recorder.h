@@ -21,8 +21,10 @@
 // barrier at the start of Trainer::run() (see align()), so ranks on different hosts line up to
 // within that barrier's skew (microseconds on one host) without comparing their clocks.
 //
-// Bounds: only steps in [trace_start, trace_start + trace_steps) are recorded, and at most
-// kMaxEvents per rank (later ones are counted as dropped, and the file says so).
+// Bounds: only steps in [trace_start, trace_start + trace_steps) are recorded, and no span or
+// reduction begins once kMaxEvents are recorded (those are counted as dropped, and the file says
+// so); what was open then still ends, so every kept event's parent span and every kept async
+// begin's end are kept too (at most a few events past the cap: the open spans and reductions).
 //
 // Cost: off, the trainer holds no recorder and every hook is one null-pointer test. On, each
 // event is a lock and a vector append (no I/O until the window ends).
@@ -105,6 +107,7 @@ class TraceRecorder final : public PhaseObserver {
 
   double now_us() const;
   void push(Event e);                                 // with mu_ held
+  bool room();  // with mu_ held: whether a span may begin (below kMaxEvents), else counts a drop
   void close(Open& span, int tid, const char* cat);   // with mu_ held
   void close_step_spans();                            // with mu_ held
   void write_file();                                  // with mu_ held

@@ -176,9 +176,32 @@ TEST(TraceRecorder, StopsAtTheEventCapAndSaysHowManyItDropped) {
   for (size_t i = 0; i < TraceRecorder::kMaxEvents + extra; ++i) t.unit(static_cast<int>(i % 2), "u");
   t.finish();
   const json doc = read_trace(t);
-  EXPECT_EQ(doc["traceEvents"].size(), TraceRecorder::kMaxEvents + 4);  // + 4 metadata events
-  // kMaxEvents + extra unit spans and the step span were closed: all beyond the cap dropped.
-  EXPECT_EQ(doc["otherData"]["dropped_events"].get<size_t>(), extra + 1);
+  // kMaxEvents unit spans, then the step span they nest in (it ends last, past the cap: before,
+  // it was dropped and its children kept); the units past the cap never began.
+  EXPECT_EQ(doc["traceEvents"].size(), TraceRecorder::kMaxEvents + 1 + 4);  // + 4 metadata
+  EXPECT_EQ(doc["traceEvents"].back()["name"], "step 1");
+  EXPECT_EQ(doc["otherData"]["dropped_events"].get<size_t>(), extra);
+}
+
+// At the cap, reductions begun before it still end (an async begin without its end is an
+// unmatched pair); those issued after it are not recorded at all.
+TEST(TraceRecorder, AtTheCapEveryKeptReductionKeepsItsEnd) {
+  TempDir dir;
+  TraceRecorder t(dir.path(), 0, 1, 1, 1);
+  t.begin_step(1);
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < TraceRecorder::kMaxEvents + 10; ++i)
+    ids.push_back(t.comm_begin("r", 0, 4));
+  for (uint64_t id : ids) t.comm_end(id);
+  t.finish();
+  const json doc = read_trace(t);
+  std::map<uint64_t, int> begins, ends;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "b") ++begins[e["id"].get<uint64_t>()];
+    if (e["ph"] == "e") ++ends[e["id"].get<uint64_t>()];
+  }
+  EXPECT_EQ(begins.size(), TraceRecorder::kMaxEvents);
+  EXPECT_EQ(begins, ends);
 }
 
 TEST(TraceRecorder, NothingRecordedWritesNoFile) {
