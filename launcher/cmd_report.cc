@@ -66,12 +66,14 @@ std::vector<Mark> marks_of(const std::vector<RunData>& runs) {
     for (const auto& e : run.events) {
       if (!kMarked.count(e.kind) || e.plot_step < 0) continue;
       const size_t stride = (count[e.kind] + kMaxMarksPerKind - 1) / kMaxMarksPerKind;
-      if (seen[e.kind]++ % stride != 0) continue;
+      const size_t index = seen[e.kind]++;
+      if (index % stride != 0) continue;
       std::string tip = run.label + ": " + e.kind + " at step " + std::to_string(e.plot_step);
       if (e.placed_by_time) tip += " (no step recorded: placed at the next step by time)";
       tip += "\n" + e.time + (e.details.empty() ? "" : "\n" + e.details);
       if (stride > 1) tip += "\n(1 in every " + std::to_string(stride) + " shown)";
-      marks.push_back({static_cast<double>(e.plot_step), e.kind, run.label, tip});
+      marks.push_back({static_cast<double>(e.plot_step), e.kind, run.label, tip,
+                       std::min(stride, count[e.kind] - index)});
     }
   }
   return marks;

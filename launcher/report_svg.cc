@@ -344,10 +344,12 @@ std::string render_plot(const PlotSpec& spec) {
             px((f.y0 + f.y1) / 2) + "\" text-anchor=\"middle\">no data</text>";
   }
 
-  // Event marks over the data, one legend entry per kind with its count.
-  std::map<std::string, int> kinds;
+  // Event marks over the data, one legend entry per kind with its count of events (and of the
+  // marks drawn, where a kind with many was thinned: 3000 saves read "(300)" before).
+  std::map<std::string, std::pair<size_t, size_t>> kinds;  // kind -> events, marks
   for (const Mark& m : spec.marks) {
-    ++kinds[m.kind];
+    kinds[m.kind].first += m.events;
+    ++kinds[m.kind].second;
     const std::string x = px(f.sx(m.x));
     body += "<line class=\"mark mark-" + html_escape(m.kind) + "\" data-run=\"" +
             html_escape(m.run) + "\" data-step=\"" + fmt("%.0f", m.x) + "\" x1=\"" + x +
@@ -355,9 +357,11 @@ std::string render_plot(const PlotSpec& spec) {
             mark_color(m.kind) + "\"><title>" + html_escape(m.tooltip) + "</title></line>";
   }
   for (const auto& [kind, count] : kinds) {
+    const auto [events, drawn] = count;
     entries.push_back({"<line x1=\"10\" x2=\"10\" y1=\"-1\" y2=\"11\" stroke=\"" +
                            mark_color(kind) + "\" stroke-width=\"2\" stroke-dasharray=\"3 2\"/>",
-                       kind + " (" + std::to_string(count) + ")",
+                       kind + " (" + std::to_string(events) +
+                           (drawn == events ? "" : ", " + std::to_string(drawn) + " drawn") + ")",
                        " data-kind=\"" + html_escape(kind) + "\""});
   }
 

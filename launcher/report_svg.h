@@ -82,6 +82,7 @@ struct Mark {
   std::string kind;     // the event: mark-KIND class, one legend entry per kind
   std::string run;      // data-run
   std::string tooltip;  // the <title>: what happened, when, details
+  size_t events = 1;    // the events of its kind it stands for (a kind with many is thinned)
 };
 
 struct PlotSpec {

@@ -153,6 +153,10 @@ TEST(ReportSvg, APlotHasItsSeriesMarksAndLegendWithEverythingEscaped) {
   // Legend: two series, two kinds of event with their counts.
   EXPECT_EQ(count(svg, "class=\"legend-entry\""), 4u);
   EXPECT_NE(svg.find(">checkpoint_saved (2)</text>"), std::string::npos);
+  // A thinned kind counts its events beside the marks drawn (3000 saves read "(300)" before).
+  PlotSpec thinned = two_runs_with_marks();
+  thinned.marks = {{10, "checkpoint_saved", "a", "", 10}, {20, "checkpoint_saved", "a", "", 7}};
+  EXPECT_NE(render_plot(thinned).find(">checkpoint_saved (17, 2 drawn)</text>"), std::string::npos);
   // 100k points each, drawn from at most 2000.
   // The loss series' path data, found by hand: libstdc++'s std::regex recurses once per
   // character of a [^"]* match, and a 2000-point path overflows the stack under ASan.
