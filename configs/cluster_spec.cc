@@ -7,6 +7,7 @@
 
 #include "configs/config_error.h"
 #include "configs/job_file.h"
+#include "configs/value_parse.h"
 #include "configs/yaml_guard.h"
 
 namespace rm {
@@ -43,6 +44,10 @@ class Reader {
     if (!map.IsMap()) return;
     std::map<std::string, int> seen;  // key -> its 1-based line
     for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) {  // named as the job loader names it ("unknown key" said nothing)
+        error(kv.first, prefix, "expected a key name, got " + describe_node(kv.first));
+        continue;
+      }
       const std::string k = kv.first.Scalar();
       if (!known.count(k)) {
         error(kv.first, prefix + k, "unknown key");
@@ -77,13 +82,18 @@ class Reader {
                   bool zero_ok = false) {
     const YAML::Node* n = need(map, prefix, key);
     if (n == nullptr) return 0;
+    // At least kSmallest where not 0: a bandwidth of 1e-320 GB/s was taken, and every step of
+    // the plan took inf s.
+    constexpr double kSmallest = 1e-6;
+    std::string why = std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
+                      " number, not '" + (n->IsScalar() ? n->Scalar() : "a collection") + "'";
     try {
       const double v = n->as<double>();
-      if (std::isfinite(v) && (v > 0 || (zero_ok && v == 0))) return v;
+      if (std::isfinite(v) && (v >= kSmallest || (zero_ok && v == 0))) return v;
+      if (std::isfinite(v) && v > 0) why = n->Scalar() + " is too small: at least 1e-06";
     } catch (const YAML::Exception&) {
     }
-    error(*n, prefix + key, std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
-                                " number, not '" + (n->IsScalar() ? n->Scalar() : "a collection") + "'");
+    error(*n, prefix + key, why);
     return 0;
   }
 
@@ -152,7 +162,10 @@ ClusterSpec read_cluster_file(const std::string& path) {
   YAML::Node root;
   try {
     const std::vector<YAML::Node> docs = load_all_documents(body);
-    if (docs.size() != 1) {
+    // A trailing "---" is harmless, as in a job file.
+    size_t documents = docs.empty() ? 0 : 1;
+    for (size_t i = 1; i < docs.size(); ++i) documents += docs[i].IsNull() ? 0 : 1;
+    if (documents != 1) {
       throw JobConfigError({ConfigError{path, 0, 0, "", "expected one YAML document"}}, kSubject);
     }
     root = docs[0];

@@ -193,6 +193,30 @@ speed: 3
   EXPECT_NE(overflow.err.find("nodes: must be a whole number from 1 to 100000, not '2147483648'"),
             std::string::npos)
       << overflow.err;
+  // A positive number too small to plan with (every step took inf s), a key that is no name,
+  // and a trailing "---" (harmless, as in a job file).
+  std::string tiny = test::slurp("configs/clusters/h100-8x8.yaml");
+  const size_t bandwidth = tiny.find("bandwidth_gbs: ");
+  ASSERT_NE(bandwidth, std::string::npos);
+  tiny.replace(bandwidth, tiny.find_first_of(",}\n", bandwidth) - bandwidth,
+               "bandwidth_gbs: 1e-320");
+  const auto small =
+      run_cli("plan configs/shakespeare.yaml --cluster " + dir.write("t.yaml", tiny), dir.path());
+  EXPECT_EQ(small.exit_code, 2) << small.out;
+  EXPECT_NE(small.err.find("bandwidth_gbs: 1e-320 is too small: at least 1e-06"), std::string::npos)
+      << small.err;
+  const auto key =
+      run_cli("plan configs/shakespeare.yaml --cluster " +
+                  dir.write("k.yaml", test::slurp("configs/clusters/h100-8x8.yaml") + "[a]: 1\n"),
+              dir.path());
+  EXPECT_EQ(key.exit_code, 2) << key.out;
+  EXPECT_NE(key.err.find("expected a key name, got a sequence"), std::string::npos) << key.err;
+  const auto trailing =
+      run_cli("plan configs/shakespeare.yaml --cluster " +
+                  dir.write("d.yaml", test::slurp("configs/clusters/h100-8x8.yaml") + "---\n"),
+              dir.path());
+  EXPECT_EQ(trailing.err.find("expected one YAML document"), std::string::npos) << trailing.err;
+  EXPECT_EQ(trailing.err.find("cluster file"), std::string::npos) << trailing.err;
   // --nproc beside a cluster file was ignored.
   const auto both =
       run_cli("plan configs/shakespeare.yaml --nproc 3 --cluster configs/clusters/h100-8x8.yaml",
