@@ -63,6 +63,7 @@ int run_mpirun(MpiLaunch launch, const std::vector<std::string>& args, SignalFor
     ~Cleanup() {
       remove_mpi_session_base(base);
       sweep_mpi_session_bases(mpi_session_parent(), kEndedSessionBaseAgeS);
+      sweep_killed_launch_bases(mpi_session_parent(), kEndedSessionBaseAgeS);
     }
   } cleanup{launch.session_base};
   return run_child(mpirun_command(launch, args), forwarding, linger_limit_s, ranks_started);

@@ -1,17 +1,47 @@
 #include "launcher/mpi_session_dir.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 namespace rm {
 namespace {
 
 constexpr const char* kParentPrefix = "rm-mpi.";
+constexpr const char* kMarkerSuffix = ".launcher";
+
+std::string this_host() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// Whether no process `pid` exists on this host.
+bool gone(long pid) {
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// Whether every mpirun whose session directory lies in `base` (ompi.*/pid.N) is gone here.
+bool mpiruns_gone(const std::string& base) {
+  std::error_code error;
+  for (const auto& ompi : std::filesystem::directory_iterator(base, error)) {
+    std::error_code inner;
+    for (const auto& session : std::filesystem::directory_iterator(ompi.path(), inner)) {
+      const std::string name = session.path().filename().string();
+      if (name.rfind("pid.", 0) != 0) continue;
+      if (!gone(std::strtol(name.c_str() + 4, nullptr, 10))) return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -25,13 +55,53 @@ std::string mpi_session_parent() {
 std::string new_mpi_session_base() {
   if (std::getenv("OMPI_MCA_orte_tmpdir_base") != nullptr) return "";
   static std::atomic<int> count{0};
-  return mpi_session_parent() + "/" + std::to_string(::getpid()) + "." + std::to_string(++count);
+  const std::string parent = mpi_session_parent();
+  const std::string base =
+      parent + "/" + std::to_string(::getpid()) + "." + std::to_string(++count);
+  // The marker beside it says which host's launcher made it (sweep_killed_launch_bases). Best
+  // effort: without it, a base a killed launch leaves is only left behind.
+  ::mkdir(parent.c_str(), 0700);
+  std::ofstream(base + kMarkerSuffix) << this_host() << "\n";
+  return base;
 }
 
 void remove_mpi_session_base(const std::string& base) {
   if (base.empty()) return;
   std::error_code ignored;
   std::filesystem::remove_all(base, ignored);
+  std::filesystem::remove(base + kMarkerSuffix, ignored);
+}
+
+int sweep_killed_launch_bases(const std::string& parent, double min_age_s) {
+  std::error_code error;
+  std::filesystem::directory_iterator it(parent, error);
+  if (error) return 0;
+  const std::string host = this_host();
+  const std::time_t now = std::time(nullptr);
+  int removed = 0;
+  for (const auto& entry : it) {
+    const std::string marker = entry.path().string();
+    const std::string name = entry.path().filename().string();
+    const size_t suffix = name.size() - std::string(kMarkerSuffix).size();
+    if (name.size() <= std::string(kMarkerSuffix).size() || name.substr(suffix) != kMarkerSuffix) {
+      continue;
+    }
+    struct stat st {};
+    if (::lstat(marker.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        std::difftime(now, st.st_mtime) < min_age_s) {
+      continue;
+    }
+    std::string written;
+    std::getline(std::ifstream(marker), written);
+    const std::string base = marker.substr(0, marker.size() - std::string(kMarkerSuffix).size());
+    // Made here, by a launcher that is gone, for mpiruns that are gone: nothing uses it.
+    if (written != host || !gone(std::strtol(name.c_str(), nullptr, 10)) || !mpiruns_gone(base)) {
+      continue;
+    }
+    remove_mpi_session_base(base);
+    ++removed;
+  }
+  return removed;
 }
 
 int sweep_mpi_session_bases(const std::string& parent, double min_age_s) {

@@ -98,6 +98,40 @@ TEST(MpiSessionBase, RemoveTakesWhatAKilledLaunchLeftInside) {
   remove_mpi_session_base("");  // no base (the user's own): nothing to do, nothing thrown
 }
 
+// A base a killed launcher left (its supervisor and mpirun gone, 8 MiB inside) is removed by a
+// later launch on its host; one whose launcher or mpirun lives, one made on another host, and a
+// young one are kept.
+TEST(MpiSessionBase, AKilledLaunchersBaseIsRemovedOnItsHostOnly) {
+  TempDir dir;
+  const std::string parent = dir.file("rm-mpi.0");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // A pid no process has: past the kernel's largest.
+  const std::string dead = "4194305", alive = std::to_string(::getpid());
+  struct Base {
+    std::string name, host, mpirun;
+    bool removed;
+  };
+  const Base bases[] = {{dead + ".1", host, dead, true},
+                        {alive + ".1", host, dead, false},         // the launcher lives
+                        {dead + ".2", host, alive, false},         // its mpirun lives
+                        {dead + ".3", "elsewhere", dead, false}};  // another host's
+  for (const Base& b : bases) {
+    fs::create_directories(parent + "/" + b.name + "/ompi.h.0/pid." + b.mpirun + "/0");
+    std::ofstream(parent + "/" + b.name + ".launcher") << b.host << "\n";
+    age(parent + "/" + b.name + ".launcher", 120);
+  }
+  EXPECT_EQ(sweep_killed_launch_bases(parent, 60), 1);
+  for (const Base& b : bases) {
+    EXPECT_EQ(fs::exists(parent + "/" + b.name), !b.removed) << b.name;
+    EXPECT_EQ(fs::exists(parent + "/" + b.name + ".launcher"), !b.removed) << b.name;
+  }
+  // Young: a launch that is starting (its mpirun not yet there).
+  fs::create_directories(parent + "/" + dead + ".9");
+  std::ofstream(parent + "/" + dead + ".9.launcher") << host << "\n";
+  EXPECT_EQ(sweep_killed_launch_bases(parent, 60), 0);
+}
+
 // A rank sweeps its launch's parent when it is the first on its host and the parent is ours.
 TEST(MpiSessionBase, RanksSweepOnlyOurParentAndOnlyTheFirstOnAHost) {
   TempDir dir;

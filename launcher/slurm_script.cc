@@ -132,6 +132,11 @@ rm_event slurm_start
 # (test faults strike the first attempt only).
 rm_start_retry=0
 while :; do
+  # A notice that came as the last start was given up on found a dead step: its holder (if any)
+  # is for that step, and would keep the next one from being told (rm_notify_step). No step
+  # until srun runs: a notice meanwhile sets rm_signalled, which the launch below passes on.
+  rm_step=
+  if [[ -n $rm_holder ]]; then kill -s KILL "$rm_holder" 2>/dev/null; rm_holder=; fi
   rm_started_before=$(rm_started)
   rm_finished_before=$(rm_finished)
   env -- ${rm_env[@]+"${rm_env[@]}"} RM_START_RETRY=$rm_start_retry \
