@@ -181,7 +181,11 @@ void Loader::apply(const std::string& path, const YAML::Node& value, const YAML:
   }
   if (const KeySpec* parent = map_parent(path)) {
     const std::string parent_path(parent->path);
-    origins_[parent_path] = {sink.is_override(), key_mark};
+    // The entry's own origin, not the map's: an override of cluster.env.B made an error in the
+    // file's cluster.env.A read as the override's, losing its file and line. The map keeps its
+    // origin for the entries set with it.
+    origins_[path] = {sink.is_override(), key_mark};
+    if (!origins_.count(parent_path)) origins_[parent_path] = {sink.is_override(), key_mark};
     if (!parse_map_entry(*parent, path.substr(parent_path.size() + 1), value, key_mark, cfg_,
                          sink)) {
       bad_.insert(parent_path);

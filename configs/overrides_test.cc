@@ -108,6 +108,16 @@ TEST(Overrides, MapEntriesAndWholeMaps) {
             "'_')");
 }
 
+// An override of one entry of a map leaves the file's other entries their place: an error in
+// the file's cluster.env.A still names the file and line (it read as the override's).
+TEST(Overrides, AnEntryOverrideKeepsTheFilesErrorsInTheFile) {
+  const std::string text = std::string(kMinimalJob) + "cluster:\n  env: {A: \"x\\ry\"}\n";
+  const std::string alone = one_error(text, {});
+  EXPECT_EQ(alone.rfind("job.yaml:", 0), 0u) << alone;
+  EXPECT_NE(alone.find(": cluster.env.A: holds a newline"), std::string::npos) << alone;
+  EXPECT_EQ(one_error(text, {"cluster.env.B=1"}), alone);
+}
+
 TEST(Overrides, StringsAreVerbatim) {
   const JobConfig cfg =
       load_with({"cluster.time=24:00:00", "run_dir=runs/gpu #2", "cluster.account="});
