@@ -88,13 +88,20 @@ bool is_self_or_ancestor(pid_t pid) {
 bool held_for_us(const std::string& dir) {
   const char* env = std::getenv(kRunLockEnv);
   if (env == nullptr) return false;
+  // "PID DIR" (no host), as a supervisor before this format wrote it: a rank restarted from a
+  // binary upgraded in place gets its old supervisor's variable. Same host, by ancestry.
+  const auto old_format = [&] {
+    char* rest = nullptr;
+    const long old_pid = std::strtol(env, &rest, 10);
+    return old_pid > 0 && rest != nullptr && *rest == ' ' && dir == rest + 1 &&
+           is_self_or_ancestor(static_cast<pid_t>(old_pid));
+  };
   std::istringstream in(env);
   long pid = 0;
-  std::string host;
-  if (!(in >> pid >> host) || pid <= 0 || in.get() != ' ') return false;
-  std::string rest;
+  std::string host, rest;
+  if (!(in >> pid >> host) || pid <= 0 || in.get() != ' ') return old_format();
   std::getline(in, rest, '\0');
-  if (rest != dir) return false;
+  if (rest != dir) return old_format();  // or a directory with spaces in the old format
   if (host == host_name()) return is_self_or_ancestor(static_cast<pid_t>(pid));
   const Lease lease = read_lease(dir + "/.lock");
   return lease.state == Lease::State::kHeld && lease.host == host && lease.pid == pid;

@@ -16,7 +16,7 @@ volatile sig_atomic_t g_stop_signal = 0;
 // When SIGTERM, SIGINT and SIGHUP were first received (CLOCK_MONOTONIC ns; 0: not yet), by
 // signal number. Written only by their own handlers, which do not interrupt themselves (the
 // signal is blocked while it runs).
-volatile int64_t g_first_ns[SIGUSR2] = {};
+volatile int64_t g_first_ns[NSIG] = {};
 
 void on_stop_signal(int sig) {
   if (g_stop_signal == 0) g_stop_signal = sig;
@@ -39,6 +39,12 @@ void handle(std::initializer_list<int> signals) {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : signals) {
+    // A SIGHUP ignored by whoever started us (nohup: the run is to outlive the terminal) stays
+    // ignored: taking it as a stop would end the run nohup was asked to keep.
+    struct sigaction old {};
+    if (sig == SIGHUP && sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) {
+      continue;
+    }
     // SA_RESTART: file I/O and MPI's own system calls carry on as if nothing happened. A second
     // SIGTERM, SIGINT or SIGHUP kills (the handler says when); SIGUSR1 never does.
     sa.sa_flags = SA_RESTART;

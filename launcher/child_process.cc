@@ -315,7 +315,14 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
   sigemptyset(&stop_signals);
   // SIGHUP: the terminal or SSH session of `ringmaster run` closed. It killed this process and,
   // through PR_SET_PDEATHSIG, the job, with nothing saved: it is a stop like the others.
+  // Not a SIGHUP this process ignores (nohup, or a handler install below kept it so): the run
+  // was asked to outlive the terminal.
+  static const bool hup_ignored = [] {
+    struct sigaction old {};
+    return ::sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN;
+  }();
   for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
+    if (sig == SIGHUP && hup_ignored) continue;
     ::sigaction(sig, &sa, nullptr);
     sigaddset(&stop_signals, sig);
   }
@@ -333,7 +340,8 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
     ::setpgid(0, 0);
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) ::signal(sig, SIG_DFL);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::signal(sig, SIG_DFL);
+    if (!hup_ignored) ::signal(SIGHUP, SIG_DFL);  // nohup's SIG_IGN goes on to the job
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::execvp(c[0], c.data());
     std::fprintf(stderr, "ringmaster: cannot start %s: %s\n", c[0], std::strerror(errno));

@@ -16,7 +16,8 @@ namespace rm::cli {
 // A path that is not empty (a run directory, a data file).
 CLI::Validator non_empty();
 
-// A path that is not empty and is UTF-8 text with no control characters but tab: one that
+// A path that is not empty, one line, and UTF-8 text with no control characters but tab and
+// carriage return: one that
 // Ringmaster records in its JSON files (--from, in events.jsonl and the checkpoints' lines),
 // which hold UTF-8 only (a Latin-1 name ended the run at its first event).
 CLI::Validator recorded_path();

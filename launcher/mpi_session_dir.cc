@@ -18,10 +18,17 @@ namespace {
 constexpr const char* kParentPrefix = "rm-mpi.";
 constexpr const char* kMarkerSuffix = ".launcher";
 
-std::string this_host() {
+// Where pids mean what they say here: the host, this boot of it, and this pid namespace (two
+// containers may share /tmp and a host name, each with pids of its own).
+std::string pid_space() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return host;
+  std::string boot;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  char ns[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  return std::string(host) + " " + boot + " " +
+         (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "");
 }
 
 // Whether no process `pid` exists on this host.
@@ -58,10 +65,11 @@ std::string new_mpi_session_base() {
   const std::string parent = mpi_session_parent();
   const std::string base =
       parent + "/" + std::to_string(::getpid()) + "." + std::to_string(++count);
-  // The marker beside it says which host's launcher made it (sweep_killed_launch_bases). Best
+  // The marker beside it says where its launcher's pid means something (host, boot, pid
+  // namespace: sweep_killed_launch_bases). Best
   // effort: without it, a base a killed launch leaves is only left behind.
   ::mkdir(parent.c_str(), 0700);
-  std::ofstream(base + kMarkerSuffix) << this_host() << "\n";
+  std::ofstream(base + kMarkerSuffix) << pid_space() << "\n";
   return base;
 }
 
@@ -76,7 +84,7 @@ int sweep_killed_launch_bases(const std::string& parent, double min_age_s) {
   std::error_code error;
   std::filesystem::directory_iterator it(parent, error);
   if (error) return 0;
-  const std::string host = this_host();
+  const std::string here = pid_space();
   const std::time_t now = std::time(nullptr);
   int removed = 0;
   for (const auto& entry : it) {
@@ -95,7 +103,7 @@ int sweep_killed_launch_bases(const std::string& parent, double min_age_s) {
     std::getline(std::ifstream(marker), written);
     const std::string base = marker.substr(0, marker.size() - std::string(kMarkerSuffix).size());
     // Made here, by a launcher that is gone, for mpiruns that are gone: nothing uses it.
-    if (written != host || !gone(std::strtol(name.c_str(), nullptr, 10)) || !mpiruns_gone(base)) {
+    if (written != here || !gone(std::strtol(name.c_str(), nullptr, 10)) || !mpiruns_gone(base)) {
       continue;
     }
     remove_mpi_session_base(base);

@@ -23,15 +23,16 @@ std::string mpi_session_parent();
 
 // A path under mpi_session_parent() no other launch uses (this process's pid and a count); not
 // created here (Open MPI creates it), but marked: a file BASE.launcher beside it names this
-// host. Empty when the user chose a base of their own (OMPI_MCA_orte_tmpdir_base set): theirs
-// is kept.
+// host, its boot and this process's pid namespace. Empty when the user chose a base of their own
+// (OMPI_MCA_orte_tmpdir_base set): theirs is kept.
 std::string new_mpi_session_base();
 
 // Removes `base`, its marker and whatever a killed launch left inside it, once its mpirun has
 // ended. Errors are ignored: a leftover directory is untidy, not wrong.
 void remove_mpi_session_base(const std::string& base);
 
-// Removes the bases under `parent` that a launcher on this host made (their markers say so,
+// Removes the bases under `parent` that a launcher on this host, boot and pid namespace made
+// (their markers say so,
 // written min_age_s or more ago) and then left behind, killed before it could remove them:
 // the launcher (the pid the base is named by) is gone, and so is every mpirun whose session
 // directory is inside (ompi.*/pid.N). 8 MiB each were left in /tmp. Returns how many.

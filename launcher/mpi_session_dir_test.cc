@@ -104,8 +104,16 @@ TEST(MpiSessionBase, RemoveTakesWhatAKilledLaunchLeftInside) {
 TEST(MpiSessionBase, AKilledLaunchersBaseIsRemovedOnItsHostOnly) {
   TempDir dir;
   const std::string parent = dir.file("rm-mpi.0");
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
+  // This host, boot and pid namespace, as a launcher here marks its base.
+  std::string host;
+  {
+    ScopedEnv tmp("TMPDIR", dir.path());
+    ::unsetenv("OMPI_MCA_orte_tmpdir_base");
+    const std::string base = new_mpi_session_base();
+    std::getline(std::ifstream(base + ".launcher"), host);
+    remove_mpi_session_base(base);
+  }
+  ASSERT_FALSE(host.empty());
   // A pid no process has: past the kernel's largest.
   const std::string dead = "4194305", alive = std::to_string(::getpid());
   struct Base {
@@ -113,9 +121,11 @@ TEST(MpiSessionBase, AKilledLaunchersBaseIsRemovedOnItsHostOnly) {
     bool removed;
   };
   const Base bases[] = {{dead + ".1", host, dead, true},
-                        {alive + ".1", host, dead, false},         // the launcher lives
-                        {dead + ".2", host, alive, false},         // its mpirun lives
-                        {dead + ".3", "elsewhere", dead, false}};  // another host's
+                        {alive + ".1", host, dead, false},        // the launcher lives
+                        {dead + ".2", host, alive, false},        // its mpirun lives
+                        {dead + ".3", "elsewhere", dead, false},  // another host's
+                        // this host's name, another pid namespace's (a container sharing /tmp)
+                        {dead + ".4", host.substr(0, host.rfind(' ')) + " pid:[1]", dead, false}};
   for (const Base& b : bases) {
     fs::create_directories(parent + "/" + b.name + "/ompi.h.0/pid." + b.mpirun + "/0");
     std::ofstream(parent + "/" + b.name + ".launcher") << b.host << "\n";

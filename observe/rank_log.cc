@@ -115,13 +115,16 @@ void emit_line(int log, const char* prefix, size_t prefix_len, const char* text,
         if (s.line[k] == '\n') {
           emit_line(log, prefix, plen, s.line + start, k + 1 - start);
           start = k + 1;
-        } else if (s.line[k] == '\r' && (k + 1 == s.used || s.line[k + 1] != '\n')) {
+        } else if (s.line[k] == '\r') {
           // A terminal redraw ("\r\033[K" and the progress line, observe/console_progress.h):
           // the console shows it, the log keeps what stays on the screen. What came before on
           // this line is gone, and so is the erase sequence; a log line held every redraw
-          // since the last permanent line, escapes and all, and long ones were cut.
+          // since the last permanent line, escapes and all, and long ones were cut. A CRLF's
+          // \r is no redraw; one that ends what was read waits for the next read to say which.
+          if (k + 3 >= s.used && s.used < sizeof s.line) break;  // "\r", "\r\033", "\r\033["
+          if (k + 1 < s.used && s.line[k + 1] == '\n') continue;
           start = k + 1;
-          if (s.used - start >= 3 && std::memcmp(s.line + start, "\033[K", 3) == 0) start += 3;
+          if (k + 3 < s.used && std::memcmp(s.line + start, "\033[K", 3) == 0) start += 3;
           k = start - 1;
         }
       }

@@ -92,7 +92,8 @@ void TraceRecorder::close_step_spans() {
   close(unit_span_, kTrainingTid, "layer");
   close(phase_span_, kTrainingTid, "phase");
   close(step_span_, kTrainingTid, "step");
-  unit_ = -1;
+  unit_ = suppressed_unit_ = -1;
+  suppressed_phase_.clear();
 }
 
 void TraceRecorder::begin_step(int64_t step) {
@@ -110,22 +111,32 @@ void TraceRecorder::begin_step(int64_t step) {
 void TraceRecorder::on_phase(Phase phase, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   // Re-entering the open phase continues it (ShardedState marks backward at every unit).
-  if (!recording_ || (phase_span_.open && phase_span_.name == phase_name(phase))) return;
+  if (!recording_ || (phase_span_.open && phase_span_.name == phase_name(phase)) ||
+      suppressed_phase_ == phase_name(phase)) {
+    return;
+  }
   close(unit_span_, kTrainingTid, "layer");
   close(phase_span_, kTrainingTid, "phase");
-  unit_ = -1;
-  if (room()) phase_span_ = {true, now_us(), phase_name(phase), step};
+  unit_ = suppressed_unit_ = -1;
+  suppressed_phase_.clear();
+  if (room()) {
+    phase_span_ = {true, now_us(), phase_name(phase), step};
+  } else {
+    suppressed_phase_ = phase_name(phase);
+  }
 }
 
 void TraceRecorder::unit(int unit, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!recording_ || unit == unit_) return;
+  if (!recording_ || unit == unit_ || unit == suppressed_unit_) return;
   close(unit_span_, kTrainingTid, "layer");
   if (!room()) {
     unit_ = -1;
+    suppressed_unit_ = unit;
     return;
   }
   unit_ = unit;
+  suppressed_unit_ = -1;
   const std::string phase = phase_span_.open ? phase_span_.name + " " : std::string();
   unit_span_ = {true, now_us(), phase + name, step_};
 }

@@ -123,6 +123,10 @@ class TraceRecorder final : public PhaseObserver {
   int64_t step_ = 0;
   Open step_span_, phase_span_, unit_span_, stage_span_;
   int unit_ = -1;
+  // Past the cap: the phase and unit that did not open, so that their re-entries (a phase is
+  // marked at every unit) count as one dropped event, not one each.
+  std::string suppressed_phase_;
+  int suppressed_unit_ = -1;
   uint64_t next_id_ = 0;
   std::map<uint64_t, std::string> comm_names_;  // async events begun and not yet ended
   size_t dropped_ = 0;

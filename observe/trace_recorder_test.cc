@@ -183,6 +183,20 @@ TEST(TraceRecorder, StopsAtTheEventCapAndSaysHowManyItDropped) {
   EXPECT_EQ(doc["otherData"]["dropped_events"].get<size_t>(), extra);
 }
 
+// Past the cap a phase re-entered at every unit, and a unit touched again, count once each as
+// dropped (each re-entry counted one, several times what would have been written).
+TEST(TraceRecorder, PastTheCapAReenteredPhaseOrUnitIsOneDrop) {
+  TempDir dir;
+  TraceRecorder t(dir.path(), 0, 1, 1, 1);
+  t.begin_step(1);
+  for (size_t i = 0; i + 1 < TraceRecorder::kMaxEvents; ++i) t.unit(static_cast<int>(i % 2), "u");
+  t.on_phase(Phase::kForward, 1);  // closes the last unit span: the cap is reached
+  for (int i = 0; i < 10; ++i) t.on_phase(Phase::kBackward, 1);
+  for (int i = 0; i < 10; ++i) t.unit(7, "u7");
+  t.finish();
+  EXPECT_EQ(read_trace(t)["otherData"]["dropped_events"].get<size_t>(), 2u);  // backward, u7
+}
+
 // At the cap, reductions begun before it still end (an async begin without its end is an
 // unmatched pair); those issued after it are not recorded at all.
 TEST(TraceRecorder, AtTheCapEveryKeptReductionKeepsItsEnd) {

@@ -238,6 +238,15 @@ TEST(RunLock, ARankZeroOnAnotherHostThanItsSupervisorTrainsUnderItsLock) {
       << stranger.err;
   EXPECT_EQ(rank0.exit_code, 0) << rank0.err;
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 20));
+  // The variable as a supervisor before the host was in it wrote it ("PID DIR"), which a rank
+  // restarted from a binary upgraded in place gets: its holder, an ancestor, holds the lock.
+  const std::string old =
+      dir.write("old.sh", "#!/bin/bash\nexport RM_RUN_LOCK=\"$$ " + run +
+                              "\"\nexec mpirun -np 1 --oversubscribe --allow-run-as-root \"$@\"\n");
+  fs::permissions(old, fs::perms::owner_all);
+  const auto upgraded = run_cli(worker + " --set train.steps=30", dir.path(), "",
+                                "flock -n " + run + "/.lock " + old);
+  EXPECT_EQ(upgraded.exit_code, 0) << upgraded.err;
 }
 
 }  // namespace

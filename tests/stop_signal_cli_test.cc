@@ -350,6 +350,20 @@ TEST(StopSignalTwice, TheSecondKillsTheRanksBeforeRunReturns) {
   }
 }
 
+// Under nohup (SIGHUP ignored, which exec passes on), a hangup is no stop: the run was asked to
+// outlive its terminal, and trains to the end (before the check, the new SIGHUP handler replaced
+// the ignore and the run stopped, exit 75).
+TEST(StopSignalNohup, AnIgnoredHangupIsNoStop) {
+  TempDir dir;
+  const std::string job = job_file(dir, true);
+  const Child child = test::spawn_cli("run " + job + " --nproc 2", dir.path(), "bg",
+                                      "trap '' HUP; RM_TEST_FAULT=slowstep:0:25");
+  ASSERT_TRUE(wait_for_steps(dir.file("straight/metrics.jsonl"), 30)) << test::slurp(child.err);
+  ASSERT_EQ(::kill(child.pid, SIGHUP), 0);
+  EXPECT_EQ(wait_exit(child), 0) << test::slurp(child.err);
+  EXPECT_TRUE(fs::exists(dir.file("straight/weights.bin")));
+}
+
 // checkpoint.on_signal: false keeps the default action: the signal kills the run, which saves
 // nothing (the last periodic checkpoint is all there is).
 TEST(StopSignalOff, SignalKillsWithoutSaving) {
