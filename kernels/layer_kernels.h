@@ -10,7 +10,10 @@
 //    gradients are OVERWRITTEN, except layernorm_backward's dinp, which ADDS (it is the
 //    residual stream's gradient).
 //  - With T = bf16 every kernel reads bf16, computes in float and rounds each output once
-//    (kernels/bf16.h), so the two backends differ only in summation order.
+//    (kernels/bf16.h), so the two backends differ in summation order, and where a backend fuses
+//    two of these calls: the CUDA backend's linear_gelu_forward and linear_backward_into_gelu
+//    round once from float, the CPU emulation's defaults (two calls) round the pre-activation,
+//    and its gradient, in between.
 //  - Calls run in order on the backend's compute stream; only the losses return to the host
 //    (and so wait for the work before them).
 #pragma once

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace rm {
@@ -18,6 +19,15 @@ void check_sampling_options(const SamplingOptions& o) {
 
 int pick_token(const float* logits, int V, const SamplingOptions& o, float u) {
   check_sampling_options(o);
+  // A NaN or infinite logit (a forward that overflowed: bf16 to inf, then NaN in a layernorm)
+  // would pick the last token every time, or index 0, or break the sort's ordering: said.
+  for (int i = 0; i < V; ++i) {
+    if (!std::isfinite(logits[i])) {
+      throw std::runtime_error("the model's logit of token " + std::to_string(i) + " is " +
+                               std::to_string(logits[i]) +
+                               ": its forward did not stay finite (the weights, or the precision)");
+    }
+  }
   const int best = static_cast<int>(std::max_element(logits, logits + V) - logits);
   if (o.temperature <= 0) return best;
   const auto weight = [&](int i) { return std::exp((logits[i] - logits[best]) / o.temperature); };

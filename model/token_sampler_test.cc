@@ -86,5 +86,22 @@ TEST(TokenSampler, RefusesOptionsOutOfRange) {
   EXPECT_THROW(pick_token(l.data(), 2, {1.0, 0, 1.5}, 0.5f), std::invalid_argument);
 }
 
+// A NaN or infinite logit is said, naming the token, in every mode (before: the last token every
+// time unfiltered, token 0 greedy, a broken ordering for the sort with top-k or top-p).
+TEST(TokenSampler, ALogitThatIsNotFiniteIsSaid) {
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    const std::vector<float> l = {0.5f, bad, 1.0f};
+    for (const SamplingOptions& o : {SamplingOptions{0.0, 0, 1.0}, SamplingOptions{1.0, 0, 1.0},
+                                     SamplingOptions{1.0, 2, 0.9}}) {
+      try {
+        pick_token(l.data(), 3, o, 0.5f);
+        ADD_FAILURE() << "no error for " << bad;
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("logit of token 1"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rm

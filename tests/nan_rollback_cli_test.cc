@@ -87,6 +87,25 @@ TEST_F(NanRollback, SkipSurvivesACrashAndResume) {
             losses(dir_.file("rolled/metrics.jsonl"), 12));
 }
 
+// Two rollbacks of one step from one memory slot: the second retry takes the batch after the
+// first retry's, as from disk (the slot's own list of skips replaced the run's, and the second
+// retry trained on the first retry's batch again).
+TEST_F(NanRollback, TwoRollbacksToOneMemorySlotSkipTwoBatchesAsFromDisk) {
+  const auto disk = run_cli(run_args("disk"), dir_.path(), "RM_TEST_FAULT=nan:0:6,nan:0:6");
+  ASSERT_EQ(disk.exit_code, 0) << disk.err << disk.out;
+  const auto memory = run_cli(run_args("memory") + " --set checkpoint.memory_every=1", dir_.path(),
+                              "RM_TEST_FAULT=nan:0:6,nan:0:6");
+  ASSERT_EQ(memory.exit_code, 0) << memory.err << memory.out;
+  EXPECT_NE(memory.out.find("resuming from memory (step 5"), std::string::npos) << memory.out;
+  EXPECT_EQ(losses(dir_.file("memory/metrics.jsonl"), 12),
+            losses(dir_.file("disk/metrics.jsonl"), 12));
+  EXPECT_EQ(test::slurp(dir_.file("memory/weights.bin")),
+            test::slurp(dir_.file("disk/weights.bin")));
+  const auto inspect =
+      run_cli("ckpt inspect " + dir_.file("memory/checkpoints/step_00000012"), dir_.path());
+  EXPECT_NE(inspect.out.find("\"skipped_batches\":[5,5]"), std::string::npos) << inspect.out;
+}
+
 // With checkpoint.memory_every: 1 the rollback takes the step before the bad one from memory,
 // not step 4 from disk: only the bad step is recomputed, and the run trains on as the disk
 // rollback's did. Killed later, the rerun resumes from memory holding the skip.

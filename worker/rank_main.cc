@@ -447,11 +447,13 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
     }
     throw;
   } catch (const std::exception& e) {
-    // Any other error of one rank's while the steps run (out of memory, a failed kernel) ends
-    // the job at once with its cause, a failure a restart may get past (exit 1): the others wait
-    // in a collective this rank will not join, and would otherwise meet its unwinding in the
-    // communicator's destructor and end only at their timeout, the cause unsaid.
-    if (training && comm.size() > 1) comm.abort(e.what());
+    // Any other error of one rank's (out of memory building the trainer, a failed kernel, a
+    // directory that cannot be listed) ends the job at once with its cause, a failure a restart
+    // may get past (exit 1): the others wait in a collective this rank will not join -- also
+    // before the steps, in the restore's or the allocations' -- and would otherwise meet its
+    // unwinding in the communicator's destructor and end only at their timeout, the cause
+    // unsaid. (Only bad input, above, is left to every rank alike before the steps.)
+    if (comm.size() > 1) comm.abort(e.what());
     throw;
   }
 }

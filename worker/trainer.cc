@@ -696,8 +696,12 @@ void Trainer::roll_back(const StepMetrics& bad) {
   const bool rank0 = comm_.rank() == 0;
   // Isolated spikes days apart each get their rollback; a step that stays bad however many
   // batches it skips ends the run.
-  if (bad.step > last_bad_step_) rollbacks_at_step_ = 0;
-  last_bad_step_ = bad.step;
+  // Counted from the furthest bad step: two bad batches that send the run back and forth
+  // between their steps (6, 7, 6, 7, ...) count as one troubled stretch, not as new steps.
+  if (bad.step > last_bad_step_) {
+    rollbacks_at_step_ = 0;
+    last_bad_step_ = bad.step;
+  }
   if (++rollbacks_at_step_ > kMaxRollbacks) {
     throw std::runtime_error("step " + std::to_string(bad.step) + ": non-finite loss or "
                              "gradient again after " + std::to_string(kMaxRollbacks) +
@@ -727,7 +731,12 @@ void Trainer::roll_back(const StepMetrics& bad) {
     const MemoryCheckpoints::Agreed held = memory_->agree_on_step();
     const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
     if (held.step && *held.step >= disk && *held.step < bad.step) {
+      // The slot's record of skipped batches is as old as the slot: the skips of rollbacks to
+      // it or to older steps since are this run's to keep, as the disk rollback keeps them (the
+      // slot's list alone made a second retry of one step take the first retry's batch again).
+      std::vector<int64_t> skipped = skipped_batches_;
       resume_from_memory(*held.step, held.account, disk);
+      skipped_batches_ = std::move(skipped);
       skipped_batches_.push_back(bad.step - 1);
       if (rank0 && options_.metrics) options_.metrics->rewind(next_step_);
       rebuild_spike_windows();

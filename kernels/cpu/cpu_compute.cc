@@ -61,10 +61,10 @@ class CpuF32Layers final : public LayerKernels<float> {
     cpu::attention_backward(dqkv, datt_scratch, dout, qkv, att, B, Tn, C, H);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
-    cpu::gelu_forward(out, inp, static_cast<int>(n));
+    cpu::gelu_forward(out, inp, n);
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
-    cpu::gelu_backward(dinp, inp, dout, static_cast<int>(n));
+    cpu::gelu_backward(dinp, inp, dout, n);
   }
   void add(float* out, const float* a, const float* b, size_t n) override {
     cpu::add(out, a, b, n);

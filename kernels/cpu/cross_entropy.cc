@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/parallel_util.h"
 #include "kernels/elementwise_math.h"
@@ -29,11 +30,21 @@ void check_targets(const int* targets, int N, int V) {
 
 }  // namespace
 
+// The rows' losses are summed in row order on one thread, after the parallel loop: an OpenMP
+// reduction adds the threads' partial sums in the order they finish, and with 3 or more threads
+// two identical runs logged losses that differed in the last bits (docs/reliability.md promises
+// the same bits on the same ranks and threads; this gives them for any thread count).
+double sum_in_order(const std::vector<double>& row_loss) {
+  double total = 0.0;
+  for (double loss : row_loss) total += loss;
+  return total;
+}
+
 double cross_entropy_forward(float* losses, const float* logits, const int* targets, int N, int V) {
   check_targets(targets, N, V);
-  double total = 0.0;
+  std::vector<double> row_loss(static_cast<size_t>(std::max(N, 0)), 0.0);
   const bool parallel = static_cast<size_t>(N) * V >= detail::kMinParallelElems;
-#pragma omp parallel for schedule(static) reduction(+ : total) if (parallel)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int n = 0; n < N; ++n) {
     const int t = targets[n];
     if (t < 0) {
@@ -53,17 +64,17 @@ double cross_entropy_forward(float* losses, const float* logits, const int* targ
     // loss = logsumexp(x) - x[t]; the max is subtracted for range, added back here.
     const double loss = cross_entropy_row_loss(sum, mx, x[t]);
     if (losses != nullptr) losses[n] = static_cast<float>(loss);
-    total += loss;
+    row_loss[static_cast<size_t>(n)] = loss;
   }
-  return total;
+  return sum_in_order(row_loss);
 }
 
 double cross_entropy_forward_backward(float* logits_then_dlogits, const int* targets, int N, int V,
                                       float grad_scale) {
   check_targets(targets, N, V);
-  double total = 0.0;
+  std::vector<double> row_loss(static_cast<size_t>(std::max(N, 0)), 0.0);
   const bool parallel = static_cast<size_t>(N) * V >= detail::kMinParallelElems;
-#pragma omp parallel for schedule(static) reduction(+ : total) if (parallel)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int n = 0; n < N; ++n) {
     float* __restrict x = logits_then_dlogits + detail::row_offset(n, V);
     const int t = targets[n];
@@ -87,13 +98,13 @@ double cross_entropy_forward_backward(float* logits_then_dlogits, const int* tar
       }
       sum += part;
     }
-    total += cross_entropy_row_loss(sum, mx, xt);
+    row_loss[static_cast<size_t>(n)] = cross_entropy_row_loss(sum, mx, xt);
     const float f = cross_entropy_grad_factor(grad_scale, sum);
 #pragma omp simd
     for (int j = 0; j < V; ++j) x[j] *= f;
     x[t] -= grad_scale;
   }
-  return total;
+  return sum_in_order(row_loss);
 }
 
 }  // namespace rm::cpu

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/test_util.h"
+#include "kernels/cpu/threads.h"
 
 namespace rm::cpu {
 namespace {
@@ -67,6 +68,28 @@ TEST(CrossEntropy, ForwardBackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(grad_close(d, numeric_grad(x, loss)));
   for (int n : {1, 5})  // ignored rows: exactly zero gradient
     for (int j = 0; j < V; ++j) ASSERT_EQ(d[n * V + j], 0.0f);
+}
+
+// The loss sum has the same bits for any thread count (rows summed in order after the parallel
+// loop; an OpenMP reduction added the threads' sums in the order they finished).
+TEST(CrossEntropy, TheSameLossBitsForAnyThreadCount) {
+  const int N = 997, V = 301;
+  const auto logits = testing::random_floats(static_cast<size_t>(N) * V, 3, -4.0f, 4.0f);
+  std::vector<int> targets(N);
+  for (int n = 0; n < N; ++n) targets[n] = (n * 37) % V;
+  const int saved = num_threads();
+  std::vector<double> forward, both;
+  for (int threads : {1, 2, 3, 4, 3}) {
+    set_num_threads(threads);
+    forward.push_back(cross_entropy_forward(nullptr, logits.data(), targets.data(), N, V));
+    std::vector<float> scratch = logits;
+    both.push_back(cross_entropy_forward_backward(scratch.data(), targets.data(), N, V, 1.0f / N));
+  }
+  set_num_threads(saved);
+  for (size_t i = 0; i < forward.size(); ++i) {
+    EXPECT_EQ(forward[i], forward[0]) << i;
+    EXPECT_EQ(both[i], both[0]) << i;
+  }
 }
 
 TEST(CrossEntropy, StableForHugeLogits) {

@@ -4,11 +4,13 @@
 // Threading: OpenMP over elements.
 #pragma once
 
+#include <cstddef>
+
 namespace rm::cpu {
 
-void gelu_forward(float* out, const float* inp, int N);
+void gelu_forward(float* out, const float* inp, size_t N);
 
 // dinp = gelu'(inp) * dout, OVERWRITTEN.
-void gelu_backward(float* dinp, const float* inp, const float* dout, int N);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);
 
 }  // namespace rm::cpu

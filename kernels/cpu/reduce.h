@@ -1,5 +1,6 @@
 // Whole-buffer reductions and scaling (global gradient norm, gradient averaging).
-// Threading: OpenMP over elements (small n runs inline).
+// Threading: OpenMP over elements (small n runs inline); sum_squares over fixed blocks added in
+// order, so its bits do not depend on the thread count.
 #pragma once
 
 #include <cstddef>

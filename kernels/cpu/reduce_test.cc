@@ -29,6 +29,20 @@ TEST(SumSquares, MatchesDoubleLoop) {
   }
 }
 
+// The same bits for any thread count: identical runs log identical gradient norms (an OpenMP
+// reduction added the threads' sums in the order they finished).
+TEST(SumSquares, TheSameBitsForAnyThreadCount) {
+  const auto x = random_floats(3000017, 2, -3.0f, 3.0f);
+  const int saved = num_threads();
+  std::vector<double> sums;
+  for (int threads : {1, 2, 3, 4, 1, 3}) {
+    set_num_threads(threads);
+    sums.push_back(sum_squares(x.data(), x.size()));
+  }
+  set_num_threads(saved);
+  for (double s : sums) EXPECT_EQ(s, sums[0]);
+}
+
 TEST(Scale, MultipliesEveryElement) {
   for (size_t n : {size_t{5}, size_t{100003}}) {
     auto x = random_floats(n, 2);
