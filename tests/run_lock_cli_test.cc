@@ -178,6 +178,16 @@ TEST(RunLock, ALockOfADeadHostIsTakenOverWhenItsLeaseRunsOut) {
   EXPECT_TRUE(test::each_step_once(dir.file("run/metrics.jsonl"), 20));
 }
 
+// A live holder on host "othernode", pid 4242, whose flock this host cannot see: a shell loop
+// that renews the lease in `lock` as a holder does, holding no flock here. Kill it when done.
+test::Child hold_from_othernode(const std::string& lock, const TempDir& dir) {
+  const std::string renew =
+      "n=1; while true; do printf 'pid 4242 on host othernode since "
+      "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
+      lock + "; n=$((n+1)); sleep 0.2; done";
+  return test::spawn_shell(renew, dir.path());
+}
+
 // A live holder on another host whose flock this host cannot see (NFS with local_lock=flock):
 // played by a shell loop that renews the lease as a holder does, holding no flock here.
 TEST(RunLock, ALiveHolderOnAnotherHostIsRefusedThoughFlockMissesIt) {
@@ -185,11 +195,7 @@ TEST(RunLock, ALiveHolderOnAnotherHostIsRefusedThoughFlockMissesIt) {
   const std::string job = job_file(dir);
   fs::create_directories(dir.file("run"));
   const std::string lock = dir.file("run/.lock");
-  const std::string renew =
-      "n=1; while true; do printf 'pid 4242 on host othernode since "
-      "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
-      lock + "; n=$((n+1)); sleep 0.2; done";
-  const test::Child holder = test::spawn_shell(renew, dir.path());
+  const test::Child holder = hold_from_othernode(lock, dir);
   ASSERT_TRUE(test::wait_for_text(lock, "lease othernode 4242 2"));
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_cli("run " + job, dir.path(), "RM_RUN_LOCK_LEASE_S=2");
@@ -219,11 +225,7 @@ TEST(RunLock, ARankZeroOnAnotherHostThanItsSupervisorTrainsUnderItsLock) {
   fs::create_directories(dir.file("run"));
   const std::string run = fs::canonical(dir.file("run")).string();
   const std::string lock = run + "/.lock";
-  const std::string renew =
-      "n=1; while true; do printf 'pid 4242 on host othernode since "
-      "2026-11-24T01:00:00Z\\nlease othernode 4242 %d\\n' $n 1<> " +
-      lock + "; n=$((n+1)); sleep 0.2; done";
-  const test::Child holder = test::spawn_shell(renew, dir.path());
+  const test::Child holder = hold_from_othernode(lock, dir);
   ASSERT_TRUE(test::wait_for_text(lock, "lease othernode 4242 2"));
   const std::string worker = "worker " + job + " --set train.steps=20";
   const char* mpirun = "mpirun -np 1 --oversubscribe --allow-run-as-root";
