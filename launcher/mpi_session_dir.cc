@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 namespace rm {
 namespace {
@@ -66,8 +67,8 @@ std::string new_mpi_session_base() {
   const std::string base =
       parent + "/" + std::to_string(::getpid()) + "." + std::to_string(++count);
   // The marker beside it says where its launcher's pid means something (host, boot, pid
-  // namespace: sweep_killed_launch_bases). Best
-  // effort: without it, a base a killed launch leaves is only left behind.
+  // namespace: sweep_killed_launch_bases). Best effort: without it, a base a killed launch
+  // leaves is only left behind.
   ::mkdir(parent.c_str(), 0700);
   std::ofstream(base + kMarkerSuffix) << pid_space() << "\n";
   return base;
@@ -90,8 +91,9 @@ int sweep_killed_launch_bases(const std::string& parent, double min_age_s) {
   for (const auto& entry : it) {
     const std::string marker = entry.path().string();
     const std::string name = entry.path().filename().string();
-    const size_t suffix = name.size() - std::string(kMarkerSuffix).size();
-    if (name.size() <= std::string(kMarkerSuffix).size() || name.substr(suffix) != kMarkerSuffix) {
+    const std::string_view suffix = kMarkerSuffix;
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix.data()) != 0) {
       continue;
     }
     struct stat st {};
@@ -101,7 +103,7 @@ int sweep_killed_launch_bases(const std::string& parent, double min_age_s) {
     }
     std::string written;
     std::getline(std::ifstream(marker), written);
-    const std::string base = marker.substr(0, marker.size() - std::string(kMarkerSuffix).size());
+    const std::string base = marker.substr(0, marker.size() - suffix.size());
     // Made here, by a launcher that is gone, for mpiruns that are gone: nothing uses it.
     if (written != here || !gone(std::strtol(name.c_str(), nullptr, 10)) || !mpiruns_gone(base)) {
       continue;
