@@ -1,6 +1,7 @@
 // `ringmaster bench cpu`: what this CPU can do beside what the BLAS makes of it, in one process.
 //
-// Prints the CPU (CPUID), the BLAS kernels in use and why (kernels/cpu/blas_kernels.h), the
+// Prints the CPU (CPUID), the BLAS kernels in use and why (kernels/cpu/blas_kernels.h), what
+// this binary's own code was compiled for (RM_CPU_ARCH, kernels/cpu/isa_guard.h), the
 // measured FMA peak (kernels/cpu/fma_peak.h), and a 1024^3 sgemm on one thread and on all,
 // each as GFLOP/s and as a share of the peak of the threads it ran on. A generic kernel set
 // shows as an sgemm far below the peak (Prescott reaches about a fifth of an AVX-512 core).
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "base/elapsed.h"
@@ -16,7 +19,9 @@
 #include "base/exit_codes.h"
 #include "base/small_stats.h"
 #include "kernels/cpu/blas_kernels.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fma_peak.h"
+#include "kernels/cpu/isa_guard.h"
 #include "kernels/cpu/threads.h"
 #include "launcher/commands.h"
 
@@ -49,6 +54,15 @@ int cmd_bench_cpu(const BenchCpuArgs& args) {
     const int all = args.threads > 0 ? args.threads : cpu::num_threads();
     std::printf("# bench cpu: %s\n", f.summary().c_str());
     std::printf("blas: %s\n", cpu::blas_description().c_str());
+    // A build below this CPU (portable, or made for older nodes) leaves the element-wise
+    // kernels' wider vectors unused: said, since it is a rebuild away.
+    const std::string below = std::strcmp(cpu::best_isa_level(cpu::kBuiltIsaFeatures),
+                                          cpu::best_isa_level(cpu::cpu_isa_features())) != 0
+                                  ? std::string(" (this CPU is ") +
+                                        cpu::best_isa_level(cpu::cpu_isa_features()) +
+                                        ": cmake -DRM_CPU_ARCH=native would use it)"
+                                  : "";
+    std::printf("code: built for %s%s\n", cpu::build_isa_summary().c_str(), below.c_str());
     const cpu::FmaPeak one = cpu::measure_fma_peak(f, 1, 0.1);
     const cpu::FmaPeak many = cpu::measure_fma_peak(f, all, 0.1);
     const char* plural = all == 1 ? "" : "s";

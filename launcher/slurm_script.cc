@@ -203,7 +203,7 @@ case $rm_code in
     rm_event finished "" 0
     exit 0 ;;
   2)
-    rm_say "the ranks refused the job (exit code 2: bad job, data or run directory); not requeued"
+    rm_say "the ranks refused the job (exit code 2: bad job, data or run directory, or a CPU this build cannot run on: their lines above say which); not requeued"
     rm_event failed "bad_input" 2
     exit 2 ;;
   75)

@@ -20,6 +20,7 @@ packages=(
 )
 if [[ $profile != demo ]]; then
   packages+=(chromium)                # headless: report_cli_test draws `ringmaster report` pages
+  packages+=(qemu-user)               # qemu-x86_64: the binary on an older CPU (cpu_kernels_cli_test)
 fi
 # PyTorch: only tests/hf_gpt2_loss.py, which loads `ckpt export` files the way Hugging Face's
 # GPT-2 does (its test skips without it). Large, so opt-in; CI opts in.

@@ -7,6 +7,10 @@
 // RM_BLAS_ASSUME_CORE=Prescott makes a process decide as if the library had picked Prescott (as
 // Debian 12's OpenBLAS does on CPUs newer than itself): the re-execution, the library's reaction
 // to the variable and the banner after it are the real ones.
+//
+// The binary on an older CPU (kernels/cpu/isa_guard.h) runs under qemu-x86_64, Debian's
+// user-mode emulator (qemu-user): the same executable, its loader and libraries, on an emulated
+// CPU whose CPUID says what that CPU has.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -17,8 +21,10 @@
 
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/isa_guard.h"
 #include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
+#include "tests/required_parts.h"
 
 namespace rm {
 namespace {
@@ -39,6 +45,8 @@ TEST(CpuKernelsCli, TheBannerNamesAKernelSetForThisCpuAndSgemmReachesItsPeak) {
   TempDir dir;
   const test::CliResult r = run_cli("bench cpu --threads 1", dir.path(), "env -u OPENBLAS_CORETYPE");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("\ncode: built for " + cpu::build_isa_summary()), std::string::npos)
+      << r.out;
   const std::string core = kernels_named(r.out);
   const std::optional<cpu::SimdLevel> level = cpu::blas_core_level(core);
   ASSERT_TRUE(level.has_value()) << r.out;
@@ -109,6 +117,70 @@ checkpoint: {every: 0}
     EXPECT_GT(e["cpu"]["peak_gflops_per_rank"].get<double>(), 1.0) << line;
   }
   EXPECT_TRUE(seen);
+}
+
+std::string isa_names(uint64_t bits) {
+  char buf[512];
+  cpu::isa_feature_names(bits, buf, sizeof buf);
+  return buf;
+}
+
+bool have_qemu() {
+  return std::system("command -v qemu-x86_64 >/dev/null 2>&1") == 0;
+}
+
+// QEMU's qemu64 model: SSE3 and none of the later extensions the guard knows.
+TEST(CpuKernelsCli, OnACpuWithoutTheBuildsExtensionsItRefusesBeforeMainInsteadOfDying) {
+  if (!have_qemu()) {
+    RM_SKIP_UNLESS_REQUIRED("qemu", "no qemu-x86_64 (Debian's qemu-user) to emulate an old CPU");
+  }
+  TempDir dir;
+  const test::CliResult r = run_cli("--help", dir.path(), "", "qemu-x86_64 -cpu qemu64");
+  const uint64_t missing = cpu::kBuiltIsaFeatures & ~uint64_t{cpu::kIsaSse3};
+  if (missing == 0) {
+    // A portable build (RM_CPU_ARCH=portable, x86-64-v1) runs there.
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Usage:"), std::string::npos) << r.out;
+    return;
+  }
+  // Before the SIGILL that this build's first vector instruction would raise there (qemu says
+  // "uncaught target signal 4"): one message, exit code 2, nothing else run.
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.find("signal"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  const std::string expected = "ringmaster: this CPU (QEMU Virtual CPU version 2.5+, host ";
+  EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") lacks " + isa_names(missing) +
+                       ", which this build uses (compiled "
+                       "with -march=" +
+                       std::string(cpu::kBuiltIsaArch)),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rebuild with cmake -DRM_CPU_ARCH=portable"), std::string::npos) << r.err;
+}
+
+// QEMU's Haswell model: x86-64-v3 (AVX2, FMA, BMI, ...) with AES and PCLMUL, no AVX-512. A
+// build that needs more (native on this AVX-512 machine) is told the level that CPU can take.
+TEST(CpuKernelsCli, OnAnAvx2CpuItSaysToRebuildForX86_64V3) {
+  if (!have_qemu()) {
+    RM_SKIP_UNLESS_REQUIRED("qemu", "no qemu-x86_64 (Debian's qemu-user) to emulate an old CPU");
+  }
+  const uint64_t haswell = cpu::kIsaSse3 | cpu::kIsaSsse3 | cpu::kIsaSse41 | cpu::kIsaSse42 |
+                           cpu::kIsaPopcnt | cpu::kIsaAvx | cpu::kIsaAvx2 | cpu::kIsaFma |
+                           cpu::kIsaF16c | cpu::kIsaBmi | cpu::kIsaBmi2 | cpu::kIsaLzcnt |
+                           cpu::kIsaMovbe | cpu::kIsaAes | cpu::kIsaPclmul;
+  TempDir dir;
+  const test::CliResult r = run_cli("--help", dir.path(), "", "qemu-x86_64 -cpu Haswell");
+  const uint64_t missing = cpu::kBuiltIsaFeatures & ~haswell;
+  if (missing == 0) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;  // a build for x86-64-v3 or below runs there
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(") lacks " + isa_names(missing) + ", which"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rebuild with cmake -DRM_CPU_ARCH=x86-64-v3 (this CPU's level)"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/cpu_features.h"
 #include "tests/cli_runner.h"
 #include "worker/data/test_util.h"
 
@@ -79,6 +80,7 @@ TEST(Events, ARunSaysWhatRanWhereAndEachCheckpoint) {
   EXPECT_FALSE(started["hosts"].get<std::string>().empty());
   EXPECT_NE(started["versions"]["ringmaster"].get<std::string>(), "");
   EXPECT_EQ(started["versions"]["mpi"].get<std::string>().rfind("Open MPI", 0), 0u) << started;
+  EXPECT_EQ(started["versions"]["cpu_arch"].get<std::string>(), cpu::build_isa_summary());
   // A fresh start restores nothing; its start-up took some time, and less than the whole run.
   EXPECT_EQ(started["restore_s"], 0) << started;
   EXPECT_GT(started["startup_s"].get<double>(), 0) << started;

@@ -141,6 +141,7 @@ nlohmann::json started_fields(const JobConfig& job, int ranks, int threads,
       {"versions",
        {{"ringmaster", RM_GIT_COMMIT},
         {"compiler", __VERSION__},
+        {"cpu_arch", cpu::build_isa_summary()},
         {"mpi", mpi != nullptr ? MpiSession::library_version() : "none (one process)"}}}};
   if (const char* job_id = std::getenv("SLURM_JOB_ID")) f["slurm_job_id"] = job_id;
   if (choice.kind == ComputeKind::kCpu) {

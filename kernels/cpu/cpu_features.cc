@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/cpu/isa_guard.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define RM_X86 1
@@ -137,6 +139,24 @@ CpuidRegisters read_cpuid() {
 const CpuFeatures& host_cpu_features() {
   static const CpuFeatures features = decode_cpuid(read_cpuid());
   return features;
+}
+
+std::string build_isa_summary() {
+  std::string s = kBuiltIsaArch[0] != '\0' ? kBuiltIsaArch : "portable";
+  if (kBuiltIsaHostCpu[0] != '\0') s += std::string(" (") + kBuiltIsaHostCpu + ")";
+  const char* level = best_isa_level(kBuiltIsaFeatures);
+  const uint64_t level_bits = std::strcmp(level, "x86-64-v4") == 0   ? kIsaLevelV4
+                              : std::strcmp(level, "x86-64-v3") == 0 ? kIsaLevelV3
+                              : std::strcmp(level, "x86-64-v2") == 0 ? kIsaLevelV2
+                                                                     : 0;
+  char extra[512];
+  isa_feature_names(kBuiltIsaFeatures & ~level_bits, extra, sizeof extra);
+  // "x86-64-v3" says it all; "native" is followed by what it meant here.
+  if (s.rfind(level, 0) != 0 || extra[0] != '\0') {
+    s += std::string(": ") + (level_bits != 0 ? level : "the x86-64 baseline");
+    if (extra[0] != '\0') s += std::string(" + ") + extra;
+  }
+  return s;
 }
 
 }  // namespace rm::cpu

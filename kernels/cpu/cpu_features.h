@@ -51,4 +51,9 @@ CpuidRegisters read_cpuid();
 // decode_cpuid(read_cpuid()), computed once.
 const CpuFeatures& host_cpu_features();
 
+// What this binary's own code was compiled for (RM_CPU_ARCH, kernels/cpu/isa_guard.h), for
+// banners and the run's events: "native (AMD EPYC 9654): x86-64-v4 + avx512bf16, ...",
+// "x86-64-v3", "portable".
+std::string build_isa_summary();
+
 }  // namespace rm::cpu
