@@ -2,9 +2,10 @@
 // (worker/memory_checkpoints.h): a rank killed mid-run is restarted by `run` from the step
 // before the kill, held in memory, not from the older disk checkpoint, and the run ends bit for
 // bit on the uninterrupted run's weights; a flipped byte in the newest slot is caught and the
-// older slot used, named; a rank killed mid-copy resumes from its slot before; two failures in a
-// row each cost one step; --fresh never reads an earlier run's segments; a run that finishes
-// leaves none, and a crashed run's go once its directory is removed.
+// older slot used, named; a slot damaged after the ranks agreed on it makes them resume from
+// the disk in the same attempt; a rank killed mid-copy resumes from its slot before; two
+// failures in a row each cost one step; --fresh never reads an earlier run's segments; a run that
+// finishes leaves none, and a crashed run's go once its directory is removed.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -16,6 +17,7 @@
 
 #include "checkpoint/memory_snapshot.h"
 #include "testing/temp_dir.h"
+#include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 #include "tests/metrics_reader.h"
 
@@ -333,6 +335,59 @@ TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("resuming from memory (step 5; disk: step 4)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("slot 1 skipped: checksum mismatch"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+  EXPECT_FALSE(fs::exists(segment));
+}
+
+// Flips one byte of slot `slot` of the segment at `segment` (a 4096-byte header page, then two
+// slots of equal, page-rounded size; saves alternate slots from slot 0 at step 1).
+void flip_byte_in_slot(const std::string& segment, int slot) {
+  const auto size = fs::file_size(segment);
+  const std::streamoff at = 4096 + slot * static_cast<std::streamoff>((size - 4096) / 2) + 5000;
+  std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x01;
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+// The slot is damaged after the ranks agreed on its step (verified then) and before rank 1
+// restores it: every rank gives memory up together and the same attempt resumes from the disk,
+// instead of failing -- a restart would agree on memory again, and a failure that does not go
+// away (a replica that cannot arrive whole) would end the run after resilience.max_restarts.
+TEST(MemoryCheckpointDamage, ASlotThatFailsItsRestoreFallsBackToTheDiskInTheSameAttempt) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + np(2), dir.path()).exit_code, 0);
+  const std::string run = dir.file("damaged");
+  const auto crashed = run_cli(
+      "run " + job + np(2) + " --set run_dir=" + run + " --set cluster.env.RM_TEST_FAULT=kill:1:7",
+      dir.path());
+  ASSERT_NE(crashed.exit_code, 0) << crashed.out;
+  const std::string segment = segment_path(run, 1);
+  ASSERT_TRUE(fs::exists(segment)) << "a crashed run keeps its segment";
+
+  const test::Child c = test::spawn_cli(
+      "run " + job + np(2) + " --set run_dir=" + run +
+          " --set resilience.max_restarts=1 --set cluster.env.RM_TEST_FAULT=slowrestore:1:4000",
+      dir.path());
+  ASSERT_TRUE(test::wait_for_text(run + "/logs/rank-1.log", "RM_TEST_FAULT: slowrestore"))
+      << test::slurp(c.out) << test::slurp(c.err);
+  flip_byte_in_slot(segment, 1);  // step 6's
+  ASSERT_EQ(test::wait_exit(c), 0) << test::slurp(c.out) << test::slurp(c.err);
+  const std::string out = test::slurp(c.out);
+  EXPECT_NE(out.find("in-memory checkpoint of step 6: not restored on 1 rank(s); resuming from "
+                     "the disk instead (in memory: rank 0 holds steps 6, 5; rank 1 holds steps 6, "
+                     "5)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("checkpoints/step_00000004 (step 4)"), std::string::npos) << out;
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_NE(events.find(R"("event":"memory_restore_failed")"), std::string::npos) << events;
+  EXPECT_EQ(events.find(R"("event":"restart")"), std::string::npos) << "a restart: " << events;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
   EXPECT_FALSE(fs::exists(segment));

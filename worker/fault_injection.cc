@@ -32,6 +32,7 @@ enum class Kind {
   kSlowStep,
   kSlowStart,
   kSlowInit,
+  kSlowRestore,
   kMemKill,
   kReplStop,
   kReplKill,
@@ -44,7 +45,7 @@ struct Fault {
   int rank = -1;
   long long at = -1;  // the step (stop, kill, sleep, nan), the phase event (savekill), the
                       // delay in microseconds (slowio) or in milliseconds (slowstep,
-                      // slowstart, slowinit)
+                      // slowstart, slowinit, slowrestore)
   long long delay_us = 0;
 };
 
@@ -70,6 +71,7 @@ Fault parse_one(const std::string& spec) {
                {"slowstep", Kind::kSlowStep},
                {"slowstart", Kind::kSlowStart},
                {"slowinit", Kind::kSlowInit},
+               {"slowrestore", Kind::kSlowRestore},
                {"memkill", Kind::kMemKill},
                {"replstop", Kind::kReplStop},
                {"replkill", Kind::kReplKill},
@@ -260,6 +262,21 @@ void maybe_delay_initial_weights(int rank) {
                  "ringmaster: [rank %d] RM_TEST_FAULT: slowinit, %lld ms before init_from\n", rank,
                  f.at);
     std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(f.at));
+  }
+}
+
+void maybe_delay_memory_restore(int rank, int64_t step) {
+  static bool slept = false;  // once a process
+  if (slept) return;
+  for (const Fault& f : faults(rank)) {
+    if (f.kind != Kind::kSlowRestore || f.rank != rank) continue;
+    std::fprintf(stderr,
+                 "ringmaster: [rank %d] RM_TEST_FAULT: slowrestore, %lld ms before restoring step "
+                 "%lld from memory\n",
+                 rank, f.at, static_cast<long long>(step));
+    std::fflush(stderr);
+    slept = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(f.at));
   }
 }

@@ -46,6 +46,9 @@
 //                                         (worker/memory_checkpoints.h), before any of it is
 //                                         waited for: a rank, or with the host lost after it, a
 //                                         host lost mid-replication
+//   RM_TEST_FAULT=slowrestore:RANK:MS     rank RANK sleeps MS milliseconds once, after the ranks
+//                                         have agreed on an in-memory step to resume from and
+//                                         before it restores it: a slot damaged meanwhile
 // Several faults: a comma-separated list, e.g. nan:0:7,kill:0:11 (at most one savekill and
 // one slowio).
 // Faults strike only the first attempt of a run, unless a fault ends in @ATTEMPT: the attempt
@@ -83,6 +86,10 @@ void maybe_fault_in_memory_save(int rank, int64_t step, bool replica_posted);
 // Called by a rank other than 0 just before it opens model.init_from's source: a slowinit
 // fault's sleep.
 void maybe_delay_initial_weights(int rank);
+
+// Called by every rank as it starts restoring in-memory step `step` (after the agreement): a
+// slowrestore fault's sleep.
+void maybe_delay_memory_restore(int rank, int64_t step);
 
 // True once, when a nan fault names this rank and step (1-based): the trainer then makes its
 // loss NaN.

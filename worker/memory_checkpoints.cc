@@ -271,6 +271,7 @@ MemoryCheckpoints::Agreed MemoryCheckpoints::agree_on_step() {
 }
 
 MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
+  maybe_delay_memory_restore(comm_.rank(), step);
   finish_exchange();
   const double c = static_cast<double>(step);
   const auto own = [&](int r) {
@@ -320,7 +321,7 @@ MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
   double failed = ok ? 0.0 : 1.0;
   comm_.all_reduce(&failed, 1, DType::kFloat64, ReduceOp::kSum)->wait();
   if (failed > 0) {
-    throw std::runtime_error("in-memory checkpoint of step " + std::to_string(step) +
+    throw MemoryRestoreError("in-memory checkpoint of step " + std::to_string(step) +
                              ": not restored on " + std::to_string(static_cast<int>(failed)) +
                              " rank(s)" + (ok ? "" : "; this rank: " + why));
   }

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,13 @@ std::string remove_orphaned_memory_checkpoints();
 // the run using a segment at the time.
 std::string remove_run_memory_checkpoints(const std::string& run_dir);
 
+// MemoryCheckpoints::restore()'s failure, thrown on every rank alike once they have agreed that
+// some rank could not restore the step.
+class MemoryRestoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class MemoryCheckpoints {
  public:
   // host_of_rank: each rank's host (TrainerOptions::host_of_rank); empty: one host.
@@ -129,8 +137,10 @@ class MemoryCheckpoints {
   // Restores the state after `step` (agreed by agree_on_step, just before), first fetching
   // the slot from its keeper where a rank's own segment lacks it, verifying every byte;
   // returns the batches skipped by rollbacks up to it and the training data recorded (0: a
-  // segment of a build that did not record it). Collective: throws std::runtime_error on
-  // every rank, naming the ranks that failed, if any rank could not restore it.
+  // segment of a build that did not record it). Collective: throws MemoryRestoreError on every
+  // rank, naming the ranks that failed, if any rank could not restore it (its slot damaged
+  // since the agreement, a replica that did not arrive whole): the state is then partly
+  // overwritten, and the caller takes it from the disk instead.
   struct Restored {
     std::vector<int64_t> skipped_batches;
     uint64_t train_windows = 0;

@@ -466,9 +466,25 @@ void Trainer::check_train_data(uint64_t windows, uint64_t fingerprint,
   }
 }
 
-int64_t Trainer::resume_from_memory(int64_t step, const std::string& account,
-                                    int64_t disk_step) {
-  MemoryCheckpoints::Restored restored = memory_->restore(step);
+std::optional<int64_t> Trainer::resume_from_memory(int64_t step, const std::string& account,
+                                                   int64_t disk_step) {
+  MemoryCheckpoints::Restored restored;
+  try {
+    restored = memory_->restore(step);
+  } catch (const MemoryRestoreError& e) {
+    // Every rank is here: the failure was agreed. What memory holds must not be tried again by a
+    // restart (the same slot, the same failure, until resilience.max_restarts ends the run): the
+    // disk's newest checkpoint is restored over the partly written state, and resume() then
+    // removes the segments.
+    if (comm_.rank() == 0) {
+      std::printf("ringmaster: %s; resuming from the disk instead (%s)\n", e.what(),
+                  account.c_str());
+      std::fflush(stdout);
+      append_run_event(job_.run_dir, "memory_restore_failed",
+                       {{"step", step}, {"error", e.what()}});
+    }
+    return std::nullopt;
+  }
   // As from the disk: the data order goes on only over the data it was trained on.
   if (restored.train_windows != 0) {
     check_train_data(restored.train_windows, restored.train_fingerprint, "in-memory");
@@ -582,8 +598,14 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
     // a refusal), as it does where no memory is kept.
     const bool usable = held.step && memory_keeps_end(*held.step);
     const int64_t disk = newest_disk_step(job_.run_dir, host_comm_);
-    if (usable && *held.step >= disk) return resume_from_memory(*held.step, held.account, disk);
-    if (comm_.rank() == 0) {
+    bool memory_failed = false;
+    if (usable && *held.step >= disk) {
+      if (const std::optional<int64_t> s = resume_from_memory(*held.step, held.account, disk)) {
+        return *s;
+      }
+      memory_failed = true;
+    }
+    if (comm_.rank() == 0 && !memory_failed) {
       std::string why = "the disk holds a newer checkpoint";
       if (!held.step) {
         why = "no step that every rank holds, so not from memory";
@@ -600,8 +622,13 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
     }
     next_step_ = checkpoints_->resume(path, line_start);
     // The newest disk checkpoint did not verify and an older one was taken: memory may be newer.
-    if (usable && *held.step > next_step_) {
-      return resume_from_memory(*held.step, held.account, next_step_);
+    if (usable && !memory_failed && *held.step > next_step_) {
+      if (const std::optional<int64_t> s =
+              resume_from_memory(*held.step, held.account, next_step_)) {
+        return *s;
+      }
+      // Failed: the state is partly memory's now; the disk's checkpoint is restored again.
+      next_step_ = checkpoints_->resume(path, line_start);
     }
     forget_memory_checkpoints();
   } else {

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -191,8 +193,11 @@ class Trainer {
   void restore_best(const nlohmann::json& state);
   void restore_best_from_disk();
   void roll_back(const StepMetrics& bad);
-  // resume()'s in-memory branch: restores `step` from memory and reports it; returns it.
-  int64_t resume_from_memory(int64_t step, const std::string& account, int64_t disk_step);
+  // resume()'s in-memory branch: restores `step` from memory and reports it; returns it, or
+  // nullopt on every rank where some rank could not restore it (MemoryRestoreError: said on
+  // rank 0's console and in events.jsonl), for resume() to take the disk instead.
+  std::optional<int64_t> resume_from_memory(int64_t step, const std::string& account,
+                                            int64_t disk_step);
   // Throws InputError where the training data no longer holds the `windows` a checkpoint
   // (`kind`: "in-memory", or "" for one on disk) was trained on, or other tokens than its
   // `fingerprint` (TokenSource::fingerprint; 0: not recorded): the data order depends on them.
