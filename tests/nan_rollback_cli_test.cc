@@ -72,6 +72,25 @@ TEST_F(NanRollback, BadStepRetriesOnTheNextBatch) {
   EXPECT_NE(inspect.out.find("\"global_sample_cursor\":72"), std::string::npos) << inspect.out;
 }
 
+// A run that began with --from another run's checkpoint and has saved none of its own yet rolls
+// back to that checkpoint (its own directory holds nothing to go back to): it then trains as a
+// run that rolled back to its own copy of the same step.
+TEST_F(NanRollback, BeforeItsFirstSaveARunFromACheckpointRollsBackToIt) {
+  const std::string start = dir_.file("clean/checkpoints/step_00000004");
+  ASSERT_EQ(run_cli(run_args("rolled"), dir_.path(), "RM_TEST_FAULT=nan:0:7").exit_code, 0);
+  const auto r = run_cli(run_args("from") + " --from " + start + " --set checkpoint.every=100",
+                         dir_.path(), "RM_TEST_FAULT=nan:0:7");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("step 7: non-finite loss; rolling back"), std::string::npos) << r.out;
+  const std::string resumed = "resuming from " + start + " (step 4)";
+  const size_t first = r.out.find(resumed);
+  ASSERT_NE(first, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(resumed, first + 1), std::string::npos) << "no second resume: " << r.out;
+  const auto rolled = test::losses_by_step(dir_.file("rolled/metrics.jsonl"));
+  const auto from = test::losses_by_step(dir_.file("from/metrics.jsonl"));
+  for (int s = 5; s <= 12; ++s) EXPECT_EQ(from.at(s), rolled.at(s)) << "step " << s;
+}
+
 // The skip is part of the checkpoint: a rolled-back run killed later and resumed ends with the
 // weights of the rolled-back run that was not killed.
 TEST_F(NanRollback, SkipSurvivesACrashAndResume) {

@@ -588,6 +588,7 @@ bool Trainer::memory_keeps_end(int64_t step) {
 
 int64_t Trainer::resume(const std::string& path, const std::string& line_start) {
   if (!checkpoints_) throw std::logic_error("resume: checkpoints are not enabled");
+  line_start_ = !path.empty() ? path : line_start;
   if (memory_ && path.empty()) {
     // Memory snapshots keep what a resume needs, not the best so far: that comes from the disk,
     // before a salvage below commits a checkpoint of its own that must carry it on.
@@ -762,18 +763,23 @@ void Trainer::roll_back(const StepMetrics& bad) {
       // it or to older steps since are this run's to keep, as the disk rollback keeps them (the
       // slot's list alone made a second retry of one step take the first retry's batch again).
       std::vector<int64_t> skipped = skipped_batches_;
-      resume_from_memory(*held.step, held.account, disk);
-      skipped_batches_ = std::move(skipped);
-      skipped_batches_.push_back(bad.step - 1);
-      if (rank0 && options_.metrics) options_.metrics->rewind(next_step_);
-      rebuild_spike_windows();
-      return;
+      if (resume_from_memory(*held.step, held.account, disk)) {
+        skipped_batches_ = std::move(skipped);
+        skipped_batches_.push_back(bad.step - 1);
+        if (rank0 && options_.metrics) options_.metrics->rewind(next_step_);
+        rebuild_spike_windows();
+        return;
+      }
+      // Not restored (said): the disk's checkpoint below is restored over what memory wrote.
     }
     // Rolling back to disk: the segments go, as before memory was consulted, so that a restart
     // never prefers a slot some rank held past the disk's step, whose record lacks this skip.
     memory_->discard();
   }
-  const int64_t steps_done = checkpoints_->resume("");
+  // A run that began with --from goes back to that checkpoint until it has saved one of its own
+  // (Checkpointing::resume's line start): the run directory holds none of the line before that,
+  // or only an older line's.
+  const int64_t steps_done = checkpoints_->resume("", line_start_);
   if (steps_done == 0) {
     throw std::runtime_error("step " + std::to_string(bad.step) + ": non-finite loss or "
                              "gradient, and no checkpoint verifies to roll back to");

@@ -181,6 +181,9 @@ class Trainer {
   // The checkpoint the line this run trains on started from, as checkpoint states record it
   // (worker/checkpoint_line.h); null when it started at step 0.
   nlohmann::json line_from_;
+  // The checkpoint that began the line this attempt trains on (--from, or the line's start it
+  // goes on from; "": the run's own), for a rollback before the line's first save of its own.
+  std::string line_start_;
   int64_t last_bad_step_ = 0;
   int rollbacks_at_step_ = 0;
   int64_t batch_index(int64_t step) const;
@@ -196,8 +199,8 @@ class Trainer {
   // resume()'s in-memory branch: restores `step` from memory and reports it; returns it, or
   // nullopt on every rank where some rank could not restore it (MemoryRestoreError: said on
   // rank 0's console and in events.jsonl), for resume() to take the disk instead.
-  std::optional<int64_t> resume_from_memory(int64_t step, const std::string& account,
-                                            int64_t disk_step);
+  [[nodiscard]] std::optional<int64_t> resume_from_memory(int64_t step, const std::string& account,
+                                                          int64_t disk_step);
   // Throws InputError where the training data no longer holds the `windows` a checkpoint
   // (`kind`: "in-memory", or "" for one on disk) was trained on, or other tokens than its
   // `fingerprint` (TokenSource::fingerprint; 0: not recorded): the data order depends on them.
