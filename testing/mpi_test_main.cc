@@ -1,6 +1,8 @@
 // main() for the multi-rank GoogleTest binaries: MPI_Init, the tests, MPI_Finalize. Rank 0
 // prints the usual output; other ranks print only their failures, prefixed with their rank. The
-// exit code is non-zero on every rank if any rank failed.
+// exit code is non-zero on every rank if any rank failed, or if no test was to run: ctest runs
+// these with --gtest_filter, and GoogleTest 1.12 passes a filter that matches nothing (a test
+// renamed would leave its entry green having run nothing).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -34,7 +36,12 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new FailurePrinter(rank));
   }
-  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  // The filter is applied as the tests run: counted after them. A listing runs none.
+  if (!GTEST_FLAG_GET(list_tests) && testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+    if (rank == 0) std::fprintf(stderr, "no test matches the filter: nothing ran\n");
+    failed = 1;
+  }
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

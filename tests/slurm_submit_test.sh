@@ -214,6 +214,13 @@ PY
     [[ $(job_restarts "$jobid") == 1 ]] || { show_logs; fail "Restarts=$(job_restarts "$jobid"), expected 1"; }
     grep -q '"event": "requeue", "reason": "failed"' "$dir/run/events.jsonl" || fail "no requeue event"
     grep -q "RM_TEST_FAULT: " "$dir/run/logs/rank-1.log" || fail "rank-1.log lacks the fault line"
+    if [[ $case == kill ]]; then
+      # From the step-100 checkpoint, not from step 0: a rerun that ignored its checkpoints
+      # would train the same weights again (training is deterministic).
+      grep -q "resuming from $dir/run/checkpoints/step_00000100 (step 100)" \
+        "$dir"/run/logs/slurm-"$jobid".out ||
+        { show_logs; fail "the requeued job did not resume from the step-100 checkpoint"; }
+    fi
     if [[ $case == memkill ]]; then
       grep -q "resuming from memory (step 149; disk: step 100)" "$dir"/run/logs/slurm-"$jobid".out ||
         { show_logs; fail "the requeued job did not resume from memory at step 149"; }

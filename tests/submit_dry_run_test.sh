@@ -167,4 +167,16 @@ run_script 137 || code=$?
 grep -q "cannot be written or read; not requeued" script.out || { cat script.out; fail "no word of the failure count"; }
 ! grep -q "^requeue" scontrol.calls 2>/dev/null || fail "requeued although the failures cannot be counted"
 rmdir "$weird_run"/slurm/failures-42
+# Ranks that refuse the job (exit 2: bad input, or a CPU the build cannot run on) end it FAILED at
+# once: not started again as a start-up death, not requeued, not counted as a failure.
+rm -f srun.attempts scontrol.calls "$weird_run"/slurm/failures-42
+code=0
+run_script 2 || code=$?
+[[ $code == 2 ]] || { cat script.out; fail "the script exited $code after ranks that refused the job"; }
+[[ $(tr '\n' ' ' <srun.attempts) == "0 " ]] || fail "srun attempts after a refusal: $(tr '\n' ' ' <srun.attempts)"
+grep -q "the ranks refused the job (exit code 2" script.out || { cat script.out; fail "no word of the refusal"; }
+[[ $(tail -n 1 "$weird_run/events.jsonl") == *'"event": "failed", "reason": "bad_input"'* ]] ||
+  fail "no bad_input event last: $(tail -n 1 "$weird_run/events.jsonl")"
+! grep -q "^requeue" scontrol.calls 2>/dev/null || fail "a refused job was requeued"
+[[ ! -e "$weird_run"/slurm/failures-42 ]] || fail "a refusal was counted as a failure"
 echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert, start-up deaths retried twice"
