@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <future>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "checkpoint/async_writer.h"
@@ -69,6 +73,52 @@ TEST(AsyncWriter, SaveCopiesSoTheCallerMayOverwriteOnceStaged) {
   EXPECT_EQ(r.committed_path, checkpoint_path(dir.path(), 5));
   EXPECT_EQ(r.shard.name, "shard_00000.bin");
   expect_checkpoint(dir.path(), 5);
+}
+
+// The point of kAsync: the caller goes on while the shard is written. The write is held at its
+// first phase ("shard:write", a phase hook blocking on a latch) and save() and wait_staged() must
+// both return meanwhile, the writer not idle; released, the checkpoint is the saved data.
+std::mutex g_gate_mutex;
+std::condition_variable g_gate_cv;
+bool g_gate_reached = false, g_gate_open = false;
+void hold_at_shard_write(const char* phase) {
+  if (std::string(phase) != "shard:write") return;
+  std::unique_lock<std::mutex> lock(g_gate_mutex);
+  g_gate_reached = true;
+  g_gate_cv.notify_all();
+  g_gate_cv.wait(lock, [] { return g_gate_open; });
+}
+
+TEST(AsyncWriter, SaveAndWaitStagedReturnWhileTheShardIsStillBeingWritten) {
+  TempDir dir;
+  auto data = data_at(6);
+  g_gate_reached = g_gate_open = false;
+  add_checkpoint_phase_hook(hold_at_shard_write);
+  AsyncCheckpointWriter writer;
+  // On a thread of its own, so that a writer that blocks here fails the test instead of hanging.
+  std::promise<void> returned;
+  std::thread caller([&] {
+    writer.save(request(dir.path(), 6, 0, 1, data));
+    writer.wait_staged();
+    returned.set_value();
+  });
+  const bool staged =
+      returned.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  {
+    std::unique_lock<std::mutex> lock(g_gate_mutex);
+    const bool reached =
+        g_gate_cv.wait_for(lock, std::chrono::seconds(30), [] { return g_gate_reached; });
+    EXPECT_TRUE(reached) << "the write never began";
+    EXPECT_TRUE(staged) << "save() or wait_staged() waited for the write";
+    EXPECT_FALSE(writer.idle()) << "the write is held: the save is in flight";
+    g_gate_open = true;  // the write goes on
+    g_gate_cv.notify_all();
+  }
+  caller.join();
+  for (auto& buf : data) std::fill(buf.begin(), buf.end(), -1.0f);  // training went on
+  EXPECT_EQ(writer.wait().step, 6);
+  remove_checkpoint_phase_hook(hold_at_shard_write);
+  expect_checkpoint(dir.path(), 6);
 }
 
 // A GPU save hands over pinned buffers whose download is still in flight: `ready` waits for it.

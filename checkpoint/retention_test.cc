@@ -89,11 +89,15 @@ TEST(Retention, APinTakenAsRetentionRenamesTheCheckpointIsGone) {
   ASSERT_TRUE(claim_for_removal(path, &claim));
   ASSERT_TRUE(claim.valid());
   std::optional<CheckpointPin> pin;
-  std::atomic<bool> taken{false};
+  std::atomic<bool> taking{false}, taken{false};
   std::thread reader([&] {
+    taking = true;
     pin = CheckpointPin::take(path);  // waits for the claim (or opens after the rename)
     taken = true;
   });
+  // The reader is at take() before the claim is judged (a reader that started only after the
+  // rename below would find the checkpoint gone whether or not the claim kept it out).
+  while (!taking) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(taken);  // the claim keeps readers out
   io::Fd other;
