@@ -891,6 +891,10 @@ Trainer::Outcome Trainer::run_steps() {
     // 1..k. The disk save above may still be copying the same buffers; both only read them.
     if (memory_ && memory_->due(m.step)) {
       progress_.enter(Phase::kCheckpointSave);
+      // With replicas a restart may resume from this step after rank 0's host is lost: its
+      // metrics lines must not be lost with the host's page cache (a network file system keeps
+      // only what was flushed). One fsync per memory save, beside a copy of the whole state.
+      if (rank0 && options_.metrics && memory_->replicated()) options_.metrics->sync();
       memory_->save(m.step, skipped_batches_, data_.train->num_windows(),
                     data_.train->fingerprint());
     } else if (memory_) {
