@@ -152,7 +152,7 @@ class Reader {
 ClusterSpec read_cluster_file(const std::string& path) {
   Reader r(path);
   std::string body;
-  if (const std::string why = read_job_file(path, &body); !why.empty()) {
+  if (const std::string why = read_job_file(path, &body, "cluster file"); !why.empty()) {
     throw JobConfigError({ConfigError{path, 0, 0, "", why}}, kSubject);
   }
   if (const auto problem = check_job_text(body)) {

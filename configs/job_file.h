@@ -13,9 +13,9 @@ namespace rm {
 
 // Fills *text with the whole file and returns "", or returns what is wrong (the caller adds the
 // path), e.g. "cannot read job file: No such file or directory", "cannot read job file: a
-// directory, not a regular file", "cannot read job file: a character device, not a regular
-// file", "too large for a
-// job file: 2097152 bytes, the limit is 1048576 (1 MiB)".
-std::string read_job_file(const std::string& path, std::string* text);
+// directory, not a regular file", "too large for a job file: 2097152 bytes, the limit is
+// 1048576 (1 MiB)". `kind` names the file in those ("cluster file" for `plan --cluster`'s).
+std::string read_job_file(const std::string& path, std::string* text,
+                          const std::string& kind = "job file");
 
 }  // namespace rm

@@ -241,8 +241,8 @@ std::optional<TextProblem> check_yaml_structure(std::string_view text) {
   return std::nullopt;
 }
 
-std::string job_too_large(uint64_t bytes) {
-  return "too large for a job file: " + std::to_string(bytes) + " bytes, the limit is " +
+std::string job_too_large(uint64_t bytes, const std::string& kind) {
+  return "too large for a " + kind + ": " + std::to_string(bytes) + " bytes, the limit is " +
          std::to_string(kMaxJobBytes) + " (1 MiB)";
 }
 

@@ -59,7 +59,7 @@ struct TextProblem {
 std::optional<TextProblem> check_job_text(std::string_view text);
 
 // "too large for a job file: N bytes, the limit is 1048576 (1 MiB)"
-std::string job_too_large(uint64_t bytes);
+std::string job_too_large(uint64_t bytes, const std::string& kind = "job file");
 
 // The two halves of check_job_text, for tests and for texts whose size is already checked.
 std::optional<TextProblem> check_text_encoding(std::string_view text);

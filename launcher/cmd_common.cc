@@ -25,10 +25,11 @@ MpiLaunch resolve_launch(const std::string& hosts, bool nproc_given, int& nproc)
     if (!nproc_given) {
       nproc = slots;
     } else if (nproc > slots) {
-      throw JobConfigError({ConfigError{hosts, 0, 0, "",
-                                        "--nproc " + std::to_string(nproc) + " but the hostfile has " +
-                                            std::to_string(slots) + " slot" +
-                                            (slots == 1 ? "" : "s")}});
+      throw JobConfigError(
+          {ConfigError{hosts, 0, 0, "",
+                       "--nproc " + std::to_string(nproc) + " but the hostfile has " +
+                           std::to_string(slots) + " slot" + (slots == 1 ? "" : "s")}},
+          "the hostfile");
     }
     launch.hostfile = std::filesystem::absolute(hosts).string();
   }

@@ -19,7 +19,7 @@ constexpr int64_t kMaxSlots = int64_t{1} << 20;   // the most ranks a job may ha
   e.line = line;
   e.col = line > 0 ? 1 : 0;
   e.message = message;
-  throw JobConfigError({e});
+  throw JobConfigError({e}, "the hostfile");
 }
 
 // A positive slot count, or -1.

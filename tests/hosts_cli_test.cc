@@ -70,6 +70,7 @@ TEST(HostsCli, MoreRanksThanSlotsOrAMissingFileIsRefused) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(dir.file("nope") + ": --hosts: cannot read the hostfile"), std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find("ringmaster: 1 error in the hostfile"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("run")));
   // A device or a pipe: refused at once (before: /dev/zero read until memory ran out, a FIFO
   // waited on for ever).

@@ -225,7 +225,12 @@ speed: 3
   EXPECT_NE(both.err.find("--nproc with --cluster"), std::string::npos) << both.err;
   const auto missing = run_cli("plan configs/shakespeare.yaml --cluster " + dir.file("nope"), dir.path());
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find(dir.file("nope") + ": cannot read"), std::string::npos) << missing.err;
+  // Said to be a cluster file (before: "cannot read job file", "1 error in the job").
+  EXPECT_NE(missing.err.find(dir.file("nope") + ": cannot read cluster file: No such file"),
+            std::string::npos)
+      << missing.err;
+  EXPECT_NE(missing.err.find("ringmaster: 1 error in the cluster file"), std::string::npos)
+      << missing.err;
 }
 
 }  // namespace
