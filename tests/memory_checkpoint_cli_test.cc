@@ -354,31 +354,44 @@ void flip_byte_in_slot(const std::string& segment, int slot) {
   f.write(&c, 1);
 }
 
-// The slot is damaged after the ranks agreed on its step (verified then) and before rank 1
-// restores it: every rank gives memory up together and the same attempt resumes from the disk,
-// instead of failing -- a restart would agree on memory again, and a failure that does not go
-// away (a replica that cannot arrive whole) would end the run after resilience.max_restarts.
+// The job on 2 ranks (`flags` added) uninterrupted into "straight", then into `run` killed at step
+// 7, then again with resilience.max_restarts 1 and rank 1 paused between the ranks' agreement
+// on step 6 (verified then) and its restore, while a byte of step 6's slot of its segment is
+// flipped: what that last run printed (stdout, then stderr), once it ended with exit code 0.
+std::string damaged_during_restore(const TempDir& dir, const std::string& flags,
+                                   const std::string& run) {
+  const std::string job = job_file(dir);
+  EXPECT_EQ(run_cli("run " + job + flags, dir.path()).exit_code, 0);
+  const std::string setup = "run " + job + flags + " --set run_dir=" + run;
+  const auto crashed = run_cli(setup + " --set cluster.env.RM_TEST_FAULT=kill:1:7", dir.path());
+  EXPECT_NE(crashed.exit_code, 0) << crashed.out;
+  const std::string segment = segment_path(run, 1);
+  if (!fs::exists(segment)) {
+    ADD_FAILURE() << "a crashed run keeps its segment";
+    return "";
+  }
+  const test::Child c = test::spawn_cli(
+      setup + " --set resilience.max_restarts=1 --set cluster.env.RM_TEST_FAULT=slowrestore:1:4000",
+      dir.path());
+  EXPECT_TRUE(test::wait_for_text(run + "/logs/rank-1.log", "RM_TEST_FAULT: slowrestore"))
+      << test::slurp(c.out) << test::slurp(c.err);
+  flip_byte_in_slot(segment, 1);
+  const int code = test::wait_exit(c);
+  const std::string out = test::slurp(c.out) + test::slurp(c.err);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+  EXPECT_FALSE(fs::exists(segment));
+  return out;
+}
+
+// Every rank gives memory up together and the same attempt resumes from the disk, instead of
+// failing -- a restart would agree on memory again, and a failure that does not go away (a
+// replica that cannot arrive whole) would end the run after resilience.max_restarts.
 TEST(MemoryCheckpointDamage, ASlotThatFailsItsRestoreFallsBackToTheDiskInTheSameAttempt) {
   TempDir dir;
-  const std::string job = job_file(dir);
-  ASSERT_EQ(run_cli("run " + job + np(2), dir.path()).exit_code, 0);
   const std::string run = dir.file("damaged");
-  const auto crashed = run_cli(
-      "run " + job + np(2) + " --set run_dir=" + run + " --set cluster.env.RM_TEST_FAULT=kill:1:7",
-      dir.path());
-  ASSERT_NE(crashed.exit_code, 0) << crashed.out;
-  const std::string segment = segment_path(run, 1);
-  ASSERT_TRUE(fs::exists(segment)) << "a crashed run keeps its segment";
-
-  const test::Child c = test::spawn_cli(
-      "run " + job + np(2) + " --set run_dir=" + run +
-          " --set resilience.max_restarts=1 --set cluster.env.RM_TEST_FAULT=slowrestore:1:4000",
-      dir.path());
-  ASSERT_TRUE(test::wait_for_text(run + "/logs/rank-1.log", "RM_TEST_FAULT: slowrestore"))
-      << test::slurp(c.out) << test::slurp(c.err);
-  flip_byte_in_slot(segment, 1);  // step 6's
-  ASSERT_EQ(test::wait_exit(c), 0) << test::slurp(c.out) << test::slurp(c.err);
-  const std::string out = test::slurp(c.out);
+  const std::string out = damaged_during_restore(dir, np(2), run);
   EXPECT_NE(out.find("in-memory checkpoint of step 6: not restored on 1 rank(s); resuming from "
                      "the disk instead (in memory: rank 0 holds steps 6, 5; rank 1 holds steps 6, "
                      "5)"),
@@ -388,9 +401,21 @@ TEST(MemoryCheckpointDamage, ASlotThatFailsItsRestoreFallsBackToTheDiskInTheSame
   const std::string events = test::slurp(run + "/events.jsonl");
   EXPECT_NE(events.find(R"("event":"memory_restore_failed")"), std::string::npos) << events;
   EXPECT_EQ(events.find(R"("event":"restart")"), std::string::npos) << "a restart: " << events;
-  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
-  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
-  EXPECT_FALSE(fs::exists(segment));
+}
+
+// With no disk checkpoint to fall back on, the state is partly the damaged slot's: the attempt
+// ends instead of training from step 0 on it, and its restart (the segments gone) starts anew.
+TEST(MemoryCheckpointDamage,
+     WithNoDiskCheckpointAFailedRestoreEndsTheAttemptAndTheRestartStartsAnew) {
+  TempDir dir;
+  const std::string run = dir.file("damaged");
+  const std::string out = damaged_during_restore(dir, np(2) + " --set checkpoint.every=100", run);
+  EXPECT_NE(out.find("the in-memory checkpoint could not be restored and no disk checkpoint "
+                     "verifies"),
+            std::string::npos)
+      << out;
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_NE(events.find(R"("event":"restart")"), std::string::npos) << events;
 }
 
 // --fresh (and a run directory made anew) starts at step 0 whatever an earlier run left in

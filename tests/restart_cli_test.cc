@@ -175,10 +175,10 @@ TEST(RestartStop, AStopBetweenAttemptsIsNotDropped) {
   const std::string run = dir.file("straight");
   const test::Child job =
       test::spawn_cli("run " + job_file(dir) + " --set resilience.max_restarts=1", dir.path(), "r",
-                      "RM_TEST_FAULT=slowstep:0:200,kill:0:10");
+                      "RM_TEST_FAULT=slowstep:0:400,kill:0:10");
   ASSERT_TRUE(test::wait_for_text(job.out, "step      2/12")) << test::slurp(job.out);
   // Held until the signal is sent, however slow the machine: then the restart may go on. It
-  // must hold before the attempt dies (at step 10, 1.6 s of slowed steps away): said by a file.
+  // must hold before the attempt dies (at step 10, 3.2 s of slowed steps away): said by a file.
   const std::string go = dir.file("go"), held = dir.file("held");
   const test::Child holder =
       test::spawn_shell("exec flock -s " + run + "/.ranks.lock timeout 120 sh -c 'echo held >" +

@@ -483,6 +483,8 @@ std::optional<int64_t> Trainer::resume_from_memory(int64_t step, const std::stri
       append_run_event(job_.run_dir, "memory_restore_failed",
                        {{"step", step}, {"error", e.what()}});
     }
+    // Gone now, before the disk is read: if that fails too, a restart must not agree on them.
+    memory_->discard();
     return std::nullopt;
   }
   // As from the disk: the data order goes on only over the data it was trained on.
@@ -629,9 +631,17 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
         return *s;
       }
       // Failed: the state is partly memory's now; the disk's checkpoint is restored again.
+      memory_failed = true;
       next_step_ = checkpoints_->resume(path, line_start);
     }
     forget_memory_checkpoints();
+    if (memory_failed && next_step_ == 0) {
+      // No checkpoint on disk to restore over what memory wrote: this attempt cannot start
+      // from step 0 on that state. The segments are gone, so the next attempt starts anew.
+      throw std::runtime_error(
+          "the in-memory checkpoint could not be restored and no disk checkpoint verifies; the "
+          "state is partly overwritten, so this attempt ends (a restart starts from step 0)");
+    }
   } else {
     next_step_ = checkpoints_->resume(path, line_start);
   }
@@ -654,6 +664,9 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
   const std::string& given = checkpoints_->started_from();
   line_from_ = given.empty() ? line_of_checkpoint(job_.run_dir, checkpoints_->resumed_path(), state)
                              : checkpoints_->started_from_origin();
+  // A rollback goes back to the checkpoint read now, not to what a link given (checkpoints/best)
+  // names by then.
+  if (!given.empty()) line_start_ = checkpoints_->resumed_path();
   if (state.contains("skipped_batches") && state["skipped_batches"].is_array()) {
     for (const auto& x : state["skipped_batches"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) {

@@ -62,6 +62,8 @@ constexpr Feature kFeatures[] = {
     {kIsaGfni, "gfni"},
     {kIsaVaes, "vaes"},
     {kIsaVpclmulqdq, "vpclmulqdq"},
+    {kIsaFma4, "fma4"},
+    {kIsaXop, "xop"},
 };
 
 // Appends text at out + used, cut to fit n; *used grows by its whole length, as snprintf counts.
@@ -144,6 +146,8 @@ uint64_t decode_isa_features(const IsaRegisters& r) {
   set(os_avx && bit(r.leaf1_ecx, 28), kIsaAvx);
   set(os_avx && bit(r.leaf1_ecx, 29), kIsaF16c);
   set(bit(r.ext1_ecx, 5), kIsaLzcnt);  // AMD's ABM bit; Intel sets it for LZCNT too
+  set(os_avx && bit(r.ext1_ecx, 16), kIsaFma4);
+  set(os_avx && bit(r.ext1_ecx, 11), kIsaXop);
   if (r.max_leaf >= 7) {
     set(bit(r.leaf7_ebx, 3), kIsaBmi);
     set(bit(r.leaf7_ebx, 8), kIsaBmi2);

@@ -106,6 +106,8 @@ TEST(IsaGuard, ThisCpuReadsAsGccsOwnProbeReadsIt) {
   RM_AGREE(kIsaGfni, "gfni");
   RM_AGREE(kIsaVaes, "vaes");
   RM_AGREE(kIsaVpclmulqdq, "vpclmulqdq");
+  RM_AGREE(kIsaFma4, "fma4");
+  RM_AGREE(kIsaXop, "xop");
 #undef RM_AGREE
 }
 #endif
