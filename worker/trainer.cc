@@ -472,10 +472,9 @@ std::optional<int64_t> Trainer::resume_from_memory(int64_t step, const std::stri
   try {
     restored = memory_->restore(step);
   } catch (const MemoryRestoreError& e) {
-    // Every rank is here: the failure was agreed. What memory holds must not be tried again by a
-    // restart (the same slot, the same failure, until resilience.max_restarts ends the run): the
-    // disk's newest checkpoint is restored over the partly written state, and resume() then
-    // removes the segments.
+    // Every rank is here: the failure was agreed. The caller restores the disk's newest
+    // checkpoint over the partly written state. What memory holds must not be tried again by a
+    // restart (the same slot, the same failure, until resilience.max_restarts ends the run).
     if (comm_.rank() == 0) {
       std::printf("ringmaster: %s; resuming from the disk instead (%s)\n", e.what(),
                   account.c_str());

@@ -13,7 +13,7 @@
 #endif
 
 // What kernels/cpu/CMakeLists.txt names to the linker (--undefined) so that every program linked
-// with rm_kernels_cpu takes this file, and with it the check below.
+// with rm_isa_guard (through the kernels or the collectives) takes this file and its check.
 extern "C" {
 extern const int rm_isa_guard;
 const int rm_isa_guard = 1;

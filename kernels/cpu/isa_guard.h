@@ -1,10 +1,11 @@
 // The instruction set guard: a program built for one CPU (RM_CPU_ARCH, say -march=native on an
 // AVX-512 login node) and started on an older one (a compute node without AVX-512) would die of
 // SIGILL at whichever vector instruction it meets first -- in a rank, mid-job, with no message.
-// Every program linked with rm_kernels_cpu instead checks, before any other initialiser of ours
-// runs, that this CPU has each extension the build was compiled to use; where one is missing it
-// writes one message to stderr naming them, the CPU, the host and the way out, and exits with
-// code 2 (base/exit_codes.h kExitBadInput: the job never started, and restarting cannot help).
+// Every program linked with rm_isa_guard (rm_kernels_cpu, rm_collectives and rm_kernels_cuda
+// link it) instead checks, before any other initialiser of ours runs, that this CPU has each
+// extension the build was compiled to use; where one is missing it writes one message to stderr
+// naming them, the CPU, the host and the way out, and exits with code 2 (base/exit_codes.h
+// kExitBadInput: the job never started, and restarting cannot help).
 //
 // isa_guard.cc is compiled for the plain x86-64 baseline (kernels/cpu/CMakeLists.txt), so the
 // check itself runs on any x86-64 CPU; it uses C library calls only, because an inline C++
