@@ -214,9 +214,14 @@ NcclCommunicator::~NcclCommunicator() {
         const std::shared_ptr<Op> last = pending_.back();  // completing drops pending_'s copy
         wait_for(*last);
       }
-      ncclCommFinalize(comm_);  // non-blocking: flushes outstanding work
       Op finalize;
       static_cast<OpStamp&>(finalize) = stamp_op(0, "nccl_finalize", 0, options_.timeout_s);
+      // Non-blocking: flushes outstanding work. A finalize refused at once aborts instead of
+      // going on to ncclCommDestroy, which would finalize again itself with no time limit.
+      const ncclResult_t finalizing = ncclCommFinalize(comm_);
+      if (finalizing != ncclSuccess && finalizing != ncclInProgress) {
+        fail(finalize, std::string("failed: ") + ncclGetErrorString(finalizing));
+      }
       await_enqueued(finalize);
       ncclCommDestroy(comm_);
     } catch (const CollectiveError&) {

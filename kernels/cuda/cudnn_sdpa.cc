@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_library.h"
 #include "kernels/gpu_switches.h"
 
@@ -362,7 +363,10 @@ bool cudnn_attention_asked() {
 
 CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool asked,
                                std::FILE* notes)
-    : deterministic_(deterministic), notes_(notes), refusals_(asked ? stderr : notes) {
+    : stream_(stream),
+      deterministic_(deterministic),
+      notes_(notes),
+      refusals_(asked ? stderr : notes) {
   if (cudnn().get_version() < kOldestCudnn) {
     throw std::runtime_error(cudnn().path + " is cuDNN " + std::to_string(cudnn().get_version()) +
                              ", older than the " + std::to_string(kOldestCudnn) +
@@ -400,8 +404,8 @@ CudnnAttention::Planned& CudnnAttention::planned(int B, int Tn, int C, int H) {
   p.backward->plan(handle_);
   p.dq_accum_offset = cudnn_align256(
       static_cast<size_t>(std::max(p.forward->workspace_bytes(), p.backward->workspace_bytes())));
-  const size_t need =
-      p.dq_accum_offset + sizeof(float) * sdpa::sdpa_dq_accum_floats(B, Tn, C, H, deterministic_);
+  p.dq_accum_bytes = sizeof(float) * sdpa::sdpa_dq_accum_floats(B, Tn, C, H, deterministic_);
+  const size_t need = p.dq_accum_offset + p.dq_accum_bytes;
   if (need > workspace_bytes_) {
     void* grown = nullptr;
     const cudaError_t e = cudaMalloc(&grown, need);
@@ -493,7 +497,14 @@ void CudnnAttention::backward(bf16* dqkv, float* softmax_sum, const bf16* dout, 
                                        {Role::kDO, dout},         {Role::kStats, stats},
                                        {Role::kDQ, dqkv},         {Role::kDK, dqkv + off.k},
                                        {Role::kDV, dqkv + off.v}, {Role::kSoftmaxSum, softmax_sum}};
-  if (!deterministic_) bound[Role::kDQAccum] = static_cast<char*>(workspace_) + p.dq_accum_offset;
+  if (!deterministic_) {
+    // cuDNN adds each tile's dQ into the accumulator: it starts at zero every time, as the
+    // front end clears it before each execution (a memset node when a step graph records it).
+    // Left as the last backward left it, dQ would carry that backward's in (mode 2 only).
+    void* accum = static_cast<char*>(workspace_) + p.dq_accum_offset;
+    RM_CUDA_CHECK(cudaMemsetAsync(accum, 0, p.dq_accum_bytes, stream_), kThrow);
+    bound[Role::kDQAccum] = accum;
+  }
   p.backward->execute(handle_, bound, workspace_);
 }
 

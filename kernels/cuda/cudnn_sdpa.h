@@ -106,12 +106,14 @@ class CudnnAttention {
   struct Planned {
     std::unique_ptr<CudnnGraph> forward, backward;
     size_t dq_accum_offset = 0;  // bytes into the workspace, past what the plans use
+    size_t dq_accum_bytes = 0;   // 0: the deterministic backward, which has none
   };
   // Builds and plans both graphs for the shape unless done before; std::runtime_error (nothing
   // queued) if cuDNN refuses either or the GPU lacks the memory for their workspace.
   Planned& planned(int B, int Tn, int C, int H);
 
   cudnnHandle_t handle_ = nullptr;
+  cudaStream_t stream_;  // the handle's: where dQ's accumulator is cleared
   bool deterministic_;
   std::FILE* notes_;     // what runs
   std::FILE* refusals_;  // stderr if RM_CUDNN_ATTENTION asked for cuDNN, else notes_

@@ -21,6 +21,9 @@ void* DeviceScratch::get(size_t bytes, cudaStream_t in_use_on) {
     RM_CUDA_CHECK(cudaFree(ptr_), kThrow);
     ptr_ = nullptr;
     bytes_ = 0;
+    // Moved as soon as the old buffer is gone: a graph recorded on it is stale even if the
+    // allocation below fails (out of memory) and throws.
+    ++moves_;
   }
   RM_CUDA_CHECK(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), kThrow);
   bytes_ = bytes;
