@@ -305,6 +305,20 @@ TEST(MemoryCheckpointEnd, ARankKilledCommittingLeavesTheOthersTheirMemory) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
 }
 
+// Flips one byte of slot `slot` of the segment at `segment` (a 4096-byte header page, then two
+// slots of equal, page-rounded size; saves alternate slots from slot 0 at step 1).
+void flip_byte_in_slot(const std::string& segment, int slot) {
+  const auto size = fs::file_size(segment);
+  const std::streamoff at = 4096 + slot * static_cast<std::streamoff>((size - 4096) / 2) + 5000;
+  std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x01;
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
 // The same kill with no restart leaves the segments (steps 5 and 6); a byte flipped in the
 // newest slot makes the rerun take step 5, saying why, and still end on the same weights.
 TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
@@ -318,19 +332,7 @@ TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
   ASSERT_NE(crashed.exit_code, 0) << crashed.out;
   const std::string segment = segment_path(run, 0);
   ASSERT_TRUE(fs::exists(segment)) << "a crashed run keeps its segment";
-  // Saves alternate slots from slot 0 (step 1), so step 6 is in slot 1. The file is a 4096-byte
-  // header page and two slots of equal, page-rounded size.
-  const auto size = fs::file_size(segment);
-  const std::streamoff slot1 = 4096 + static_cast<std::streamoff>((size - 4096) / 2);
-  {
-    std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(slot1 + 5000);
-    char c = 0;
-    f.read(&c, 1);
-    c ^= 0x01;
-    f.seekp(slot1 + 5000);
-    f.write(&c, 1);
-  }
+  flip_byte_in_slot(segment, 1);  // step 6's: saves alternate slots from slot 0 at step 1
   const auto r = run_cli("run " + job + " --set run_dir=" + run, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("resuming from memory (step 5; disk: step 4)"), std::string::npos) << r.out;
@@ -338,20 +340,6 @@ TEST(MemoryCheckpointDamage, AFlippedByteIsCaughtAndTheOlderSlotIsUsed) {
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
   EXPECT_FALSE(fs::exists(segment));
-}
-
-// Flips one byte of slot `slot` of the segment at `segment` (a 4096-byte header page, then two
-// slots of equal, page-rounded size; saves alternate slots from slot 0 at step 1).
-void flip_byte_in_slot(const std::string& segment, int slot) {
-  const auto size = fs::file_size(segment);
-  const std::streamoff at = 4096 + slot * static_cast<std::streamoff>((size - 4096) / 2) + 5000;
-  std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(at);
-  char c = 0;
-  f.read(&c, 1);
-  c ^= 0x01;
-  f.seekp(at);
-  f.write(&c, 1);
 }
 
 // The job on 2 ranks (`flags` added) uninterrupted into "straight", then into `run` killed at step

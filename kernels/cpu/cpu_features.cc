@@ -145,10 +145,7 @@ std::string build_isa_summary() {
   std::string s = kBuiltIsaArch[0] != '\0' ? kBuiltIsaArch : "portable";
   if (kBuiltIsaHostCpu[0] != '\0') s += std::string(" (") + kBuiltIsaHostCpu + ")";
   const char* level = best_isa_level(kBuiltIsaFeatures);
-  const uint64_t level_bits = std::strcmp(level, "x86-64-v4") == 0   ? kIsaLevelV4
-                              : std::strcmp(level, "x86-64-v3") == 0 ? kIsaLevelV3
-                              : std::strcmp(level, "x86-64-v2") == 0 ? kIsaLevelV2
-                                                                     : 0;
+  const uint64_t level_bits = best_isa_level_bits(kBuiltIsaFeatures);
   char extra[512];
   isa_feature_names(kBuiltIsaFeatures & ~level_bits, extra, sizeof extra);
   // "x86-64-v3" says it all; "native" is followed by what it meant here.

@@ -219,11 +219,21 @@ size_t isa_feature_names(uint64_t bits, char* out, size_t n) {
   return used;
 }
 
+uint64_t best_isa_level_bits(uint64_t present) {
+  const uint64_t levels[] = {kIsaLevelV4, kIsaLevelV3,
+                             kIsaLevelV2};  // a plain array: no C++ library
+  for (const uint64_t level : levels) {
+    if ((present & level) == level) return level;
+  }
+  return 0;
+}
+
 const char* best_isa_level(uint64_t present) {
-  if ((present & kIsaLevelV4) == kIsaLevelV4) return "x86-64-v4";
-  if ((present & kIsaLevelV3) == kIsaLevelV3) return "x86-64-v3";
-  if ((present & kIsaLevelV2) == kIsaLevelV2) return "x86-64-v2";
-  return "portable";
+  const uint64_t level = best_isa_level_bits(present);
+  return level == kIsaLevelV4   ? "x86-64-v4"
+         : level == kIsaLevelV3 ? "x86-64-v3"
+         : level == kIsaLevelV2 ? "x86-64-v2"
+                                : "portable";
 }
 
 size_t format_isa_refusal(char* out, size_t n, const char* program, uint64_t required,

@@ -107,6 +107,8 @@ size_t isa_feature_names(uint64_t bits, char* out, size_t n);
 // The highest x86-64 micro-architecture level (psABI) all of whose extensions are in `present`:
 // "x86-64-v4", "x86-64-v3", "x86-64-v2", or "portable" (the baseline) -- an RM_CPU_ARCH value.
 const char* best_isa_level(uint64_t present);
+// That level's extensions (kIsaLevelV4, V3, V2), 0 for the baseline.
+uint64_t best_isa_level_bits(uint64_t present);
 
 // The refusal, one line ending in '\n', written to out like isa_feature_names: what of
 // `required` is not `present`, the CPU and host, how the build was made (`arch` = RM_CPU_ARCH,
