@@ -2,7 +2,9 @@
 // this binary was started with (mpirun -np 2 and 3: even and uneven shards): the gradient the
 // optimizer sees is round_bf16(sum over ranks of round_bf16(g_r)), summed in fp32 -- checked
 // through the global gradient norm against that formula, and against the fp32 reduction, which
-// the chosen values make differ by far more than the tolerance.
+// the chosen values make differ by far more than the tolerance; and element by element, through
+// the first Adam moment of each rank's slice after one update (a reduction that put the right
+// sums in the wrong places would keep the norm).
 //
 // The gradients are written straight into the ShardedState through its ParamAccess interface
 // (acquire_grads / release_grads in backward order), so the test covers the buckets (none,
@@ -35,21 +37,34 @@ float gradient(int rank, size_t i) {
   return 1.0f + static_cast<float>((i * 7 + static_cast<size_t>(rank) * 5) % 13) / 1024.0f;
 }
 
+float expected_element(size_t i, int ranks, bool bf16_wire) {
+  float sum = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const float g = gradient(r, i);
+    sum += bf16_wire ? to_float(to_bf16(g)) : g;
+  }
+  return bf16_wire ? to_float(to_bf16(sum)) : sum;
+}
+
 double expected_norm(size_t total, int ranks, bool bf16_wire) {
   double sq = 0;
   for (size_t i = 0; i < total; ++i) {
-    float sum = 0;
-    for (int r = 0; r < ranks; ++r) {
-      const float g = gradient(r, i);
-      sum += bf16_wire ? to_float(to_bf16(g)) : g;
-    }
-    const double reduced = bf16_wire ? to_float(to_bf16(sum)) : sum;
+    const double reduced = expected_element(i, ranks, bf16_wire);
     sq += reduced * reduced;
   }
   return std::sqrt(sq);
 }
 
-double reduced_norm(const JobConfig& job, Communicator& comm) {
+// What one step reduced: the global gradient norm, and this rank's slice [begin, begin + m.size())
+// of the first Adam moment after one update from zero moments, which is (1 - beta1) * gradient.
+struct Reduced {
+  double norm = 0;
+  size_t begin = 0;
+  std::vector<float> m;
+};
+
+Reduced reduce_once(JobConfig job, Communicator& comm) {
+  job.optimizer.grad_clip = 0;  // the moment holds the reduced gradient itself, unscaled
   auto model = make_model(job.model, 1, nullptr, Precision::kFp32);
   ShardedState state(job, *model, comm);
   state.init_params(1);
@@ -64,7 +79,28 @@ double reduced_norm(const JobConfig& job, Communicator& comm) {
     state.release_grads(u);
   }
   state.finish_backward();
-  return state.grad_norm();
+  Reduced out;
+  out.norm = state.grad_norm();
+  state.optimizer_step(1e-3);
+  for (int r = 0; r < comm.rank(); ++r) out.begin += state.slice_counts()[r];
+  const ShardedState::LocalPart m = state.own_slices()[1];
+  out.m.assign(m.data, m.data + m.floats);
+  return out;
+}
+
+// The slice's elements against the formula; the first wrong one is named.
+void expect_elements(const Reduced& got, int ranks, bool bf16_wire, double beta1,
+                     const std::string& what) {
+  ASSERT_FALSE(got.m.empty()) << what;
+  for (size_t k = 0; k < got.m.size(); ++k) {
+    const size_t i = got.begin + k;
+    const double want = (1 - beta1) * expected_element(i, ranks, bf16_wire);
+    if (std::abs(got.m[k] - want) > 1e-6 * want) {
+      ADD_FAILURE() << what << ": element " << i << "'s first moment is " << got.m[k]
+                    << ", (1 - beta1) x the reduced gradient is " << want;
+      return;
+    }
+  }
 }
 
 class GradReduce : public testing::TestWithParam<std::string> {};
@@ -83,11 +119,17 @@ TEST_P(GradReduce, Bf16IsTheRoundedSumOfRoundedGradients) {
   const double want32 = expected_norm(total, comm.size(), false);
   ASSERT_GT(std::abs(want16 - want32), 1e-4 * want32) << "the values must tell the two apart";
 
-  const double got16 = reduced_norm(small_job(shard, "bf16"), comm);
-  const double got32 = reduced_norm(small_job(shard, "fp32"), comm);
+  const JobConfig job16 = small_job(shard, "bf16");
+  const Reduced got16 = reduce_once(job16, comm);
+  const Reduced got32 = reduce_once(small_job(shard, "fp32"), comm);
   // Only the order of the squares' summation differs from the reference: 1e-9 relative.
-  EXPECT_NEAR(got16, want16, 1e-9 * want16) << shard << ", bf16 reduction";
-  EXPECT_NEAR(got32, want32, 1e-9 * want32) << shard << ", fp32 reduction";
+  EXPECT_NEAR(got16.norm, want16, 1e-9 * want16) << shard << ", bf16 reduction";
+  EXPECT_NEAR(got32.norm, want32, 1e-9 * want32) << shard << ", fp32 reduction";
+  // Element by element: the moment is one fp32 product of the gradient (1e-6 relative), while
+  // bf16's rounding moves most elements by far more (up to 2^-9 relative).
+  const double beta1 = job16.optimizer.beta1;
+  expect_elements(got16, comm.size(), true, beta1, shard + ", bf16 reduction");
+  expect_elements(got32, comm.size(), false, beta1, shard + ", fp32 reduction");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllShardModes, GradReduce,
