@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 
+#include "collectives/mpi/host_blocks.h"
 #include "collectives/mpi/mpi_check.h"
 #include "collectives/reduce_kernels.h"
 
@@ -41,13 +42,14 @@ std::unique_ptr<HierPath> HierPath::make(MPI_Comm comm, size_t slot_bytes, HierL
   int local = 0, local_size = 1;
   RM_MPI_CHECK(MPI_Comm_rank(node, &local), on_error);
   RM_MPI_CHECK(MPI_Comm_size(node, &local_size), on_error);
-  // Host after host, the same number on each: every rank must see it so, or nobody takes it.
-  int fits = (size % local_size == 0 && rank % local_size == local && local_size > 1 &&
-              local_size < size)
-                 ? 1
-                 : 0;
-  RM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, comm), on_error);
-  if (fits == 0) {
+  // Host after host, the same number on each: decided from every rank's view, so that all agree
+  // (each rank's own view can look right on hosts of different sizes: host_blocks.h).
+  std::vector<LocalView> views(static_cast<size_t>(size));
+  const LocalView mine{local, local_size};
+  RM_MPI_CHECK(
+      MPI_Allgather(&mine, sizeof mine, MPI_BYTE, views.data(), sizeof mine, MPI_BYTE, comm),
+      on_error);
+  if (!hosts_in_equal_blocks(views)) {
     MPI_Comm_free(&node);
     return nullptr;
   }
