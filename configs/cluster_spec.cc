@@ -86,7 +86,10 @@ class Reader {
     // the plan took inf s.
     constexpr double kSmallest = 1e-6;
     std::string why = std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
-                      " number, not '" + (n->IsScalar() ? n->Scalar() : "a collection") + "'";
+                      " number, not " +
+                      (n->IsNull()     ? std::string("empty")
+                       : n->IsScalar() ? "'" + n->Scalar() + "'"
+                                       : std::string("a collection"));
     try {
       const double v = n->as<double>();
       if (std::isfinite(v) && (v >= kSmallest || (zero_ok && v == 0))) return v;

@@ -154,12 +154,18 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
   });
   const ClusterConfig& c = cfg.cluster;
   when({"parallel.backend", "cluster.gpus_per_node", "cluster.tasks_per_node"}, [&] {
-    if (cfg.parallel.backend == Backend::kCuda && c.gpus_per_node > 0 &&
+    // auto takes the GPUs where a node has them (as `submit` plans it): each rank then needs its
+    // own, as under cuda, or every rank fails at start after the wait in the queue.
+    const Backend backend = cfg.parallel.backend;
+    if ((backend == Backend::kCuda || backend == Backend::kAuto) && c.gpus_per_node > 0 &&
         c.tasks_per_node > c.gpus_per_node) {
-      add("cluster.tasks_per_node", std::to_string(c.tasks_per_node) +
-                                        " ranks per node but cluster.gpus_per_node is " +
-                                        std::to_string(c.gpus_per_node) +
-                                        "; each rank of the cuda backend needs its own GPU");
+      add("cluster.tasks_per_node",
+          std::to_string(c.tasks_per_node) + " ranks per node but cluster.gpus_per_node is " +
+              std::to_string(c.gpus_per_node) +
+              "; each rank of the cuda backend needs its own GPU" +
+              (backend == Backend::kAuto
+                   ? " (parallel.backend auto takes the GPUs; set it to cpu to train on the CPUs)"
+                   : ""));
     }
   });
   when({"cluster.time", "cluster.signal_grace_s"}, [&] {

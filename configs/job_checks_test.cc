@@ -185,8 +185,20 @@ TEST(CrossField, OneGpuPerCudaRank) {
   EXPECT_EQ(errors[0],
             "job.yaml:4:19: cluster.tasks_per_node: 8 ranks per node but cluster.gpus_per_node "
             "is 4; each rank of the cuda backend needs its own GPU");
+  // auto (the default) takes a node's GPUs too: refused likewise, before the wait in the queue
+  // (before: accepted, and every rank failed at start for want of its own GPU).
+  const auto automatic =
+      load_errors(with_train("cluster:\n  tasks_per_node: 8\n  gpus_per_node: 4\n"));
+  ASSERT_EQ(automatic.size(), 1u);
+  EXPECT_EQ(automatic[0],
+            "job.yaml:2:19: cluster.tasks_per_node: 8 ranks per node but cluster.gpus_per_node "
+            "is 4; each rank of the cuda backend needs its own GPU (parallel.backend auto takes "
+            "the GPUs; set it to cpu to train on the CPUs)");
+  EXPECT_TRUE(load_errors(with_train("parallel:\n  backend: cpu\ncluster:\n  tasks_per_node: 8\n"
+                                     "  gpus_per_node: 4\n"))
+                  .empty());
   EXPECT_TRUE(
-      load_errors(with_train("cluster:\n  tasks_per_node: 8\n  gpus_per_node: 4\n")).empty());
+      load_errors(with_train("cluster:\n  tasks_per_node: 4\n  gpus_per_node: 4\n")).empty());
   // Whether this machine has a GPU is decided when the job starts, not when it validates.
   EXPECT_TRUE(load_errors(with_train("parallel:\n  backend: cuda\n")).empty());
 }
@@ -199,6 +211,26 @@ TEST(CrossField, RollbackNeedsCheckpoints) {
             "checkpoint.every > 0");
   EXPECT_TRUE(load_errors(with_train("resilience:\n  on_nan: rollback\ncheckpoint:\n  every: 10\n"))
                   .empty());
+}
+
+// Counts and times with no sane use beyond a bound: refused by name (before: a million OpenMP
+// threads, every collective timing out at once, an evaluation count wrapping in int).
+TEST(KeyRules, ThreadsCollectiveTimeoutAndEvalBatchesAreBounded) {
+  struct Case {
+    const char* yaml;
+    const char* key;
+  };
+  for (const Case& c : {Case{"parallel:\n  threads_per_rank: 1025\n", "parallel.threads_per_rank"},
+                        Case{"parallel:\n  timeout_s: 0.5\n", "parallel.timeout_s"},
+                        Case{"train:\n  eval_batches: 1000001\n", "train.eval_batches"}}) {
+    const auto errors = load_errors(with_train(c.yaml));
+    ASSERT_EQ(errors.size(), 1u) << c.yaml;
+    EXPECT_NE(errors[0].find(std::string(c.key) + ": "), std::string::npos) << errors[0];
+  }
+  for (const char* ok : {"parallel:\n  threads_per_rank: 1024\n", "parallel:\n  timeout_s: 1\n",
+                         "train:\n  eval_batches: 1000000\n"}) {
+    EXPECT_TRUE(load_errors(with_train(ok)).empty()) << ok;
+  }
 }
 
 // The watchdog: off, or at least a second.

@@ -353,6 +353,14 @@ TEST(JobLoader, RanksFromTheClusterSection) {
                                   kRanksFromCluster);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("data-parallel ranks (6)"), std::string::npos) << errors[0];
+  // A refused node or task count is the one error: no second one about the batch, from the
+  // default left in its place (before: "not a multiple of ... ranks (3)" besides).
+  for (const char* bad : {"cluster:\n  nodes: 0\n  tasks_per_node: 3\n",
+                          "cluster:\n  nodes: 2\n  tasks_per_node: 0\n"}) {
+    const auto one = load_errors(with_train(bad), {}, kRanksFromCluster);
+    ASSERT_EQ(one.size(), 1u) << bad << one.back();
+    EXPECT_NE(one[0].find("must be >= 1"), std::string::npos) << one[0];
+  }
 }
 
 // What submit writes into the batch script must be a Slurm value, never shell.

@@ -211,7 +211,9 @@ std::vector<KeySpec> build_schema() {
              "data-parallel ranks."),
       RM_KEY(train.micro_batch, at_least(1), "Sequences per forward/backward pass on one rank."),
       RM_KEY(train.eval_every, at_least(0), "Steps between evaluations; 0 = never."),
-      RM_KEY(train.eval_batches, at_least(0),
+      // At most 10^6: the evaluation's rounds are counted in int (2^31 wrapped to none, and a
+      // NaN val_loss), and a million micro-batches is already hours per evaluation.
+      RM_KEY(train.eval_batches, between(0, 1e6),
              "Validation micro-batches per evaluation: the first `eval_batches x micro_batch` "
              "windows of the validation data, whatever the rank count (so `val_loss` compares "
              "between runs of the same product). A run resumed with another `micro_batch` must "
@@ -249,13 +251,15 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(parallel.bucket_mb, above_up_to(0, 1048576),
              "Size of a gradient all-reduce bucket, MiB."),
       RM_KEY(parallel.overlap, any(), "Reduce gradient buckets while the backward pass runs."),
-      RM_KEY(parallel.threads_per_rank, at_least(0),
+      // At most 1024, more than any node has cores: 10^6 asked OpenMP for a million threads.
+      RM_KEY(parallel.threads_per_rank, between(0, 1024),
              "CPU threads per rank; 0 = cores / ranks on the node. The count changes the order "
              "of the BLAS sums, so results differ in the last bits between counts: a resume is "
              "bit for bit with the same."),
       // At most 10^6 s (11.6 days): far larger values overflowed the clocks' nanoseconds, and
-      // every collective timed out at once.
-      RM_KEY(parallel.timeout_s, above_up_to(0, 1e6),
+      // every collective timed out at once. At least 1 s, as resilience.step_timeout_s: 1e-9 s
+      // made every collective time out at once too, blaming a healthy peer.
+      RM_KEY(parallel.timeout_s, between(1, 1e6),
              "Timeout of each collective, seconds; a stalled peer fails the job instead of "
              "hanging it. On several hosts a rank waiting for a rank of its own host gets half "
              "as long again (1-30 s more), so that the rank waiting on the network names the "

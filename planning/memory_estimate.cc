@@ -356,7 +356,8 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
     // takes at once), the column sums' partials (at most 4C columns, one partial per 256
     // rows) and the embedding backward's token sort (3 int arrays, cub's temporary storage
     // counted as a fourth); and cuDNN's attention workspace where it may run.
-    device_scratch = (bf16 && !flash ? s.H * s.T * s.T * 4 : 0) + s.logit_rows * 8 +
+    // (An mlp has no attention: nothing of H x T x T whatever model.heads says.)
+    device_scratch = (bf16 && gpt && !flash ? s.H * s.T * s.T * 4 : 0) + s.logit_rows * 8 +
                      std::ceil(s.rows / 256) * 4 * model.width * 4 + 4 * s.rows * 4 +
                      (flash ? cudnn_attention_workspace(mb, s.T, s.C) : 0);
     m.activations += device_scratch;

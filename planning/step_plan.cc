@@ -117,10 +117,27 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
       overlappable = A * (half_collective_s(grad, c) + 2 * half_collective_s(params_compute, c));
       break;
   }
-  // Bucketed modes reduce once a step; the others once a micro-batch, ZeRO-3 also gathering the
-  // parameters for its forward and backward.
-  const double passes = keeps_all_grads(shard) ? 1 : A * (keeps_all_params(shard) ? 1 : 3);
-  const double latency = passes * reductions.count * lat;
+  // Latencies: `lat` is an all-reduce's (2(n-1) ring steps); a reduce-scatter or an all-gather
+  // takes half as many. Replicated all-reduces each bucket once a step; optimizer
+  // reduce-scatters each bucket, then gathers the updated parameters in one all-gather;
+  // gradients reduce-scatters each unit every micro-batch, then gathers likewise; full
+  // reduce-scatters each unit's gradients and gathers its parameters for forward and backward,
+  // every micro-batch.
+  double latency = 0;
+  switch (shard) {
+    case ShardMode::kNone:
+      latency = reductions.count * lat;
+      break;
+    case ShardMode::kOptimizer:
+      latency = (reductions.count + 1) * lat / 2;
+      break;
+    case ShardMode::kGradients:
+      latency = (A * reductions.count + 1) * lat / 2;
+      break;
+    case ShardMode::kFull:
+      latency = 3 * A * reductions.count * lat / 2;
+      break;
+  }
   m.comm_s = overlappable + fixed + latency;
   if (!gpu || !job.parallel.overlap) {
     m.exposed_s = m.comm_s;

@@ -199,6 +199,19 @@ TEST(MemoryEstimate, CudaBf16FlashAttentionKeepsNoSquareArrays) {
 
 // model.classifier_chunk_tokens: the logits (and the cuda backend's per-row losses and padded
 // logits) shrink from micro_batch x seq_len rows to the chunk's; nothing else changes.
+// An mlp has no attention: on a GPU in bf16 its estimate does not grow with model.heads, which
+// it ignores (before: H x T x T floats of attention scores were counted, 4 GiB at 64 heads and
+// 4096 positions, and jobs that fit were refused).
+TEST(MemoryEstimate, AnMlpCountsNoAttentionScratch) {
+  JobConfig job = mlp_job();
+  job.model.seq_len = 4096;
+  job.parallel.precision = Precision::kBf16;
+  job.model.heads = 1;
+  const double one = estimate_memory(job, 1, ComputeKind::kCuda).device;
+  job.model.heads = 64;
+  EXPECT_EQ(estimate_memory(job, 1, ComputeKind::kCuda).device, one);
+}
+
 TEST(MemoryEstimate, ClassifierChunksShrinkTheLogitsAlone) {
   JobConfig job = gpt_job();
   job.model.vocab_size = 1000;  // the logits dominate, as at GPT-2's vocabulary

@@ -51,8 +51,8 @@ TEST(PlanCli, Gpt2OnTheH100ClusterFitsAndRecommendsAModeBucketAndInterval) {
 }
 
 // Case B of planning/step_plan_test.cc through the command, where its arithmetic is done by hand:
-// a 4 x 256 GPT at 256 tokens on 2 nodes x 4 GPUs recommends ZeRO-2 (gradients; no bucket: it
-// goes unit by unit), a Young/Daly interval of 84.31 s = 56,717 steps of 1.486 ms.
+// a 4 x 256 GPT at 256 tokens on 2 nodes x 4 GPUs recommends ZeRO-3 (full; no bucket: it goes
+// unit by unit), a Young/Daly interval of 84.31 s = 61,363 steps of 1.374 ms.
 TEST(PlanCli, TheWorkedCaseRecommendsItsHandComputedModeAndInterval) {
   TempDir dir;
   const std::string file = dir.write("c.yaml", R"(name: worked case B
@@ -73,20 +73,20 @@ node_mtbf_hours: 1000
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("3.291 M parameters"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("job MTBF 500 h (node 1000 h / 2 nodes); Young/Daly interval 84.31 s = "
-                       "56717 steps"),
+                       "61363 steps"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("recommendation: parallel.shard: gradients, checkpoint.every: 56717\n"),
+  EXPECT_NE(r.out.find("recommendation: parallel.shard: full, checkpoint.every: 61363\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("plan-row shard=gradients recompute=0 step_ms=1.49 "), std::string::npos)
+  EXPECT_NE(r.out.find("plan-row shard=full recompute=0 step_ms=1.37 "), std::string::npos)
       << r.out;
   // The marker on that row alone.
   const size_t mark = r.out.find("<- recommended");
   ASSERT_NE(mark, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("<- recommended", mark + 1), std::string::npos) << r.out;
   const size_t row = r.out.rfind('\n', mark);
-  EXPECT_EQ(r.out.compare(row + 1, 11, "  gradients"), 0) << r.out.substr(row + 1, mark - row);
+  EXPECT_EQ(r.out.compare(row + 1, 6, "  full"), 0) << r.out.substr(row + 1, mark - row);
 }
 
 TEST(PlanCli, AModelTooLargeForTheClusterFitsInNoMode) {
@@ -183,6 +183,15 @@ speed: 3
   EXPECT_EQ(section.exit_code, 2) << section.out;
   EXPECT_NE(section.err.find(":4:9: device: must be a map of type, name"), std::string::npos)
       << section.err;
+  // A key with no value is said to be empty (before: "not 'a collection'").
+  std::string empty = test::slurp(file);
+  empty.replace(empty.find("node_mtbf_hours: 100"), 20, "node_mtbf_hours:");
+  const auto blank =
+      run_cli("plan configs/shakespeare.yaml --cluster " + dir.write("e.yaml", empty), dir.path());
+  EXPECT_EQ(blank.exit_code, 2) << blank.out;
+  EXPECT_NE(blank.err.find("node_mtbf_hours: must be a positive number, not empty"),
+            std::string::npos)
+      << blank.err;
   EXPECT_EQ(section.err.find("device.type: missing"), std::string::npos) << section.err;
   // Counts the planner multiplies: 2^31 nodes ended in SIGFPE with nothing said.
   std::string huge = test::slurp(file);
