@@ -141,6 +141,32 @@ TEST(Manifest, RejectsBadJsonAndTypes) {
       "nested deeper");
 }
 
+// The state's members that the program reads are checked by type when the manifest is read,
+// naming the member (before: `"best": "yes"` passed, and retention's lookup of it threw
+// nlohmann's type_error out of a save that had already committed).
+TEST(Manifest, TheStateMembersItReadsHaveTheirTypes) {
+  expect_rejected([](json& j) { j["state"]["best"] = "yes"; }, "state.best: must be true or false");
+  expect_rejected([](json& j) { j["state"]["best_val_loss"] = "low"; },
+                  "state.best_val_loss: must be a number");
+  expect_rejected([](json& j) { j["state"]["best_step"] = 1.5; },
+                  "state.best_step: must be a whole number");
+  expect_rejected([](json& j) { j["state"]["optimizer_steps"] = -3; },
+                  "state.optimizer_steps: must be a whole number >= 0");
+  expect_rejected(
+      [](json& j) {
+        j["state"]["skipped_batches"] = json::array({4, "x"});
+      },
+      "state.skipped_batches: must be a list of whole numbers");
+  json j = json::parse(to_json(good()));
+  j["state"].erase(kManifestChecksumKey);
+  j["state"]["best"] = true;
+  j["state"]["best_val_loss"] = 1.25;
+  j["state"]["best_step"] = 40;
+  j["state"]["optimizer_steps"] = 40;
+  j["state"]["skipped_batches"] = json::array({5, 7});
+  EXPECT_NO_THROW(parse_manifest(j.dump(), kPath));
+}
+
 // A damaged or hostile manifest's bytes are named in the message as printable text (\xNN),
 // never echoed raw to the terminal, and a long run of them is cut.
 TEST(Manifest, ItsBytesInAMessageArePrintable) {

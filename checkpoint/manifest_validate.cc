@@ -170,6 +170,35 @@ std::string shown_bytes(const std::string& s) {
   return out;
 }
 
+// The state's members that the trainer, retention and the commands read, by type: the state is
+// free-form JSON under the manifest's checksum, and a member of another type (an edited
+// manifest, another tool's) made nlohmann's value() throw type_error -- out of retention, in the
+// middle of a save that had committed. Absent members are fine (older manifests lack some).
+void validate_state_types(const nlohmann::json& state, const std::string& path) {
+  const auto check = [&](const char* key, bool ok, const char* what) {
+    if (!ok) manifest_fail(path, std::string("state.") + key, std::string("must be ") + what);
+  };
+  const auto has = [&](const char* key) { return state.contains(key); };
+  if (has("best")) check("best", state["best"].is_boolean(), "true or false");
+  if (has("best_val_loss")) check("best_val_loss", state["best_val_loss"].is_number(), "a number");
+  if (has("best_step")) {
+    check("best_step", state["best_step"].is_number_integer(), "a whole number");
+  }
+  if (has("optimizer_steps")) {
+    check("optimizer_steps",
+          state["optimizer_steps"].is_number_integer() &&
+              state["optimizer_steps"].get<int64_t>() >= 0,
+          "a whole number >= 0");
+  }
+  if (has("skipped_batches")) {
+    bool ok = state["skipped_batches"].is_array();
+    for (size_t i = 0; ok && i < state["skipped_batches"].size(); ++i) {
+      ok = state["skipped_batches"][i].is_number_integer();
+    }
+    check("skipped_batches", ok, "a list of whole numbers");
+  }
+}
+
 }  // namespace
 
 void manifest_fail(const std::string& path, const std::string& field, const std::string& what) {
@@ -240,6 +269,7 @@ void validate_manifest(const Manifest& m, const std::string& path) {
   }
   if (m.job.size() > kMaxManifestJobBytes) manifest_fail(path, "job", "larger than 16 MiB");
   if (!m.state.is_object()) manifest_fail(path, "state", "must be a JSON object");
+  validate_state_types(m.state, path);
   validate_buffers(m, path);
   validate_tensors(m, path);
   if (m.files.size() > kMaxFiles) manifest_fail(path, "files", "too many files");

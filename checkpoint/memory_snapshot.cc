@@ -92,6 +92,24 @@ void* map_fd(int fd, size_t bytes, const std::string& name) {
   return p;
 }
 
+// An existing segment: opened without blocking and kept only if it is a regular file. Anyone
+// on the host may make a FIFO in /dev/shm whose name starts as ours, and a plain open() of a
+// FIFO waits for a writer for ever -- in the sweep every rank's start runs. -1 with errno set
+// where it cannot be opened, and with EINVAL where it is not a regular file.
+int open_existing_segment(const std::string& name, int flags) {
+  // glibc passes the flags to open() (adding O_NOFOLLOW and O_CLOEXEC).
+  const int fd = shm_open(name.c_str(), flags | O_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  struct stat st {};
+  const int e = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : EINVAL;
+  if (e != 0) {
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
 void check_name(const std::string& name) {
   if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos ||
       name.size() > 255) {
@@ -186,7 +204,14 @@ MemorySnapshot MemorySnapshot::create(const std::string& name, uint64_t owner, s
     shm_unlink(name.c_str());
     fail(name, "reserving " + std::to_string(bytes) + " bytes failed", e);
   }
-  void* base = map_fd(fd, bytes, name);
+  void* base = nullptr;
+  try {
+    base = map_fd(fd, bytes, name);
+  } catch (...) {
+    // Not ours yet (no magic): no sweep would ever remove it, and it holds `bytes` of RAM.
+    shm_unlink(name.c_str());
+    throw;
+  }
   SegmentHeader* h = header_of(base);
   std::memset(h, 0, sizeof *h);
   h->version = kVersion;
@@ -208,9 +233,10 @@ std::optional<MemorySnapshot> MemorySnapshot::open(const std::string& name, uint
     if (why != nullptr) *why = reason;
     return std::nullopt;
   };
-  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  const int fd = open_existing_segment(name, O_RDWR);
   if (fd < 0) {
     if (errno == ENOENT) return refuse("no segment");
+    if (errno == EINVAL) return refuse("not a regular file");
     return refuse("cannot open it: " + errno_text(errno));
   }
   struct stat st{};
@@ -254,7 +280,7 @@ namespace {
 
 // The home recorded in the segment `name` when it is one of this version's; "" otherwise.
 std::string home_of(const std::string& name) {
-  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  const int fd = open_existing_segment(name, O_RDONLY);
   if (fd < 0) return "";
   SegmentHeader h{};
   const ssize_t n = pread(fd, &h, sizeof h, 0);

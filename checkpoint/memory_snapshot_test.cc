@@ -4,21 +4,28 @@
 // named, another owner's segment is never read, and no test leaves a segment in /dev/shm.
 #include "checkpoint/memory_snapshot.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "io/io_error.h"
 #include "testing/temp_dir.h"
 
 namespace rm {
@@ -187,6 +194,63 @@ TEST(MemorySnapshot, OrphansAreSegmentsWhoseHomeIsGone) {
   for (const std::string& name : {kept, unmounted, homeless}) {
     EXPECT_EQ(segments_in_dev_shm(name).size(), 1u) << name;
   }
+}
+
+// A FIFO in /dev/shm named like a segment (anyone on the host may make one) is passed over at
+// once by the sweeps every rank's start runs, and by open(); before, opening it waited for a
+// writer for ever.
+TEST(MemorySnapshot, AFifoNamedLikeASegmentIsPassedOverWithoutWaiting) {
+  const std::string name = memory_snapshot_name(test_key(30), 0);
+  const std::string path = "/dev/shm" + name;
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  auto sweep = std::async(std::launch::async, [&] {
+    std::string why;
+    const bool swept = MemorySnapshot::remove_orphans(name).empty() &&
+                       MemorySnapshot::remove_homed(name, "/nowhere").empty();
+    const bool opened = MemorySnapshot::open(name, 1, 4096, &why).has_value();
+    return swept && !opened ? why : "swept or opened it";
+  });
+  const bool done = sweep.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  // Where an open waits, a writer lets it go, so that the test ends.
+  while (sweep.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+    const int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  EXPECT_TRUE(done) << "opening the FIFO waited (10 s) for a writer";
+  EXPECT_EQ(sweep.get(), "not a regular file");
+  ::unlink(path.c_str());
+}
+
+// A segment whose mapping fails (here: the address-space limit) is removed before create()
+// throws: it is not marked as ours yet, so no sweep would ever remove its reserved RAM.
+TEST(MemorySnapshot, ASegmentThatCannotBeMappedIsNotLeftBehind) {
+  const std::string name = memory_snapshot_name(test_key(31), 0);
+  const size_t slot = size_t{64} << 20;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Room for what the process maps now and a little more, not for two 64 MiB slots.
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (rlim_t{16} << 20);
+    const rlimit rl{limit, limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    try {
+      MemorySnapshot::create(name, 1, slot);
+    } catch (const IoError&) {
+      _exit(0);
+    } catch (...) {
+      _exit(4);
+    }
+    _exit(5);  // mapped after all: the limit did not bite
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const bool left = !segments_in_dev_shm(name).empty();
+  MemorySnapshot::remove(name);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "3: setrlimit failed, 4: not an IoError, 5: no failure";
+  EXPECT_FALSE(left) << name << " was left in /dev/shm after its mapping failed";
 }
 
 TEST(MemorySnapshot, AFlippedByteIsCaughtAndTheOtherSlotIsUsed) {
