@@ -286,18 +286,17 @@ JobConfig Loader::finish(int dp_ranks, bool cross_field) {
   if (cfg_.run_dir.empty()) cfg_.run_dir = "runs/" + cfg_.name;
   // The batch arithmetic needs the rank count; `submit` takes it from the cluster section.
   bool ranks_known = true;
-  if (dp_ranks == kRanksFromCluster &&
-      (!usable("cluster.nodes") || !usable("cluster.tasks_per_node"))) {
-    // One of them refused already (said): the rank count from the default left in its place
-    // would add a second, wrong error about the batch.
-    ranks_known = false;
-  } else if (dp_ranks == kRanksFromCluster) {
+  if (dp_ranks == kRanksFromCluster) {
     // In 64 bits: two values in range can overflow an int (65536 x 65536), which was undefined
     // behaviour and then a rank count < 1 that check_batch_arithmetic() threw
     // std::invalid_argument for. Found by configs/job_fuzz.cc.
     const long long ranks =
         static_cast<long long>(cfg_.cluster.nodes) * cfg_.cluster.tasks_per_node;
-    if (ranks > std::numeric_limits<int>::max()) {
+    if (!usable("cluster.nodes") || !usable("cluster.tasks_per_node")) {
+      // Refused already (said): the count from the default left in its place would add a
+      // second, wrong error about the batch.
+      ranks_known = false;
+    } else if (ranks > std::numeric_limits<int>::max()) {
       ConfigError e{file_, 0, 0, "cluster.tasks_per_node",
                     "cluster.nodes × cluster.tasks_per_node = " + std::to_string(ranks) +
                         " ranks, more than an MPI job can have (" +

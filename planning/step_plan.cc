@@ -100,41 +100,27 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
   const double lat = (2 * (c.devices_per_node - 1) * c.intra_node.latency_us +
                       2 * (c.nodes - 1) * c.inter_node.latency_us) * 1e-6;
   const Reductions reductions = reductions_of(job, p.unit_floats);
-  double overlappable = 0, fixed = 0;  // what may hide behind compute, what may not
+  // Per mode, the bytes that may hide behind compute and those that may not, and the latencies:
+  // `lat` is an all-reduce's (2(n-1) ring steps), a reduce-scatter's or an all-gather's half.
+  double overlappable = 0, fixed = 0, latency = 0;
   switch (shard) {
-    case ShardMode::kNone:
+    case ShardMode::kNone:  // each bucket all-reduced once a step
       overlappable = all_reduce_s(grad, c);
-      break;
-    case ShardMode::kOptimizer:
-      overlappable = half_collective_s(grad, c);
-      fixed = half_collective_s(params_fp32, c);  // parameters gathered after the update
-      break;
-    case ShardMode::kGradients:
-      overlappable = A * half_collective_s(grad, c);
-      fixed = half_collective_s(params_fp32, c);
-      break;
-    case ShardMode::kFull:
-      overlappable = A * (half_collective_s(grad, c) + 2 * half_collective_s(params_compute, c));
-      break;
-  }
-  // Latencies: `lat` is an all-reduce's (2(n-1) ring steps); a reduce-scatter or an all-gather
-  // takes half as many. Replicated all-reduces each bucket once a step; optimizer
-  // reduce-scatters each bucket, then gathers the updated parameters in one all-gather;
-  // gradients reduce-scatters each unit every micro-batch, then gathers likewise; full
-  // reduce-scatters each unit's gradients and gathers its parameters for forward and backward,
-  // every micro-batch.
-  double latency = 0;
-  switch (shard) {
-    case ShardMode::kNone:
       latency = reductions.count * lat;
       break;
-    case ShardMode::kOptimizer:
+    case ShardMode::kOptimizer:  // each bucket reduce-scattered, then one gather of the update
+      overlappable = half_collective_s(grad, c);
+      fixed = half_collective_s(params_fp32, c);  // parameters gathered after the update
       latency = (reductions.count + 1) * lat / 2;
       break;
-    case ShardMode::kGradients:
+    case ShardMode::kGradients:  // each unit reduce-scattered every micro-batch, then likewise
+      overlappable = A * half_collective_s(grad, c);
+      fixed = half_collective_s(params_fp32, c);
       latency = (A * reductions.count + 1) * lat / 2;
       break;
-    case ShardMode::kFull:
+    case ShardMode::kFull:  // each unit: gradients scattered, parameters gathered twice, per
+                            // micro-batch
+      overlappable = A * (half_collective_s(grad, c) + 2 * half_collective_s(params_compute, c));
       latency = 3 * A * reductions.count * lat / 2;
       break;
   }
