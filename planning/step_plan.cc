@@ -118,8 +118,7 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
       fixed = half_collective_s(params_fp32, c);
       latency = (A * reductions.count + 1) * lat / 2;
       break;
-    case ShardMode::kFull:  // each unit: gradients scattered, parameters gathered twice, per
-                            // micro-batch
+    case ShardMode::kFull:  // each unit, every micro-batch: one scatter, two gathers
       overlappable = A * (half_collective_s(grad, c) + 2 * half_collective_s(params_compute, c));
       latency = 3 * A * reductions.count * lat / 2;
       break;
