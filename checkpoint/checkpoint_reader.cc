@@ -1,9 +1,11 @@
 #include "checkpoint/checkpoint_reader.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "checkpoint/checkpoint_paths.h"
@@ -48,6 +50,7 @@ CheckpointReader::CheckpointReader(std::string ckpt_dir, Manifest manifest)
     : dir_(std::move(ckpt_dir)), manifest_(std::move(manifest)) {
   validate_manifest(manifest_, io::join(dir_, kManifestFileName));
   fds_.assign(manifest_.files.size(), -1);
+  identity_.resize(manifest_.files.size());
   verified_.resize(manifest_.files.size());
   index_.resize(manifest_.buffers.size());
   for (size_t f = 0; f < manifest_.files.size(); ++f) {
@@ -77,10 +80,20 @@ std::string CheckpointReader::file_path(size_t file) const {
 }
 
 int CheckpointReader::file_fd(size_t file) {
-  if (fds_[file] >= 0) return fds_[file];
+  if (fds_[file] >= 0) {
+    // Most recently used goes last; the list is short, a scan costs nothing beside a read.
+    open_.erase(std::find(open_.begin(), open_.end(), file));
+    open_.push_back(file);
+    return fds_[file];
+  }
   const std::string path = file_path(file);
   if (!io::exists(path)) {
     throw CheckpointError(path + ": missing (listed in " + kManifestFileName + ")");
+  }
+  if (open_.size() >= kMaxOpenFiles) {
+    ::close(fds_[open_.front()]);
+    fds_[open_.front()] = -1;
+    open_.erase(open_.begin());
   }
   io::Fd fd = io::open_read(path);
   const uint64_t size = io::regular_file_size(fd.get(), path);
@@ -89,7 +102,20 @@ int CheckpointReader::file_fd(size_t file) {
     throw CheckpointError(path + ": " + std::to_string(size) + " bytes, manifest says " +
                           std::to_string(want) + (size < want ? " (truncated)" : ""));
   }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) io::throw_errno(path, "fstat", errno);
+  FileIdentity& id = identity_[file];
+  const uint64_t device = static_cast<uint64_t>(st.st_dev),
+                 inode = static_cast<uint64_t>(st.st_ino);
+  if (id.known && (id.device != device || id.inode != inode)) {
+    // Its checked pieces would be read without their checksums: refuse instead.
+    throw CheckpointError(path +
+                          ": replaced while the checkpoint was being read (another "
+                          "file now has its name)");
+  }
+  id = FileIdentity{device, inode, true};
   fds_[file] = fd.release();
+  open_.push_back(file);
   return fds_[file];
 }
 

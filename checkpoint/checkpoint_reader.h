@@ -87,16 +87,23 @@ std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
 
 // Reads a checkpoint piece by piece. Files are opened (and their sizes checked) on first use;
 // a piece's checksum is checked, over the whole piece, the first time any part of it is read.
+// At most kMaxOpenFiles of its files are open at once (the least recently used is closed for the
+// next): a checkpoint of thousands of ranks verifies under the usual soft limit of 1024 open
+// files. A file opened again must be the same file (device and inode) at the same size, or the
+// read throws: a piece checked once is not hashed again.
 class CheckpointReader {
  public:
   explicit CheckpointReader(std::string ckpt_dir);            // loads manifest.json
   CheckpointReader(std::string ckpt_dir, Manifest manifest);  // validates the given manifest
-  ~CheckpointReader();
+  ~CheckpointReader();                                        // closes its files
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
+  static constexpr size_t kMaxOpenFiles = 64;
+
   const Manifest& manifest() const { return manifest_; }
   const std::string& dir() const { return dir_; }
+  size_t open_files() const { return open_.size(); }  // for tests: at most kMaxOpenFiles
 
   // Opens every file and checks its size (VerifyLevel::kStructure).
   void check_files();
@@ -112,6 +119,7 @@ class CheckpointReader {
     uint64_t begin, end;
     size_t file, piece;
   };
+  // The file's descriptor, valid until the next file_fd call for another file.
   int file_fd(size_t file);
   std::string file_path(size_t file) const;
   // Hashes a byte range of a file through the bounce buffer into state (an XXH64_state_t*).
@@ -122,7 +130,13 @@ class CheckpointReader {
 
   std::string dir_;
   Manifest manifest_;
-  std::vector<int> fds_;                      // -1 until opened
+  struct FileIdentity {
+    uint64_t device = 0, inode = 0;
+    bool known = false;  // set on the first open
+  };
+  std::vector<int> fds_;                      // [file]: -1 while closed
+  std::vector<FileIdentity> identity_;        // [file]
+  std::vector<size_t> open_;                  // the open files, least recently used first
   std::vector<std::vector<bool>> verified_;   // [file][piece]
   std::vector<std::vector<PieceRef>> index_;  // [buffer]: its non-empty pieces, by begin
   std::vector<char> bounce_;                  // allocated on first use

@@ -1,6 +1,7 @@
 // Round trips: N ranks write uneven slices in-process; the checkpoint is read back whole and as
 // the slices of M ranks (resharding), for several (N, M).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <random>
 
@@ -120,6 +121,71 @@ TEST(CheckpointRoundTrip, BadReadRangesThrow) {
   EXPECT_THROW(reader.read_range("params", 3, 2, x), CheckpointError);
   EXPECT_THROW(reader.read_range("grads", 0, 1, x), CheckpointError);
   reader.read_range("params", 50, 50, x);  // empty is fine
+}
+
+// Sets the soft limit of open files for its lifetime.
+class OpenFileLimit {
+ public:
+  explicit OpenFileLimit(rlim_t soft) {
+    EXPECT_EQ(getrlimit(RLIMIT_NOFILE, &saved_), 0);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  }
+  ~OpenFileLimit() { setrlimit(RLIMIT_NOFILE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+// A checkpoint of more ranks than the process may open files: each rank's shard is its own
+// file, and a reader that kept them all open failed with EMFILE, so the checkpoint was passed
+// over as damaged. Here 300 ranks' files under a limit of 160.
+TEST(CheckpointRoundTrip, ManyRanksVerifyAndReadUnderALowOpenFileLimit) {
+  TempDir dir;
+  constexpr int kWriters = 300;
+  constexpr uint64_t kElems = 3001;
+  const std::string ckpt = testutil::save_steps_checkpoint(dir.path(), 7, kWriters, kElems);
+  ASSERT_EQ(load_manifest(ckpt).files.size(), static_cast<size_t>(kWriters));
+  OpenFileLimit limit(160);
+  const VerifyResult v = verify_checkpoint(ckpt);
+  EXPECT_TRUE(v.ok) << v.error;
+  CheckpointReader reader(ckpt);
+  reader.check_files();
+  EXPECT_LE(reader.open_files(), CheckpointReader::kMaxOpenFiles);
+  // Whole buffers twice: the second pass reopens files whose pieces are already checked.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t b = 0; b < buffer_names().size(); ++b) {
+      EXPECT_EQ(reader.read_buffer(buffer_names()[b]), buffer_at(7, b, kElems)) << pass;
+    }
+  }
+  EXPECT_LE(reader.open_files(), CheckpointReader::kMaxOpenFiles);
+  expect_resharded(ckpt, 7, kElems, 3);
+}
+
+// A file closed to make room and opened again must be the file that was checked: another file
+// put in its place (same size, other contents) would otherwise be read unchecked.
+TEST(CheckpointRoundTrip, AFileReplacedBetweenReadsIsRefused) {
+  TempDir dir;
+  const int writers = static_cast<int>(CheckpointReader::kMaxOpenFiles) + 2;
+  const std::string ckpt = testutil::save_steps_checkpoint(dir.path(), 3, writers, 4000);
+  CheckpointReader reader(ckpt);
+  reader.verify_all();  // every piece checked; the first files were closed again
+  const std::string first = io::join(ckpt, reader.manifest().files[0].name);
+  const std::string copy = first + ".copy";
+  std::string bytes = io::read_file(first);
+  ASSERT_FALSE(bytes.empty());
+  bytes[bytes.size() / 2] ^= 0x5a;
+  {
+    io::Fd fd = io::open_write_truncate(copy);
+    io::write_all(fd.get(), bytes.data(), bytes.size(), copy);
+  }
+  io::rename_path(copy, first);
+  std::vector<float> out(4000);
+  const std::string error =
+      testutil::error_of([&] { reader.read_range("params", 0, 4000, out.data()); });
+  EXPECT_NE(error.find(first + ": replaced while the checkpoint was being read"), std::string::npos)
+      << error;
 }
 
 TEST(CheckpointRoundTrip, RecommittingAStepReplacesIt) {

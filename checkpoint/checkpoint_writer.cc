@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/io_progress.h"
+#include "checkpoint/json_guard.h"
 #include "checkpoint/manifest_checks.h"
 #include "checkpoint/xxh_state.h"
 #include "io/atomic_file.h"
@@ -222,6 +223,20 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
 
   checkpoint_phase("commit:manifest");
   const std::string text = to_json(manifest);
+  // What no reader would accept is not committed: a save that fails here says why, where a
+  // committed one would be passed over as damaged at the resume that needed it.
+  std::string too_large = check_json_shape(text);
+  if (too_large.empty() && text.size() > kMaxManifestBytes) {
+    too_large = std::to_string(text.size()) + " bytes, more than the " +
+                std::to_string(kMaxManifestBytes >> 20) + " MiB a manifest may have";
+  }
+  if (!too_large.empty()) {
+    throw CheckpointError(io::join(tmp, kManifestFileName) + ": the manifest of " +
+                          std::to_string(manifest.world_size) + " ranks and " +
+                          std::to_string(manifest.tensors.size()) +
+                          " tensors is beyond what a reader accepts (" + too_large +
+                          "); not committed");
+  }
   // Atomic within the directory too, then fsyncs step_N.tmp/: every entry in it is durable
   // before the rename can make it visible.
   write_file_atomic(io::join(tmp, kManifestFileName), text.data(), text.size());

@@ -69,7 +69,22 @@ TEST(HostileFiles, JsonShapeIsBoundedBeforeParsing) {
   std::string values = "[0";
   for (size_t i = 0; i < kMaxJsonValues; ++i) values += ",0";
   EXPECT_EQ(error_of([&] { parse_manifest(values + "]", "m.json"); }),
-            "m.json: more than 1048576 JSON values");
+            "m.json: more than " + std::to_string(kMaxJsonValues) + " JSON values");
+}
+
+// The writer refuses what every reader would refuse: a checkpoint committed with such a
+// manifest would be passed over as damaged at the resume that needed it.
+TEST(HostileFiles, AManifestNoReaderAcceptsIsNotCommitted) {
+  TempDir run;
+  json state = {{"step", 1}};
+  for (int i = 0; i < kMaxJsonDepth; ++i) state = json{{"nested", state}};
+  const std::string error =
+      error_of([&] { testutil::save_steps_checkpoint(run.path(), 1, 2, 100, state); });
+  EXPECT_NE(error.find(": the manifest of 2 ranks and 2 tensors is beyond what a reader accepts "
+                       "(JSON nested deeper than 64 levels); not committed"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(io::exists(checkpoint_path(run.path(), 1)));
 }
 
 // A manifest may claim any count within its bounds (2^48 floats = 1 PiB); the reader allocates

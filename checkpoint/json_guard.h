@@ -15,13 +15,15 @@
 
 namespace rm {
 
-// A manifest holds ~30 values per rank and ~8 per tensor: 2^20 is ~30000 ranks of a ZeRO job
-// and bounds the tree to ~100 MiB.
-inline constexpr size_t kMaxJsonValues = size_t{1} << 20;
+// A manifest holds 48 values per rank (its file entry: three pieces of six members) and ~8 per
+// tensor: 2^22 is ~87,000 ranks, about where its text reaches kMaxManifestBytes (manifest.h) too,
+// and bounds the tree to ~400 MiB. (2^20 stopped at ~21,800 ranks, so larger jobs wrote
+// checkpoints that no reader accepted; commit_checkpoint now refuses what this refuses.)
+inline constexpr size_t kMaxJsonValues = size_t{1} << 22;
 inline constexpr int kMaxJsonDepth = 64;
 
 // "" if `text` is within the limits, else what is wrong: "JSON nested deeper than 64 levels",
-// "more than 1048576 JSON values".
+// "more than 4194304 JSON values".
 std::string check_json_shape(std::string_view text, int max_depth = kMaxJsonDepth,
                              size_t max_values = kMaxJsonValues);
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "checkpoint/checkpoint_paths.h"
+
 namespace rm {
 namespace {
 
@@ -100,6 +102,37 @@ TEST(Manifest, AStateMemberNamedAsItsChecksumIsRefusedWhenWritten) {
   Manifest m = good();
   m.state["line"] = {{kManifestChecksumKey, "0123456789abcdef"}};
   EXPECT_THROW(to_json(m), CheckpointError);
+}
+
+// A job of more ranks than the first bound on JSON values allowed (2^20 values, ~21,800 ranks
+// at 48 values each): its manifest is written and read back. (Before, commit wrote it and every
+// reader refused it, "more than 1048576 JSON values".)
+TEST(Manifest, OneOf25000RanksIsReadBack) {
+  constexpr int kRanks = 25000;
+  Manifest m;
+  m.step = 7;
+  m.world_size = kRanks;
+  m.shard_mode = "optimizer";
+  m.job = "model: {kind: mlp}\n";
+  const std::vector<std::string> names = {"params", "adam_m", "adam_v"};
+  for (const std::string& name : names) m.buffers.push_back({name, "f32", uint64_t{kRanks} * 1000});
+  m.tensors = {{"w", "f32", {kRanks, 1000}, 0}};
+  for (int r = 0; r < kRanks; ++r) {
+    ShardFileInfo f;
+    f.name = shard_file_name(r);
+    f.rank = r;
+    const uint64_t begin = uint64_t{1000} * static_cast<uint64_t>(r);
+    for (const std::string& name : names) {
+      f.pieces.push_back({name, begin, begin + 1000, f.size, 4000, 0x0123456789abcdefull + begin});
+      f.size += 4000;
+    }
+    m.files.push_back(std::move(f));
+  }
+  const std::string text = to_json(m);
+  const Manifest back = parse_manifest(text, kPath);
+  ASSERT_EQ(back.files.size(), static_cast<size_t>(kRanks));
+  EXPECT_EQ(back.files.back().pieces[2].xxh64, m.files.back().pieces[2].xxh64);
+  EXPECT_EQ(back.files.back().name, "shard_24999.bin");
 }
 
 TEST(Manifest, RoundTrip) {
