@@ -175,10 +175,11 @@ class Communicator {
   // Memory for buffers that are communicated every step (flat gradients, ZeRO shards), allocated
   // once at start-up: operations on it can skip staging copies (mpi on one node: peers read and
   // write it directly, one pass over the data instead of three). Collective: every rank calls it
-  // with the same size, in the same order. Host memory (mpi) or device memory (nccl, whose
-  // zeroing is waited for as an operation of its own: within the timeout, counted by
-  // sequence()), zero-filled, valid until the communicator is destroyed. An operation's buffer must come from
-  // it on every rank or on none (the mpi backend checks and fails the operation otherwise).
+  // with the same size, in the same order. Host memory (mpi, whose shared-memory paths first meet
+  // the other ranks as an operation of its own, "allocate": within the timeout, counted by
+  // sequence()) or device memory (nccl, whose zeroing is waited for likewise), zero-filled,
+  // valid until the communicator is destroyed. An operation's buffer must come from it on every
+  // rank or on none (the mpi backend checks and fails the operation otherwise).
   // This default gives page-aligned host memory, touched once, owned by the communicator.
   virtual void* allocate(size_t bytes);
 

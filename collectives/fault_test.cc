@@ -122,20 +122,31 @@ TEST(FaultTest, StallMpi) {
                    {"[rank 0/2] all_reduce(seq=4, bytes=1048576, timeout=2s) timed out after"});
 }
 
-// The victim issues seq=4 and calls test() once before it stops. That one call may already
-// complete seq=4 for rank 0 (on the registered path one pass does all the work; under MPI the
-// victim's contribution may be sent by then -- CI saw it), so rank 0 times out in seq=4 or in
-// seq=5, the first operation the stopped rank cannot join.
+// The victim issues its fourth all-reduce and calls test() once before it stops. That one call
+// may already complete it for rank 0 (on the registered path one pass does all the work; under
+// MPI the victim's contribution may be sent by then -- CI saw it), so rank 0 times out in it or
+// in the next, the first operation the stopped rank cannot join. With a registered buffer,
+// allocate() was seq=1 (fault_worker.cc): the fourth all-reduce is seq=5.
 constexpr const char* kSigstopTimeout =
     R"(\[rank 0/2\] all_reduce\(seq=[45], bytes=1048576, timeout=2s\) timed out after)";
+constexpr const char* kSigstopTimeoutRegistered =
+    R"(\[rank 0/2\] all_reduce\(seq=[56], bytes=1048576, timeout=2s\) timed out after)";
 
 TEST(FaultTest, SigstopShm) {
   expect_job_fails("sigstop", "auto", "registered", {"waiting for rank 1 (", "registered buffer)"},
-                   kSigstopTimeout);
+                   kSigstopTimeoutRegistered);
 }
 
 TEST(FaultTest, SigstopMpi) {
   expect_job_fails("sigstop", "mpi", "plain", {}, kSigstopTimeout);
+}
+
+// allocate() meets the other ranks under the timeout before MPI's blocking window allocation:
+// before, rank 0 waited inside MPI_Win_allocate_shared for as long as the victim slept.
+TEST(FaultTest, StallBeforeAllocateShm) {
+  expect_job_fails("stall_allocate", "auto", "registered",
+                   {"[rank 0/2] allocate(seq=1, bytes=1048576, timeout=2s) timed out after",
+                    "waiting for rank 1"});
 }
 
 // A rank that issues another collective than its peers: the shared-memory path compares what
@@ -151,8 +162,22 @@ TEST(FaultTest, AnotherOpOnOneRankIsNamedShm) {
 
 TEST(FaultTest, AnotherCountOnOneRankIsNamedShmRegistered) {
   expect_job_fails("short", "auto", "registered",
-                   {"all_reduce #4 (float, avg) of 262080 elements",
-                    "all_reduce #4 (float, avg) of 262144 elements", kMismatch});
+                   {"all_reduce #5 (float, avg) of 262080 elements",
+                    "all_reduce #5 (float, avg) of 262144 elements", kMismatch});
+}
+
+// An extra collective of no elements moves nothing, so no rank waits for it; it still counts,
+// and the victim's next all-reduce is numbered one ahead of its peers' (#6 against #5: allocate()
+// was #1).
+TEST(FaultTest, AnExtraEmptyCollectiveOnOneRankIsNamedShmRegistered) {
+  expect_job_fails("empty", "auto", "registered",
+                   {"all_reduce #6 (float, avg) of 262144 elements",
+                    "all_reduce #5 (float, avg) of 262144 elements", kMismatch});
+}
+
+TEST(FaultTest, ABarrierWhereThePeersReduceIsNamedShm) {
+  expect_job_fails("barrier", "auto", "plain",
+                   {"barrier #4", "all_reduce #4 (float, avg) of 262144 elements", kMismatch});
 }
 
 // Open MPI usually notices the death first and ends the job; either way it must end quickly.

@@ -6,8 +6,13 @@
 //   RM_TEST_FAULT=sigkill  issue it, make some progress, then raise(SIGKILL)
 //   RM_TEST_FAULT=op       issue it with another op (sum where the others average)
 //   RM_TEST_FAULT=short    issue it over 64 elements fewer
+//   RM_TEST_FAULT=empty    issue an all-reduce of no elements first (its peers do not)
+//   RM_TEST_FAULT=barrier  call barrier() instead
+//   RM_TEST_FAULT=stall_allocate  sleep RM_TEST_STALL_SECONDS before allocate() (registered)
 //   RM_TEST_STALL_RANK     the victim (default 1); RM_TEST_ALGORITHM=auto|mpi;
 //   RM_TEST_BUFFER=plain|registered (from Communicator::allocate)
+// With a registered buffer, allocate() is the job's first operation (seq=1): the fourth
+// all-reduce is then seq=5.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -43,6 +48,11 @@ int main(int argc, char** argv) {
   std::vector<float> plain(count, 1.0f);
   float* buf = plain.data();
   if (env_or("RM_TEST_BUFFER", "plain") == "registered") {
+    if (comm->rank() == victim && fault == "stall_allocate") {
+      std::fprintf(stderr, "[rank %d] test hook: sleeping %d s before allocate()\n", victim,
+                   stall_seconds);
+      sleep(static_cast<unsigned>(stall_seconds));
+    }
     buf = static_cast<float*>(comm->allocate(count * sizeof(float)));
   }
   for (int op = 1; op <= 6; ++op) {
@@ -51,6 +61,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] test hook: sleeping %d s before seq=%d\n", victim,
                    stall_seconds, op);
       sleep(static_cast<unsigned>(stall_seconds));
+    }
+    if (hit && fault == "empty") {
+      comm->all_reduce(buf, 0, rm::DType::kFloat32, rm::ReduceOp::kAvg)->wait();
+    }
+    if (hit && fault == "barrier") {
+      comm->barrier();
+      continue;
     }
     const size_t elements = hit && fault == "short" ? count - 64 : count;
     const auto reduce_op = hit && fault == "op" ? rm::ReduceOp::kSum : rm::ReduceOp::kAvg;

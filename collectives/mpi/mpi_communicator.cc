@@ -141,6 +141,9 @@ class MpiCommunicator final : public Communicator {
   void finish_mpi(Op& op);
   void wait_all();
   void publish_oldest();  // the oldest incomplete op, for activity()
+  // A barrier issued and waited for as an op named `name` (with `bytes` for its messages): under
+  // the timeout, naming the late rank on the shared-memory path.
+  void meet(const char* name, size_t bytes);
   void check_usable() const;
   void check_counts(const Op& op, size_t count) const;
   // bf16 as plain 2-byte words: MPI only moves them (reductions go through the host kernels).
@@ -250,20 +253,9 @@ MpiCommunicator::~MpiCommunicator() {
   if (!broken_.empty()) return;  // peers may be gone: collective frees could hang; leak instead
   try {
     wait_all();
-    if (shm_) {
-      // The window is freed collectively; meet first, under the timeout, so a missing peer
-      // gives an error instead of a hang in MPI_Win_free.
-      auto op = new_op("destroy", 0);
-      op->task.kind = detail::ShmKind::kBarrier;
-      shm_queue_.push_back(op);
-      wait_for(*op);
-    } else if (hier_) {
-      // The engines' windows are freed collectively over each host: meet first, likewise.
-      auto op = new_op("destroy", 0);
-      RM_MPI_CHECK(MPI_Ibarrier(comm_, &op->request), (OpError{this, op.get()}));
-      mpi_pending_.push_back(op);
-      wait_for(*op);
-    }
+    // The windows are freed collectively (the engines' over each host); meet first, under the
+    // timeout, so a missing peer gives an error instead of a hang in MPI_Win_free.
+    if (shm_ || hier_) meet("destroy", 0);
   } catch (const CollectiveError&) {
     return;  // already reported
   }
@@ -275,8 +267,12 @@ MpiCommunicator::~MpiCommunicator() {
 
 void* MpiCommunicator::allocate(size_t bytes) {
   check_usable();
-  if (shm_) return shm_->allocate(bytes);
-  return hier_ ? hier_->allocate(bytes) : Communicator::allocate(bytes);
+  if (!shm_ && !hier_) return Communicator::allocate(bytes);
+  // MPI allocates the shared window in a blocking call that no deadline reaches: meet first,
+  // under the timeout as any collective, so that a rank that stopped or died fails the others
+  // here, named where the shared-memory path can, instead of hanging them there.
+  meet("allocate", bytes);
+  return shm_ ? shm_->allocate(bytes) : hier_->allocate(bytes);
 }
 
 std::shared_ptr<Op> MpiCommunicator::new_op(const char* name, size_t bytes) {
@@ -471,7 +467,11 @@ void MpiCommunicator::issue_stage_two() {
 
 void MpiCommunicator::barrier() {
   check_usable();
-  auto op = new_op("barrier", 0);
+  meet("barrier", 0);
+}
+
+void MpiCommunicator::meet(const char* name, size_t bytes) {
+  auto op = new_op(name, bytes);
   if (local_) return;
   if (shm_) {
     op->task.kind = detail::ShmKind::kBarrier;

@@ -22,10 +22,11 @@ constexpr int kOpShift = 56;
 constexpr uint64_t kNumberMask = (uint64_t{1} << kKindShift) - 1;
 
 uint64_t task_word(uint64_t number, const ShmTask& task) {
+  const uint64_t word = (number & kNumberMask) | static_cast<uint64_t>(task.kind) << kKindShift;
+  if (task.kind == ShmKind::kBarrier) return word;  // moves no data: no dtype, no op
   // An all-gather reduces nothing: its op is whatever the caller left there.
   const auto op = task.kind == ShmKind::kAllGather ? 0 : static_cast<uint64_t>(task.op) + 1;
-  return (number & kNumberMask) | static_cast<uint64_t>(task.kind) << kKindShift |
-         static_cast<uint64_t>(task.dtype) << kDtypeShift | op << kOpShift;
+  return word | static_cast<uint64_t>(task.dtype) << kDtypeShift | op << kOpShift;
 }
 
 // FNV-1a over the counts' bytes: tells apart shardings of the same total.
@@ -106,7 +107,7 @@ void ShmEngine::announce(size_t total) {
   auto& slot = control_[static_cast<size_t>(rank_)]->announce[announced_tasks_ % 2];
   // Relaxed: published by the release in the task's first publish().
   slot.where.store(announcement(), std::memory_order_relaxed);
-  slot.task.store(task_word(announced_tasks_, task_), std::memory_order_relaxed);
+  slot.task.store(task_word(issued_tasks_, task_), std::memory_order_relaxed);
   slot.total.store(total, std::memory_order_relaxed);
   slot.counts_hash.store(hash_counts(task_.counts), std::memory_order_relaxed);
   check_pending_ = true;
@@ -116,10 +117,10 @@ std::string ShmEngine::describe_task(uint64_t task, uint64_t total) const {
   const auto kind = static_cast<ShmKind>((task >> kKindShift) & 0xff);
   const auto dtype = static_cast<DType>((task >> kDtypeShift) & 0xff);
   const uint64_t op = task >> kOpShift;
+  if (kind == ShmKind::kBarrier) return "barrier #" + std::to_string(task & kNumberMask);
   std::string text = kind == ShmKind::kAllReduce       ? "all_reduce"
                      : kind == ShmKind::kReduceScatter ? "reduce_scatter"
-                     : kind == ShmKind::kAllGather     ? "all_gather"
-                                                       : "barrier";
+                                                       : "all_gather";
   text += " #" + std::to_string(task & kNumberMask) + " (" + dtype_name(dtype);
   if (op != 0) text += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(op - 1));
   return text + ") of " + std::to_string(total) + " elements";

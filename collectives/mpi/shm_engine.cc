@@ -93,7 +93,10 @@ ShmEngine::~ShmEngine() {
 void ShmEngine::start(ShmTask task) {
   task_ = std::move(task);
   error_.clear();
+  ++issued_tasks_;
   if (task_.kind == ShmKind::kBarrier) {
+    region_ = -1;
+    announce(0);  // a barrier where a peer runs another task is named too
     publish();
     wait_phase_ = phase_;
     stage_ = Stage::kBarrierWait;
@@ -175,7 +178,7 @@ bool ShmEngine::advance() {
         finish_step();
         break;
       case Stage::kBarrierWait:
-        if (!peers_reached(wait_phase_)) return false;
+        if (!peers_reached(wait_phase_) || !check_announcements()) return false;
         stage_ = Stage::kIdle;
         break;
       case Stage::kDirect:

@@ -20,12 +20,12 @@
 // Synchronisation is one monotone counter per rank in the window ("phases completed"): every
 // rank runs the same tasks, so a phase has the same number on every rank, and waiting means
 // "every peer's counter has reached v". With its first phase of a task, a rank announces whether
-// its buffer is registered (and where) and which task it runs (its number, kind, dtype, op and
-// shard counts); peers check that all agree before reading anything of each other's, so that a
-// rank that issued another collective (a bug of ours, or of a caller) fails the job naming both
-// instead of reducing the wrong bytes or overrunning a buffer. Nothing here blocks:
-// advance() does what it can and returns; the communicator polls it, checks deadlines and
-// reports who it waits for.
+// its buffer is registered (and where) and which task it runs (its number among all the tasks it
+// started, barriers and empty ones included, its kind, dtype, op and shard counts); peers check
+// that all agree before reading anything of each other's, so that a rank that issued another
+// collective (a bug of ours, or of a caller) fails the job naming both instead of reducing the
+// wrong bytes or overrunning a buffer. Nothing here blocks: advance() does what it can and returns;
+// the communicator polls it, checks deadlines and reports who it waits for.
 #pragma once
 
 #include <mpi.h>
@@ -192,6 +192,10 @@ class ShmEngine {
   size_t region_offset_ = 0;          // where the task's buffer starts in it
   std::vector<size_t> peer_offsets_;  // where each rank's buffer starts in its part of it
   uint64_t announced_tasks_ = 0;      // tasks that announced their buffer; picks the announce slot
+  // Every task started, barriers and empty ones (no rank moves an element) too: the number each
+  // announces. An empty task announces nothing, so a rank that issued one its peers did not is
+  // caught at its next task, whose number is then ahead of theirs.
+  uint64_t issued_tasks_ = 0;
   bool check_pending_ = false;        // peers' announcements for this task not yet checked
   std::string error_;
 };
