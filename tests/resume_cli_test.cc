@@ -260,6 +260,30 @@ TEST(ResumeCli, AFinishedRunWhoseEndsCheckpointIsDamagedKeepsItsWeights) {
   EXPECT_TRUE(std::filesystem::exists(run + "/weights.bin"));
 }
 
+// The same when the newest checkpoint that verifies was itself an end, an earlier one: finished
+// at 12, extended to 16 (its end now in weights.bin), step 16's checkpoint damaged. Step 12's
+// manifest says it ended its job, yet weights.bin holds step 16 (before: accepted as the end,
+// weights.bin removed, "of the run's end at step 12").
+TEST(ResumeCli, AnEarlierEndIsNotTheEndWeightsBinHolds) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_cli("run " + job + " --set train.steps=16", dir.path()).exit_code, 0);
+  const std::string run = dir.file("straight");
+  const std::string weights = test::slurp(run + "/weights.bin");
+  std::ofstream(run + "/checkpoints/step_00000016/shard_00000.bin",
+                std::ios::in | std::ios::out | std::ios::binary)
+      .write("garbage!", 8);
+  const auto again = run_cli("run " + job + " --set train.steps=20", dir.path());
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("holds a finished run whose end (weights.bin) is newer than its "
+                           "newest checkpoint that verifies (step 12;"),
+            std::string::npos)
+      << again.err;
+  EXPECT_TRUE(test::slurp(run + "/weights.bin") == weights) << "weights.bin changed";
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 16));
+}
+
 // A write of the run's own file cut short (a rank killed as it wrote the final weights) left
 // weights.bin.tmp.PID, the model's size, for ever: the next start removes it, and only names of
 // ours.

@@ -27,10 +27,12 @@ FinishedRun judge_finished_run(const JobConfig& job, const std::optional<Checkpo
   // Refused, as a finished run without any checkpoint is (base/run_dir.h), instead of training
   // it again from step 0 beside its weights.bin.
   if (!newest) return FinishedRun::kNoCheckpointVerifies;
-  if (newest->step < job.train.steps && !is_runs_end(newest->path)) {
-    return FinishedRun::kEndNewerThanCheckpoint;
-  }
-  return FinishedRun::kGoesOn;
+  if (newest->step >= job.train.steps) return FinishedRun::kGoesOn;
+  // The end weights.bin holds, where the events say it: a checkpoint that was an end (an earlier
+  // one, of a run extended since) is not that end. Only where it is not known, any end will do.
+  const std::optional<int64_t> end = finished_runs_end(job.run_dir);
+  const bool before_the_end = end ? newest->step < *end : !is_runs_end(newest->path);
+  return before_the_end ? FinishedRun::kEndNewerThanCheckpoint : FinishedRun::kGoesOn;
 }
 
 std::optional<int64_t> finished_runs_end(const std::string& run_dir) {
