@@ -500,6 +500,27 @@ TEST(MemoryCheckpointStale, AnAttemptOnAnotherLayoutRemovesTheEarlierLayoutsSegm
   EXPECT_TRUE(test::each_step_once(moved + "/metrics.jsonl", 10));
 }
 
+// An attempt still set up to salvage an earlier, larger layout (the launcher keeps
+// RM_SHRUNK_FROM_RANKS for every attempt after a shrink) finds nothing of it, and keeps what the
+// current layout holds: same names, other owner and size. Before, it removed them by name, and
+// the run resumed from the disk's step 4 instead of memory's step 6.
+TEST(MemoryCheckpointStale, ASalvageOfAnEarlierLayoutKeepsTheCurrentLayoutsSegments) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("salvaged");
+  const std::string at = np(2) + " --set run_dir=" + run;
+  ASSERT_NE(run_cli("run " + job + at + " --set cluster.env.RM_TEST_FAULT=kill:1:7", dir.path())
+                .exit_code,
+            0);
+  ASSERT_TRUE(fs::exists(segment_path(run, 1)));
+  const auto again =
+      run_cli("run " + job + at + " --set cluster.env.RM_SHRUNK_FROM_RANKS=3", dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
+  EXPECT_NE(again.out.find("resuming from memory (step 6; disk: step 4)"), std::string::npos)
+      << again.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 10));
+}
+
 // A run that crashed and is never run again leaves its segments; once its directory is gone, the
 // next run on the host -- any job, memory checkpoints or not -- removes them, and only them.
 TEST(MemoryCheckpointOrphans, ACrashedRunsSegmentsGoOnceItsDirectoryIsGone) {

@@ -73,9 +73,16 @@ SalvagedStep salvage_memory_layout(const JobConfig& job, size_t total_params, in
     if (everywhere) step = static_cast<int64_t>(c);
   }
   SalvagedStep out;
+  // Only the segments that opened as the old layout's: the names are the rank's alone, so one
+  // refused (another owner, another size) may be the current layout's, which a later attempt
+  // still set up to salvage the old one (the launcher keeps RM_SHRUNK_FROM_RANKS) must not lose.
   const auto remove_all = [&] {
-    segments.clear();
-    for (const MemorySegmentId& id : ids) MemorySnapshot::remove(id.name);
+    for (size_t i = 0; i < segments.size(); ++i) {
+      if (segments[i]) {
+        segments[i].reset();
+        MemorySnapshot::remove(ids[i].name);
+      }
+    }
   };
   const std::string from = "the in-memory checkpoints of the earlier " + std::to_string(N) +
                            " ranks";
