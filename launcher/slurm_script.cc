@@ -274,6 +274,11 @@ std::string render_slurm_script(const JobConfig& job, const SlurmScriptPaths& pa
   for (const std::string& extra : c.sbatch_extra) line(extra);
 
   std::string env;
+  // Since Slurm 22.05 srun no longer takes --cpus-per-task from the allocation: without this, a
+  // site that binds tasks to their CPUs gives each rank one core, its threads sharing it.
+  // (cluster.env, after it, may still set another value.)
+  if (c.cpus_per_task > 0)
+    env = shell_quote("SRUN_CPUS_PER_TASK=" + std::to_string(c.cpus_per_task));
   for (const auto& [name, value] : c.env)
     env += (env.empty() ? "" : " ") + shell_quote(name + "=" + value);
   return s + fill(kBody, {{"@BIN@", shell_quote(paths.binary)},

@@ -68,6 +68,8 @@ for i in "${!hostile[@]}"; do sets+=(--set "cluster.env.H$i=${hostile[$i]}"); do
 sets+=(--set "cluster.env.rm_max_restarts=rm_code[\$(touch $mark)]" --set "cluster.env.PATH=/none")
 weird_run="$dir/run \$(touch $mark) ';x @ENV@"
 sets+=(--set "run_dir=$weird_run" --set "cluster.sbatch_extra=[--comment=\$(touch\$IFS$mark)]")
+# Since Slurm 22.05 srun takes --cpus-per-task only from SRUN_CPUS_PER_TASK: the ranks' step gets it.
+sets+=(--set cluster.cpus_per_task=2)
 "$bin" submit job.yaml --dry-run "${sets[@]}" >job.sbatch || fail "the dry run failed"
 [[ ! -e "$weird_run" ]] || fail "--dry-run wrote the run directory"
 
@@ -87,7 +89,7 @@ cat >stubs/srun <<'STUB'
 # Records its arguments and the hostile variables, NUL-separated, and succeeds.
 printf '%s\0' "$@" >"$STUB_OUT/srun.args"
 for i in 0 1 2 3 4; do v="H$i"; printf '%s\0' "${!v}"; done >"$STUB_OUT/srun.env"
-printf '%s\0' "$PATH" "$rm_max_restarts" >"$STUB_OUT/srun.scoped"
+printf '%s\0' "$PATH" "$rm_max_restarts" "${SRUN_CPUS_PER_TASK:-unset}" >"$STUB_OUT/srun.scoped"
 echo "${RM_START_RETRY:-unset}" >>"$STUB_OUT/srun.attempts"
 # A step that succeeds ends with rank 0's "finished" event (builtins only: PATH is /none here).
 config=${*: -1}
@@ -120,6 +122,7 @@ done
 mapfile -d '' scoped <srun.scoped
 [[ ${scoped[0]} == /none && ${scoped[1]} == "rm_code[\$(touch $mark)]" ]] ||
   fail "cluster.env did not reach srun as given: ${scoped[*]}"
+[[ ${scoped[2]} == 2 ]] || fail "srun got SRUN_CPUS_PER_TASK=${scoped[2]}, not cluster.cpus_per_task 2"
 mapfile -d '' args <srun.args
 expected=(--mpi=pmix --kill-on-bad-exit=1 "$bin" worker "$weird_run/config.yaml")
 [[ "${args[*]}" == "${expected[*]}" ]] || fail "srun got: ${args[*]}"

@@ -41,8 +41,10 @@ std::optional<int64_t> finished_runs_end(const std::string& run_dir) {
   try {
     for_each_json_line_backwards(run_file(run_dir, "events.jsonl"), [&](const nlohmann::json& e) {
       if (e.value("event", "") != "finished") return true;
+      // Rank 0's has the step; the Slurm batch script's own, after it, has none: read on.
       const auto step = e.find("step");
-      if (step != e.end() && step->is_number_integer()) end = step->get<int64_t>();
+      if (step == e.end() || !step->is_number_integer()) return true;
+      end = step->get<int64_t>();
       return false;
     });
   } catch (const std::exception&) {
