@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -180,6 +181,24 @@ int cmd_submit(const SubmitArgs& args) {
     write_file_atomic(script_path, script.data(), script.size());
     ::chmod(script_path.c_str(), 0755);
 
+    // sbatch lets these variables beat the script's #SBATCH lines (man sbatch): a profile's
+    // SBATCH_NO_REQUEUE made the job unrequeueable, SBATCH_SIGNAL took the grace signal away,
+    // SBATCH_WAIT kept submit, and the run's lock, until the job's ranks gave up waiting for it.
+    // The script sets what they would; they are not passed on.
+    std::string dropped;
+    for (const char* name :
+         {"SBATCH_NO_REQUEUE", "SBATCH_REQUEUE", "SBATCH_SIGNAL", "SBATCH_OPEN_MODE",
+          "SBATCH_OUTPUT", "SBATCH_ERROR", "SBATCH_WAIT", "SBATCH_ARRAY_INX"}) {
+      if (std::getenv(name) == nullptr) continue;
+      dropped += (dropped.empty() ? "" : ", ") + std::string(name);
+      ::unsetenv(name);
+    }
+    if (!dropped.empty()) {
+      std::printf(
+          "ringmaster: not passed to sbatch from the environment: %s (the batch script "
+          "sets requeue, its signal, its log and how it is queued itself)\n",
+          dropped.c_str());
+    }
     const CapturedCommand sbatch = capture_command("sbatch --parsable " + shell_quote(script_path));
     if (sbatch.exit_code != 0) {
       const std::string removed = made.remove();

@@ -19,7 +19,8 @@
 #              submitting the same job again resumes it
 #   startcrash a rank SIGKILLed at start-up (before every rank is up), max_restarts 0: the batch
 #              script starts the ranks again at once, not counting it, and the job finishes
-#   pending    a job held in the queue: submitting the run again (with another job, or --fresh)
+#   pending    a job held in the queue (submitted with SBATCH_NO_REQUEUE set, which must not reach
+#              sbatch): submitting the run again (with another job, or --fresh)
 #              is refused while it may still start (before: accepted, the held job then
 #              trained the job as rewritten, or beside the new one); once cancelled, accepted.
 #              Made to ask more CPUs than a node has, status says Slurm will not start it
@@ -302,8 +303,14 @@ PY
     ;;
   pending)
     job 20 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '10', sbatch_extra: [--hold]}"
-    submit
+    # sbatch's own variables, which beat #SBATCH lines, do not reach it: the job stays
+    # requeueable (before: Requeue=0, so no preemption or time limit ever requeued it).
+    SBATCH_NO_REQUEUE=1 SBATCH_OPEN_MODE=truncate submit
     held=$jobid
+    grep -q "not passed to sbatch from the environment: SBATCH_NO_REQUEUE, SBATCH_OPEN_MODE" \
+      <<<"$submit_out" || fail "submit did not say it left out SBATCH_*: $submit_out"
+    [[ $(scontrol show job -o "$held" | grep -oP 'Requeue=\K[0-9]+') == 1 ]] ||
+      fail "SBATCH_NO_REQUEUE reached sbatch: $(scontrol show job -o "$held")"
     for again in "--set model.layers=3" "--fresh"; do
       code=0
       out=$("$bin" submit "$dir/job.yaml" $again 2>&1) || code=$?
