@@ -261,7 +261,17 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
     // Checked before the wait for the ranks to leave too, which may take a minute: a scheduler's
     // grace time is often shorter.
     const auto stopped_before_restart = [&] { return attempt > 0 && stop_signal_seen(); };
-    if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) return code;
+    if (const int code = wait_for_hosts(job, launch, attempt > 0); code != 0) {
+      if (attempt == 0) return code;
+      // The hosts did not come back: the job's end, said as the end of its restarts is, with
+      // the failed attempt's code (before: 1, and no event, so `status` took the run for one
+      // killed with its launcher).
+      append_run_event(job.run_dir, "failed",
+                       {{"exit_code", last_code},
+                        {"restarts", attempt - 1},
+                        {"error", "hosts unreachable after a failure: not restarted"}});
+      return last_code;
+    }
     // The failed attempt's ranks on a host mpirun lost may live on a moment: not beside them.
     if (attempt > 0 && !stopped_before_restart()) {
       wait_for_ranks_to_leave(job.run_dir, kRanksLeaveS);
@@ -294,6 +304,12 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       if (::access(command[0].c_str(), X_OK) != 0) {
         print_error(command[0] + " was removed since this run started and no program is there " +
                     "now: cannot restart the job; run it again once ringmaster is installed");
+        if (attempt > 0) {
+          append_run_event(job.run_dir, "failed",
+                           {{"exit_code", last_code},
+                            {"restarts", attempt - 1},
+                            {"error", command[0] + " removed: not restarted"}});
+        }
         return std::max(last_code, 1);
       }
       std::fprintf(stderr,

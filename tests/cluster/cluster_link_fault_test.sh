@@ -8,6 +8,8 @@
 #  3. A stop (SIGTERM) while the restart waits for a cut h1: the job ends at once with the failed
 #     attempt's exit code, a message and a "stopped" event (before: 75, "saved, resume me", and
 #     neither).
+#  4. h1 cut for longer than the restart waits for it (RM_HOST_WAIT_S=2): the job ends with the
+#     failed attempt's exit code and a "failed" event.
 # Skips (77) saying why when this machine cannot create network namespaces.
 #   cluster_link_fault_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
@@ -82,4 +84,28 @@ grep -q "stopped by SIGTERM before restart 1: not restarted (the attempt before 
   { echo "$out"; fail "stop: no message"; }
 grep -q '"event":"stopped"' "$dir/stop/events.jsonl" || fail "stop: no stopped event"
 echo "stop while waiting for h1: ended with the failed attempt's code $code, said so"
+
+# 4. h1 does not come back within RM_HOST_WAIT_S: the job ends with the failed attempt's code
+#    and a "failed" event, which `status` shows (before: exit 1, and no event: status took the
+#    run for one whose launcher was killed).
+job "$dir/gone" >"$dir/gone.yaml"
+(cd "$dir" && exec timeout 400 "$here/cluster.sh" on h0 env RM_HOST_WAIT_S=2 "$bin" run gone.yaml \
+   --hosts "$hostfile" >gone.out 2>&1) &
+runner=$!
+when_step "$dir/gone" 120
+"$here/cluster.sh" cut h1
+code=0
+wait "$runner" || code=$?
+"$here/cluster.sh" heal h1
+out=$(cat "$dir/gone.out")
+grep -q "gave up after 2 s: rmfault-h1 still unreachable" <<<"$out" || { echo "$out"; fail "gone: no give-up message"; }
+failed=$(grep -oP 'the job failed \(exit code \K[0-9]+(?=\); restart 1 of 3)' <<<"$out") ||
+  { echo "$out"; fail "gone: the attempt did not fail as expected"; }
+[[ $code == "$failed" ]] || { echo "$out"; fail "gone: exit code $code, not the failed attempt's $failed"; }
+python3 -c 'import json, sys
+e = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+sys.exit(e["event"] != "failed" or "hosts unreachable" not in e.get("error", ""))' "$dir/gone/events.jsonl" ||
+  fail "gone: the last event is not the failure: $(tail -n 1 "$dir/gone/events.jsonl")"
+"$bin" status "$dir/gone" | grep -q "failed" || fail "gone: status does not say failed: $("$bin" status "$dir/gone")"
+echo "h1 gone past RM_HOST_WAIT_S: ended with the failed attempt's code $code and a failed event"
 echo PASS
