@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <ostream>
 
@@ -201,6 +202,17 @@ TEST_P(CheckpointDamage, DetectedByVerifyAndSkippedByResume) {
   EXPECT_NE(v.error.find(io::join(bad, c.file)), std::string::npos) << v.error;
   EXPECT_NE(v.error.find(c.reason), std::string::npos) << v.error;
 
+  // Shared among ranks (VerifyShare), the damage is caught by some part, with the same words.
+  for (int parts : {2, 3, 7}) {
+    std::string caught;
+    for (int part = 0; part < parts && caught.empty(); ++part) {
+      const VerifyResult s = verify_checkpoint(bad, VerifyLevel::kChecksums, {part, parts});
+      if (!s.ok) caught = s.error;
+    }
+    EXPECT_NE(caught.find(io::join(bad, c.file)), std::string::npos) << parts << ": " << caught;
+    EXPECT_NE(caught.find(c.reason), std::string::npos) << parts << ": " << caught;
+  }
+
   std::vector<std::string> report;
   const auto resume = find_resume_checkpoint(dir.path(), &report);
   ASSERT_TRUE(resume);
@@ -236,6 +248,78 @@ TEST(CheckpointDamageRead, ReaderRefusesCorruptPieceButReadsOthers) {
   std::vector<float> tail(split[1].second - split[1].first);
   reader.read_range("params", split[1].first, split[1].second, tail.data());
   EXPECT_EQ(tail[0], testutil::value_at(1, 0, split[1].first));
+}
+
+TEST(VerifyShare, ThePartsHashEveryPieceOnceInNearEqualShares) {
+  TempDir dir;
+  // 5 uneven shards of three buffers: 15 pieces of different sizes.
+  const std::string ckpt = testutil::save_steps_checkpoint(dir.path(), 3, 5, 60000);
+  const Manifest m = load_manifest(ckpt);
+  uint64_t total = 0, largest_piece = 0;
+  for (const ShardFileInfo& f : m.files) {
+    for (const PieceInfo& p : f.pieces) {
+      total += p.bytes;
+      largest_piece = std::max(largest_piece, p.bytes);
+    }
+  }
+  EXPECT_EQ(verify_checkpoint(ckpt).hashed_bytes, total);
+  for (int parts = 2; parts <= 20; ++parts) {
+    uint64_t sum = 0, largest = 0;
+    for (int part = 0; part < parts; ++part) {
+      const VerifyResult v = verify_checkpoint(ckpt, VerifyLevel::kChecksums, {part, parts});
+      ASSERT_TRUE(v.ok) << v.error;
+      sum += v.hashed_bytes;
+      largest = std::max(largest, v.hashed_bytes);
+    }
+    EXPECT_EQ(sum, total) << parts << " parts: every piece hashed exactly once";
+    // A part holds the pieces whose middle byte falls in its range: at most its range and half
+    // a piece on either side.
+    EXPECT_LE(largest, total / parts + largest_piece + 1) << parts << " parts";
+  }
+  // One reader that verified its part does not hash those pieces again for the next.
+  CheckpointReader reader(ckpt);
+  const uint64_t first = reader.verify_share({0, 2}, VerifyLevel::kChecksums);
+  EXPECT_GT(first, 0u);
+  EXPECT_EQ(reader.verify_share({0, 2}, VerifyLevel::kChecksums), 0u);
+  EXPECT_EQ(reader.verify_share({1, 2}, VerifyLevel::kChecksums), total - first);
+  EXPECT_EQ(reader.verify_share({0, 1}, VerifyLevel::kStructure), 0u);
+}
+
+TEST(VerifyShare, AShareOfAFileWithoutPiecesChecksItsSize) {
+  TempDir dir;
+  // Rank 0 had nothing to save (a shard without pieces); rank 1 saved every buffer whole.
+  constexpr int64_t kStep = 4;
+  constexpr uint64_t n = 64;
+  const std::string tmp = prepare_checkpoint_dir(dir.path(), kStep);
+  write_shard(tmp, kStep, 0, {});
+  std::vector<std::vector<float>> data;
+  std::vector<ShardSlice> all;
+  for (size_t b = 0; b < testutil::buffer_names().size(); ++b) {
+    data.push_back(testutil::buffer_at(kStep, static_cast<int>(b), n));
+  }
+  for (size_t b = 0; b < data.size(); ++b) {
+    all.push_back(ShardSlice{testutil::buffer_names()[b], 0, n, data[b].data()});
+  }
+  write_shard(tmp, kStep, 1, all);
+  Manifest m = testutil::manifest_template(kStep, 2, n);
+  m.files = collect_shards(tmp, kStep, 2, 0);
+  const std::string ckpt = commit_checkpoint(dir.path(), kStep, m);
+  ASSERT_TRUE(m.files[0].pieces.empty());
+
+  const std::string path = io::join(ckpt, m.files[0].name);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "x", 1), 1);
+  ::close(fd);
+  // File 0 is part 0's of two to check (with the first piece of file 1); part 1's pieces are
+  // intact.
+  const VerifyResult owner = verify_checkpoint(ckpt, VerifyLevel::kChecksums, {0, 2});
+  EXPECT_FALSE(owner.ok);
+  EXPECT_NE(owner.error.find(path + ": 1 bytes, manifest says 0"), std::string::npos)
+      << owner.error;
+  const VerifyResult other = verify_checkpoint(ckpt, VerifyLevel::kChecksums, {1, 2});
+  EXPECT_TRUE(other.ok) << other.error;
+  EXPECT_EQ(other.hashed_bytes, 2 * n * sizeof(float));  // the last two of the three pieces
 }
 
 TEST(CheckpointDamageRead, NothingToResumeFrom) {

@@ -70,7 +70,8 @@ CheckpointInfo describe(const ListedDir& e, VerifyResult verify) {
 
 }  // namespace
 
-VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
+VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level,
+                               const VerifyShare& share) {
   VerifyResult result;
   const auto pin = CheckpointPin::take(ckpt_dir);
   if (!pin) {
@@ -93,8 +94,7 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level) {
                               io::base_name(pin->path()));
       }
     }
-    reader.check_files();
-    if (level == VerifyLevel::kChecksums) reader.verify_all();
+    result.hashed_bytes = reader.verify_share(share, level);
     result.ok = true;
   } catch (const CheckpointError& e) {
     result.error = e.what();
@@ -132,7 +132,8 @@ bool holds_committed_checkpoint(const std::string& run_dir) {
 }
 
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
-                                                     std::vector<std::string>* report) {
+                                                     std::vector<std::string>* report,
+                                                     const CheckpointVerifier& verify) {
   // Each look that meets a vanished checkpoint means the run saved a newer one meanwhile, so it
   // starts over from the newest; the last look (a run saving faster than this reads) goes on to
   // the older ones instead.
@@ -149,7 +150,9 @@ std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
         continue;
       }
       auto pin = CheckpointPin::take(it->path);
-      VerifyResult v = pin ? verify_checkpoint(it->path, VerifyLevel::kChecksums) : VerifyResult{};
+      VerifyResult v = !pin     ? VerifyResult{}
+                       : verify ? verify(it->path)
+                                : verify_checkpoint(it->path, VerifyLevel::kChecksums);
       if (v.ok) {
         if (report) report->insert(report->end(), passed_over.begin(), passed_over.end());
         CheckpointInfo info = describe(*it, std::move(v));

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <stdexcept>
+#include <utility>
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/io_progress.h"
@@ -156,6 +158,46 @@ void CheckpointReader::verify_piece(size_t file, size_t piece) {
   const uint64_t got = XXH64_digest(h.s);
   if (got != p.xxh64) checksum_mismatch(file, piece, got);
   verified_[file][piece] = true;
+}
+
+uint64_t CheckpointReader::verify_share(const VerifyShare& share, VerifyLevel level) {
+  if (share.parts < 1 || share.part < 0 || share.part >= share.parts) {
+    throw std::invalid_argument("verify_share: part " + std::to_string(share.part) + " of " +
+                                std::to_string(share.parts));
+  }
+  // 128 bits: a hostile manifest's bytes (up to 2^72 in all), times parts (< 2^21), fit.
+  using u128 = unsigned __int128;
+  u128 total = 0;
+  for (const ShardFileInfo& file : manifest_.files) {
+    for (const PieceInfo& p : file.pieces) total += p.bytes;
+  }
+  const auto parts = static_cast<size_t>(share.parts);
+  std::vector<size_t> files;                      // this part's, in manifest order
+  std::vector<std::pair<size_t, size_t>> pieces;  // (file, piece)
+  u128 before = 0;  // bytes of the pieces before this one, in manifest order
+  for (size_t f = 0; f < manifest_.files.size(); ++f) {
+    const auto& list = manifest_.files[f].pieces;
+    bool mine = list.empty() && f % parts == static_cast<size_t>(share.part);
+    for (size_t p = 0; p < list.size(); ++p) {
+      const u128 middle = before + list[p].bytes / 2;
+      before += list[p].bytes;
+      const size_t owner =
+          total == 0 ? f % parts
+                     : static_cast<size_t>(std::min<u128>(middle * parts / total, parts - 1));
+      if (owner != static_cast<size_t>(share.part)) continue;
+      mine = true;
+      pieces.emplace_back(f, p);
+    }
+    if (mine) files.push_back(f);
+  }
+  for (size_t f : files) file_fd(f);  // every size before any byte is read
+  if (level != VerifyLevel::kChecksums) return 0;
+  uint64_t hashed = 0;
+  for (const auto& [f, p] : pieces) {
+    if (!verified_[f][p]) hashed += manifest_.files[f].pieces[p].bytes;
+    verify_piece(f, p);
+  }
+  return hashed;
 }
 
 void CheckpointReader::verify_all() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,22 @@ enum class VerifyLevel {
   kChecksums,  // and every piece's XXH64 matches (reads all the data)
 };
 
+// Part `part` of `parts` of a checkpoint's verification: the share of one rank where every rank
+// of a job verifies the checkpoint together (worker/shared_verification.h), each reading about
+// 1/parts of its bytes, so that a large checkpoint on slow storage verifies in the time of its
+// largest share rather than of all of it on one rank while the others wait. The parts together
+// check every file and every piece exactly once: a piece belongs to the part whose range holds
+// its middle byte, the bytes of all pieces laid end to end in manifest order and cut into
+// `parts` near-equal contiguous ranges (so a part reads few files, and file r of a checkpoint
+// written by as many ranks as verify it falls to part r); a file without pieces is structure-
+// checked by part (file index % parts); a file, by every part that holds one of its pieces.
+// Pieces are indivisible (one checksum each): with more parts than pieces, some parts read
+// nothing.
+struct VerifyShare {
+  int part = 0;
+  int parts = 1;  // 1: the whole checkpoint
+};
+
 struct VerifyResult {
   bool ok = false;
   // When !ok, the bad file's path and what failed, e.g.
@@ -35,6 +52,7 @@ struct VerifyResult {
   std::string error;
   int64_t step = -1;        // from the manifest, when it parsed
   uint64_t data_bytes = 0;  // sum of the shard files' sizes, when the manifest parsed
+  uint64_t hashed_bytes = 0;  // the bytes this verification hashed (its share's pieces')
   // When !ok: no directory was there to verify (removed, most likely by a live run's retention
   // between a listing and this read): no damage.
   bool gone = false;
@@ -42,9 +60,16 @@ struct VerifyResult {
 };
 
 // Never throws for a bad checkpoint: every problem becomes the result's error. The checkpoint is
-// pinned while it is read (checkpoint_pin.h): retention leaves it alone meanwhile.
+// pinned while it is read (checkpoint_pin.h): retention leaves it alone meanwhile. With a share,
+// the manifest (and its step against the directory's name) is checked as always, the files and
+// pieces only of that part (VerifyShare): it is ok when its part is.
 VerifyResult verify_checkpoint(const std::string& ckpt_dir,
-                               VerifyLevel level = VerifyLevel::kChecksums);
+                               VerifyLevel level = VerifyLevel::kChecksums,
+                               const VerifyShare& share = {});
+
+// How a caller verifies a candidate checkpoint (find_resume_checkpoint): verify_checkpoint at
+// kChecksums by default, or every rank of a job together (worker/shared_verification.h).
+using CheckpointVerifier = std::function<VerifyResult(const std::string& ckpt_dir)>;
 
 // ckpt_dir/manifest.json, parsed and validated. Throws CheckpointError.
 Manifest load_manifest(const std::string& ckpt_dir);
@@ -80,10 +105,12 @@ bool holds_committed_checkpoint(const std::string& run_dir);
 // Appends to *report (if given) one line per newer directory passed over and why, newest first:
 //   "skipped .../step_00001300: .../shard_00001.bin: checksum mismatch in piece ..."
 //   "ignored .../step_00001400.tmp: incomplete (never committed)"
-// Verifies newest first and stops at the first good one. A checkpoint that vanishes before it is
-// pinned (retention of a live run, which by then has a newer one) makes it look again.
+// Verifies newest first (with `verify`; null: verify_checkpoint at kChecksums) and stops at the
+// first good one. A checkpoint that vanishes before it is pinned (retention of a live run, which
+// by then has a newer one) makes it look again.
 std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
-                                                     std::vector<std::string>* report = nullptr);
+                                                     std::vector<std::string>* report = nullptr,
+                                                     const CheckpointVerifier& verify = nullptr);
 
 // Reads a checkpoint piece by piece. Files are opened (and their sizes checked) on first use;
 // a piece's checksum is checked, over the whole piece, the first time any part of it is read.
@@ -109,6 +136,9 @@ class CheckpointReader {
   void check_files();
   // Checks every piece's checksum not checked yet (VerifyLevel::kChecksums).
   void verify_all();
+  // check_files() and (at kChecksums) verify_all() of one part (VerifyShare), the sizes of all
+  // its files before any byte is hashed. Returns the bytes of the pieces it hashed.
+  uint64_t verify_share(const VerifyShare& share, VerifyLevel level);
   // Elements [begin, end) of `buffer` into dst (end - begin floats). Throws CheckpointError on
   // a bad range, file or checksum; dst's contents are then unspecified.
   void read_range(const std::string& buffer, uint64_t begin, uint64_t end, float* dst);

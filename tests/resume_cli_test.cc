@@ -198,6 +198,55 @@ TEST(ResumeCli, FreshLeavesNothingOfTheOldRun) {
 
 // A finished run none of whose checkpoints verifies is refused as one without checkpoints is
 // (before: trained again from step 0, metrics.jsonl cut, beside the old weights.bin).
+// Two ranks verify the checkpoint a resume takes together, each its share of the bytes
+// (worker/shared_verification.h), instead of rank 0 reading all of it while the other waits in
+// a collective under parallel.timeout_s. Damage in rank 1's share is found by rank 1, said in
+// rank 1's words, and the older checkpoint is taken.
+TEST(ResumeCli, TwoRanksVerifyTheCheckpointTogether) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("straight");
+  const auto killed = run_cli("run " + job + " --nproc 2 --set checkpoint.async=false", dir.path(),
+                              "RM_TEST_FAULT=kill:0:11");
+  EXPECT_NE(killed.exit_code, 0);
+  // The last bytes of rank 1's shard: its adam_v, the end of the bytes laid end to end, which
+  // the second of two shares verifies.
+  const std::string bad = run + "/checkpoints/step_00000008/shard_00001.bin";
+  const auto size = std::filesystem::file_size(bad);
+  std::fstream(bad, std::ios::in | std::ios::out | std::ios::binary)
+      .seekp(static_cast<std::streamoff>(size - 8))
+      .write("garbage!", 8);
+  uint64_t checkpoint_bytes = 0;  // of step 4's, which the resume takes (retention removes it)
+  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints/step_00000004")) {
+    if (e.path().filename().string().rfind("shard_", 0) == 0) checkpoint_bytes += e.file_size();
+  }
+  ASSERT_GT(checkpoint_bytes, 0u);
+  const auto resumed = run_cli("run " + job + " --nproc 2", dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("skipped " + run + "/checkpoints/step_00000008: " + bad +
+                             ": checksum mismatch in piece adam_v"),
+            std::string::npos)
+      << resumed.out;
+  EXPECT_NE(resumed.out.find("(the file is corrupted) (found by rank 1)"), std::string::npos)
+      << resumed.out;
+  EXPECT_NE(resumed.out.find("step_00000004 (step 4)"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+
+  std::ifstream events(run + "/events.jsonl");
+  int resumes = 0;
+  for (std::string line; std::getline(events, line);) {
+    const auto e = nlohmann::json::parse(line);
+    if (e.value("event", "") != "resumed") continue;
+    ++resumes;
+    ASSERT_TRUE(e.contains("verify")) << line;
+    EXPECT_EQ(e["verify"]["ranks"], 2) << line;
+    const auto share = e["verify"]["largest_share_bytes"].get<uint64_t>();
+    EXPECT_GT(share, 0u) << line;
+    EXPECT_LT(share, checkpoint_bytes * 3 / 4) << "one rank read most of it: " << line;
+  }
+  EXPECT_EQ(resumes, 1);
+}
+
 TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {
   TempDir dir;
   const std::string job = job_file(dir);

@@ -22,6 +22,7 @@
 #include "observe/trace_recorder.h"
 #include "worker/checkpoint_line.h"
 #include "worker/finished_run.h"
+#include "worker/shared_verification.h"
 
 namespace rm {
 
@@ -253,8 +254,10 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
 }
 
 int64_t Checkpointing::resume(const std::string& path, const std::string& line_start) {
-  // Rank 0 picks the checkpoint (reading every byte to verify it) and tells the others, and
-  // whether it is the one given (path, or line_start) or the run's own.
+  // Rank 0 picks the checkpoint and tells the others, and whether it is the one given (path, or
+  // line_start) or the run's own. Every byte of each candidate is verified by all the ranks
+  // together, each reading its share (worker/shared_verification.h): the others' wait in this
+  // collective is the largest share's read, not the whole checkpoint's.
   double choice[2] = {-1, 0};  // step, given
   double& step = choice[0];
   std::string chosen = path;
@@ -264,9 +267,11 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   // or point its checkpoints/best elsewhere in between. What it resolved to is what every rank
   // reads, the directory verified.
   std::optional<CheckpointPin> given_pin;
-  if (comm_.rank() == 0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t largest_share = 0;  // of the chosen checkpoint's verification
+  decide_with_shared_verification(comm_, [&](const CheckpointVerifier& verify) {
     if (chosen.empty()) {
-      auto found = find_resume_checkpoint(job_.run_dir, &skipped);  // verified already
+      auto found = find_resume_checkpoint(job_.run_dir, &skipped, verify);  // verified already
       for (const std::string& line : skipped) std::printf("ringmaster: %s\n", line.c_str());
       // The line started from line_start has a checkpoint on the list, but the newest that
       // verifies is older than the line: the line starts from line_start again.
@@ -282,6 +287,7 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       if (found) {
         chosen = found->path;
         step = static_cast<double>(found->step);
+        largest_share = found->verify.hashed_bytes;
         if (judge_finished_run(job_, found) == FinishedRun::kEndNewerThanCheckpoint) {
           step = kEndNewerThanCheckpoints;
           choice[1] = static_cast<double>(found->step);  // for the message on every rank
@@ -296,12 +302,15 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       if (!given_pin) {
         throw CheckpointError(chosen + ": no such directory (removed by its run's retention?)");
       }
-      const VerifyResult v = verify_checkpoint(given_pin->path());
+      const VerifyResult v = verify(given_pin->path());
       if (!v.ok) throw CheckpointError(chosen + ": does not verify: " + v.error);
       pause_before_reading_for_tests();  // RM_TEST_READ_PAUSE_MS: the pin's tests
       step = static_cast<double>(v.step);
+      largest_share = v.hashed_bytes;
       choice[1] = 1;
     }
+  });
+  if (comm_.rank() == 0) {
     if (step >= 0) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
                   static_cast<long long>(step));
@@ -309,10 +318,18 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
     }
     // Also when nothing verified: the checkpoints skipped, and why, are what a user wants to see.
     if (step >= 0 || !skipped.empty()) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       append_run_event(job_.run_dir, "resumed",
                        {{"from", step >= 0 ? nlohmann::json(chosen) : nlohmann::json()},
                         {"step", static_cast<int64_t>(std::max(0.0, step))},
-                        {"skipped", skipped}});
+                        {"skipped", skipped},
+                        // How the choice was verified: by how many ranks, the most one of them
+                        // read of the chosen checkpoint, the time all candidates took.
+                        {"verify",
+                         {{"ranks", comm_.size()},
+                          {"largest_share_bytes", largest_share},
+                          {"seconds", seconds}}}});
     }
   }
   comm_.broadcast(choice, 2, DType::kFloat64, 0)->wait();
