@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "base/elapsed.h"
 #include "checkpoint/checkpoint_paths.h"
@@ -157,6 +159,9 @@ WriterSaveTimes bench_writer_save(std::vector<std::unique_ptr<AsyncCheckpointWri
     q.writers = ranks;
     q.collect_timeout_s = collect_timeout_s;
     if (q.commit) q.manifest = state.manifest(step, ranks);
+    // Retention after the commit, as every trainer's save has (checkpoint.keep >= 1): its check
+    // of the checkpoint just committed is part of a save's cost.
+    q.keep = 1;
   }
   WriterSaveTimes t;
   const auto t0 = Clock::now();
@@ -209,6 +214,23 @@ double bench_restore(const std::string& ckpt_dir, BenchState& into) {
     reader.read_range(b.name, 0, b.count, into.buffer(b.name));
   }
   return seconds_since(t0);
+}
+
+double bench_verify(const std::string& ckpt_dir, int readers) {
+  std::vector<VerifyResult> results(static_cast<size_t>(readers));
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < readers; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = verify_checkpoint(ckpt_dir, VerifyLevel::kChecksums, VerifyShare{r, readers});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double seconds = seconds_since(t0);
+  for (const VerifyResult& v : results) {
+    if (!v.ok) throw CheckpointError("bench: verification failed: " + v.error);
+  }
+  return seconds;
 }
 
 }  // namespace rm

@@ -70,10 +70,11 @@ struct WriterSaveTimes {
 };
 // Saves `state` as step `step` under run_dir through writers[r] for every rank, as the trainer
 // builds its SaveRequests: the rank's slices of the three buffers; rank 0 commits (collecting
-// the other shards' descriptors) with the manifest. Ranks are saved last to first, so that in
-// kSync mode rank 0, which waits for every shard, comes after them. Rank 0 gives up waiting
-// for the others' shards after collect_timeout_s (so that a rank whose write failed does not
-// hold the benchmark for the trainer's 600 s). Leaves the checkpoint.
+// the other shards' descriptors) with the manifest, then applies retention (keep 1). Ranks are
+// saved last to first, so that in kSync mode rank 0, which waits for every shard, comes after
+// them. Rank 0 gives up waiting for the others' shards after collect_timeout_s (so that a rank
+// whose write failed does not hold the benchmark for the trainer's 600 s). Leaves the
+// checkpoint.
 WriterSaveTimes bench_writer_save(std::vector<std::unique_ptr<AsyncCheckpointWriter>>& writers,
                                   const std::string& run_dir, const BenchState& state, int64_t step,
                                   double collect_timeout_s);
@@ -90,5 +91,11 @@ double bench_read_plain(const std::string& ckpt_dir, const Manifest& manifest, B
 // Seconds for a restore: CheckpointReader(ckpt_dir) (loads and validates the manifest), then
 // read_range of each whole buffer into `into` (every piece's XXH64 checked as it is read).
 double bench_restore(const std::string& ckpt_dir, BenchState& into);
+
+// Seconds for `readers` threads, as many ranks, to verify the checkpoint at ckpt_dir together,
+// each its share (VerifyShare: verify_checkpoint at kChecksums with part r of `readers`), as a
+// resume verifies its choice (worker/shared_verification.h); 1 reader: the whole checkpoint, as
+// rank 0 alone did before. Throws CheckpointError if any share does not verify.
+double bench_verify(const std::string& ckpt_dir, int readers);
 
 }  // namespace rm

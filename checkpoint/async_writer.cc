@@ -237,8 +237,9 @@ SaveResult AsyncCheckpointWriter::write_and_commit(const SaveRequest& request) {
       // The checkpoint is committed: one that retention cannot remove (made read-only to keep
       // it, a permission) costs disk space, not the save or the run. The caller warns.
       try {
-        result.removed = apply_retention(request.run_dir, request.keep, request.keep_every,
-                                         request.keep_best, request.retention_waits_for_readers);
+        result.removed =
+            apply_retention(request.run_dir, request.keep, request.keep_every, request.keep_best,
+                            request.retention_waits_for_readers, request.step);
       } catch (const IoError& e) {
         result.retention_error = e.what();
       } catch (const CheckpointError& e) {

@@ -38,10 +38,10 @@ int trials() {
 }
 
 // Where the child is, in memory shared with the parent (written by the child only).
-const char* const kPhases[] = {
-    "startup",         "shard:write",      "shard:fsync",  "shard:descriptor",
-    "commit:manifest", "commit:rename",    "commit:fsync", "commit:done",
-    "retention",       "retention:delete", "idle"};
+const char* const kPhases[] = {"startup",       "shard:write",      "shard:fsync",
+                               "shard:verify",  "shard:descriptor", "commit:manifest",
+                               "commit:rename", "commit:fsync",     "commit:done",
+                               "retention",     "retention:delete", "idle"};
 constexpr int kNumPhases = sizeof(kPhases) / sizeof(kPhases[0]);
 
 struct Shared {

@@ -1,8 +1,11 @@
 // Round trips: N ranks write uneven slices in-process; the checkpoint is read back whole and as
 // the slices of M ranks (resharding), for several (N, M).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <random>
 
 #include "checkpoint/checkpoint_reader.h"
@@ -186,6 +189,42 @@ TEST(CheckpointRoundTrip, AFileReplacedBetweenReadsIsRefused) {
       testutil::error_of([&] { reader.read_range("params", 0, 4000, out.data()); });
   EXPECT_NE(error.find(first + ": replaced while the checkpoint was being read"), std::string::npos)
       << error;
+}
+
+// write_shard reads its shard back from the storage before its descriptor says it is durable:
+// a file whose bytes changed between the write and the read (storage that did not keep them;
+// here a byte changed as the read-back begins) fails the save, and leaves no descriptor for
+// rank 0 to commit.
+std::string g_shard_to_damage;
+void damage_as_read_back_begins(const char* phase) {
+  if (std::string(phase) != "shard:verify" || g_shard_to_damage.empty()) return;
+  const int fd = ::open(g_shard_to_damage.c_str(), O_WRONLY);
+  if (fd < 0) return;
+  const char byte = 0x55;
+  if (::pwrite(fd, &byte, 1, 100) != 1) std::abort();
+  ::close(fd);
+}
+
+TEST(CheckpointRoundTrip, AShardThatDoesNotReadBackAsWrittenFailsItsSave) {
+  TempDir dir;
+  const std::vector<float> data = testutil::buffer_at(1, 0, 1000);
+  const std::string tmp = prepare_checkpoint_dir(dir.path(), 1);
+  g_shard_to_damage = io::join(tmp, shard_file_name(0));
+  add_checkpoint_phase_hook(damage_as_read_back_begins);
+  const std::string error = testutil::error_of([&] {
+    write_shard(tmp, 1, 0, {ShardSlice{"params", 0, 1000, data.data()}});
+  });
+  remove_checkpoint_phase_hook(damage_as_read_back_begins);
+  g_shard_to_damage.clear();
+  EXPECT_NE(error.find(io::join(tmp, shard_file_name(0)) +
+                       ": read back after its fsync, piece params[0,1000) hashes to "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("(the storage did not keep what was written)"), std::string::npos) << error;
+  EXPECT_FALSE(io::exists(io::join(tmp, shard_descriptor_name(0))));
+  // Undamaged, the same save reads back and is described.
+  write_shard(tmp, 1, 0, {ShardSlice{"params", 0, 1000, data.data()}});
+  EXPECT_TRUE(io::exists(io::join(tmp, shard_descriptor_name(0))));
 }
 
 TEST(CheckpointRoundTrip, RecommittingAStepReplacesIt) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/io_progress.h"
@@ -35,6 +36,37 @@ constexpr size_t kChunkBytes = size_t{256} << 10;
 // Slots, not a locked list: a save's thread reads them at every phase while the training thread
 // may install a trace's hook.
 std::atomic<CheckpointPhaseHook> g_phase_hooks[4] = {};
+
+// Reads the shard at `path` back, once fsynced, and checks every piece's XXH64 against what was
+// written (info): the verification of "a checkpoint is done when it is verified", made by each
+// writer of its own shard, all at once, before its descriptor says the shard is durable. Rank 0
+// used to read every rank's shard again at each commit -- alone, while the others waited for it
+// at their next collective: the whole checkpoint's bytes per save, on one process.
+// What it checks is what the file system returns: from the page cache where it still holds the
+// pages (as rank 0's read was on one node), from the disk or the file server where it does not.
+// A resume verifies every byte again, from the storage.
+void read_back(const std::string& path, const ShardFileInfo& info) {
+  io::Fd fd = io::open_read(path);
+  std::vector<char> chunk(kChunkBytes);  // hashed while in the L2 cache
+  for (const PieceInfo& p : info.pieces) {
+    XxhState h;
+    for (uint64_t at = p.offset, left = p.bytes; left > 0;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+      io::pread_exact(fd.get(), chunk.data(), n, at, path);
+      note_io_progress();
+      XXH64_update(h.s, chunk.data(), n);
+      at += n;
+      left -= n;
+    }
+    const uint64_t got = XXH64_digest(h.s);
+    if (got != p.xxh64) {
+      throw CheckpointError(path + ": read back after its fsync, piece " + p.buffer + "[" +
+                            std::to_string(p.begin) + "," + std::to_string(p.end) + ") hashes to " +
+                            hex64(got) + ", written as " + hex64(p.xxh64) +
+                            " (the storage did not keep what was written)");
+    }
+  }
+}
 
 }  // namespace
 
@@ -123,6 +155,8 @@ ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
   checkpoint_phase("shard:fsync");
   io::fsync_fd(fd.get(), path);
   fd.close_checked(path);
+  checkpoint_phase("shard:verify");
+  read_back(path, info);
 
   // The descriptor need not be durable, only visible and whole: it exists to tell rank 0 that
   // the shard is durable, and commit_checkpoint fsyncs the directory (every entry in it) before

@@ -4,9 +4,11 @@
 // Protocol (the order is what makes a crash at any moment harmless):
 //   1. every rank   prepare_checkpoint_dir(run_dir, step)          -> tmp_dir (mkdir -p)
 //   2. every rank   write_shard(tmp_dir, rank, slices)             -> ShardFileInfo
-//                   shard_RRRRR.bin is written and fsynced, THEN its descriptor
-//                   shard_RRRRR.json appears (whole, by rename; not itself fsynced): a
-//                   descriptor means a durable shard.
+//                   shard_RRRRR.bin is written, fsynced and read back (every piece's
+//                   checksum), THEN its descriptor shard_RRRRR.json appears (whole, by rename;
+//                   not itself fsynced): a descriptor means a durable shard that read back as
+//                   written. Each rank checks its own, at once; retention then needs no second
+//                   read of the checkpoint just committed (retention.h).
 //   3. rank 0       once every rank is done -- either the caller synchronises (barrier, or a
 //                   gather of the ShardFileInfos) or rank 0 waits for the descriptors with
 //                   collect_shards() -- fills manifest.files and calls commit_checkpoint(),
@@ -49,8 +51,9 @@ struct ShardSlice {
 // Ranks may call it concurrently.
 std::string prepare_checkpoint_dir(const std::string& run_dir, int64_t step);
 
-// Writes `slices`, in order, to tmp_dir/shard_RRRRR.bin, fsyncs it, then writes the descriptor
-// tmp_dir/shard_RRRRR.json. Returns the file's entry for the manifest.
+// Writes `slices`, in order, to tmp_dir/shard_RRRRR.bin, fsyncs it, reads it back (throws
+// CheckpointError when a piece does not hash as written: no descriptor then), then writes the
+// descriptor tmp_dir/shard_RRRRR.json. Returns the file's entry for the manifest.
 ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
                           const std::vector<ShardSlice>& slices);
 
@@ -75,14 +78,14 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
                                                        int64_t up_to_step = INT64_MAX);
 
 // Observers of the phases of a save: called with a phase name ("shard:write", "shard:fsync",
-// "shard:descriptor", "commit:manifest", "commit:rename", "commit:fsync", "commit:done",
-// "retention:delete") as each begins, on the thread that saves -- so a crash test can kill a
-// rank there, and a trace (observe/trace_recorder.h) can time each stage. At most 4 at once;
-// adding one already there, or removing one that is not, does nothing. Every phase
-// event is also a beat of io_progress.h (and names its activity), hook or not, and a note in the
-// fault layer's journal (io/fault_file_system.h), which also gets "shard:prepare",
-// "shard:done", "commit:prepare" and "retention:done" (no phase events): from the journal a
-// test tells where a kill landed.
+// "shard:verify", "shard:descriptor", "commit:manifest", "commit:rename", "commit:fsync",
+// "commit:done", "retention:delete") as each begins, on the thread that saves -- so a crash test
+// can kill a rank there, and a trace (observe/trace_recorder.h) can time each stage. At most 4 at
+// once; adding one already there, or removing one that is not, does nothing. Every phase event is
+// also a beat of io_progress.h (and names its activity), hook or not, and a note in the fault
+// layer's journal (io/fault_file_system.h), which also gets "shard:prepare", "shard:done",
+// "commit:prepare" and "retention:done" (no phase events): from the journal a test tells where a
+// kill landed.
 using CheckpointPhaseHook = void (*)(const char* phase);
 void add_checkpoint_phase_hook(CheckpointPhaseHook hook);
 void remove_checkpoint_phase_hook(CheckpointPhaseHook hook);

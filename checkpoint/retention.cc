@@ -159,7 +159,8 @@ std::string link_best(const std::string& root, const std::vector<ScannedDir>& en
 }  // namespace
 
 std::vector<std::string> apply_retention(const std::string& run_dir, int keep, int64_t keep_every,
-                                         bool keep_best, const ReaderWait& wait) {
+                                         bool keep_best, const ReaderWait& wait,
+                                         int64_t read_back_step) {
   if (keep < 1) {
     throw CheckpointError(run_dir + ": retention must keep at least one checkpoint (keep=" +
                           std::to_string(keep) + ")");
@@ -171,8 +172,10 @@ std::vector<std::string> apply_retention(const std::string& run_dir, int keep, i
 
   size_t anchor = entries.size();
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].committed &&
-        verify_checkpoint(io::join(root, entries[i].name), VerifyLevel::kChecksums).ok) {
+    // The one just committed was read back by its writers; an older one is read here.
+    const VerifyLevel level =
+        entries[i].step == read_back_step ? VerifyLevel::kStructure : VerifyLevel::kChecksums;
+    if (entries[i].committed && verify_checkpoint(io::join(root, entries[i].name), level).ok) {
       anchor = i;
       break;
     }

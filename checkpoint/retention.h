@@ -2,8 +2,12 @@
 //
 // apply_retention(run_dir, keep, keep_every, keep_best):
 //   - the anchor is the newest committed checkpoint that verifies with checksums (normally the
-//     one just committed; it is read back once, which is the verification "a checkpoint is done
-//     when it is verified" asks for). No anchor: nothing is deleted.
+//     one just committed). No anchor: nothing is deleted. The checkpoint of `read_back_step`,
+//     the one the caller has just committed, is checked structurally only (manifest, files,
+//     sizes): its writers read their shards back as they wrote them (write_shard), which is
+//     the verification "a checkpoint is done when it is verified" asks for -- made by every
+//     rank of its own shard at once, where rank 0 used to read every byte of every rank's again
+//     here, alone, at each save.
 //   - kept: the anchor and the keep-1 next older checkpoints that verify structurally
 //     (manifest, files, sizes), plus every one whose step is divisible by keep_every (> 0), plus
 //     with keep_best the best: of the checkpoints up to the anchor that verify structurally and
@@ -55,7 +59,7 @@ struct ReaderWait {
 // none but at a run's last save, after which no retention comes.
 std::vector<std::string> apply_retention(const std::string& run_dir, int keep,
                                          int64_t keep_every = 0, bool keep_best = false,
-                                         const ReaderWait& wait = {});
+                                         const ReaderWait& wait = {}, int64_t read_back_step = -1);
 
 // Removes the committed checkpoints RUN_DIR/checkpoints/step_N at `ckpt_dirs` the way retention
 // does (each renamed away, then emptied: a crash leaves scratch, never a half-removed checkpoint

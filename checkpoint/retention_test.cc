@@ -266,6 +266,25 @@ TEST(Retention, NeverDeletesTheNewestVerifiedOne) {
   EXPECT_EQ(find_resume_checkpoint(dir.path())->step, 3);
 }
 
+// The checkpoint just committed was read back by its writers (write_shard): retention checks
+// it structurally and takes it as the anchor without reading it again. Damage made after its
+// writers read it back therefore goes unseen here (a resume still verifies every byte, and
+// skips it for the older one kept beside it); an older checkpoint is read as before.
+TEST(Retention, TheCheckpointJustCommittedIsNotReadAgain) {
+  TempDir dir;
+  save_steps(dir.path(), 1, 4);
+  corrupt(io::join(checkpoint_path(dir.path(), 4), "shard_00001.bin"));
+  apply_retention(dir.path(), 2, 0, false, {}, /*read_back_step=*/4);
+  EXPECT_EQ(names(dir.path()), (std::vector<std::string>{"step_00000003", "step_00000004"}));
+  EXPECT_EQ(find_resume_checkpoint(dir.path())->step, 3);
+  // Another step's read-back says nothing of step 4: read, it fails, and 3 is the anchor.
+  TempDir other;
+  save_steps(other.path(), 1, 4);
+  corrupt(io::join(checkpoint_path(other.path(), 4), "shard_00001.bin"));
+  apply_retention(other.path(), 1, 0, false, {}, /*read_back_step=*/3);
+  EXPECT_EQ(names(other.path()), (std::vector<std::string>{"step_00000003", "step_00000004"}));
+}
+
 TEST(Retention, NothingVerifiesNothingDeleted) {
   TempDir dir;
   save_steps(dir.path(), 1, 2);

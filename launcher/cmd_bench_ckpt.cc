@@ -9,15 +9,19 @@
 // Each of the K repeats runs every pair baseline-then-subject (A B, A B ...), in this order:
 //   1. save throughput: plain write+fsync of the same bytes to one file with 8 MiB write(2)
 //      calls (write_shard hashes and writes 256 KiB at a time), then fsync of the directory
-//      (bench_write_fsync) -- against a whole checkpoint save: write_shard for each of the R shards
-//      one after another, then commit_checkpoint (bench_checkpoint_save). Goal: at least 0.8x the
+//      (bench_write_fsync) -- against a whole checkpoint save: write_shard (which reads its shard
+//      back, every checksum) for each of the R shards one after another, then commit_checkpoint
+//      (bench_checkpoint_save). Goal: at least 0.8x the
 //      plain write's GiB/s.
 //   2. restore, of the checkpoint just saved: plain pread(2) of every shard file into the same
 //      memory (no checks) against CheckpointReader::read_range of every whole buffer (manifest
 //      validated, every piece's XXH64 checked). Cold: every file was dropped from the page cache
 //      with posix_fadvise(POSIX_FADV_DONTNEED) (clean after its fsync; mincore confirms), then
 //      warm, read again at once. No goal yet. Every read is checked element by element
-//      (untimed).
+//      (untimed). Then the verification a resume makes of its choice, cold: one reader of the
+//      whole checkpoint (rank 0 alone, as before) against R threads as R ranks, each reading its
+//      share (worker/shared_verification.h). No goal: it is a wait the other ranks no longer
+//      make, and R readers go faster only where the storage (or the hashing) has room for them.
 //   3. training stall: AsyncCheckpointWriter built as the trainer builds it, one per rank, the
 //      kAsync ones reserve()d at start-up as worker/checkpointing.cc does, with the trainer's
 //      SaveRequests (the rank's slices, rank 0 commits with the manifest). This one process
@@ -225,7 +229,8 @@ int run(const BenchCkptArgs& args) {
   std::fflush(stdout);
 
   CkptSeries write_plain, save, read_cold, restore_cold, read_warm, restore_warm, stall_sync,
-      stall_async, async_staged, async_done, mem_in, mem_save, mem_out, mem_restore;
+      stall_async, async_staged, async_done, mem_in, mem_save, mem_out, mem_restore, verify_one,
+      verify_shared;
   double resident = 0;
   const std::string plain_file = io::join(dir.work(), "plain.bin");
   const std::string save_run = io::join(dir.work(), "save"),
@@ -254,6 +259,10 @@ int run(const BenchCkptArgs& args) {
     state.scramble();
     restore_warm.s.push_back(bench_restore(ckpt, state));
     state.check("restore of " + ckpt);
+    resident = std::max(resident, drop_checkpoint(ckpt));
+    verify_one.s.push_back(bench_verify(ckpt, 1));
+    resident = std::max(resident, drop_checkpoint(ckpt));
+    verify_shared.s.push_back(bench_verify(ckpt, ranks));
     io::remove_tree(save_run);
 
     stall_sync.s.push_back(bench_writer_save(sync_writers, sync_run, state, step, 600).blocked);
@@ -320,6 +329,12 @@ int run(const BenchCkptArgs& args) {
   row("checkpoint restore, warm", restore_warm,
       ratio(read_warm.median() / restore_warm.median(), "speed", "no goal"));
 
+  std::printf("resume's verification, cold (every piece's checksum)\n");
+  row("one reader, all of it (baseline)", verify_one, "");
+  std::snprintf(goal, sizeof goal, "%d readers, a share each: the ranks'", ranks);
+  row("shared by the ranks", verify_shared,
+      ratio(verify_one.median() / verify_shared.median(), "speed", goal));
+
   std::printf("in memory, /dev/shm (checkpoint.memory_every; every byte hashed)\n");
   row("plain memcpy into shm (baseline)", mem_in, "");
   row("memory snapshot save", mem_save,
@@ -330,7 +345,8 @@ int run(const BenchCkptArgs& args) {
 
   const char* shards = ranks == 1 ? "" : "s";
   std::printf(
-      "# save: write_shard for each of the %d shard%s in turn, then commit_checkpoint;\n"
+      "# save: write_shard (write, fsync, read back) for each of the %d shard%s in turn, then\n"
+      "#   commit_checkpoint;\n"
       "#   baseline: the same bytes to one file, 8 MiB write(2) calls, fsync, fsync dir.\n"
       "# stall: one AsyncCheckpointWriter per rank, async ones reserve()d first as the trainer\n"
       "#   does at start-up; the previous save had finished (else save() waits for it first).\n"

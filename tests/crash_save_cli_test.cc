@@ -87,7 +87,7 @@ struct Event {
 std::vector<Event> schedule(int rank) {
   std::vector<Event> events;
   for (int s = 1; s <= kSaves; ++s) {
-    for (const char* p : {"shard:write", "shard:fsync", "shard:descriptor"})
+    for (const char* p : {"shard:write", "shard:fsync", "shard:verify", "shard:descriptor"})
       events.push_back({s, p});
     if (rank != 0) continue;
     for (const char* p : {"commit:manifest", "commit:rename", "commit:fsync", "commit:done"}) {

@@ -73,15 +73,16 @@ inline std::string skipped_fsync_path(const std::string& journal, int64_t k) {
 }
 
 // The part of a save a rank was in at its last record, named as the crash tests report it:
-// "write", "fsync", "descriptor" (its shard), "collect" (rank 0 waiting for the others' shards),
-// "commit check", "manifest", "rename", "rename fsync", "retention", "prepare" (making the
-// scratch directory), "between saves" (its part of the last save was over), or "before any
-// save".
+// "write", "fsync", "read back", "descriptor" (its shard), "collect" (rank 0 waiting for the
+// others' shards), "commit check", "manifest", "rename", "rename fsync", "retention", "prepare"
+// (making the scratch directory), "between saves" (its part of the last save was over), or "before
+// any save".
 inline std::string save_part(const std::string& phase, int rank) {
   static const std::map<std::string, std::string> kParts = {{"", "before any save"},
                                                             {"shard:prepare", "prepare"},
                                                             {"shard:write", "write"},
                                                             {"shard:fsync", "fsync"},
+                                                            {"shard:verify", "read back"},
                                                             {"shard:descriptor", "descriptor"},
                                                             {"commit:prepare", "commit check"},
                                                             {"commit:manifest", "manifest"},

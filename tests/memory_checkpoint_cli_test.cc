@@ -199,7 +199,7 @@ TEST(MemoryCheckpointEnd, ARestartFromMemoryAtTheLastStepSavesTheEnd) {
   const std::string run = dir.file("end");
   const auto r = run_cli("run " + job + async + " --set run_dir=" + run +
                              " --set resilience.max_restarts=1 --set "
-                             "cluster.env.RM_TEST_FAULT=savekill:1:9,slowio:1:100000",
+                             "cluster.env.RM_TEST_FAULT=savekill:1:12,slowio:1:100000",
                          dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   ASSERT_NE(r.out.find("resuming from memory (step 10; disk: step 8)"), std::string::npos) << r.out;
@@ -293,10 +293,10 @@ TEST(MemoryCheckpointEnd, ARankKilledCommittingLeavesTheOthersTheirMemory) {
   const std::string run = dir.file("commit");
   const auto r = run_cli("run " + job + async + " --set run_dir=" + run +
                              " --set resilience.max_restarts=1 --set "
-                             "cluster.env.RM_TEST_FAULT=savekill:0:18",
+                             "cluster.env.RM_TEST_FAULT=savekill:0:21",
                          dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_NE(r.err.find("savekill at checkpoint phase event 18 (commit:"), std::string::npos)
+  EXPECT_NE(r.err.find("savekill at checkpoint phase event 21 (commit:"), std::string::npos)
       << r.err;
   EXPECT_NE(r.out.find("resuming from memory (step 10; disk: step 8); in memory: rank 0 holds "
                        "steps 10, 9; rank 1 holds steps 10, 9"),

@@ -89,11 +89,11 @@ TEST(RestartAfterFinish, ARankDyingAsItExitsCostsNoRestart) {
   const std::string job = job_file(dir);
   ASSERT_EQ(run_cli("run " + job + " --nproc 2", dir.path()).exit_code, 0);
   const std::string run = dir.file("late");
-  // savekill with a delay: at rank 1's 9th save event (the last save's last), a kill that comes
+  // savekill with a delay: at rank 1's 12th save event (the last save's last), a kill that comes
   // when the process exits.
   const auto r = run_cli("run " + job + " --nproc 2 --set run_dir=" + run +
                              " --set resilience.max_restarts=1 --set "
-                             "cluster.env.RM_TEST_FAULT=savekill:1:9:600000000",
+                             "cluster.env.RM_TEST_FAULT=savekill:1:12:600000000",
                          dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.err.find("the job finished (weights.bin written), then exited with code"),
