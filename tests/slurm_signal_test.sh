@@ -2,7 +2,8 @@
 # Preemption notice under real Slurm: `scancel --signal=USR1` (what `sbatch --signal=USR1@120`
 # delivers before a time limit) to a 2-node `srun --mpi=pmix ringmaster worker JOB` step makes
 # both ranks checkpoint the step they are in and exit 75; running the same step again resumes
-# from that checkpoint and finishes, with each step in metrics.jsonl once. Skips (exit 77) when
+# from that checkpoint and finishes, with each step in metrics.jsonl once, on the weights and
+# losses of the same job run straight through in a step of its own. Skips (exit 77) when
 # no Slurm cluster answers (CI starts one with ../shared/slurm/start-local-slurm).
 #   slurm_signal_test.sh RINGMASTER_BIN REPO_ROOT
 set -euo pipefail
@@ -21,7 +22,8 @@ train: {steps: 3000, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 
 checkpoint: {every: 1000, keep: 2}
 parallel: {timeout_s: 30, threads_per_rank: 1}
 EOT
-step() { timeout 300 srun --mpi=pmix -N 2 -n 2 -t 5 -J "$name" "$bin" worker "$dir/job.yaml"; }
+sed "s|run_dir: $dir/run|run_dir: $dir/straight|" "$dir/job.yaml" >"$dir/straight.yaml"
+step() { timeout 300 srun --mpi=pmix -N 2 -n 2 -t 5 -J "$name" "$bin" worker "${1:-$dir/job.yaml}"; }
 
 # Any command that fails unexpectedly names its line and shows the first step's output, so a
 # failure in CI (where only this test's output survives) says which check it was.
@@ -67,4 +69,12 @@ grep -q "resuming from $ckpt" <<<"$out" || { echo "FAIL: did not resume from $ck
 [[ -s $dir/run/weights.bin ]] || { echo "FAIL: no weights after the resumed run"; exit 1; }
 steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/run/metrics.jsonl")
 [[ $steps == "$(seq -s ' ' 1 3000)" ]] || { echo "FAIL: metrics.jsonl does not hold steps 1..3000 once each"; exit 1; }
-echo "PASS: stopped after step $stopped with 75, resumed, finished"
+
+# Bit for bit: the same job on the same 2 nodes, never stopped.
+out=$(step "$dir/straight.yaml" 2>&1) || { echo "$out"; echo "FAIL: the straight step failed"; exit 1; }
+cmp "$dir/run/weights.bin" "$dir/straight/weights.bin" ||
+  { echo "FAIL: the stopped and resumed run's weights differ from the straight run's"; exit 1; }
+losses() { python3 -c "import json,sys; print(' '.join(repr(json.loads(l)['loss']) for l in open(sys.argv[1])))" "$1"; }
+[[ $(losses "$dir/run/metrics.jsonl") == "$(losses "$dir/straight/metrics.jsonl")" ]] ||
+  { echo "FAIL: the resumed run's losses differ from the straight run's"; exit 1; }
+echo "PASS: stopped after step $stopped with 75, resumed, finished on the straight run's weights and losses"
