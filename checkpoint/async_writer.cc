@@ -239,7 +239,12 @@ SaveResult AsyncCheckpointWriter::write_and_commit(const SaveRequest& request) {
       try {
         result.removed =
             apply_retention(request.run_dir, request.keep, request.keep_every, request.keep_best,
-                            request.retention_waits_for_readers, request.step);
+                            request.retention_waits_for_readers,
+                            // The writers' read-back stands for the anchor's check only where an
+                            // older checkpoint stays beside it: a read-back may see the page
+                            // cache, and with keep 1 the anchor's check decides whether the only
+                            // other copy goes, so it is read from the storage here as before.
+                            request.keep >= 2 ? request.step : -1);
       } catch (const IoError& e) {
         result.retention_error = e.what();
       } catch (const CheckpointError& e) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -60,10 +61,13 @@ void read_back(const std::string& path, const ShardFileInfo& info) {
     }
     const uint64_t got = XXH64_digest(h.s);
     if (got != p.xxh64) {
-      throw CheckpointError(path + ": read back after its fsync, piece " + p.buffer + "[" +
-                            std::to_string(p.begin) + "," + std::to_string(p.end) + ") hashes to " +
-                            hex64(got) + ", written as " + hex64(p.xxh64) +
-                            " (the storage did not keep what was written)");
+      // An I/O failure (EIO's kind), not bad input: checkpoint.on_error: continue goes on, and
+      // the save is abandoned (its scratch removed, the others told) as for a failed write.
+      throw IoError(path + ": read back after its fsync, piece " + p.buffer + "[" +
+                        std::to_string(p.begin) + "," + std::to_string(p.end) + ") hashes to " +
+                        hex64(got) + ", written as " + hex64(p.xxh64) +
+                        " (the storage did not keep what was written)",
+                    EIO);
     }
   }
 }
@@ -232,7 +236,8 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
   io::fs().note("commit:prepare");  // for the fault journal: the descriptors' removal follows
 
   // Cheap structural check of what the ranks wrote: every listed file present, exact size.
-  // (Their checksums were computed from memory while writing; resume verifies them.)
+  // (Their checksums were computed from memory while writing and checked by their writers
+  // reading them back; resume verifies them again.)
   std::set<std::string> listed;
   for (const ShardFileInfo& f : manifest.files) {
     const std::string path = io::join(tmp, f.name);

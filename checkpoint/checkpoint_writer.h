@@ -52,7 +52,7 @@ struct ShardSlice {
 std::string prepare_checkpoint_dir(const std::string& run_dir, int64_t step);
 
 // Writes `slices`, in order, to tmp_dir/shard_RRRRR.bin, fsyncs it, reads it back (throws
-// CheckpointError when a piece does not hash as written: no descriptor then), then writes the
+// IoError, EIO, when a piece does not hash as written: no descriptor then), then writes the
 // descriptor tmp_dir/shard_RRRRR.json. Returns the file's entry for the manifest.
 ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
                           const std::vector<ShardSlice>& slices);

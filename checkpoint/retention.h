@@ -1,13 +1,15 @@
 // Retention: which checkpoints to delete once a newer one is committed.
 //
-// apply_retention(run_dir, keep, keep_every, keep_best):
+// apply_retention(run_dir, keep, keep_every, keep_best, wait, read_back_step):
 //   - the anchor is the newest committed checkpoint that verifies with checksums (normally the
 //     one just committed). No anchor: nothing is deleted. The checkpoint of `read_back_step`,
 //     the one the caller has just committed, is checked structurally only (manifest, files,
 //     sizes): its writers read their shards back as they wrote them (write_shard), which is
 //     the verification "a checkpoint is done when it is verified" asks for -- made by every
 //     rank of its own shard at once, where rank 0 used to read every byte of every rank's again
-//     here, alone, at each save.
+//     here, alone, at each save. The caller passes it only with keep >= 2 (async_writer.cc): a
+//     read-back may see the page cache, and with keep 1 the anchor's check decides whether the
+//     last other copy goes.
 //   - kept: the anchor and the keep-1 next older checkpoints that verify structurally
 //     (manifest, files, sizes), plus every one whose step is divisible by keep_every (> 0), plus
 //     with keep_best the best: of the checkpoints up to the anchor that verify structurally and

@@ -196,8 +196,6 @@ TEST(ResumeCli, FreshLeavesNothingOfTheOldRun) {
   EXPECT_EQ(status.out.find("step_00000004"), std::string::npos) << status.out;
 }
 
-// A finished run none of whose checkpoints verifies is refused as one without checkpoints is
-// (before: trained again from step 0, metrics.jsonl cut, beside the old weights.bin).
 // Two ranks verify the checkpoint a resume takes together, each its share of the bytes
 // (worker/shared_verification.h), instead of rank 0 reading all of it while the other waits in
 // a collective under parallel.timeout_s. Damage in rank 1's share is found by rank 1, said in
@@ -247,6 +245,8 @@ TEST(ResumeCli, TwoRanksVerifyTheCheckpointTogether) {
   EXPECT_EQ(resumes, 1);
 }
 
+// A finished run none of whose checkpoints verifies is refused as one without checkpoints is
+// (before: trained again from step 0, metrics.jsonl cut, beside the old weights.bin).
 TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {
   TempDir dir;
   const std::string job = job_file(dir);

@@ -6,7 +6,9 @@
 // (300 s by default) for as long as one process took to read the whole checkpoint -- 84 GB of a
 // 7B model's weights and Adam moments at 250 MB/s is 336 s: a resume that timed out on every
 // attempt, on exactly the storage where it matters. Shared, the wait is the largest share's
-// read (about 1/N of it), and N ranks on N nodes read in parallel.
+// read -- about 1/N of it where the checkpoint has many more pieces than N (a writer rank's file
+// holds three, one per buffer, and a piece is not split: a checkpoint of 1 writer rank verified
+// by 8 ranks is read in thirds) -- and N ranks on N nodes read in parallel.
 //
 // Collective: every rank makes the same calls in the same order, over a host-memory
 // communicator (broadcasts and an all_gather of doubles).

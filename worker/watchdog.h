@@ -16,10 +16,10 @@
 //   - one of this rank's collectives advancing (CommActivity::progress: a completion, a phase
 //     of the shared-memory engine);
 //   - progress of a rank on the same node (Communicator::share_liveness), so that a rank waiting
-//     for a peer that is busy but healthy (rank 0 committing a checkpoint or verifying one for a
-//     rollback) does not fire, while ranks waiting for a stopped one do. Ranks on other nodes are
-//     not seen: across nodes, step_timeout_s must also exceed the longest time one rank works
-//     while the others wait for it.
+//     for a peer that is busy but healthy (rank 0 committing a checkpoint, a rank verifying its
+//     share of one for a rollback) does not fire, while ranks waiting for a stopped one do. Ranks
+//     on other nodes are not seen: across nodes, step_timeout_s must also exceed the longest time
+//     one rank works while the others wait for it.
 // Waiting is not progress, and neither is time inside one system call: step_timeout_s must
 // exceed the longest single phase (one parameter unit's forward or backward, one validation
 // batch, one fsync of this rank's checkpoint shard).
