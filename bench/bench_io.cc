@@ -159,9 +159,10 @@ WriterSaveTimes bench_writer_save(std::vector<std::unique_ptr<AsyncCheckpointWri
     q.writers = ranks;
     q.collect_timeout_s = collect_timeout_s;
     if (q.commit) q.manifest = state.manifest(step, ranks);
-    // Retention after the commit, as every trainer's save has (checkpoint.keep >= 1): its check
-    // of the checkpoint just committed is part of a save's cost.
-    q.keep = 1;
+    // Retention after the commit, as every trainer's save has: its check of the checkpoint just
+    // committed is part of a save's cost. keep 2, not 1 (3 is the default): with keep 1 rank 0
+    // reads the anchor again itself (async_writer.cc).
+    q.keep = 2;
   }
   WriterSaveTimes t;
   const auto t0 = Clock::now();

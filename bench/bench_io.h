@@ -70,7 +70,7 @@ struct WriterSaveTimes {
 };
 // Saves `state` as step `step` under run_dir through writers[r] for every rank, as the trainer
 // builds its SaveRequests: the rank's slices of the three buffers; rank 0 commits (collecting
-// the other shards' descriptors) with the manifest, then applies retention (keep 1). Ranks are
+// the other shards' descriptors) with the manifest, then applies retention (keep 2). Ranks are
 // saved last to first, so that in kSync mode rank 0, which waits for every shard, comes after
 // them. Rank 0 gives up waiting for the others' shards after collect_timeout_s (so that a rank
 // whose write failed does not hold the benchmark for the trainer's 600 s). Leaves the
