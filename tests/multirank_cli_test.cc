@@ -106,6 +106,27 @@ TEST(MultiRankCli, AnErrorOfOneRankEndsTheJobAtOnceWithItsCause) {
   }
 }
 
+// A rank whose compute backend fails to start (a GPU out of memory, lost or taken) ends the job
+// at once, the other ranks naming it: they agree on their backends before the first
+// communicator is made. Before, they waited for it in that communicator's MPI_Comm_dup, a
+// collective with no deadline, until the failed rank's MPI_Finalize gave up (120 s).
+TEST(MultiRankCli, ARankWhoseBackendFailsToStartEndsTheJobAtOnce) {
+  TempDir dir;
+  const auto t0 = Clock::now();
+  const auto r =
+      run_cli("run " + job_file(dir) + " --nproc 2", dir.path(), "RM_TEST_FAULT=devfail:1:0");
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(seconds, 60) << "the ranks waited for the failed one";
+  EXPECT_NE(r.err.find("[rank 1] rank 1's compute backend failed to start (RM_TEST_FAULT)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("[rank 0] rank 1 could not start its cpu backend: rank 1's "
+                       "compute backend failed to start"),
+            std::string::npos)
+      << r.err;
+}
+
 // Before any communicator exists, the ranks agree (their checks, the backend, the resume) over
 // plain MPI; a rank stuck there still ends the job within the start-up timeout, naming the step.
 TEST(MultiRankCli, ARankStuckAtStartUpEndsTheJobWithinTheTimeout) {

@@ -36,7 +36,8 @@ enum class Kind {
   kMemKill,
   kReplStop,
   kReplKill,
-  kThrow
+  kThrow,
+  kDevFail
 };
 
 struct Fault {
@@ -75,7 +76,8 @@ Fault parse_one(const std::string& spec) {
                {"memkill", Kind::kMemKill},
                {"replstop", Kind::kReplStop},
                {"replkill", Kind::kReplKill},
-               {"throw", Kind::kThrow}};
+               {"throw", Kind::kThrow},
+               {"devfail", Kind::kDevFail}};
   // clang-format on
   for (const auto& k : kinds) {
     if (std::strcmp(kind, k.name) == 0) {
@@ -83,10 +85,11 @@ Fault parse_one(const std::string& spec) {
       f.name = k.name;
     }
   }
-  // Step 0 (start-up) exists for stop, kill and sleep only.
+  // Step 0 (start-up) exists for stop, kill and sleep only; devfail is at start-up alone.
   const bool at_startup_ok =
       f.kind == Kind::kStop || f.kind == Kind::kKill || f.kind == Kind::kSleep;
-  const bool ok = f.kind != Kind::kNone && rank >= 0 && (at >= 1 || (at == 0 && at_startup_ok)) &&
+  const bool ok = f.kind != Kind::kNone && rank >= 0 &&
+                  (f.kind == Kind::kDevFail ? at == 0 : at >= 1 || (at == 0 && at_startup_ok)) &&
                   (n == 3 || (n == 4 && f.kind == Kind::kSaveKill && delay_us >= 0));
   if (!ok) return Fault{};
   f.rank = rank;
@@ -252,6 +255,15 @@ void maybe_inject_fault(int rank, int64_t step) {
       throw std::runtime_error("an error of rank " + std::to_string(rank) + "'s at step " +
                                std::to_string(step) + " (RM_TEST_FAULT)");
     }
+  }
+}
+
+void maybe_fail_compute_start(int rank) {
+  for (const Fault& f : faults(rank)) {
+    if (f.kind != Kind::kDevFail || f.rank != rank) continue;
+    announce(rank, f);
+    throw std::runtime_error("rank " + std::to_string(rank) +
+                             "'s compute backend failed to start (RM_TEST_FAULT)");
   }
 }
 

@@ -33,6 +33,9 @@
 //   RM_TEST_FAULT=slowstart:RANK:MS       rank RANK sleeps MS milliseconds once, at start-up
 //                                         (step 0's moment, after MPI and the rank's checks):
 //                                         ranks slow to start, for stop notices that come then
+//   RM_TEST_FAULT=devfail:RANK:0          rank RANK's compute backend fails to start (throws as
+//                                         a GPU that cannot be opened does), the other ranks'
+//                                         starting: worker/rank_devices.h
 //   RM_TEST_FAULT=slowinit:RANK:MS        rank RANK (not 0) sleeps MS milliseconds once, just
 //                                         before it opens model.init_from's source, after
 //                                         rank 0 has named it: a source run that changes
@@ -90,6 +93,9 @@ void maybe_delay_initial_weights(int rank);
 // Called by every rank as it starts restoring in-memory step `step` (after the agreement): a
 // slowrestore fault's sleep.
 void maybe_delay_memory_restore(int rank, int64_t step);
+
+// Called by every rank just before it makes its compute backend: a devfail fault's throw.
+void maybe_fail_compute_start(int rank);
 
 // True once, when a nan fault names this rank and step (1-based): the trainer then makes its
 // loss NaN.

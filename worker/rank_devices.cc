@@ -2,10 +2,15 @@
 
 #include <mpi.h>
 
+#include <exception>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "collectives/self_communicator.h"
 #include "kernels/compute_factory.h"
+#include "worker/fault_injection.h"
+#include "worker/startup_agreement.h"
 #ifdef RM_HAVE_NCCL
 #include "collectives/nccl/nccl_communicator.h"
 #endif
@@ -18,7 +23,31 @@ RankDevices make_rank_devices(const DeviceChoice& choice, int threads, double ti
   ComputeOptions options;
   options.threads = threads;
   options.device = choice.device;
-  d.compute = make_compute(choice.kind, options);
+  // Every rank's backend is made, and agreed on, before the first communicator: making one is a
+  // collective with no deadline (MPI_Comm_dup, ncclCommInitRank), where the others would wait
+  // for a rank whose GPU did not start (out of memory, a device lost or taken) until its own
+  // MPI_Finalize gave up; instead every rank leaves at once, naming the rank and its error.
+  std::exception_ptr failure;
+  std::string failed;
+  try {
+    maybe_fail_compute_start(mpi != nullptr ? mpi->rank() : 0);
+    d.compute = make_compute(choice.kind, options);
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    failed = e.what();
+    if (failed.empty()) failed = "an error without a message";
+  }
+  if (mpi != nullptr && mpi->world() > 1) {
+    const std::vector<std::string> errors = gather_text(failed, "the ranks' compute backends");
+    if (failure) std::rethrow_exception(failure);
+    for (size_t r = 0; r < errors.size(); ++r) {
+      if (!errors[r].empty()) {
+        throw std::runtime_error("rank " + std::to_string(r) + " could not start its " +
+                                 compute_kind_name(choice.kind) + " backend: " + errors[r]);
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
   d.host_comm = mpi != nullptr ? mpi->communicator(timeout_s) : make_self_communicator();
   if (choice.kind == ComputeKind::kCpu) return d;
 
