@@ -53,7 +53,9 @@ int cmd_run(const RunArgs& args) {
     const JobConfig& job = checked.job;
     check_resume_source(job, args.from, args.fresh);
     std::string changes;
-    prepare_run_directory(job, args.fresh, &changes, /*judge_finished=*/args.from.empty());
+    prepare_run_directory(
+        job, args.fresh, &changes,
+        args.from.empty() ? FinishedRunJudge::kChecksums : FinishedRunJudge::kNone);
     if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
     // cluster.env is for every rank, here as under `submit`; the ranks inherit it.
     for (const auto& [name, value] : job.cluster.env) {

@@ -170,7 +170,7 @@ int cmd_submit(const SubmitArgs& args) {
       }
     }
     std::string changes;
-    prepare_run_directory(job, args.fresh, &changes, /*judge_finished=*/true);
+    prepare_run_directory(job, args.fresh, &changes, FinishedRunJudge::kChecksums);
     if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
     for (const char* sub : {"logs", "slurm"}) {
       std::error_code ec;

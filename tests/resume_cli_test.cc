@@ -245,6 +245,39 @@ TEST(ResumeCli, TwoRanksVerifyTheCheckpointTogether) {
   EXPECT_EQ(resumes, 1);
 }
 
+// A worker started without `run` (a batch script's srun, a Slurm requeue, a supervisor's restart)
+// judges a finished run by its checkpoints' structure before it writes, and reads them with
+// every rank as it resumes: rank 0 no longer reads them alone first, while the others wait for
+// it under the start-up timeout. Damage inside the end's checkpoint is found by the rank whose
+// share holds it, and the run is refused, weights.bin and the checkpoints kept.
+TEST(ResumeCli, AWorkerReadsAFinishedRunsCheckpointWithEveryRank) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string run = dir.file("straight");
+  ASSERT_EQ(run_cli("run " + job + " --nproc 2", dir.path()).exit_code, 0);
+  const std::string weights = test::slurp(run + "/weights.bin");
+  const std::string bad = run + "/checkpoints/step_00000012/shard_00001.bin";
+  const auto size = std::filesystem::file_size(bad);
+  std::fstream(bad, std::ios::in | std::ios::out | std::ios::binary)
+      .seekp(static_cast<std::streamoff>(size - 8))
+      .write("garbage!", 8);
+  const auto again = run_cli("worker " + job + " --set train.steps=16", dir.path(), "",
+                             "mpirun -np 2 --oversubscribe --allow-run-as-root");
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("holds a finished run whose end (weights.bin) is newer than its "
+                           "newest checkpoint that verifies (step 8;"),
+            std::string::npos)
+      << again.err;
+  EXPECT_NE(again.out.find("skipped " + run + "/checkpoints/step_00000012: " + bad +
+                           ": checksum mismatch"),
+            std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("(found by rank 1)"), std::string::npos) << again.out;
+  EXPECT_TRUE(test::slurp(run + "/weights.bin") == weights) << "weights.bin changed";
+  EXPECT_TRUE(std::filesystem::exists(bad));
+  EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+}
+
 // A finished run none of whose checkpoints verifies is refused as one without checkpoints is
 // (before: trained again from step 0, metrics.jsonl cut, beside the old weights.bin).
 TEST(ResumeCli, AFinishedRunWithNoCheckpointThatVerifiesIsRefused) {

@@ -157,7 +157,7 @@ FromUse check_resume_source(const JobConfig& job, const std::string& from, bool 
 }
 
 RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes,
-                               bool judge_finished) {
+                               FinishedRunJudge judge) {
   const auto recorded = [](const std::string& run_dir) -> std::pair<std::string, std::string> {
     const auto list = list_checkpoints(run_dir, VerifyLevel::kStructure);
     for (auto it = list.rbegin(); it != list.rend(); ++it) {
@@ -170,11 +170,15 @@ RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* ch
     return {};
   };
   const auto finished_run = [&](RunStart start) {
-    if (start != RunStart::kResume || !judge_finished) return;
+    if (start != RunStart::kResume || judge == FinishedRunJudge::kNone) return;
     if (job.checkpoint.memory_every > 0) return;  // memory may hold the end: the ranks judge
     if (!io::exists(run_file(job.run_dir, "weights.bin"))) return;  // not finished: no reading
     std::vector<std::string> skipped;
-    const std::optional<CheckpointInfo> newest = find_resume_checkpoint(job.run_dir, &skipped);
+    const VerifyLevel level =
+        judge == FinishedRunJudge::kChecksums ? VerifyLevel::kChecksums : VerifyLevel::kStructure;
+    const std::optional<CheckpointInfo> newest = find_resume_checkpoint(
+        job.run_dir, &skipped,
+        [level](const std::string& dir) { return verify_checkpoint(dir, level); });
     const FinishedRun verdict = judge_finished_run(job, newest);
     if (verdict == FinishedRun::kGoesOn) return;
     for (const std::string& line : skipped) std::printf("ringmaster: %s\n", line.c_str());

@@ -93,16 +93,27 @@ enum class FromUse {
 };
 FromUse check_resume_source(const JobConfig& job, const std::string& from, bool fresh);
 
+// How prepare_run_directory judges a finished run (worker/finished_run.h) before it writes.
+enum class FinishedRunJudge {
+  kNone,       // not at all: --from given, or judged already (`run`'s first attempt)
+  kChecksums,  // every byte of the candidates read: by the launcher, which no rank waits for
+  kStructure,  // their manifests and sizes alone: by a worker's rank 0 while the other ranks wait
+               // for it at start-up. A refusal then is certain (reading the bytes too can only
+               // pass over more checkpoints); a checkpoint damaged inside is passed over by the
+               // resume, which reads it with every rank and refuses then (config.yaml rewritten,
+               // weights.bin and the checkpoints kept: Checkpointing::resume)
+};
+
 // base/run_dir.h's prepare_run, the run's newest committed checkpoint that is all there standing
 // in for a config.yaml that is gone (its manifest records the job): a run directory of
 // checkpoints alone is checked for the same job as any other, and config.yaml is not rewritten
-// for another job's run. With `judge_finished` (a resume without --from), a finished run
-// is judged too (worker/finished_run.h), reading its newest checkpoint that verifies: one that
+// for another job's run. With `judge` other than kNone (a resume without --from), a finished run
+// is judged too, reading its newest checkpoint that verifies at that level: one that
 // may not go on is refused with InputError (exit 2) before config.yaml is rewritten, the
 // checkpoints passed over said on stdout first. Not a run with in-memory checkpoints
 // (checkpoint.memory_every): its ranks may resume from memory newer than the disk, which only
 // they can see; they judge it then.
 RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* changes,
-                               bool judge_finished);
+                               FinishedRunJudge judge);
 
 }  // namespace rm

@@ -76,11 +76,13 @@ StartKind prepare(const JobConfig& job, const RankArgs& args) {
   const FromUse from = check_resume_source(job, args.from, args.fresh);
   std::string changes;  // said here when the worker runs alone (`run` has said it before mpirun)
   // A finished run is judged before it resumes (worker/finished_run.h) -- here by rank 0 unless
-  // `ringmaster run` judged it just now, holding the run's lock since: its first attempt.
+  // `ringmaster run` judged it just now, holding the run's lock since: its first attempt. By its
+  // structure alone, the other ranks waiting: the resume reads the checkpoint with every rank.
   const char* attempt = std::getenv("RM_RESTART_COUNT");
   const bool judged = attempt != nullptr && std::atoi(attempt) == 0;
-  const RunStart start =
-      prepare_run_directory(job, args.fresh, &changes, args.from.empty() && !judged);
+  const RunStart start = prepare_run_directory(
+      job, args.fresh, &changes,
+      args.from.empty() && !judged ? FinishedRunJudge::kStructure : FinishedRunJudge::kNone);
   if (!changes.empty()) std::printf("ringmaster: %s\n", changes.c_str());
   if (start == RunStart::kRestartUnfinished && args.from.empty()) {
     std::printf("ringmaster: %s holds an unfinished run of this job that saved no checkpoint on "
