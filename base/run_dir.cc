@@ -40,8 +40,16 @@ namespace {
 // micro_batch windows, and validation losses over other windows do not compare (the best
 // checkpoint of checkpoint.keep_best is chosen by them): that product is compared instead, by
 // validation_change below.
+//
+// So may how the model's memory is spent, which the memory check and the planner suggest when a
+// job does not fit (planning/memory_fit.h): model.recompute computes the same activations again,
+// bit for bit (model/gpt_model.h), and model.classifier_chunk_tokens changes only the order the
+// classifier's gradient is summed in, as micro_batch does.
 JobConfig training_part(JobConfig j) {
   const TrainConfig defaults;
+  const ModelConfig model_defaults;
+  j.model.recompute = model_defaults.recompute;
+  j.model.classifier_chunk_tokens = model_defaults.classifier_chunk_tokens;
   j.train.micro_batch = defaults.micro_batch;
   j.train.eval_batches = defaults.eval_batches;
   j.train.steps = defaults.steps;
@@ -80,6 +88,11 @@ std::string validation_change(const JobConfig& before_job, const JobConfig& now_
     return out + " (no train.eval_batches keeps it with train.micro_batch " +
            std::to_string(now.micro_batch) + "; a micro_batch that divides " + std::to_string(was) +
            " would)";
+  }
+  if (was / now.micro_batch > kMaxEvalBatches) {
+    return out + " (train.eval_batches would have to be " + std::to_string(was / now.micro_batch) +
+           ", over its bound of " + std::to_string(kMaxEvalBatches) +
+           "; a larger micro_batch that divides " + std::to_string(was) + " would keep it)";
   }
   const std::string keeps = "train.eval_batches " + std::to_string(was / now.micro_batch);
   if (now.micro_batch == before.micro_batch) return out + " (" + keeps + " keeps it)";

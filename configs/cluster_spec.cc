@@ -2,17 +2,24 @@
 
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "configs/config_error.h"
 #include "configs/job_file.h"
 #include "configs/value_parse.h"
+#include "configs/yaml_format.h"
 #include "configs/yaml_guard.h"
 
 namespace rm {
 namespace {
 
+// At least kSmallest where not 0: a bandwidth of 1e-320 GB/s was taken, and every step of the
+// plan took inf s. At most kLargest: far past any machine's (a node of 1e9 GiB, a failure every
+// 10^5 years), where the plan's products stay finite (node_mtbf_hours 1e306 made the expected
+// loss inf/inf, printed as 100%).
+constexpr double kSmallest = 1e-6, kLargest = 1e9;
 // Beyond any machine: the planner's products of them stay far inside an int.
 constexpr int kMaxNodes = 100000;
 constexpr int kMaxDevicesPerNode = 1024;
@@ -78,13 +85,12 @@ class Reader {
     return n;
   }
 
+  // Where not 0: at least kSmallest, and at most `largest` (kLargest unless the caller bounds
+  // the value itself).
   double positive(const YAML::Node& map, const std::string& prefix, const char* key,
-                  bool zero_ok = false) {
+                  bool zero_ok = false, double largest = kLargest) {
     const YAML::Node* n = need(map, prefix, key);
     if (n == nullptr) return 0;
-    // At least kSmallest where not 0: a bandwidth of 1e-320 GB/s was taken, and every step of
-    // the plan took inf s.
-    constexpr double kSmallest = 1e-6;
     std::string why = std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
                       " number, not " +
                       (n->IsNull()     ? std::string("empty")
@@ -92,8 +98,13 @@ class Reader {
                                        : std::string("a collection"));
     try {
       const double v = n->as<double>();
-      if (std::isfinite(v) && (v >= kSmallest || (zero_ok && v == 0))) return v;
-      if (std::isfinite(v) && v > 0) why = n->Scalar() + " is too small: at least 1e-06";
+      if (std::isfinite(v) && v <= largest && (v >= kSmallest || (zero_ok && v == 0))) return v;
+      if (std::isfinite(v) && v > largest) {
+        why = n->Scalar() + " is too large: at most " + format_double(largest);
+      }
+      if (std::isfinite(v) && v > 0 && v < kSmallest) {
+        why = n->Scalar() + " is too small: at least 1e-06";
+      }
     } catch (const YAML::Exception&) {
     }
     error(*n, prefix + key, why);
@@ -103,7 +114,7 @@ class Reader {
   // A whole number in [1, max] (a count the planner multiplies: 2^31 nodes overflowed it, and
   // divided by zero). 0 when wrong, with the error added.
   int whole(const YAML::Node& map, const std::string& prefix, const char* key, int max) {
-    const double v = positive(map, prefix, key);
+    const double v = positive(map, prefix, key, false, std::numeric_limits<double>::max());
     if (v == 0) return 0;
     if (v != std::floor(v) || v > max) {
       const YAML::Node* n = &nodes_.back();

@@ -152,6 +152,18 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
           "rollback needs checkpoints to roll back to: set checkpoint.every > 0");
     }
   });
+  when({"observability.trace", "observability.trace_start", "train.steps"}, [&] {
+    // The window would begin after the run's last step: no rank records anything, and the run
+    // said nothing until `ringmaster trace` found no trace to merge.
+    const ObservabilityConfig& ob = cfg.observability;
+    if (ob.trace && ob.trace_start > cfg.train.steps) {
+      add("observability.trace_start",
+          std::to_string(ob.trace_start) + " is past train.steps (" +
+              std::to_string(cfg.train.steps) +
+              "): the trace window would record nothing; set trace_start to at most " +
+              std::to_string(cfg.train.steps) + " (the default, 3, skips start-up effects)");
+    }
+  });
   const ClusterConfig& c = cfg.cluster;
   when({"parallel.backend", "cluster.gpus_per_node", "cluster.tasks_per_node"}, [&] {
     // auto takes the GPUs where a node has them (as `submit` plans it): each rank then needs its

@@ -213,6 +213,26 @@ TEST(CrossField, RollbackNeedsCheckpoints) {
                   .empty());
 }
 
+// A trace window that begins after the last step records nothing: refused, not silently empty.
+TEST(CrossField, TheTraceWindowBeginsWithinTheRun) {
+  const std::string past = one_error(
+      with_train("train:\n  steps: 10\nobservability:\n  trace: true\n  trace_start: 11\n"));
+  EXPECT_NE(past.find("observability.trace_start: 11 is past train.steps (10): the trace window "
+                      "would record nothing; set trace_start to at most 10"),
+            std::string::npos)
+      << past;
+  // The default start (3) in a run of 2 steps.
+  EXPECT_NE(one_error(with_train("train:\n  steps: 2\nobservability:\n  trace: true\n"))
+                .find("observability.trace_start: 3 is past train.steps (2)"),
+            std::string::npos);
+  EXPECT_TRUE(load_errors(with_train("train:\n  steps: 10\nobservability:\n  trace: true\n  "
+                                     "trace_start: 10\n"))
+                  .empty());
+  EXPECT_TRUE(
+      load_errors(with_train("train:\n  steps: 2\nobservability:\n  trace_start: 11\n")).empty())
+      << "no trace, no window";
+}
+
 // Counts and times with no sane use beyond a bound: refused by name (before: a million OpenMP
 // threads, every collective timing out at once, an evaluation count wrapping in int).
 TEST(KeyRules, ThreadsCollectiveTimeoutAndEvalBatchesAreBounded) {

@@ -48,6 +48,10 @@ inline bool has_validation_data(const DataConfig& d) {
   return !d.val.empty() || d.val_fraction > 0;
 }
 
+// train.eval_batches' bound (configs/schema.cc says why), which what suggests another
+// eval_batches (planning/memory_fit.h, base/run_dir.h) keeps to as well.
+inline constexpr int kMaxEvalBatches = 1000000;
+
 struct TrainConfig {
   int64_t steps = 1000;
   int global_batch = 32;  // sequences per optimizer step, all ranks together

@@ -213,7 +213,7 @@ std::vector<KeySpec> build_schema() {
       RM_KEY(train.eval_every, at_least(0), "Steps between evaluations; 0 = never."),
       // At most 10^6: the evaluation's rounds are counted in int (2^31 wrapped to none, and a
       // NaN val_loss), and a million micro-batches is already hours per evaluation.
-      RM_KEY(train.eval_batches, between(0, 1e6),
+      RM_KEY(train.eval_batches, between(0, kMaxEvalBatches),
              "Validation micro-batches per evaluation: the first `eval_batches x micro_batch` "
              "windows of the validation data, whatever the rank count (so `val_loss` compares "
              "between runs of the same product). A run resumed with another `micro_batch` must "

@@ -12,6 +12,7 @@
 #include "base/input_error.h"
 #include "configs/cluster_spec.h"
 #include "configs/job_loader.h"
+#include "configs/yaml_format.h"
 #include "launcher/cmd_common.h"
 #include "planning/gemm_rate.h"
 #include "planning/host_memory.h"
@@ -45,13 +46,12 @@ ClusterSpec this_host(int ranks) {
 
 void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
   std::printf("plan: job %s on %s\n", job.source_path.c_str(), c.name.c_str());
-  std::printf("  %d node%s x %d %s rank%s (%s, %.3g TFLOP/s x mfu %.2f, %s%.0f GiB RAM/node)\n",
-              c.nodes, c.nodes == 1 ? "" : "s", c.devices_per_node, c.device_type.c_str(),
-              c.devices_per_node == 1 ? "" : "s", c.device_name.c_str(), c.tflops, c.mfu,
-              c.device_type == "gpu" ? (std::to_string(static_cast<int>(c.device_memory_gib)) +
-                                        " GiB/device, ").c_str()
-                                     : "",
-              c.node_memory_gib);
+  std::printf(
+      "  %d node%s x %d %s rank%s (%s, %.3g TFLOP/s x mfu %.2f, %s%.0f GiB RAM/node)\n", c.nodes,
+      c.nodes == 1 ? "" : "s", c.devices_per_node, c.device_type.c_str(),
+      c.devices_per_node == 1 ? "" : "s", c.device_name.c_str(), c.tflops, c.mfu,
+      c.device_type == "gpu" ? (format_double(c.device_memory_gib) + " GiB/device, ").c_str() : "",
+      c.node_memory_gib);
   std::printf("  model: %.4g M parameters, %.4g GFLOP per token (train); %.0f tokens per rank per "
               "step, %d micro-batch%s of %d\n",
               p.params / 1e6, p.flops_per_token / 1e9, p.tokens_per_rank, p.accumulation,

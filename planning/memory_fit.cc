@@ -48,12 +48,13 @@ int eval_batches_keeping_validation(const JobConfig& job, int mb) {
   const TrainConfig& t = job.train;
   if (!has_validation_data(job.data) || t.eval_batches == 0 || mb == t.micro_batch) return 0;
   const long long windows = static_cast<long long>(t.eval_batches) * t.micro_batch;
-  return windows % mb == 0 && windows / mb <= INT_MAX ? static_cast<int>(windows / mb) : 0;
+  return windows % mb == 0 && windows / mb <= kMaxEvalBatches ? static_cast<int>(windows / mb) : 0;
 }
 
 // Micro-batches up to job's that keep the batch arithmetic whole on `ranks` (divisors of the
-// per-rank batch) and, where the job is validated, its validation windows whole (1 always
-// does), largest first; empty when the ranks do not divide the global batch.
+// per-rank batch) and, where the job is validated, its validation windows whole in at most
+// kMaxEvalBatches micro-batches (a suggestion the schema would refuse is none), largest first;
+// empty when the ranks do not divide the global batch or no micro-batch keeps the windows.
 std::vector<int> micro_batches(const JobConfig& job, int ranks) {
   std::vector<int> out;
   if (job.train.global_batch % ranks != 0) return out;
@@ -64,7 +65,8 @@ std::vector<int> micro_batches(const JobConfig& job, int ranks) {
           ? static_cast<long long>(job.train.eval_batches) * job.train.micro_batch
           : 0;
   for (int d = std::min(job.train.micro_batch, per_rank); d >= 1; --d) {
-    if (per_rank % d == 0 && (windows == 0 || windows % d == 0)) out.push_back(d);
+    if (per_rank % d != 0) continue;
+    if (windows == 0 || (windows % d == 0 && windows / d <= kMaxEvalBatches)) out.push_back(d);
   }
   return out;
 }

@@ -153,6 +153,26 @@ TEST(MemoryFit, ASmallerMicroBatchKeepsTheValidationSet) {
   EXPECT_EQ(refusal(job, 2, 2, ComputeKind::kCpu, c).find("eval_batches"), std::string::npos);
 }
 
+TEST(MemoryFit, NoSuggestedEvalBatchesPassesItsBound) {
+  // 10^6 x 16 windows: a micro-batch of 8 would need train.eval_batches 2 x 10^6, which the
+  // schema refuses (configs/schema.cc): the suggestion would be a job that does not load.
+  JobConfig job = job_of(512, 8, 16, 32);
+  job.train.eval_batches = kMaxEvalBatches;
+  JobConfig half = job;
+  half.train.micro_batch = 8;
+  MemoryCapacity c;
+  c.host = (host_need(half, 2, 2) + host_need(job, 2, 2)) / 2;
+  const std::vector<std::string> ways = memory_fit_suggestions(job, 2, 2, ComputeKind::kCpu, c);
+  for (const std::string& w : ways) {
+    JobConfig changed = job;
+    if (!apply(w, changed)) continue;
+    EXPECT_LE(changed.train.eval_batches, kMaxEvalBatches) << w;
+    EXPECT_EQ(int64_t{changed.train.eval_batches} * changed.train.micro_batch,
+              int64_t{kMaxEvalBatches} * 16)
+        << w;
+  }
+}
+
 TEST(MemoryFit, ShardingIsSuggestedWhenTheModelStateDominates) {
   // 16 bytes per parameter replicated on 4 ranks; sharded they share them.
   const JobConfig job = job_of(2048, 8, 1, 4);

@@ -199,7 +199,9 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   // host; device-to-host copies on a GPU are of the same order).
   p.stall_s = job.checkpoint.async ? ckpt_bytes / p.ranks / 5e9 : p.save_s;
   p.job_mtbf_h = c.node_mtbf_hours / c.nodes;
-  const double mtbf_s = p.job_mtbf_h * 3600;
+  // Bounded: a node_mtbf_hours near DBL_MAX (a spec built in code; files are bounded at 1e9)
+  // made it inf, and the lost fraction below inf/inf: NaN, printed as 100% lost.
+  const double mtbf_s = std::min(p.job_mtbf_h * 3600, 1e300);
   p.interval_s = std::sqrt(2 * std::max(p.stall_s, 1e-3) * mtbf_s);
   if (p.recommended >= 0) {
     // The recommended row's step at the bucket size recommended with it (`best`): the row itself

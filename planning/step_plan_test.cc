@@ -271,9 +271,14 @@ TEST(StepPlan, ExtremeFailureRatesGiveBoundedAnswers) {
   ClusterSpec c = cluster(1, 1, "cpu");
   c.tflops = 1;
   c.mfu = 0.5;
+  c.fs_write_gbs = 1;  // a save of finite time: with none (0) any plan loses all of it
   c.node_mtbf_hours = 1e300;
   const JobPlan never = plan_job(job(16, 8, /*async=*/true), c);
   EXPECT_GT(never.interval_steps, 1000000000);
+  c.node_mtbf_hours = 1e307;  // x 3600 s: past DBL_MAX
+  const JobPlan beyond = plan_job(job(16, 8, /*async=*/true), c);
+  EXPECT_LT(beyond.lost_fraction, 1e-6);
+  EXPECT_GT(beyond.interval_steps, 1000000000);
   c.node_mtbf_hours = 1e-300;
   const JobPlan always = plan_job(job(16, 8, /*async=*/true), c);
   EXPECT_LE(always.lost_fraction, 1.0);

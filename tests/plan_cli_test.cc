@@ -214,6 +214,21 @@ speed: 3
   EXPECT_EQ(small.exit_code, 2) << small.out;
   EXPECT_NE(small.err.find("bandwidth_gbs: 1e-320 is too small: at least 1e-06"), std::string::npos)
       << small.err;
+  // And too large (a device of 1e10 GiB overflowed the int it was printed through; a failure
+  // every 1e306 hours planned 100% of the time lost).
+  for (const char* key : {"memory_gib: ", "node_mtbf_hours: "}) {
+    std::string big = test::slurp("configs/clusters/h100-8x8.yaml");
+    const size_t at = big.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    const size_t value = at + std::string(key).size();
+    big.replace(value, big.find_first_of(" ,}\n", value) - value, "1e306");
+    const auto large =
+        run_cli("plan configs/shakespeare.yaml --cluster " + dir.write("l.yaml", big), dir.path());
+    EXPECT_EQ(large.exit_code, 2) << large.out;
+    EXPECT_NE(large.err.find(std::string(key) + "1e306 is too large: at most 1.0e+9"),
+              std::string::npos)
+        << large.err;
+  }
   const auto key =
       run_cli("plan configs/shakespeare.yaml --cluster " +
                   dir.write("k.yaml", test::slurp("configs/clusters/h100-8x8.yaml") + "[a]: 1\n"),

@@ -442,6 +442,55 @@ TEST(ResumeCli, ADifferentJobNeedsFresh) {
   EXPECT_NE(other_set.err.find("windows: 8 x 2 = 16 -> 3 x 2 = 6 (train.eval_batches 8 keeps it)"),
             std::string::npos)
       << other_set.err;
+  // Where the eval_batches that would keep it passes its bound, that is said instead of a value
+  // the schema refuses (nothing is evaluated: eval_every 0).
+  const std::string big = " --set run_dir=" + dir.file("big") + " --set train.eval_batches=1000000";
+  ASSERT_EQ(run_cli("run " + job + big + " --set train.steps=1", dir.path()).exit_code, 0);
+  const auto over = run_cli("run " + job + big + " --set train.micro_batch=1", dir.path());
+  EXPECT_EQ(over.exit_code, 2);
+  EXPECT_NE(over.err.find("(train.eval_batches would have to be 2000000, over its bound of "
+                          "1000000; a larger micro_batch that divides 2000000 would keep it)"),
+            std::string::npos)
+      << over.err;
+}
+
+// What the memory check and the planner suggest when a job does not fit (model.recompute,
+// model.classifier_chunk_tokens) resumes the run: both were refused as "a different job", so a
+// run could only take the advice with --fresh, losing its steps. Recompute computes the same
+// activations again, so that resume is bit for bit the straight run; smaller classifier chunks
+// sum the head's gradient in another order (as another micro_batch does), so within tolerance.
+TEST(ResumeCli, WhatTheMemoryCheckSuggestsResumesTheRun) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string recomputed = " --set run_dir=" + dir.file("recomputed");
+  ASSERT_EQ(run_cli("run " + job + recomputed + " --set train.steps=4", dir.path()).exit_code, 0);
+  const auto r = run_cli("run " + job + recomputed + " --set model.recompute=true", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(step 4)"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(dir.file("straight/weights.bin")),
+            test::slurp(dir.file("recomputed/weights.bin")))
+      << "a resume under model.recompute differs from the straight run";
+  EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")),
+            test::losses_by_step(dir.file("recomputed/metrics.jsonl")));
+
+  const std::string chunked = " --set run_dir=" + dir.file("chunked");
+  ASSERT_EQ(run_cli("run " + job + chunked + " --set train.steps=4", dir.path()).exit_code, 0);
+  const auto c =
+      run_cli("run " + job + chunked + " --set model.classifier_chunk_tokens=16", dir.path());
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("(step 4)"), std::string::npos) << c.out;
+  EXPECT_TRUE(test::each_step_once(dir.file("chunked/metrics.jsonl"), 12));
+  const auto straight = test::losses_by_step(dir.file("straight/metrics.jsonl"));
+  const auto resumed = test::losses_by_step(dir.file("chunked/metrics.jsonl"));
+  ASSERT_EQ(straight.size(), resumed.size());
+  for (const auto& [step, loss] : straight) {
+    ASSERT_TRUE(resumed.count(step)) << step;
+    EXPECT_NEAR(resumed.at(step), loss, 1e-3 * loss) << "step " << step;
+  }
+  // What the model is stays compared: another width is still another job.
+  const auto other = run_cli("run " + job + chunked + " --set model.width=64", dir.path());
+  EXPECT_EQ(other.exit_code, 2) << other.err;
 }
 
 // Without validation data (val_fraction 0) there is no validation set to keep: another
