@@ -9,8 +9,12 @@
 //   RM_TEST_FAULT=empty    issue an all-reduce of no elements first (its peers do not)
 //   RM_TEST_FAULT=barrier  call barrier() instead
 //   RM_TEST_FAULT=stall_allocate  sleep RM_TEST_STALL_SECONDS before allocate() (registered)
-//   RM_TEST_STALL_RANK     the victim (default 1); RM_TEST_ALGORITHM=auto|mpi;
-//   RM_TEST_BUFFER=plain|registered (from Communicator::allocate)
+//   RM_TEST_STALL_RANK     the victim (default 1); RM_TEST_ALGORITHM=auto|mpi|leaders (leaders:
+//   auto with the hierarchical path's host-leaders layout); RM_TEST_BUFFER=plain|registered
+//   (from Communicator::allocate); RM_TEST_OPERATION=all_reduce (default)|reduce_scatter (even
+//   shards: the operations are then reduce-scatters); RM_TEST_WATCH_RANK: when set, only this
+//   rank has the 2 s timeout, the others 60 s, so that this rank's message is the one a test
+//   reads (across hosts several ranks wait for a stalled one)
 // With a registered buffer, allocate() is the job's first operation (seq=1): the fourth
 // all-reduce is then seq=5.
 #include <mpi.h>
@@ -40,8 +44,17 @@ int main(int argc, char** argv) {
   const int stall_seconds = std::atoi(env_or("RM_TEST_STALL_SECONDS", "60").c_str());
   rm::CommOptions options;
   options.timeout_s = 2;
+  const std::string watch = env_or("RM_TEST_WATCH_RANK", "");
+  if (!watch.empty()) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank != std::atoi(watch.c_str())) options.timeout_s = 60;
+  }
   rm::MpiOptions mpi;
-  if (env_or("RM_TEST_ALGORITHM", "auto") == "mpi") mpi.algorithm = rm::MpiOptions::Algorithm::kMpi;
+  const std::string algorithm = env_or("RM_TEST_ALGORITHM", "auto");
+  if (algorithm == "mpi") mpi.algorithm = rm::MpiOptions::Algorithm::kMpi;
+  if (algorithm == "leaders") mpi.hier_layout = rm::detail::HierLayout::kLeaders;
+  const bool scatter = env_or("RM_TEST_OPERATION", "all_reduce") == "reduce_scatter";
   auto comm = rm::make_mpi_communicator(MPI_COMM_WORLD, options, mpi);
 
   const size_t count = size_t{1} << 18;
@@ -71,7 +84,9 @@ int main(int argc, char** argv) {
     }
     const size_t elements = hit && fault == "short" ? count - 64 : count;
     const auto reduce_op = hit && fault == "op" ? rm::ReduceOp::kSum : rm::ReduceOp::kAvg;
-    auto work = comm->all_reduce(buf, elements, rm::DType::kFloat32, reduce_op);
+    auto work = scatter ? comm->reduce_scatter(buf, rm::shard_counts(elements, comm->size()),
+                                               rm::DType::kFloat32, reduce_op)
+                        : comm->all_reduce(buf, elements, rm::DType::kFloat32, reduce_op);
     if (hit && (fault == "sigstop" || fault == "sigkill")) {
       std::fprintf(stderr, "[rank %d] test hook: %s during seq=%d\n", victim, fault.c_str(), op);
       work->test();

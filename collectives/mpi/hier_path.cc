@@ -23,6 +23,13 @@ std::vector<int> to_ints(const std::vector<size_t>& v) {
   return out;
 }
 
+// An in-host reduction: a sum (an average is divided once, after the inter-host step) that
+// announces what the caller asked for, so that ranks of a host that disagree are caught.
+ShmTask in_host_sum(ShmKind kind, char* buf, DType dtype, std::vector<size_t> counts, bool avg) {
+  return {
+      kind, buf, dtype, ReduceOp::kSum, std::move(counts), avg ? ReduceOp::kAvg : ReduceOp::kSum};
+}
+
 // Where each part starts when parts of `counts` elements lie back to back.
 std::vector<size_t> offsets(const std::vector<size_t>& counts) {
   std::vector<size_t> out(counts.size(), 0);
@@ -77,8 +84,8 @@ std::unique_ptr<HierPath> HierPath::make(MPI_Comm comm, size_t slot_bytes, HierL
   for (int h = 0; h < p->hosts_; ++h) {
     p->host_names_.emplace_back(&all[static_cast<size_t>(h * local_size) * MPI_MAX_PROCESSOR_NAME]);
   }
-  p->in_ = std::make_unique<ShmEngine>(node, slot_bytes);
-  p->out_ = std::make_unique<ShmEngine>(node, slot_bytes);
+  p->in_ = std::make_unique<ShmEngine>(node, slot_bytes, p->host_ * local_size, size);
+  p->out_ = std::make_unique<ShmEngine>(node, slot_bytes, p->host_ * local_size, size);
   return p;
 }
 
@@ -126,8 +133,8 @@ void HierPath::all_reduce(std::shared_ptr<HierOp> op, char* buf, size_t count, D
   op->dtype = dtype;
   const size_t esize = dtype_size(dtype);
   if (layout_ == HierLayout::kLeaders) {
-    op->in_tasks.push_back({ShmKind::kAllReduce, buf, dtype, ReduceOp::kSum,
-                            shard_counts(count, local_size_)});
+    op->in_tasks.push_back(
+        in_host_sum(ShmKind::kAllReduce, buf, dtype, shard_counts(count, local_size_), avg));
     if (local_ == 0) {
       op->rail = HierOp::Rail::kAllReduce;
       const std::vector<size_t> parts = shard_counts(count, hosts_);
@@ -139,7 +146,7 @@ void HierPath::all_reduce(std::shared_ptr<HierOp> op, char* buf, size_t count, D
   } else {
     const std::vector<size_t> slices = shard_counts(count, local_size_);
     char* mine = buf + shard_offset(slices, local_) * esize;
-    op->in_tasks.push_back({ShmKind::kReduceScatter, buf, dtype, ReduceOp::kSum, slices});
+    op->in_tasks.push_back(in_host_sum(ShmKind::kReduceScatter, buf, dtype, slices, avg));
     op->rail = HierOp::Rail::kAllReduce;
     const std::vector<size_t> parts = shard_counts(slices[static_cast<size_t>(local_)], hosts_);
     plan_exchange(*op, mine, parts, offsets(parts), avg);
@@ -158,8 +165,9 @@ void HierPath::reduce_scatter(std::shared_ptr<HierOp> op, char* buf,
   for (int h = 0; h < hosts_; ++h) {
     const auto first = counts.begin() + static_cast<long>(h * L);
     std::vector<size_t> block(first, first + static_cast<long>(L));
-    op->in_tasks.push_back({ShmKind::kReduceScatter, buf + shard_offset(counts, h * local_size_) * esize,
-                            dtype, ReduceOp::kSum, block});
+    op->in_tasks.push_back(in_host_sum(ShmKind::kReduceScatter,
+                                       buf + shard_offset(counts, h * local_size_) * esize, dtype,
+                                       block, avg));
     rail_counts.push_back(block[static_cast<size_t>(local_)]);
     rail_displs.push_back(shard_offset(counts, global_rank(h, local_)));
   }
@@ -339,7 +347,9 @@ std::string HierPath::waiting_for(const HierOp& op) const {
     std::string peers;
     for (int h = 0; h < hosts_; ++h) {
       if (h == host_) continue;
-      const int peer = layout_ == HierLayout::kRails ? global_rank(h, local_) : global_rank(h, 0);
+      // Rail local_ in both layouts: the leaders' all-reduce runs on rail 0 (local_ is 0 there),
+      // every rank's reduce-scatter and all-gather on its own rail.
+      const int peer = global_rank(h, local_);
       peers += (peers.empty() ? "" : ", ") + std::to_string(peer) + " on " +
                host_names_[static_cast<size_t>(h)];
     }

@@ -26,6 +26,12 @@
 // reduction of op k+1 proceeds while op k crosses the network. Buffers of operations in flight at
 // once must not overlap (the communicator's contract already forbids touching them).
 //
+// Mismatched collectives: ranks of a host compare what they announce before touching each
+// other's bytes (ShmEngine), the caller's op included although the in-host stage always sums,
+// and messages name the job's ranks. Between hosts nothing compares: hosts whose ranks agree
+// among themselves but not with another host's (every rank of one averaging, of the other
+// summing) are no more caught than on the plain MPI path.
+//
 // Not thread-safe (the communicator's owning thread). Failures (MPI errors, a poisoned engine)
 // are thrown as HierFailure naming the op's owner, for the communicator to report.
 #pragma once

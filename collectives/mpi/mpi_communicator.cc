@@ -314,6 +314,7 @@ std::unique_ptr<Work> MpiCommunicator::issue_shm(std::shared_ptr<Op> op, detail:
   op->task.buf = static_cast<char*>(buf);
   op->task.dtype = dtype;
   op->task.op = rop;
+  op->task.asked = rop;
   op->task.counts = std::move(counts);
   shm_queue_.push_back(op);
   publish_oldest();
@@ -471,6 +472,11 @@ void MpiCommunicator::barrier() {
 }
 
 void MpiCommunicator::meet(const char* name, size_t bytes) {
+  // This rank's earlier operations complete first, so that a rank leaving the meeting knows every
+  // rank has completed them (barrier()'s promise). The shared-memory queue runs in order anyway;
+  // an MPI_Ibarrier issued beside outstanding MPI or hierarchical operations could complete
+  // while a peer still had them in flight.
+  wait_all();
   auto op = new_op(name, bytes);
   if (local_) return;
   if (shm_) {

@@ -25,7 +25,7 @@ uint64_t task_word(uint64_t number, const ShmTask& task) {
   const uint64_t word = (number & kNumberMask) | static_cast<uint64_t>(task.kind) << kKindShift;
   if (task.kind == ShmKind::kBarrier) return word;  // moves no data: no dtype, no op
   // An all-gather reduces nothing: its op is whatever the caller left there.
-  const auto op = task.kind == ShmKind::kAllGather ? 0 : static_cast<uint64_t>(task.op) + 1;
+  const auto op = task.kind == ShmKind::kAllGather ? 0 : static_cast<uint64_t>(task.asked) + 1;
   return word | static_cast<uint64_t>(task.dtype) << kDtypeShift | op << kOpShift;
 }
 
@@ -55,7 +55,7 @@ void* ShmEngine::allocate(size_t bytes) {
                           : need;  // no /dev/shm: nothing to check
   RM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_DOUBLE, MPI_MIN, comm_), on_error);
   if (free_bytes < need) {
-    throw CollectiveError("[rank " + std::to_string(rank_) + "/" + std::to_string(size_) +
+    throw CollectiveError("[" + rank_name(rank_) + "/" + std::to_string(world_size_) +
                           "] Communicator::allocate(" + std::to_string(bytes) + "): /dev/shm has " +
                           std::to_string(static_cast<long>(free_bytes / 1e6)) +
                           " MB free, the shared window needs " +
@@ -95,6 +95,10 @@ int ShmEngine::find_region(const char* buf, size_t bytes, size_t* offset) const 
     }
   }
   return -1;
+}
+
+std::string ShmEngine::rank_name(int r) const {
+  return "rank " + std::to_string(rank_base_ + r);
 }
 
 uint64_t ShmEngine::announcement() const {
@@ -141,23 +145,22 @@ bool ShmEngine::check_announcements() {
     const uint64_t their_task = slot.task.load(std::memory_order_relaxed);
     const uint64_t their_total = slot.total.load(std::memory_order_relaxed);
     if (their_task != my_task || their_total != total) {
-      error_ = "rank " + std::to_string(r) + " runs " + describe_task(their_task, their_total) +
-               " on the shared-memory path where rank " + std::to_string(rank_) + " runs " +
+      error_ = rank_name(r) + " runs " + describe_task(their_task, their_total) +
+               " on the shared-memory path where " + rank_name(rank_) + " runs " +
                describe_task(my_task, total) +
                ": every rank must issue the same collectives in the same order";
       return false;
     }
     if (slot.counts_hash.load(std::memory_order_relaxed) != my_hash) {
-      error_ = "rank " + std::to_string(r) + " splits " + describe_task(my_task, total) +
-               " into other shard counts than rank " + std::to_string(rank_) +
+      error_ = rank_name(r) + " splits " + describe_task(my_task, total) +
+               " into other shard counts than " + rank_name(rank_) +
                ": every rank must pass the same counts";
       return false;
     }
     const uint64_t theirs = slot.where.load(std::memory_order_relaxed);
     if ((theirs == 0) != (mine == 0)) {
-      error_ = "rank " + std::to_string(mine == 0 ? r : rank_) +
-               " passed a buffer from allocate() and rank " +
-               std::to_string(mine == 0 ? rank_ : r) + " did not; every rank must, or none";
+      error_ = rank_name(mine == 0 ? r : rank_) + " passed a buffer from allocate() and " +
+               rank_name(mine == 0 ? rank_ : r) + " did not; every rank must, or none";
       return false;
     }
     if (mine == 0) continue;
@@ -165,8 +168,7 @@ bool ShmEngine::check_announcements() {
     if ((theirs >> kRegionShift) != (mine >> kRegionShift) ||
         offset + total * esize_ >
             regions_[static_cast<size_t>(region_)].bytes[static_cast<size_t>(r)]) {
-      error_ = "rank " + std::to_string(r) +
-               "'s buffer is not in the same allocate() block as this rank's";
+      error_ = rank_name(r) + "'s buffer is not in the same allocate() block as this rank's";
       return false;
     }
     peer_offsets_[static_cast<size_t>(r)] = offset;

@@ -28,10 +28,12 @@ char* shm_page_align(char* p) {
                                  kShmPage);
 }
 
-ShmEngine::ShmEngine(MPI_Comm comm, size_t slot_bytes) : comm_(comm) {
+ShmEngine::ShmEngine(MPI_Comm comm, size_t slot_bytes, int rank_base, int world_size)
+    : comm_(comm), rank_base_(rank_base) {
   const ThrowMpiError on_error{"shared-memory engine setup"};
   RM_MPI_CHECK(MPI_Comm_rank(comm, &rank_), on_error);
   RM_MPI_CHECK(MPI_Comm_size(comm, &size_), on_error);
+  world_size_ = world_size > 0 ? world_size : size_;
   const size_t n = static_cast<size_t>(size_);
   piece_cap_ = std::max<size_t>(64, slot_bytes / n / 64 * 64);  // 64 B: whole cache lines
   slot_bytes_ = piece_cap_ * n;
@@ -303,7 +305,7 @@ std::string ShmEngine::waiting_for() const {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     if (control_[static_cast<size_t>(r)]->phase.load(std::memory_order_acquire) < wait_phase_) {
-      ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(rank_base_ + r);
     }
   }
   if (stage_ == Stage::kIdle || ranks.empty()) return "";

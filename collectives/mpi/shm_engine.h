@@ -52,15 +52,22 @@ struct ShmTask {
   ShmKind kind = ShmKind::kBarrier;
   char* buf = nullptr;
   DType dtype = DType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  std::vector<size_t> counts;  // elements of each rank's shard, in rank order (not for barrier)
+  ReduceOp op = ReduceOp::kSum;  // what the engine reduces with
+  std::vector<size_t> counts;    // elements of each rank's shard, in rank order (not for barrier)
+  // What the caller asked for: announced and compared with the peers' instead of `op`. They
+  // differ on the hierarchical path, which sums within a host and divides after the inter-host
+  // step; a rank there that asked for a sum where its peers asked for the average must still be
+  // caught, not leave its slice undivided.
+  ReduceOp asked = ReduceOp::kSum;
 };
 
 class ShmEngine {
  public:
   // Collective over `comm`, whose ranks must all share this node. slot_bytes: staging per rank
-  // per slot. Throws CollectiveError if MPI fails.
-  ShmEngine(MPI_Comm comm, size_t slot_bytes);
+  // per slot. Messages name rank r of `comm` as rank_base + r of world_size ranks (0: comm's
+  // size): the hierarchical path runs an engine on each host's ranks, and its users know the
+  // job's rank numbers, not the host's. Throws CollectiveError if MPI fails.
+  ShmEngine(MPI_Comm comm, size_t slot_bytes, int rank_base = 0, int world_size = 0);
   // Frees the window (collective) unless the engine was poisoned.
   ~ShmEngine();
   ShmEngine(const ShmEngine&) = delete;
@@ -164,9 +171,14 @@ class ShmEngine {
   char* peer_buffer(int rank) const;
   void direct_work();
 
+  // "rank N" for rank r of comm_, in the job's numbering (rank_base_).
+  std::string rank_name(int r) const;
+
   MPI_Comm comm_;  // the communicator's (not owned)
   int rank_ = 0;
   int size_ = 1;
+  int rank_base_ = 0;   // the job's number of this engine's rank 0
+  int world_size_ = 1;  // the job's ranks
   MPI_Win win_ = MPI_WIN_NULL;
   bool poisoned_ = false;
   size_t slot_bytes_ = 0;          // staging per rank per slot
