@@ -16,7 +16,7 @@
 set -euo pipefail
 bin=$1
 source "$(dirname "$0")/test_lib.sh"
-cluster_test_begin rmcfault 10.233.13
+cluster_test_begin rmcfault 10.233.17
 root=()
 [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
 "$here/cluster.sh" up 2 2

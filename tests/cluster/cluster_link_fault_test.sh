@@ -36,6 +36,7 @@ when_step() {  # when_step RUN_DIR N: waits until the run has logged step N
     [[ -f $1/metrics.jsonl && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] && return 0
     sleep 0.1
   done
+  cat "$1.out" 2>/dev/null || true
   fail "the run never reached step $2"
 }
 
@@ -78,6 +79,7 @@ pkill -TERM -f "^$bin run stop.yaml"
 code=0
 wait "$runner" || code=$?
 "$here/cluster.sh" heal h1
+wait_answers h1  # else the next run may find h1 not answering yet, and refuse it at once
 out=$(cat "$dir/stop.out")
 [[ $code -ne 0 && $code -ne 75 && $code -ne 124 ]] || { echo "$out"; fail "stop: exit code $code"; }
 grep -q "stopped by SIGTERM before restart 1: not restarted (the attempt before failed with exit code $code)" <<<"$out" ||
