@@ -75,8 +75,10 @@ void AsyncCheckpointWriter::save(const SaveRequest& request) {
   }
   size_t total = 0;
   for (const ShardSlice& s : request.slices) {
-    if (s.end < s.begin) {
-      throw CheckpointError(request.run_dir + ": slice of '" + s.buffer + "' has end < begin");
+    // Refused here as write_shard refuses them in sync mode: staging would read a null pointer.
+    if (s.end < s.begin || (s.end > s.begin && s.data == nullptr)) {
+      throw CheckpointError(request.run_dir + ": slice of '" + s.buffer +
+                            "' has end < begin or no data");
     }
     total += static_cast<size_t>(s.end - s.begin);
   }
@@ -124,41 +126,6 @@ bool AsyncCheckpointWriter::idle() const {
   return !has_job_;
 }
 
-void AsyncCheckpointWriter::thread_main() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [this] { return has_job_ || stop_; });
-    if (!has_job_) return;  // stop_ and nothing queued
-    lock.unlock();
-    SaveResult result;
-    std::exception_ptr error;
-    try {
-      stage_job();
-    } catch (...) {
-      error = std::current_exception();  // the data never arrived: nothing is written
-    }
-    lock.lock();
-    staged_ = true;
-    cv_.notify_all();
-    lock.unlock();
-    if (!error) {
-      try {
-        result = run(job_);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    lock.lock();
-    if (error) {
-      error_ = error;
-    } else {
-      result_ = std::move(result);
-    }
-    has_job_ = false;
-    cv_.notify_all();
-  }
-}
-
 namespace {
 
 // " (this rank's shard needs N bytes; M bytes are free on RUN_DIR's filesystem)": what a full
@@ -196,12 +163,54 @@ void abandon_save(const SaveRequest& request, const std::string& error) {
     std::fflush(stderr);
     io::unlink_file(io::join(tmp, shard_descriptor_name(request.rank)));
     io::unlink_file(io::join(tmp, shard_file_name(request.rank)));
+    io::make_dirs_durable(tmp);  // a save that failed before writing (data never staged) made none
     io::open_write_truncate(io::join(tmp, shard_failure_name(request.rank)));  // the marker
   } catch (const std::exception&) {
   }
 }
 
 }  // namespace
+
+void AsyncCheckpointWriter::thread_main() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return has_job_ || stop_; });
+    if (!has_job_) return;  // stop_ and nothing queued
+    lock.unlock();
+    SaveResult result;
+    std::exception_ptr error;
+    try {
+      stage_job();
+    } catch (const std::exception& e) {
+      // The data never arrived: nothing is written, and the other ranks are told (the failure
+      // marker), or the committing rank would wait for this shard until collect_timeout_s.
+      error = std::current_exception();
+      abandon_save(job_, e.what());
+    } catch (...) {
+      error = std::current_exception();
+      abandon_save(job_, "an unknown error as the data was staged");
+    }
+    lock.lock();
+    staged_ = true;
+    cv_.notify_all();
+    lock.unlock();
+    if (!error) {
+      try {
+        result = run(job_);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    lock.lock();
+    if (error) {
+      error_ = error;
+    } else {
+      result_ = std::move(result);
+    }
+    has_job_ = false;
+    cv_.notify_all();
+  }
+}
 
 SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
   try {
@@ -215,6 +224,11 @@ SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
     const std::string error = e.what() + (full ? space_note(request) : std::string());
     abandon_save(request, error);
     throw IoError(error, e.error_code());
+  } catch (const std::exception& e) {
+    // Not an I/O error (a bad descriptor, a stale manifest): the save still failed, and the
+    // others must not wait for it until collect_timeout_s.
+    abandon_save(request, e.what());
+    throw;
   }
 }
 

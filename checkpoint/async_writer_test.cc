@@ -297,6 +297,67 @@ TEST(AsyncWriter, AFailedCommitRemovesTheScratchOfItsStepAndOfEarlierOnes) {
   expect_checkpoint(dir.path(), 1);
 }
 
+// A failure marker left in step_N.tmp by a late failing save of step N (after the committing
+// rank had cleaned up) does not fail a later save of that step (a NaN rollback's replay): the
+// rank's own shard replaces it (before: rank 0 failed the save, blaming rank 1).
+TEST(AsyncWriter, AStaleFailureMarkerDoesNotFailTheSameStepSavedAgain) {
+  TempDir dir;
+  auto data = data_at(4);
+  io::make_dirs_durable(checkpoint_tmp_path(dir.path(), 4));
+  std::ofstream(io::join(checkpoint_tmp_path(dir.path(), 4), shard_failure_name(1)));
+  AsyncCheckpointWriter rank1(AsyncCheckpointWriter::Mode::kSync);
+  rank1.save(request(dir.path(), 4, 1, 2, data));
+  AsyncCheckpointWriter rank0(AsyncCheckpointWriter::Mode::kSync);
+  rank0.save(request(dir.path(), 4, 0, 2, data));
+  expect_checkpoint(dir.path(), 4);
+}
+
+// A rank whose data never arrives (its download fence throws, not an I/O error) leaves its
+// failure marker: the committing rank gives up on the save at once, not after collect_timeout_s
+// (before: it waited the whole timeout, 600 s by default, then failed with a CheckpointError
+// that checkpoint.on_error: continue does not tolerate).
+TEST(AsyncWriter, ARankWhoseDataNeverArrivesStopsTheCommitWaitingForIt) {
+  TempDir dir;
+  auto data = data_at(5);
+  AsyncCheckpointWriter rank1;
+  SaveRequest failing = request(dir.path(), 5, 1, 2, data);
+  failing.ready = [] { throw CheckpointError("download failed: an illegal memory access"); };
+  rank1.save(failing);
+  EXPECT_THROW(rank1.wait(), CheckpointError);
+  AsyncCheckpointWriter rank0;
+  SaveRequest commit = request(dir.path(), 5, 0, 2, data);
+  commit.collect_timeout_s = 60;
+  const auto t0 = std::chrono::steady_clock::now();
+  rank0.save(commit);
+  try {
+    rank0.wait();
+    FAIL() << "committed without rank 1's shard";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 could not write its shard"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_FALSE(io::exists(checkpoint_path(dir.path(), 5)));
+}
+
+// Async mode refuses a slice without data as sync mode does (before: staging read null).
+TEST(AsyncWriter, ASliceWithoutDataIsRefusedInEitherMode) {
+  TempDir dir;
+  auto data = data_at(1);
+  for (const auto mode :
+       {AsyncCheckpointWriter::Mode::kAsync, AsyncCheckpointWriter::Mode::kSync}) {
+    SaveRequest req = request(dir.path(), 1, 0, 1, data);
+    req.slices[1].data = nullptr;
+    AsyncCheckpointWriter writer(mode);
+    EXPECT_THROW(
+        {
+          writer.save(req);
+          writer.wait();
+        },
+        CheckpointError);
+  }
+}
+
 TEST(AsyncWriter, DestructorWaitsForTheSaveInFlight) {
   TempDir dir;
   {

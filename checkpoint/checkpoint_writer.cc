@@ -137,9 +137,13 @@ ShardFileInfo write_shard(const std::string& tmp_dir, int64_t step, int rank,
   }
   validate_file_entry(info, kMaxWorldSize, path, "shard");
 
-  // A descriptor left from an earlier attempt must not outlive the shard it described.
+  // A descriptor left from an earlier attempt must not outlive the shard it described. Nor may a
+  // failure marker: a late failing save of this step (after the committing rank had cleaned up)
+  // leaves one, and this save of the same step again (a NaN rollback's replay) would be failed by
+  // it, blaming this rank.
   const std::string descriptor = io::join(tmp_dir, shard_descriptor_name(rank));
   io::unlink_file(descriptor);
+  io::unlink_file(io::join(tmp_dir, shard_failure_name(rank)));
 
   checkpoint_phase("shard:write");
   io::Fd fd = io::open_write_truncate(path);
@@ -309,16 +313,41 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
   std::vector<std::string> removed;
   const std::string root = checkpoints_root(run_dir);
   if (!io::is_directory(root)) return removed;
-  for (const std::string& name : io::list_dir(root)) {
-    const auto parsed = parse_step_dir_name(name);
-    if (parsed && !parsed->committed && parsed->step <= up_to_step) {
-      // One that cannot be removed (a file in it made read-only or immutable) is moved out of
-      // the way of a later save of its step, which would reuse it, to a name no save, resume
-      // or retention takes ("stale." + its name), said, and left: the run must not fail to
-      // start for it. If even that rename fails, the start does.
-      const std::string path = io::join(root, name);
+  // A rank still creating its files in a scratch directory (a late shard of a failed save) can
+  // make its removal fail with ENOTEMPTY for a moment: tried again before it is moved aside.
+  const auto remove_scratch = [](const std::string& path) {
+    for (int attempt = 1;; ++attempt) {
       try {
         io::remove_tree(path);
+        return;
+      } catch (const IoError& e) {
+        if (e.error_code() != ENOTEMPTY || attempt == 3) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  };
+  const std::string kStale = "stale.";
+  for (const std::string& name : io::list_dir(root)) {
+    const auto parsed = parse_step_dir_name(name);
+    if (name.compare(0, kStale.size(), kStale) == 0) {
+      // Scratch moved aside earlier (below): nothing reads or writes it, and a disk it fills
+      // stays full. Removed once it can be; until then left, as it was said to be.
+      const auto moved = parse_step_dir_name(name.substr(kStale.size()));
+      if (!moved || moved->committed) continue;  // not a name this code gives: someone else's
+      const std::string path = io::join(root, name);
+      try {
+        remove_scratch(path);
+        removed.push_back(path);
+      } catch (const IoError&) {
+      }
+    } else if (parsed && !parsed->committed && parsed->step <= up_to_step) {
+      // One that cannot be removed (a file in it made read-only or immutable) is moved out of
+      // the way of a later save of its step, which would reuse it, to a name no save, resume
+      // or retention takes ("stale." + its name), said, and left until a later call can remove
+      // it: the run must not fail to start for it. If even that rename fails, the start does.
+      const std::string path = io::join(root, name);
+      try {
+        remove_scratch(path);
         removed.push_back(path);
       } catch (const IoError& e) {
         const std::string aside = io::join(root, "stale." + name);
@@ -327,8 +356,8 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_di
         io::fsync_directory(root);
         std::fprintf(stderr,
                      "ringmaster: warning: %s: scratch of a save or removal that did not end, "
-                     "cannot be removed (%s): moved to %s, which nothing reads; remove it by "
-                     "hand\n",
+                     "cannot be removed (%s): moved to %s, which nothing reads; removed when a "
+                     "later start or save can\n",
                      path.c_str(), e.what(), aside.c_str());
       }
     } else if (io::is_symlink_scratch(name, kBestLink)) {

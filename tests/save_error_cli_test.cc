@@ -204,7 +204,8 @@ TEST(SaveErrorCli, ACheckpointRetentionCannotRemoveCostsAWarningNotTheRun) {
 // nothing of it went, so it gets its name back at each try, and the others due go all the same
 // (before: it stayed as step_2.del.tmp, a name no resume lists, step_4 stayed beside it, and the
 // next start failed on it). And a scratch directory the next start cannot remove is moved out
-// of the way of a later save of its step, said, and the run starts (before: it failed to start).
+// of the way of a later save of its step, said, and the run starts (before: it failed to start),
+// and a later start removes it once it can (before: never).
 TEST(SaveErrorCli, ACheckpointRetentionCannotEmptyKeepsItsName) {
   TempDir dir;
   const std::string run = dir.file("run");
@@ -241,6 +242,13 @@ TEST(SaveErrorCli, ACheckpointRetentionCannotEmptyKeepsItsName) {
   EXPECT_TRUE(std::filesystem::exists(ckpts + "/stale.step_00000099.tmp/shard_00000.bin"));
   EXPECT_FALSE(std::filesystem::exists(ckpts + "/step_00000099.tmp"));
   EXPECT_TRUE(verify_checkpoint(ckpts + "/step_00000008").ok);
+  // The next start, where it can be removed, removes it (before: left for good, a disk it filled
+  // kept full).
+  const auto again = run_cli(
+      "run " + job_file(dir) + " --set checkpoint.keep=1 --set train.steps=8 --set run_dir=" + run,
+      dir.path(), "", kGuard);
+  ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
+  EXPECT_FALSE(std::filesystem::exists(ckpts + "/stale.step_00000099.tmp"));
 }
 
 }  // namespace
