@@ -41,6 +41,16 @@ void expect_ended_as_straight(const std::string& run, const std::string& straigh
   EXPECT_EQ(test::slurp(run + "/weights.bin"), straight);
 }
 
+// Flips one bit in the middle of the file at `path`: a checkpoint piece that no longer verifies.
+// False if the file is empty or missing.
+bool flip_a_byte(const std::string& path) {
+  std::string bytes = test::slurp(path);
+  if (bytes.empty()) return false;
+  bytes[bytes.size() / 2] ^= 1;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return true;
+}
+
 // `r`, a --from given again, went on with its line from the line's checkpoint of step 8.
 void expect_goes_on_at_step_8(const test::CliResult& r) {
   EXPECT_NE(r.out.find("goes on from it already"), std::string::npos) << r.out;
@@ -350,11 +360,7 @@ TEST(FromCli, TheSameFromAgainStartsOverWhenNothingOfItsLineVerifies) {
   const std::string again = "run " + job + " --from " + run + "/checkpoints/step_00000004";
   ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
   EXPECT_NE(run_cli(again, dir.path(), "RM_TEST_FAULT=kill:0:10").exit_code, 0);
-  const std::string shard = run + "/checkpoints/step_00000008/shard_00000.bin";
-  std::string bytes = test::slurp(shard);
-  ASSERT_FALSE(bytes.empty());
-  bytes[bytes.size() / 2] ^= 1;
-  std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
+  ASSERT_TRUE(flip_a_byte(run + "/checkpoints/step_00000008/shard_00000.bin"));
   const auto r = run_cli(again, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("no checkpoint of the run that goes on from it verifies"), std::string::npos)
@@ -363,6 +369,32 @@ TEST(FromCli, TheSameFromAgainStartsOverWhenNothingOfItsLineVerifies) {
   EXPECT_NE(r.out.find("removed this run's newer checkpoints (step 8)"), std::string::npos)
       << r.out;
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+}
+
+// The line ended, then its checkpoints were damaged: the same --from again (a requeue after the
+// end) is refused on every rank, as the run without --from is, and weights.bin -- the only copy
+// of that end -- stays, with the damaged checkpoints. Before: the line started over from step 4,
+// removing weights.bin and every checkpoint past step 4.
+TEST(FromCli, TheSameFromAgainKeepsTheEndOfALineNoneOfWhoseCheckpointsVerifies) {
+  TempDir dir;
+  const std::string job = job_file(dir) + " --nproc 2";
+  const std::string run = dir.file("straight");
+  const std::string again = "run " + job + " --from " + run + "/checkpoints/step_00000004";
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_cli(again, dir.path()).exit_code, 0);  // the line, to its end
+  const std::string end = test::slurp(run + "/weights.bin");
+  ASSERT_FALSE(end.empty());
+  for (const char* step : {"step_00000008", "step_00000012"}) {
+    ASSERT_TRUE(flip_a_byte(run + "/checkpoints/" + step + "/shard_00001.bin")) << step;
+  }
+  const auto r = run_cli(again, dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("holds the end (weights.bin) of the line --from"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("starting from it again"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), end);
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000012"));
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
 }
 
 // The line left is removed the way retention removes: a reader of one of its checkpoints (here
@@ -448,6 +480,33 @@ TEST(FromCli, ARestartBeforeALinesFirstDiskSaveGoesOnFromMemory) {
   const auto again = run_cli("run " + job + tuned + " --set train.steps=16" + from, dir.path());
   ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
   EXPECT_NE(again.out.find("goes on from it already"), std::string::npos) << again.out;
+}
+
+// With checkpoint.keep_best, a line from another run's checkpoint restarted from memory before
+// its first disk save keeps the best its start recorded (step 4's), as a resume from the start
+// itself does. The line diverges (lr 1): no evaluation of it beats step 4's. Before: the best was
+// forgotten (0), step 8's worse evaluation counted as a new best -- a save at step 8, the run's
+// checkpoints/best, and a best_step of 12 in the end's manifest.
+TEST(FromCli, ALineRestartedFromMemoryKeepsTheBestOfItsStart) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const std::string best =
+      " --set train.eval_every=4 --set train.eval_batches=2"
+      " --set checkpoint.keep_best=true";
+  ASSERT_EQ(run_cli("run " + job + best, dir.path()).exit_code, 0);
+  const std::string tuned = dir.file("tuned");
+  const auto r = run_cli("run " + job + best + " --set run_dir=" + tuned +
+                             " --set optimizer.lr=1 --set optimizer.warmup_steps=0"
+                             " --set checkpoint.memory_every=1 --set checkpoint.every=12"
+                             " --set resilience.max_restarts=1 --from " +
+                             dir.file("straight/checkpoints/step_00000004"),
+                         dir.path(), "RM_TEST_FAULT=kill:0:7");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("resuming from memory (step 6; no disk checkpoint)"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(tuned + "/checkpoints/step_00000008")) << "saved as a new best";
+  const std::string end = test::slurp(tuned + "/checkpoints/step_00000012/manifest.json");
+  EXPECT_NE(end.find("\"best_step\": 4,"), std::string::npos) << end;
 }
 
 // The same from the run's own older checkpoint (its newest whole checkpoint is then the line's

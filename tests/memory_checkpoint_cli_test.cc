@@ -380,11 +380,18 @@ TEST(MemoryCheckpointDamage, ASlotThatFailsItsRestoreFallsBackToTheDiskInTheSame
   TempDir dir;
   const std::string run = dir.file("damaged");
   const std::string out = damaged_during_restore(dir, np(2), run);
-  EXPECT_NE(out.find("in-memory checkpoint of step 6: not restored on 1 rank(s); resuming from "
-                     "the disk instead (in memory: rank 0 holds steps 6, 5; rank 1 holds steps 6, "
-                     "5)"),
+  // The failing rank is named, and says why in its own log (before: "on 1 rank(s)", its reason
+  // nowhere).
+  EXPECT_NE(out.find("in-memory checkpoint of step 6: not restored on rank 1 (why: in each one's "
+                     "log); resuming from the disk instead (in memory: rank 0 holds steps 6, 5; "
+                     "rank 1 holds steps 6, 5)"),
             std::string::npos)
       << out;
+  const std::string log1 = test::slurp(run + "/logs/rank-1.log");
+  EXPECT_NE(log1.find("[rank 1] in-memory checkpoint of step 6: not restored on rank 1: this "
+                      "rank: "),
+            std::string::npos)
+      << log1;
   EXPECT_NE(out.find("checkpoints/step_00000004 (step 4)"), std::string::npos) << out;
   const std::string events = test::slurp(run + "/events.jsonl");
   EXPECT_NE(events.find(R"("event":"memory_restore_failed")"), std::string::npos) << events;

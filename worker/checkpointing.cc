@@ -253,6 +253,16 @@ void Checkpointing::drop_newer_checkpoints(int64_t step) {
   append_run_event(job_.run_dir, "checkpoints_dropped", {{"from_step", step}, {"steps", dropped}});
 }
 
+bool Checkpointing::line_start_before_finished_end(const std::string& line_start) const {
+  if (!io::exists(run_file(job_.run_dir, "weights.bin"))) return false;
+  try {
+    // At or past train.steps, the start is an end itself: nothing is removed.
+    return load_manifest(line_start).step < job_.train.steps;
+  } catch (const std::exception&) {
+    return true;  // unreadable: its verification would fail anyway; keep weights.bin
+  }
+}
+
 int64_t Checkpointing::resume(const std::string& path, const std::string& line_start) {
   // Rank 0 picks the checkpoint and tells the others, and whether it is the one given (path, or
   // line_start) or the run's own. Every byte of each candidate is verified by all the ranks
@@ -277,12 +287,19 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
       // verifies is older than the line: the line starts from line_start again.
       if (!line_start.empty() &&
           !(found && goes_on_from(load_manifest(found->path).state, line_start))) {
-        std::printf("ringmaster: --from %s: %s: starting from it again\n", line_start.c_str(),
-                    skipped.empty() ? "the run holds no checkpoint of the line it began"
-                                    : "no checkpoint of the run that goes on from it verifies "
-                                      "(above, why)");
         found.reset();
-        chosen = line_start;
+        // The line ended (weights.bin) and none of its checkpoints verifies: starting from its
+        // start again would remove weights.bin, the only copy of that end -- refused, as the
+        // same run without --from is (worker/finished_run.h).
+        if (line_start_before_finished_end(line_start)) {
+          step = kLineEndWithoutCheckpoint;
+        } else {
+          std::printf("ringmaster: --from %s: %s: starting from it again\n", line_start.c_str(),
+                      skipped.empty() ? "the run holds no checkpoint of the line it began"
+                                      : "no checkpoint of the run that goes on from it verifies "
+                                        "(above, why)");
+          chosen = line_start;
+        }
       }
       if (found) {
         chosen = found->path;
@@ -292,7 +309,7 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
           step = kEndNewerThanCheckpoints;
           choice[1] = static_cast<double>(found->step);  // for the message on every rank
         }
-      } else if (chosen.empty() &&
+      } else if (chosen.empty() && step == -1 &&
                  judge_finished_run(job_, found) == FinishedRun::kNoCheckpointVerifies) {
         step = kFinishedWithoutCheckpoint;
       }
@@ -337,6 +354,14 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
   // changed since (or a --from that the run's line goes on from already).
   if (step == kFinishedWithoutCheckpoint) {
     throw InputError(finished_run_refusal(job_.run_dir, FinishedRun::kNoCheckpointVerifies, 0));
+  }
+  if (step == kLineEndWithoutCheckpoint) {
+    throw InputError(job_.run_dir + ": holds the end (weights.bin) of the line --from " +
+                     line_start +
+                     " began, and none of that line's checkpoints verifies (above, why): starting "
+                     "from it again would remove weights.bin. Move weights.bin out of the "
+                     "directory to keep that end and train the line again (the same command), "
+                     "or set run_dir to a new directory");
   }
   if (step == kEndNewerThanCheckpoints) {
     throw InputError(finished_run_refusal(job_.run_dir, FinishedRun::kEndNewerThanCheckpoint,

@@ -107,6 +107,11 @@ class Checkpointing {
   static constexpr double kFinishedWithoutCheckpoint = -2;
   // ...and for a finished run whose newest checkpoint that verifies is older than its end.
   static constexpr double kEndNewerThanCheckpoints = -3;
+  // ...and for a --from line that ended (weights.bin) with none of its checkpoints verifying.
+  static constexpr double kLineEndWithoutCheckpoint = -4;
+  // Whether the run directory holds a finished run's weights.bin that starting again from
+  // line_start (a --from checkpoint, before the end) would remove.
+  bool line_start_before_finished_end(const std::string& line_start) const;
   // Runs body; under on_error: continue, an IoError is reported and swallowed (returns false).
   bool tolerate_io_error(const std::function<void()>& body);
 

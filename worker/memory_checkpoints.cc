@@ -318,12 +318,25 @@ MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
     ok = meta_[0] == step && meta_[2] >= 0 && static_cast<size_t>(meta_[2]) <= kMemoryMaxSkipped;
     if (!ok) why = "its record of the step does not match";
   }
-  double failed = ok ? 0.0 : 1.0;
-  comm_.all_reduce(&failed, 1, DType::kFloat64, ReduceOp::kSum)->wait();
-  if (failed > 0) {
-    throw MemoryRestoreError("in-memory checkpoint of step " + std::to_string(step) +
-                             ": not restored on " + std::to_string(static_cast<int>(failed)) +
-                             " rank(s)" + (ok ? "" : "; this rank: " + why));
+  // Which ranks failed, for every rank's message; each failing rank says why in its own log,
+  // the one place its reason reaches (rank 0's message carries only its own).
+  std::vector<double> failed(static_cast<size_t>(comm_.size()), 0.0);
+  failed[static_cast<size_t>(comm_.rank())] = ok ? 0.0 : 1.0;
+  comm_.all_gather(failed.data(), std::vector<size_t>(failed.size(), 1), DType::kFloat64)->wait();
+  std::string ranks;
+  for (size_t r = 0; r < failed.size(); ++r) {
+    if (failed[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!ranks.empty()) {
+    const std::string what = "in-memory checkpoint of step " + std::to_string(step) +
+                             ": not restored on rank" +
+                             (ranks.find(',') == std::string::npos ? " " : "s ") + ranks;
+    if (!ok) {
+      std::fprintf(stderr, "ringmaster: [rank %d] %s: this rank: %s\n", comm_.rank(), what.c_str(),
+                   why.c_str());
+      std::fflush(stderr);
+    }
+    throw MemoryRestoreError(what + (ok ? " (why: in each one's log)" : "; this rank: " + why));
   }
   if (!compute_.host_accessible()) {
     const float* src = staging_.data();

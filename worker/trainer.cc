@@ -423,10 +423,27 @@ void Trainer::restore_best_from_disk() {
       }
       break;
     }
-    // None of its own yet: memory's steps are on the line a --from began there (line.json).
+    // None of its own yet: memory's steps are on the line a --from began there (line.json), and
+    // the best up to them is its start's, as a resume from that start carries it (before: 0, so
+    // the line's next evaluation counted as a new best: a save, checkpoints/best moved).
     if (line.empty()) {
       const nlohmann::json started = recorded_line_start(job_.run_dir);
-      if (!started.is_null()) line = started.dump();
+      if (!started.is_null()) {
+        line = started.dump();
+        if (job_.checkpoint.keep_best) {
+          try {
+            const std::string start = started.value("checkpoint", "");
+            const nlohmann::json& state = load_manifest(start).state;
+            if (state.is_object() && checkpoint_line_origin(start).value("manifest_digest", "") ==
+                                         started.value("manifest_digest", "")) {
+              best[0] = state.value("best_val_loss", 0.0);
+              best[1] = static_cast<double>(state.value("best_step", int64_t{0}));
+            }
+          } catch (const std::exception&) {
+            // Gone or changed since: no best known, as before any evaluation.
+          }
+        }
+      }
     }
   }
   host_comm_.broadcast(best, 2, DType::kFloat64, 0)->wait();
