@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -192,28 +193,50 @@ void kill_job(pid_t pid) {
 
 namespace {
 
-// How many of `parent`'s children run the executable `exe` (from /proc).
-int children_running(pid_t parent, const std::string& exe) {
-  int n = 0;
+// Whether process `pid` runs the executable `exe` (from /proc).
+bool runs(const char* pid, const std::string& exe) {
+  char target[4096];
+  const ssize_t len =
+      ::readlink((std::string("/proc/") + pid + "/exe").c_str(), target, sizeof target - 1);
+  return len > 0 && started_from(std::string(target, static_cast<size_t>(len))) == exe;
+}
+
+// How many processes below `root` run the executable `exe` (from /proc): this host's ranks,
+// under mpirun itself or under a daemon it started here.
+int ranks_below(pid_t root, const std::string& exe) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::set<pid_t> running_exe;
   for_each_process([&](const char* pid, char state, int ppid) {
-    if (ppid != parent || state == 'Z') return;
-    char target[4096];
-    const ssize_t len =
-        ::readlink((std::string("/proc/") + pid + "/exe").c_str(), target, sizeof target - 1);
-    if (len > 0 && started_from(std::string(target, static_cast<size_t>(len))) == exe) ++n;
+    if (state == 'Z' || state == 'X') return;
+    const pid_t p = static_cast<pid_t>(std::atoi(pid));
+    children[ppid].push_back(p);
+    if (runs(pid, exe)) running_exe.insert(p);
   });
+  int n = 0;
+  std::vector<pid_t> below = children[root];
+  for (size_t i = 0; i < below.size(); ++i) {
+    n += static_cast<int>(running_exe.count(below[i]));
+    for (pid_t c : children[below[i]]) below.push_back(c);
+  }
   return n;
 }
 
 // Waits for `pid` to exit, passing a stop on as SIGUSR1 once the ranks are up (see run_child);
-// with linger_limit_s > 0, kills its group once it has outlived its ranks by that long. Polls:
-// a blocking waitpid would sleep through the notice (SA_RESTART).
-int wait_child(pid_t pid, double linger_limit_s, const std::function<bool()>& ranks_started) {
+// with linger_limit_s > 0, kills its group once it has outlived a rank by that long
+// (child_process.h). Polls: a blocking waitpid would sleep through the notice (SA_RESTART).
+int wait_child(pid_t pid, const ChildWatch& watch) {
+  const double linger_limit_s = watch.linger_limit_s;
+  const std::function<bool()>& ranks_started = watch.ranks_started;
+  const std::function<int()>& rank_ended = watch.rank_ended;
   using time_point = std::chrono::steady_clock::time_point;
+  using Clock = std::chrono::steady_clock;
   int status = 0;
   const std::string exe = linger_limit_s > 0 ? self_path() : "";
   bool had_ranks = false;
-  time_point ranks_gone{};
+  time_point ranks_gone{};  // this host's ranks all ended
+  time_point rank_gone{};   // a rank anywhere said it ended (its marker)
+  int rank_that_ended = -1;
+  time_point next_marker_look{};
   time_point notice_due{};
   bool notice_sent = false;
   bool killed = false;
@@ -227,7 +250,7 @@ int wait_child(pid_t pid, double linger_limit_s, const std::function<bool()>& ra
     if (done < 0 && errno != EINTR) {
       throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
     }
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = Clock::now();
     if (g_notice_due != 0 && !notice_sent) {
       const bool up = ranks_started && ranks_started();
       if (!up && notice_due == time_point{}) {
@@ -246,23 +269,36 @@ int wait_child(pid_t pid, double linger_limit_s, const std::function<bool()>& ra
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    const int ranks = children_running(pid, exe);
+    // Two ways to see that mpirun waits for a host it cannot reach: this host's ranks all ended,
+    // or any rank, on any host, said it ended (base/rank_end.h) -- the only sign where this host
+    // runs none. The ranks of a job end together, within a second, or mpirun ends the job.
+    const int ranks = ranks_below(pid, exe);
     if (ranks > 0) {
       had_ranks = true;
       ranks_gone = {};
-    } else if (had_ranks) {
-      if (ranks_gone == std::chrono::steady_clock::time_point{}) ranks_gone = now;
-      if (now - ranks_gone > std::chrono::duration<double>(linger_limit_s)) {
-        std::fprintf(stderr,
-                     "ringmaster: this host's ranks ended %.0f s ago and mpirun has not: it "
-                     "waits for a host it cannot reach; killing it\n",
-                     linger_limit_s);
-        std::fflush(stderr);
-        ::kill(-pid, SIGKILL);
-        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        return status;
+    } else if (had_ranks && ranks_gone == time_point{}) {
+      ranks_gone = now;
+    }
+    if (rank_ended && rank_gone == time_point{} && now >= next_marker_look) {
+      next_marker_look = now + std::chrono::seconds(1);  // a directory listing: once a second
+      rank_that_ended = rank_ended();
+      if (rank_that_ended >= 0) rank_gone = now;
+    }
+    const time_point since = ranks_gone == time_point{}  ? rank_gone
+                             : rank_gone == time_point{} ? ranks_gone
+                                                         : std::min(ranks_gone, rank_gone);
+    if (since != time_point{} && now - since > std::chrono::duration<double>(linger_limit_s)) {
+      const std::string who =
+          since == ranks_gone ? "this host's ranks" : "rank " + std::to_string(rank_that_ended);
+      std::fprintf(stderr,
+                   "ringmaster: %s ended %.0f s ago and mpirun has not: it waits for a host it "
+                   "cannot reach; killing it\n",
+                   who.c_str(), linger_limit_s);
+      std::fflush(stderr);
+      ::kill(-pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
+      return status;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -279,16 +315,61 @@ std::string started_from(const std::string& exe_link, bool* deleted) {
   return was ? exe_link.substr(0, exe_link.size() - kDeleted.size()) : exe_link;
 }
 
+namespace {
+std::string g_invoked;  // remember_invoked_path's: absolute, links not followed
+}  // namespace
+
+void remember_invoked_path(const char* argv0) {
+  if (argv0 == nullptr || *argv0 == '\0') return;
+  const std::string name(argv0);
+  if (name.find('/') != std::string::npos) {
+    if (name[0] == '/') {
+      g_invoked = name;
+    } else {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd) != nullptr) g_invoked = std::string(cwd) + "/" + name;
+    }
+    return;
+  }
+  // Found through PATH, as the shell found it.
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  for (size_t begin = 0; begin <= dirs.size();) {
+    const size_t colon = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = dirs.substr(begin, colon - begin);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      g_invoked = candidate;
+      return;
+    }
+    begin = colon + 1;
+  }
+}
+
 std::string self_path(bool* replaced) {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0)
     throw std::runtime_error(std::string("cannot find own binary: ") + std::strerror(errno));
-  return started_from(std::string(self, static_cast<size_t>(n)), replaced);
+  bool deleted = false;
+  const std::string exe = started_from(std::string(self, static_cast<size_t>(n)), &deleted);
+  if (replaced != nullptr) *replaced = deleted;
+  // Replaced by removal, nothing at its path now, where the user ran it through a link (an
+  // install whose link was moved to a new version, the old one removed): the program the link
+  // leads to now, by its resolved path (what its processes' /proc/PID/exe will say).
+  if (deleted && ::access(exe.c_str(), X_OK) != 0 && !g_invoked.empty()) {
+    char now[4096];
+    if (::realpath(g_invoked.c_str(), now) != nullptr && ::access(now, X_OK) == 0) return now;
+  }
+  return exe;
 }
 
 bool stop_signal_seen() {
   return g_any_signal != 0;
+}
+
+bool killed_by_second_signal() {
+  return g_kill_due != 0;
 }
 
 int first_stop_signal() {
@@ -296,7 +377,7 @@ int first_stop_signal() {
 }
 
 int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
-              double linger_limit_s, const std::function<bool()>& ranks_started) {
+              const ChildWatch& watch) {
   std::vector<std::string> args = argv;
   std::vector<char*> c;
   for (std::string& a : args) c.push_back(a.data());
@@ -353,7 +434,7 @@ int run_child(const std::vector<std::string>& argv, SignalForwarding forwarding,
   if (const int sig = g_pending_same; sig != 0 && !g_forward_as_usr1) ::kill(pid, sig);
   g_pending_same = 0;
   ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-  const int status = wait_child(pid, linger_limit_s, ranks_started);
+  const int status = wait_child(pid, watch);
   g_child_pid = 0;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -151,13 +151,13 @@ TEST(KillJob, NoChildForkedAsTheKillComesSurvivesIt) {
 TEST(RunChild, AStopBetweenTwoChildrenReachesTheNextOne) {
   TempDir dir;
   // The first child installs the forwarding handlers, as a supervisor's first attempt does.
-  ASSERT_EQ(run_child({"true"}, SignalForwarding::kAsUsr1, 0, [] { return true; }), 0);
+  ASSERT_EQ(run_child({"true"}, SignalForwarding::kAsUsr1, {[] { return true; }, 0, {}}), 0);
   ASSERT_EQ(::raise(SIGTERM), 0);  // handled: no child to pass it to now
   const std::string up = dir.file("up");
   const auto t0 = std::chrono::steady_clock::now();
-  const int code =
-      run_child({"sh", "-c", "trap 'exit 42' USR1; touch " + up + "; sleep 30 & wait"},
-                SignalForwarding::kAsUsr1, 0, [&] { return ::access(up.c_str(), F_OK) == 0; });
+  const int code = run_child({"sh", "-c", "trap 'exit 42' USR1; touch " + up + "; sleep 30 & wait"},
+                             SignalForwarding::kAsUsr1,
+                             {[&] { return ::access(up.c_str(), F_OK) == 0; }, 0, {}});
   EXPECT_EQ(code, 42) << "the child was not told of the stop";
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
 }

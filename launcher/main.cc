@@ -14,6 +14,7 @@
 #include "io/io_error.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/threads.h"
+#include "launcher/child_process.h"
 #include "launcher/cli_checks.h"
 #include "launcher/commands.h"
 #include "worker/test_hooks.h"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   // First, before anything else runs: the BLAS kernels for this CPU. May re-execute this
   // process with OPENBLAS_CORETYPE set (kernels/cpu/blas_kernels.h says why and when).
   rm::cpu::select_blas_kernels(argv);
+  rm::remember_invoked_path(argv[0]);  // a restart finds the program through it (child_process.h)
   CLI::App app{"Ringmaster: distributed training orchestrator"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");

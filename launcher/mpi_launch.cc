@@ -54,7 +54,7 @@ std::vector<std::string> mpirun_command(const MpiLaunch& launch,
 }
 
 int run_mpirun(MpiLaunch launch, const std::vector<std::string>& args, SignalForwarding forwarding,
-               double linger_limit_s, const std::function<bool()>& ranks_started) {
+               const ChildWatch& watch) {
   launch.session_base = new_mpi_session_base();
   // Removed however this ends, a throw included; the ended bases of earlier launches here too
   // (ours were removed as they ended; these are another launcher's, killed before it could).
@@ -66,7 +66,7 @@ int run_mpirun(MpiLaunch launch, const std::vector<std::string>& args, SignalFor
       sweep_killed_launch_bases(mpi_session_parent(), kEndedSessionBaseAgeS);
     }
   } cleanup{launch.session_base};
-  return run_child(mpirun_command(launch, args), forwarding, linger_limit_s, ranks_started);
+  return run_child(mpirun_command(launch, args), forwarding, watch);
 }
 
 }  // namespace rm

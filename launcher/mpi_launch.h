@@ -29,9 +29,9 @@ std::vector<std::string> mpirun_command(const MpiLaunch& launch,
 
 // Runs mpirun_command() with run_child() and a session base of its own (new_mpi_session_base()),
 // removed when mpirun has ended, as are this host's bases of earlier launches. Returns the exit
-// code, as run_child() does (linger_limit_s and ranks_started: see there).
+// code, as run_child() does (`watch`: see there).
 int run_mpirun(MpiLaunch launch, const std::vector<std::string>& args, SignalForwarding forwarding,
-               double linger_limit_s = 0, const std::function<bool()>& ranks_started = {});
+               const ChildWatch& watch = {});
 
 // The names of the variables `-x` passes for `launch` (those above, as set in this process).
 std::vector<std::string> forwarded_env(const std::vector<std::string>& extra_env);

@@ -15,6 +15,7 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "base/rank_end.h"
 #include "base/run_lock.h"
 #include "base/stop_signal.h"
 #include "io/atomic_file.h"
@@ -202,12 +203,19 @@ int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
   std::vector<std::string> down = unreachable_hosts(hosts, kHostProbeTimeoutS, &reasons);
   if (down.empty()) return 0;
   const std::string names = join_hosts(down);
-  std::string each;
-  for (size_t i = 0; i < down.size(); ++i) {
-    each += (i == 0 ? "" : "; ") + down[i] + ": " + reasons[i];
-  }
-  const std::string why = "mpirun could not start a process on " + each +
-                          " (is the host up and reachable from this one?)";
+  // What the probe found, host by host: said again at the end with the last probe's findings
+  // (hosts that came back meanwhile are no longer named).
+  const auto why_of = [](const std::vector<std::string>& hosts_down,
+                         const std::vector<std::string>& host_reasons) {
+    std::string each;
+    for (size_t i = 0; i < hosts_down.size(); ++i) {
+      each += (i == 0 ? "" : "; ") + hosts_down[i] + ": " +
+              (i < host_reasons.size() ? host_reasons[i] : "no answer");
+    }
+    return "mpirun could not start a process on " + each +
+           " (is the host up and reachable from this one?)";
+  };
+  std::string why = why_of(down, reasons);
   if (!restart) {
     print_error("host" + std::string(down.size() == 1 ? " " : "s ") + names + " unreachable: " + why);
     return kExitFailure;
@@ -226,7 +234,9 @@ int wait_for_hosts(const JobConfig& job, MpiLaunch& launch, bool restart) {
     // Not the job's end here: the caller's check of stops between attempts says why, writes the
     // "stopped" event and leaves with the failed attempt's code (75 would say "saved, resume").
     if (stop_signal_seen()) return 0;
-    down = unreachable_hosts(hosts, kHostProbeTimeoutS);
+    reasons.clear();
+    down = unreachable_hosts(hosts, kHostProbeTimeoutS, &reasons);
+    why = why_of(down, reasons);
     if (down.empty()) {
       std::printf("ringmaster: every host answers again\n");
       std::fflush(stdout);
@@ -325,10 +335,18 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       const long now = started_events(job.run_dir);
       return now < 0 || now > started_before;
     };
-    const int code = alone
-                         ? run_child(command, forwarding, 0, ranks_started)
-                         : run_mpirun(launch, args, forwarding,
-                                      launch.hostfile.empty() ? 0 : kMpirunLingerS, ranks_started);
+    ChildWatch watch;
+    watch.ranks_started = ranks_started;
+    if (!alone && !launch.hostfile.empty()) {
+      watch.linger_limit_s = kMpirunLingerS;
+      // This attempt's ranks write this token when they end (base/rank_end.h): it is made of
+      // RM_RUN_LOCK and RM_RESTART_COUNT, as set here for them.
+      watch.rank_ended = [&job, token = rank_end_token()] {
+        return first_rank_ended(job.run_dir, token);
+      };
+    }
+    const int code =
+        alone ? run_child(command, forwarding, watch) : run_mpirun(launch, args, forwarding, watch);
     last_code = code;
     if (has_from(args) && started_events(job.run_dir) > started_before) line_started = true;
     if (stop_signal_seen() && forwarding == SignalForwarding::kAsUsr1 &&
@@ -351,6 +369,16 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       if (code == kExitStopped && !said) {
         append_run_event(job.run_dir, "stopped",
                          {{"signal", sig}, {"by", "ringmaster run, passed on as SIGUSR1"}});
+      } else if (code != kExitOk && killed_by_second_signal()) {
+        // This process's own doing, on the second signal: said as such, and an event, or
+        // `status` would say the run ended without a word.
+        print_error("stopped by " + sig +
+                    ", sent again before the ranks had saved: the job was "
+                    "killed (exit code " +
+                    std::to_string(code) +
+                    "); run the same command again to go on from the newest checkpoint");
+        append_run_event(job.run_dir, "stopped",
+                         {{"signal", sig}, {"killed", true}, {"exit_code", code}});
       } else if (code != kExitOk) {
         print_error("stopped by " + sig + ", but the job ended with exit code " +
                     std::to_string(code) +
@@ -369,6 +397,23 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
                    code, job.run_dir.c_str());
       append_run_event(job.run_dir, "exit_after_finish", {{"exit_code", code}});
       return kExitOk;
+    }
+    // 131 or 132 before every rank was up: mpirun could not execute the program on a host ("could
+    // not access or execute an executable"), or a rank died of SIGILL as it started (a binary
+    // built for another CPU). A restart fails the same way, its messages burying the cause.
+    if ((code == 131 || code == 132) && started_events(job.run_dir) <= started_before) {
+      print_error("the job's ranks did not start (exit code " + std::to_string(code) +
+                  "): mpirun could not execute " + command[0] +
+                  " on a host (its message above), or a rank was killed by " +
+                  (code == 132 ? "SIGILL" : "SIGQUIT") +
+                  " as it started (SIGILL: a program built for another CPU); not restarted, as a "
+                  "restart would fail the same way. The ranks' logs are in " +
+                  job.run_dir + "/logs/");
+      append_run_event(job.run_dir, "failed",
+                       {{"exit_code", code},
+                        {"restarts", attempt},
+                        {"error", "the ranks did not start: not restarted"}});
+      return code;
     }
     if (attempt >= max_restarts) {
       // What `status` says of it: a rank's own message is in its log (a rank writes the event

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "base/rank_end.h"
 #include "io/atomic_file.h"
 
 namespace rm {
@@ -72,6 +73,20 @@ void emit_line(int log, const char* prefix, size_t prefix_len, const char* text,
   write_all(log, prefix, prefix_len);
   write_all(log, text, n);
   if (n == 0 || text[n - 1] != '\n') write_all(log, "\n", 1);
+}
+
+// RUN_DIR/logs/rank-K.ended and the token it gets (base/rank_end.h), set before the fork: the
+// logger writes it once the rank and all it started have exited. Empty path: none.
+char g_end_marker[4096];
+char g_end_token[512];
+
+// The marker, written by the logger at its end (async-signal-safe calls only).
+void write_end_marker() {
+  if (g_end_marker[0] == '\0') return;
+  const int fd = ::open(g_end_marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  write_all(fd, g_end_token, std::strlen(g_end_token));
+  ::close(fd);
 }
 
 [[noreturn]] void logger_main(Stream* streams, int log, int rank) {
@@ -136,6 +151,7 @@ void emit_line(int log, const char* prefix, size_t prefix_len, const char* text,
       s.used -= start;
     }
   }
+  write_end_marker();
   ::_exit(0);
 }
 
@@ -162,6 +178,15 @@ void start_rank_log(const std::string& run_dir, int rank) {
       ::fcntl(log, F_SETFL, ::fcntl(log, F_GETFL) & ~O_NONBLOCK) != 0) {
     ::close(log);
     throw IoError(path + ": not a regular file");
+  }
+  // This rank's end, for its supervisor (base/rank_end.h); a marker of an earlier start goes now.
+  const std::string marker = rank_end_marker_path(run_dir, rank);
+  const std::string token = rank_end_token();
+  ::unlink(marker.c_str());
+  g_end_marker[0] = '\0';
+  if (!token.empty() && marker.size() < sizeof g_end_marker && token.size() < sizeof g_end_token) {
+    std::memcpy(g_end_marker, marker.c_str(), marker.size() + 1);
+    std::memcpy(g_end_token, token.c_str(), token.size() + 1);
   }
   int out[2], err[2];
   check(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "rank log: pipe");

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testing/temp_dir.h"
@@ -60,6 +61,12 @@ TEST_P(Restart, KilledRankIsRestartedFromTheCheckpoint) {
       << r.out;
   EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
+  // Every rank's end is marked for the supervisor with the attempt it belonged to: the restart
+  // (base/rank_end.h).
+  for (int r = 0; r < ranks; ++r) {
+    const std::string marker = test::slurp(run + "/logs/rank-" + std::to_string(r) + ".ended");
+    EXPECT_NE(marker.find(" attempt 1\n"), std::string::npos) << "rank " << r << ": " << marker;
+  }
   // The restart is an event, and the killed rank's last words are in its log.
   EXPECT_NE(test::slurp(run + "/events.jsonl").find(R"("event":"restart")"), std::string::npos);
   EXPECT_NE(test::slurp(run + "/logs/rank-" + victim + ".log").find("RM_TEST_FAULT: "),
@@ -210,6 +217,67 @@ TEST(RestartOff, ARankKilledBySignalIsNamed) {
   EXPECT_NE(r.err.find("a rank was killed by SIGKILL (exit code 137), with nothing said"),
             std::string::npos)
       << r.err;
+}
+
+// Ranks that cannot start -- here rank 1 killed by SIGILL at start-up, every attempt, as a
+// binary built for another CPU is; mpirun unable to execute the program gives the same 132 --
+// are not restarted: the job ends at once with 132, why, and a "failed" event (before: taken for
+// a rank killed mid-run, restarted max_restarts times, each failing the same way).
+TEST(RestartLimit, RanksThatCannotStartAreNotRestarted) {
+  TempDir dir;
+  const std::string run = dir.file("straight");
+  const auto r = run_cli("run " + job_file(dir) +
+                             " --nproc 2 --set resilience.max_restarts=2"
+                             " --set cluster.env.RM_TEST_FAULT=ill:1:0@0,ill:1:0@1,ill:1:0@2",
+                         dir.path());
+  EXPECT_EQ(r.exit_code, 132) << r.err << r.out;
+  EXPECT_NE(r.err.find("the job's ranks did not start (exit code 132)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("restart 1 of 2"), std::string::npos) << r.out;
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_EQ(events.find("\"event\":\"restart\""), std::string::npos) << events;
+  EXPECT_NE(events.find("the ranks did not start: not restarted"), std::string::npos) << events;
+}
+
+// ringmaster run through a link (an install that points a link at its current version) whose
+// version is upgraded mid-run: the link moved to a new copy, the old one removed. The restart
+// runs the program the link leads to now, and the job ends on the uninterrupted run's weights
+// (before: it restarted through the old copy's resolved path, found nothing there, and gave up).
+TEST(RestartAfterUpgrade, TheRestartRunsWhatTheLinkItWasRunThroughLeadsToNow) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.file("v1"));
+  fs::create_directories(dir.file("v2"));
+  fs::create_directories(dir.file("bin"));
+  fs::copy_file(RINGMASTER_BIN, dir.file("v1/ringmaster"));
+  fs::create_symlink(dir.file("v1/ringmaster"), dir.file("bin/ringmaster"));
+  const std::string run = dir.file("upgraded");
+  // The harness runs RINGMASTER_BIN: this wrapper runs the link instead, with the same words.
+  const std::string through_link =
+      "sh -c 'shift; exec " + dir.file("bin/ringmaster") + " \"$@\"' sh";
+  test::CliResult r;
+  std::thread runner([&] {
+    r = run_cli("run " + job + " --set run_dir=" + run + " --set resilience.max_restarts=1",
+                dir.path(), "RM_TEST_FAULT=slowstep:0:150,kill:0:9", through_link);
+  });
+  const bool reached = test::wait_for_steps(run + "/metrics.jsonl", 2);
+  if (reached) {
+    fs::copy_file(RINGMASTER_BIN, dir.file("v2/ringmaster"));
+    fs::create_symlink(dir.file("v2/ringmaster"), dir.file("bin/next"));
+    fs::rename(dir.file("bin/next"), dir.file("bin/ringmaster"));
+    fs::remove(dir.file("v1/ringmaster"));
+  }
+  runner.join();
+  ASSERT_TRUE(reached) << r.err << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("was replaced since this run started: the restart runs the program now "
+                       "there"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("restart 1 of 1"), std::string::npos) << r.out;
+  EXPECT_EQ(test::slurp(run + "/weights.bin"), test::slurp(dir.file("straight/weights.bin")));
 }
 
 }  // namespace

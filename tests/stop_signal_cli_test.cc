@@ -321,7 +321,8 @@ TEST(StopSignalTwice, TheSameSignalAtOnceIsOneStopAndLaterKills) {
 
 // The second signal kills the whole job before `run` returns: under mpirun the ranks too, which
 // sit in process groups of their own (before: `run` returned 137 with both ranks alive, still
-// writing metrics and a checkpoint into a run directory whose lock it had let go).
+// writing metrics and a checkpoint into a run directory whose lock it had let go). `run` says it
+// killed the job, and writes a "stopped" event.
 TEST(StopSignalTwice, TheSecondKillsTheRanksBeforeRunReturns) {
   TempDir dir;
   const std::string job = job_file(dir, true);
@@ -337,8 +338,18 @@ TEST(StopSignalTwice, TheSecondKillsTheRanksBeforeRunReturns) {
   ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
   const int code = wait_exit(child);
   EXPECT_NE(code, kStopped);
-  EXPECT_NE(test::slurp(child.err).find("second signal: killing the job"), std::string::npos)
-      << test::slurp(child.err);
+  const std::string err = test::slurp(child.err);
+  EXPECT_NE(err.find("second signal: killing the job"), std::string::npos) << err;
+  // Said as this launcher's doing, with an event (before: blamed on a signal sent to mpirun or
+  // the ranks, and no event: `status` said the run ended without a word).
+  EXPECT_NE(err.find("stopped by SIGTERM, sent again before the ranks had saved: the job was "
+                     "killed"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("a signal sent to mpirun"), std::string::npos) << err;
+  const std::string events = test::slurp(run + "/events.jsonl");
+  EXPECT_NE(events.find(R"("event":"stopped")"), std::string::npos) << events;
+  EXPECT_NE(events.find(R"("killed":true)"), std::string::npos) << events;
   for (pid_t rank : ranks) {
     std::ifstream stat("/proc/" + std::to_string(rank) + "/stat");
     std::string line;

@@ -25,6 +25,7 @@ enum class Kind {
   kNone,
   kStop,
   kKill,
+  kIll,
   kSleep,
   kSaveKill,
   kNan,
@@ -65,6 +66,7 @@ Fault parse_one(const std::string& spec) {
     Kind kind;
   } kinds[] = {{"stop", Kind::kStop},
                {"kill", Kind::kKill},
+               {"ill", Kind::kIll},
                {"sleep", Kind::kSleep},
                {"savekill", Kind::kSaveKill},
                {"nan", Kind::kNan},
@@ -85,9 +87,9 @@ Fault parse_one(const std::string& spec) {
       f.name = k.name;
     }
   }
-  // Step 0 (start-up) exists for stop, kill and sleep only; devfail is at start-up alone.
-  const bool at_startup_ok =
-      f.kind == Kind::kStop || f.kind == Kind::kKill || f.kind == Kind::kSleep;
+  // Step 0 (start-up) exists for stop, kill, ill and sleep only; devfail is at start-up alone.
+  const bool at_startup_ok = f.kind == Kind::kStop || f.kind == Kind::kKill ||
+                             f.kind == Kind::kIll || f.kind == Kind::kSleep;
   const bool ok = f.kind != Kind::kNone && rank >= 0 &&
                   (f.kind == Kind::kDevFail ? at == 0 : at >= 1 || (at == 0 && at_startup_ok)) &&
                   (n == 3 || (n == 4 && f.kind == Kind::kSaveKill && delay_us >= 0));
@@ -246,6 +248,7 @@ void maybe_inject_fault(int rank, int64_t step) {
     if (f.at != step || f.rank != rank) continue;
     if (f.kind == Kind::kStop) announce(rank, f), raise(SIGSTOP);
     if (f.kind == Kind::kKill) announce(rank, f), raise(SIGKILL);
+    if (f.kind == Kind::kIll) announce(rank, f), ::signal(SIGILL, SIG_DFL), raise(SIGILL);
     // sleep_for sleeps on through signals (sleep(3) would return at a stop notice, which a rank
     // records from its start: base/stop_signal.h).
     if (f.kind == Kind::kSleep)

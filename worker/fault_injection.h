@@ -2,6 +2,7 @@
 // fail fast and loudly instead of hanging, and that a crash at any moment of a checkpoint save
 // leaves a run that resumes. Driven by the environment variable
 //   RM_TEST_FAULT=KIND:RANK:STEP          KIND = stop (SIGSTOP itself), kill (SIGKILL itself),
+//                                         ill (SIGILL itself: a binary built for another CPU),
 //                                         sleep (sleep 3600 s), at the start of step STEP
 //                                         (1-based; 0: at start-up, before the ranks' first
 //                                         agreement, worker/startup_agreement.h)
