@@ -205,17 +205,13 @@ bool runs(const char* pid, const std::string& exe) {
 // under mpirun itself or under a daemon it started here.
 int ranks_below(pid_t root, const std::string& exe) {
   std::map<pid_t, std::vector<pid_t>> children;
-  std::set<pid_t> running_exe;
   for_each_process([&](const char* pid, char state, int ppid) {
-    if (state == 'Z' || state == 'X') return;
-    const pid_t p = static_cast<pid_t>(std::atoi(pid));
-    children[ppid].push_back(p);
-    if (runs(pid, exe)) running_exe.insert(p);
+    if (state != 'Z' && state != 'X') children[ppid].push_back(static_cast<pid_t>(std::atoi(pid)));
   });
-  int n = 0;
+  int n = 0;  // only the processes below root are looked at: a few, of the host's thousands
   std::vector<pid_t> below = children[root];
   for (size_t i = 0; i < below.size(); ++i) {
-    n += static_cast<int>(running_exe.count(below[i]));
+    n += runs(std::to_string(below[i]).c_str(), exe) ? 1 : 0;
     for (pid_t c : children[below[i]]) below.push_back(c);
   }
   return n;

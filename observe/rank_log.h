@@ -15,6 +15,10 @@
 //
 // Console: rank 0 keeps printing both streams on the console; other ranks keep stderr there
 // (their errors) and send stdout to the log only. stdout becomes line-buffered.
+//
+// At that end-of-file the logger also writes RUN_DIR/logs/rank-K.ended with the attempt's token
+// (base/rank_end.h), where a supervisor launched the rank: how `ringmaster run` learns that a
+// rank on another host has ended. A start removes the marker of an earlier one.
 #pragma once
 
 #include <string>
