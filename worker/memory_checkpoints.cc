@@ -324,13 +324,19 @@ MemoryCheckpoints::Restored MemoryCheckpoints::restore(int64_t step) {
   failed[static_cast<size_t>(comm_.rank())] = ok ? 0.0 : 1.0;
   comm_.all_gather(failed.data(), std::vector<size_t>(failed.size(), 1), DType::kFloat64)->wait();
   std::string ranks;
+  int named = 0, more = 0;  // the first 8 named, the rest counted: a line, not a page
   for (size_t r = 0; r < failed.size(); ++r) {
-    if (failed[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    if (failed[r] == 0) continue;
+    if (named++ < 8) {
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    } else {
+      ++more;
+    }
   }
+  if (more > 0) ranks += " and " + std::to_string(more) + " more";
   if (!ranks.empty()) {
     const std::string what = "in-memory checkpoint of step " + std::to_string(step) +
-                             ": not restored on rank" +
-                             (ranks.find(',') == std::string::npos ? " " : "s ") + ranks;
+                             ": not restored on rank" + (named == 1 ? " " : "s ") + ranks;
     if (!ok) {
       std::fprintf(stderr, "ringmaster: [rank %d] %s: this rank: %s\n", comm_.rank(), what.c_str(),
                    why.c_str());
