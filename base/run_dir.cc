@@ -26,25 +26,6 @@ std::string run_file(const std::string& run_dir, const char* name) {
   return (fs::path(run_dir) / name).string();
 }
 
-namespace {
-
-// What of a resolved job says what it trains: everything but how it runs (parallel, checkpoint,
-// resilience, observability, cluster), which may change between a run and its resume (e.g. 4
-// ranks in ZeRO-1 resumed on 2 ranks in ZeRO-3), where it lives (name, run_dir: a run directory
-// that was moved or copied resumes from its new place), how long it trains (train.steps: a run
-// extended, or cut short) and how often it evaluates and logs -- those set to defaults. Two
-// jobs train the same thing when their training parts are equal.
-//
-// train.micro_batch may change too: a step's samples do not depend on it (worker/trainer.h), only
-// the order its gradients are summed in. But the validation set is the first eval_batches x
-// micro_batch windows, and validation losses over other windows do not compare (the best
-// checkpoint of checkpoint.keep_best is chosen by them): that product is compared instead, by
-// validation_change below.
-//
-// So may how the model's memory is spent, which the memory check and the planner suggest when a
-// job does not fit (planning/memory_fit.h): model.recompute computes the same activations again,
-// bit for bit (model/gpt_model.h), and model.classifier_chunk_tokens changes only the order the
-// classifier's gradient is summed in, as micro_batch does.
 JobConfig training_part(JobConfig j) {
   const TrainConfig defaults;
   const ModelConfig model_defaults;
@@ -64,6 +45,8 @@ JobConfig training_part(JobConfig j) {
   j.cluster = ClusterConfig();
   return j;
 }
+
+namespace {
 
 // How the validation set (train.eval_batches x train.micro_batch windows) differs, with the
 // eval_batches that would keep it; empty when it is the same, or when there is no set to keep.

@@ -123,6 +123,9 @@ trap 'rm_forward HUP' HUP
 # spaced: '"event": ').
 rm_started() { grep -c '"event":"started"' "$rm_run_dir/events.jsonl" 2>/dev/null; }
 rm_finished() { grep -c '"event":"finished"' "$rm_run_dir/events.jsonl" 2>/dev/null; }
+# Rank 0's "stopped" (this script's own events are spaced: '"event": "stopped"'): written once the
+# stop's checkpoint is committed, and only then.
+rm_stopped() { grep -c '"event":"stopped"' "$rm_run_dir/events.jsonl" 2>/dev/null; }
 rm_say "starting $SLURM_NTASKS rank(s) on $SLURM_JOB_NODELIST"
 rm_event slurm_start
 # A step whose ranks die before they are all up, with no signal and no refusal, is started again
@@ -139,6 +142,7 @@ while :; do
   if [[ -n $rm_holder ]]; then kill -s KILL "$rm_holder" 2>/dev/null; rm_holder=; fi
   rm_started_before=$(rm_started)
   rm_finished_before=$(rm_finished)
+  rm_stopped_before=$(rm_stopped)
   env -- ${rm_env[@]+"${rm_env[@]}"} RM_START_RETRY=$rm_start_retry \
     "$rm_srun" --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
   rm_step=$!
@@ -151,7 +155,8 @@ while :; do
   done
   wait "$rm_step"
   rm_code=$?
-  if [[ $rm_code != 0 && $rm_code != 2 && $rm_code != 75 && $rm_signalled == 0 &&
+  if [[ $rm_code != 0 && $rm_code != 2 && $rm_code != 75 && $rm_code != 131 && $rm_code != 132 &&
+        $rm_signalled == 0 &&
         $(rm_started) == "$rm_started_before" && $rm_start_retry -lt 2 ]]; then
     rm_start_retry=$((rm_start_retry + 1))
     rm_say "the ranks died while starting (exit code $rm_code), before training; starting them again ($rm_start_retry of 2, not counted in resilience.max_restarts)"
@@ -167,6 +172,22 @@ if [[ -n $rm_holder ]]; then kill -s KILL "$rm_holder" 2>/dev/null; fi
 if [[ $rm_code == 0 && $(rm_finished) == "$rm_finished_before" ]]; then
   rm_say "srun returned 0, but rank 0 recorded no end of training (a node failure?); counted as a failure"
   rm_code=1
+fi
+# The other way round: training ended (rank 0's "finished", written once weights.bin is
+# committed), then a rank died in MPI's teardown. Nothing is left to train; a requeue would only
+# resume at the end to finish again, and without restarts the job would end FAILED.
+if [[ $rm_code != 0 && $(rm_finished) != "$rm_finished_before" ]]; then
+  rm_say "training finished (weights.bin written), then the ranks exited with code $rm_code as they shut down; nothing to requeue"
+  rm_event exit_after_finish "" "$rm_code"
+  exit 0
+fi
+# Ranks that could not start (131 or 132 before every rank was up: the program not executable on
+# a node, or SIGILL from a build for another CPU) fail the same way at every requeue.
+if [[ ($rm_code == 131 || $rm_code == 132) && $rm_signalled == 0 &&
+      $(rm_started) == "$rm_started_before" ]]; then
+  rm_say "the ranks did not start (exit code $rm_code: the program could not be executed on a node, or a rank died of SIGILL as it started -- a build for another CPU); not requeued, as a requeue would fail the same way"
+  rm_event failed "not_started" "$rm_code"
+  exit "$rm_code"
 fi
 
 # Whether this job has been requeued past this run (its Restarts count has grown): scontrol can
@@ -211,8 +232,13 @@ case $rm_code in
 esac
 # After a USR1 notice the ranks stop together with 75, but srun reports the worst code of its
 # tasks, and --kill-on-bad-exit may kill a rank in the instant between its partner's exit and
-# its own: a stop that looks like a failure. The checkpoint was committed before either exited.
-if [[ $rm_signalled == 1 && $rm_stop_signal == USR1 ]]; then rm_requeue stopped; fi
+# its own: a stop that looks like a failure. The checkpoint was committed before either exited,
+# and rank 0's "stopped" event says so. Without that event the stop did not save (its checkpoint
+# failed, or a rank died before it): a failure, counted, or a full disk would requeue for ever,
+# each run losing what it trained.
+if [[ $rm_signalled == 1 && $rm_stop_signal == USR1 && $(rm_stopped) != "$rm_stopped_before" ]]; then
+  rm_requeue stopped
+fi
 # With checkpoint.on_signal off the ranks die of the signal passed on: that is the stop the user
 # chose, not a failure to count.
 if [[ $rm_signalled == 1 && $rm_stop_signal == TERM ]]; then rm_requeue signalled; fi

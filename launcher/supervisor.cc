@@ -353,9 +353,11 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
         first_stop_signal() != SIGUSR1) {
       // The ranks were told with SIGUSR1 and say so; what this process got is what was sent.
       const std::string sig = signal_name(first_stop_signal());
-      bool said = false;  // rank 0's last event names it already
+      bool said = false;         // rank 0's last event names it already
+      bool said_failed = false;  // ...or says the stop failed (its checkpoint not saved)
       for_each_json_line_backwards(job.run_dir + "/events.jsonl", [&](const nlohmann::json& e) {
         said = e.value("event", "") == "stopped" && e.value("signal", "") == sig;
+        said_failed = e.value("event", "") == "failed";
         return false;
       });
       if (code == kExitStopped) {
@@ -379,7 +381,7 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
                     "); run the same command again to go on from the newest checkpoint");
         append_run_event(job.run_dir, "stopped",
                          {{"signal", sig}, {"killed", true}, {"exit_code", code}});
-      } else if (code != kExitOk) {
+      } else if (code != kExitOk && !said_failed) {
         print_error("stopped by " + sig + ", but the job ended with exit code " +
                     std::to_string(code) +
                     " before its ranks saved (a signal sent to mpirun "

@@ -371,6 +371,35 @@ TEST(FromCli, TheSameFromAgainStartsOverWhenNothingOfItsLineVerifies) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 12));
 }
 
+// Another run's checkpoint under a job that trains otherwise: the keys that differ are said as
+// the run starts from it (here the seed, so the data order from step 4 is not the one it trained
+// on; before: nothing said). Under other data it is refused, and the refusal points to
+// model.init_from, the way to train other data from its weights (before: it advised --fresh or a
+// new run_dir, which fail the same way).
+TEST(FromCli, AnotherJobsCheckpointSaysHowTheJobsDifferAndOtherDataPointsToInitFrom) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job + " --set train.steps=4", dir.path()).exit_code, 0);
+  const std::string from = " --from " + dir.file("straight/checkpoints/step_00000004");
+  const auto seeded = run_cli(
+      "run " + job + " --set train.steps=6 --set seed=7 --set run_dir=" + dir.file("seeded") + from,
+      dir.path());
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.err << seeded.out;
+  EXPECT_NE(seeded.out.find("written by a job that trained otherwise (seed: 1337 -> 7); it goes on "
+                            "under this job's settings"),
+            std::string::npos)
+      << seeded.out;
+  const std::string shorter = dir.file("short.txt");
+  std::ofstream(shorter) << test::slurp("data/tinyshakespeare.txt").substr(0, 600000);
+  const auto other = run_cli(
+      "run " + job + " --set data.train=" + shorter + " --set run_dir=" + dir.file("other") + from,
+      dir.path());
+  EXPECT_EQ(other.exit_code, 2) << other.err << other.out;
+  EXPECT_NE(other.err.find("name it as model.init_from instead of --from"), std::string::npos)
+      << other.err;
+  EXPECT_EQ(other.err.find("--fresh"), std::string::npos) << other.err;
+}
+
 // The line ended, then its checkpoints were damaged: the same --from again (a requeue after the
 // end) is refused on every rank, as the run without --from is, and weights.bin -- the only copy
 // of that end -- stays, with the damaged checkpoints. Before: the line started over from step 4,

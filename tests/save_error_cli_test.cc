@@ -7,6 +7,8 @@
 // rank 0 learns from its failure marker).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -16,6 +18,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "io/posix_io.h"
 #include "testing/temp_dir.h"
+#include "tests/background_cli.h"
 #include "tests/cli_runner.h"
 
 namespace rm {
@@ -249,6 +252,34 @@ TEST(SaveErrorCli, ACheckpointRetentionCannotEmptyKeepsItsName) {
       dir.path(), "", kGuard);
   ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
   EXPECT_FALSE(std::filesystem::exists(ckpts + "/stale.step_00000099.tmp"));
+}
+
+// A stop (SIGUSR1 to `run`, 2 ranks) whose checkpoint cannot be saved -- every write under
+// checkpoints/ fails with ENOSPC, let pass by checkpoint.on_error: continue -- is a failure: exit
+// 1, said, and a "failed" event, not 75 "checkpoint saved" (before: 75, which a batch script
+// requeues without counting, the run losing what it trained at every requeue while the disk
+// stays full). `run` does not blame a signal sent to mpirun for it.
+TEST(SaveErrorStop, AStopWhoseCheckpointFailsIsAFailureNotAStop) {
+  TempDir dir;
+  const std::string run_dir = dir.file("run");
+  const std::string fault = io_fault(run_dir, dir.file("j.log"), "/checkpoints",
+                                     "op=write at=1 action=fail error=ENOSPC sticky=1") +
+                            " RM_TEST_FAULT=slowstep:0:50";
+  const test::Child child = test::spawn_cli(
+      "run " + job_file(dir) + " --nproc 2 --set train.steps=400 --set checkpoint.every=0" +
+          " --set checkpoint.on_error=continue --set run_dir=" + run_dir,
+      dir.path(), "stop", fault);
+  ASSERT_TRUE(test::wait_for_steps(run_dir + "/metrics.jsonl", 5)) << test::slurp(child.err);
+  ASSERT_EQ(::kill(child.pid, SIGUSR1), 0);
+  const int code = test::wait_exit(child);
+  const std::string out = test::slurp(child.out), err = test::slurp(child.err);
+  EXPECT_EQ(code, 1) << out << err;
+  EXPECT_NE(out.find("but its checkpoint could not be saved"), std::string::npos) << out;
+  EXPECT_EQ(out.find("checkpoint saved;"), std::string::npos) << out;
+  EXPECT_EQ(err.find("a signal sent to mpirun"), std::string::npos) << err;
+  const std::string events = test::slurp(run_dir + "/events.jsonl");
+  EXPECT_EQ(events.find(R"("event":"stopped")"), std::string::npos) << events;
+  EXPECT_NE(events.find("its checkpoint could not be saved"), std::string::npos) << events;
 }
 
 }  // namespace

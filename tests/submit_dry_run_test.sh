@@ -93,8 +93,17 @@ printf '%s\0' "$PATH" "$rm_max_restarts" "${SRUN_CPUS_PER_TASK:-unset}" >"$STUB_
 echo "${RM_START_RETRY:-unset}" >>"$STUB_OUT/srun.attempts"
 # A step that succeeds ends with rank 0's "finished" event (builtins only: PATH is /none here).
 config=${*: -1}
-[[ ${STUB_SRUN_EXIT:-0} == 0 && -z ${STUB_NO_FINISH:-} ]] &&
+[[ ( ${STUB_SRUN_EXIT:-0} == 0 || -n ${STUB_FINISH_ANYWAY:-} ) && -z ${STUB_NO_FINISH:-} ]] &&
   echo '{"event":"finished"}' >>"${config%/*}/events.jsonl"
+# STUB_WAIT_STOP: ranks that are up ("started") and wait for the stop, then exit 1 without rank
+# 0's "stopped" event -- a stop whose checkpoint could not be saved.
+if [[ -n ${STUB_WAIT_STOP:-} ]]; then
+  trap 'exit 1' USR1
+  echo '{"event":"started"}' >>"${config%/*}/events.jsonl"
+  : >"$STUB_OUT/srun.up"
+  for (( i = 0; i < 600; i++ )); do read -r -t 0.1 <> <(:) || true; done
+  exit 3
+fi
 exit "${STUB_SRUN_EXIT:-0}"
 STUB
 cat >stubs/scontrol <<'STUB'
@@ -182,4 +191,40 @@ grep -q "the ranks refused the job (exit code 2" script.out || { cat script.out;
   fail "no bad_input event last: $(tail -n 1 "$weird_run/events.jsonl")"
 ! grep -q "^requeue" scontrol.calls 2>/dev/null || fail "a refused job was requeued"
 [[ ! -e "$weird_run"/slurm/failures-42 ]] || fail "a refusal was counted as a failure"
+# Training finished (rank 0's "finished"), then a rank died in MPI's teardown (exit 1): the job is
+# done, exit 0 and an exit_after_finish event (before: counted as a failure, FAILED with
+# max_restarts 0).
+rm -f scontrol.calls "$weird_run"/slurm/failures-42
+code=0
+STUB_FINISH_ANYWAY=1 run_script 1 || code=$?
+[[ $code == 0 ]] || { cat script.out; fail "the script exited $code after a finish and a teardown death"; }
+grep -q "training finished (weights.bin written), then the ranks exited with code 1" script.out ||
+  { cat script.out; fail "no word of the finish"; }
+[[ $(tail -n 1 "$weird_run/events.jsonl") == *'"event": "exit_after_finish"'* ]] ||
+  fail "no exit_after_finish event last: $(tail -n 1 "$weird_run/events.jsonl")"
+! grep -q "^requeue" scontrol.calls 2>/dev/null || fail "a finished job was requeued"
+# Ranks that cannot start (132: not executable, or SIGILL from a build for another CPU) are not
+# started again nor requeued (before: started three times, then counted and requeued).
+rm -f srun.attempts scontrol.calls "$weird_run"/slurm/failures-42
+code=0
+run_script 132 || code=$?
+[[ $code == 132 ]] || { cat script.out; fail "the script exited $code after ranks that could not start"; }
+[[ $(tr '\n' ' ' <srun.attempts) == "0 " ]] || fail "srun attempts after 132: $(tr '\n' ' ' <srun.attempts)"
+grep -q "the ranks did not start (exit code 132" script.out || { cat script.out; fail "no word of the start"; }
+! grep -q "^requeue" scontrol.calls 2>/dev/null || fail "ranks that could not start were requeued"
+# A USR1 notice whose stop did not save (no "stopped" event from rank 0, exit 1): a failure,
+# counted -- here the end, max_restarts 0 -- not a stop requeued uncounted (before: requeued for
+# ever while the disk stayed full, each run losing what it trained).
+rm -f scontrol.calls srun.up "$weird_run"/slurm/failures-42
+STUB_OUT=$dir STUB_WAIT_STOP=1 STUB_NO_FINISH=1 PATH="$dir/stubs:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=2 \
+  SLURM_JOB_NODELIST=node1 bash job.sbatch >script.out 2>&1 &
+script_pid=$!
+for _ in $(seq 300); do [[ -e srun.up ]] && break; sleep 0.1; done
+[[ -e srun.up ]] || { kill "$script_pid"; cat script.out; fail "the stub step never came up"; }
+kill -USR1 "$script_pid"
+code=0
+wait "$script_pid" || code=$?
+[[ $code == 1 ]] || { cat script.out; fail "the script exited $code after a stop that did not save"; }
+grep -q "giving up after 0 restart(s)" script.out || { cat script.out; fail "the unsaved stop was not counted"; }
+! grep -q "^requeue" scontrol.calls 2>/dev/null || { cat script.out; fail "an unsaved stop was requeued"; }
 echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert, start-up deaths retried twice"

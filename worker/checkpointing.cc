@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/retention.h"
+#include "configs/job_diff.h"
 #include "configs/job_loader.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
@@ -263,6 +264,24 @@ bool Checkpointing::line_start_before_finished_end(const std::string& line_start
   }
 }
 
+void Checkpointing::say_how_the_job_differs(const std::string& given) const {
+  // Its weights and optimizer state go on under this job: with another seed or global batch, the
+  // data order from its step is this job's, not the one it trained on -- said, as a resume in the
+  // run directory that wrote it would refuse it (base/run_dir.h).
+  try {
+    const JobConfig source =
+        load_stored_job(load_manifest(given).job, given + "/" + kManifestFileName);
+    const std::string d = describe_differences(training_part(source), training_part(job_));
+    if (d.empty()) return;
+    std::printf(
+        "ringmaster: --from %s: written by a job that trained otherwise (%s); it goes on under "
+        "this job's settings: from its step on, the data order is this job's\n",
+        given.c_str(), d.c_str());
+  } catch (const std::exception&) {
+    // The checkpoint's job unreadable: the resume has verified the checkpoint, not its job text.
+  }
+}
+
 int64_t Checkpointing::resume(const std::string& path, const std::string& line_start) {
   // Rank 0 picks the checkpoint and tells the others, and whether it is the one given (path, or
   // line_start) or the run's own. Every byte of each candidate is verified by all the ranks
@@ -331,6 +350,7 @@ int64_t Checkpointing::resume(const std::string& path, const std::string& line_s
     if (step >= 0) {
       std::printf("ringmaster: resuming from %s (step %lld)\n", chosen.c_str(),
                   static_cast<long long>(step));
+      if (choice[1] != 0 && !path.empty()) say_how_the_job_differs(chosen);
       std::fflush(stdout);
     }
     // Also when nothing verified: the checkpoints skipped, and why, are what a user wants to see.

@@ -112,6 +112,9 @@ class Checkpointing {
   // Whether the run directory holds a finished run's weights.bin that starting again from
   // line_start (a --from checkpoint, before the end) would remove.
   bool line_start_before_finished_end(const std::string& line_start) const;
+  // Rank 0, resuming from a --from checkpoint: prints the keys its job trained with that differ
+  // from this job's, if any.
+  void say_how_the_job_differs(const std::string& given) const;
   // Runs body; under on_error: continue, an IoError is reported and swallowed (returns false).
   bool tolerate_io_error(const std::function<void()>& body);
 

@@ -19,6 +19,7 @@
 #include "base/run_lock.h"
 #include "base/stop_signal.h"
 #include "checkpoint/checkpoint_error.h"
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/weights_file.h"
 #include "configs/job_loader.h"
@@ -390,6 +391,30 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       // Every rank leaves with the same code, after rank 0 has committed the checkpoint: under
       // mpirun a rank that exits early with a non-zero code gets the others killed.
       comm.barrier();
+      // The stop's checkpoint may have failed and been let pass (checkpoint.on_error: continue):
+      // then 75 -- "saved, resume me", requeued by the batch script without counting -- would
+      // lose every step since the newest checkpoint, at every requeue for as long as the disk
+      // stays full. Rank 0 looks for it (committed: the directory is there) and tells the others.
+      double saved = 1;
+      if (rank0) {
+        const int64_t step = trainer.next_step();
+        saved = io::is_directory(checkpoint_path(job.run_dir, step)) ? 1 : 0;
+      }
+      comm.broadcast(&saved, 1, DType::kFloat64, 0)->wait();
+      if (saved == 0) {
+        if (rank0) {
+          const int sig = trainer.stop_signal();
+          const std::string by = sig != 0 ? signal_name(sig) : "a signal (seen on another rank)";
+          const std::string why = "stopped by " + by + " after step " +
+                                  std::to_string(trainer.next_step()) +
+                                  ", but its checkpoint could not be saved (above, why)";
+          std::printf("ringmaster: %s; a resume goes back to the newest checkpoint that verifies\n",
+                      why.c_str());
+          std::fflush(stdout);
+          append_run_event(job.run_dir, "failed", {{"exit_code", kExitFailure}, {"error", why}});
+        }
+        return kExitFailure;
+      }
       if (rank0) {
         const int sig = trainer.stop_signal();
         append_run_event(job.run_dir, "stopped",

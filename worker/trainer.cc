@@ -466,9 +466,16 @@ void Trainer::check_train_data(uint64_t windows, uint64_t fingerprint,
                                const std::string& kind) const {
   const uint64_t now = data_.train->num_windows();
   const std::string checkpoint = "the " + (kind.empty() ? "" : kind + " ") + "checkpoint";
-  const char* fix =
-      ": the data changed since (the data order of a resumed run depends on it); put the data "
-      "back, or start over (--fresh, or a new run_dir)";
+  // Resumed from a checkpoint given with --from: starting over (--fresh, a new run_dir) with the
+  // same --from fails the same way; model.init_from takes its weights to train this data.
+  const bool given = kind.empty() && checkpoints_ && !checkpoints_->started_from().empty();
+  const std::string fix =
+      given ? ": the data differs from what it was trained on (the data order of a resumed run "
+              "depends on it); give the same data, or, to train this data from its weights, "
+              "name it as model.init_from instead of --from (the optimizer state and the data "
+              "order then start anew)"
+            : ": the data changed since (the data order of a resumed run depends on it); put the "
+              "data back, or start over (--fresh, or a new run_dir)";
   if (windows != now) {
     throw InputError("data.train holds " + std::to_string(now) + " training windows of " +
                      std::to_string(job_.model.seq_len) + " tokens, where " + checkpoint +
