@@ -333,8 +333,12 @@ void remember_invoked_path(const char* argv0) {
   for (size_t begin = 0; begin <= dirs.size();) {
     const size_t colon = std::min(dirs.find(':', begin), dirs.size());
     const std::string dir = dirs.substr(begin, colon - begin);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) {
+      char cwd[4096];
+      if (candidate[0] != '/' && ::getcwd(cwd, sizeof cwd) != nullptr) {
+        candidate = std::string(cwd) + "/" + candidate;  // a relative entry of PATH
+      }
       g_invoked = candidate;
       return;
     }
@@ -358,6 +362,11 @@ std::string self_path(bool* replaced) {
     if (::realpath(g_invoked.c_str(), now) != nullptr && ::access(now, X_OK) == 0) return now;
   }
   return exe;
+}
+
+std::string invoked_path() {
+  if (!g_invoked.empty() && ::access(g_invoked.c_str(), X_OK) == 0) return g_invoked;
+  return self_path();
 }
 
 bool stop_signal_seen() {

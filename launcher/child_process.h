@@ -79,6 +79,11 @@ std::string self_path(bool* replaced = nullptr);
 // directory), for self_path. Call once, first thing in main.
 void remember_invoked_path(const char* argv0);
 
+// That path, absolute, links not followed -- what a job that runs later (a Slurm batch script,
+// each of its requeues) should run, so that it finds the install the link leads to then, not a
+// version removed since -- or self_path() where none was recorded or nothing runs there now.
+std::string invoked_path();
+
 // A /proc/PID/exe link's text without the kernel's " (deleted)" suffix (*deleted says whether it
 // had one): the path that process was started from.
 std::string started_from(const std::string& exe_link, bool* deleted = nullptr);

@@ -126,7 +126,9 @@ int cmd_submit(const SubmitArgs& args) {
     }
     const fs::path run_dir = fs::absolute(job.run_dir).lexically_normal();
     SlurmScriptPaths paths;
-    paths.binary = self_path();
+    // As run (through a link, not resolved): the requeues of a long job run the install that
+    // the link leads to then, not a version removed since.
+    paths.binary = invoked_path();
     paths.config = (run_dir / "config.yaml").string();
     paths.run_dir = run_dir.string();
     paths.workdir = fs::current_path().string();

@@ -227,4 +227,12 @@ wait "$script_pid" || code=$?
 [[ $code == 1 ]] || { cat script.out; fail "the script exited $code after a stop that did not save"; }
 grep -q "giving up after 0 restart(s)" script.out || { cat script.out; fail "the unsaved stop was not counted"; }
 ! grep -q "^requeue" scontrol.calls 2>/dev/null || { cat script.out; fail "an unsaved stop was requeued"; }
+# Submitted through a link (an install that moves a link to each new version): the script runs
+# the link, so a requeue after an upgrade that removed the old version finds the new one (before:
+# the link's target then, gone by the requeue).
+mkdir -p linked
+ln -s "$bin" linked/ringmaster
+"$dir/linked/ringmaster" submit job.yaml --dry-run >linked.sbatch || fail "the dry run through a link failed"
+grep -q "^rm_bin='$dir/linked/ringmaster'\$" linked.sbatch ||
+  fail "the script does not run the link: $(grep '^rm_bin=' linked.sbatch)"
 echo "PASS: ${#refused[@]} hostile values refused, ${#hostile[@]} rendered inert, start-up deaths retried twice"
