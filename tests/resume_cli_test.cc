@@ -427,6 +427,39 @@ TEST(ResumeCli, DataOfTheSameSizeButOtherTokensIsRefused) {
   EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 16));
 }
 
+// The validation data changed under a run with checkpoint.keep_best: refused, naming it, since
+// the best checkpoint is chosen by validation losses that would no longer compare (before: the
+// run went on and took a loss on other windows for a new best). Without keep_best it goes on,
+// with a note that losses from there on do not compare.
+TEST(ResumeCli, ValidationDataChangedUnderKeepBestIsRefused) {
+  TempDir dir;
+  const std::string text = test::slurp("data/tinyshakespeare.txt");
+  const std::string val = text.substr(100000, 40000);
+  dir.write("val.txt", val);
+  const std::string job = job_file(dir) + " --set data.val=" + dir.file("val.txt") +
+                          " --set train.eval_every=4 --set train.eval_batches=2" +
+                          " --set checkpoint.keep_best=true";
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  std::string edited = val;
+  edited[edited.size() - 2] = edited[edited.size() - 2] == 'X' ? 'Y' : 'X';
+  dir.write("val.txt", edited);
+  const auto r = run_cli("run " + job + " --set train.steps=16", dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("the validation data (data.val, or the last data.val_fraction of "
+                       "data.train) holds"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("set checkpoint.keep_best: false"), std::string::npos) << r.err;
+  EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 12));
+  const auto noted =
+      run_cli("run " + job + " --set train.steps=16 --set checkpoint.keep_best=false", dir.path());
+  EXPECT_EQ(noted.exit_code, 0) << noted.err << noted.out;
+  EXPECT_NE(noted.out.find("validation losses from here on do not compare with earlier ones"),
+            std::string::npos)
+      << noted.out;
+  EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 16));
+}
+
 TEST(ResumeCli, ADifferentJobNeedsFresh) {
   TempDir dir;
   const std::string job = job_file(dir);

@@ -683,6 +683,7 @@ int64_t Trainer::resume(const std::string& path, const std::string& line_start) 
     }
     check_train_data(state["train_windows"].get<uint64_t>(), fingerprint, "");
   }
+  check_validation_data(state);
   restore_best(state);
   const std::string& given = checkpoints_->started_from();
   line_from_ = given.empty() ? line_of_checkpoint(job_.run_dir, checkpoints_->resumed_path(), state)
@@ -723,6 +724,40 @@ int64_t Trainer::batch_index(int64_t step) const {
   return step + shift;
 }
 
+void Trainer::check_validation_data(const nlohmann::json& state) const {
+  // Recorded since 2026-12-04; a job without validation data now has none to compare (a job
+  // whose validation split changed is another job: base/run_dir.h).
+  const auto windows = state.find("val_windows");
+  const auto recorded = state.find("val_fingerprint");
+  if (!data_.val || windows == state.end() || !windows->is_number_unsigned() ||
+      recorded == state.end() || !recorded->is_string()) {
+    return;
+  }
+  const uint64_t was = windows->get<uint64_t>();
+  const uint64_t was_fingerprint = std::strtoull(recorded->get<std::string>().c_str(), nullptr, 16);
+  if (was == data_.val->num_windows() && was_fingerprint == data_.val->fingerprint()) return;
+  const std::string what =
+      "the validation data (data.val, or the last data.val_fraction of "
+      "data.train) holds " +
+      std::to_string(data_.val->num_windows()) +
+      " windows of other tokens "
+      "than the " +
+      std::to_string(was) + " the checkpoint resumed from was evaluated on";
+  if (job_.checkpoint.keep_best) {
+    throw InputError(what +
+                     ": validation losses do not compare across them, and "
+                     "checkpoint.keep_best picks its best checkpoint by them; give the "
+                     "same validation data, or set checkpoint.keep_best: false");
+  }
+  if (comm_.rank() == 0) {
+    std::printf(
+        "ringmaster: note: %s: validation losses from here on do not compare with "
+        "earlier ones\n",
+        what.c_str());
+    std::fflush(stdout);
+  }
+}
+
 nlohmann::json Trainer::data_state(int64_t steps_done) const {
   // For people and tools: a resume needs only steps_done and skipped_batches, everything else
   // (data position, schedule, random draws) being a function of them and the seed.
@@ -741,6 +776,11 @@ nlohmann::json Trainer::data_state(int64_t steps_done) const {
       {"best_val_loss", best_val_loss_},
       {"best_step", best_step_},
       {"best", best_step_ > 0 && best_step_ == steps_done}};
+  // What validation losses are measured on: a resume checks it (check_validation_data).
+  if (data_.val) {
+    state["val_windows"] = data_.val->num_windows();
+    state["val_fingerprint"] = fingerprint_hex(data_.val->fingerprint());
+  }
   // Where the line this run trains on started (worker/checkpoint_line.h), if not at step 0.
   if (!line_from_.is_null()) state["line_from"] = line_from_;
   return state;

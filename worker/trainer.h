@@ -205,6 +205,10 @@ class Trainer {
   // (`kind`: "in-memory", or "" for one on disk) was trained on, or other tokens than its
   // `fingerprint` (TokenSource::fingerprint; 0: not recorded): the data order depends on them.
   void check_train_data(uint64_t windows, uint64_t fingerprint, const std::string& kind) const;
+  // Where a disk checkpoint's manifest `state` records the validation data it was evaluated on
+  // and it differs now: with checkpoint.keep_best, throws InputError (its best is chosen by those
+  // losses); else rank 0 prints a note. In-memory checkpoints do not record it.
+  void check_validation_data(const nlohmann::json& state) const;
   // Whether memory's agreed step may be resumed from without removing a finished run's end
   // (worker/finished_run.h: memory_keeps_finished_end), as rank 0 judges it, on every rank.
   bool memory_keeps_end(int64_t step);
