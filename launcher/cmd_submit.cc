@@ -186,11 +186,16 @@ int cmd_submit(const SubmitArgs& args) {
     // sbatch lets these variables beat the script's #SBATCH lines (man sbatch): a profile's
     // SBATCH_NO_REQUEUE made the job unrequeueable, SBATCH_SIGNAL took the grace signal away,
     // SBATCH_WAIT kept submit, and the run's lock, until the job's ranks gave up waiting for it.
+    // SBATCH_EXPORT=NONE would reach the ranks' step too (srun inherits it) and leave them
+    // without cluster.env; SBATCH_TIMELIMIT would replace cluster.time, unchecked against
+    // cluster.signal_grace_s (a grace past the limit requeues without training, for ever).
     // The script sets what they would; they are not passed on.
     std::string dropped;
-    for (const char* name :
-         {"SBATCH_NO_REQUEUE", "SBATCH_REQUEUE", "SBATCH_SIGNAL", "SBATCH_OPEN_MODE",
-          "SBATCH_OUTPUT", "SBATCH_ERROR", "SBATCH_WAIT", "SBATCH_ARRAY_INX"}) {
+    std::vector<const char*> names = {"SBATCH_NO_REQUEUE", "SBATCH_REQUEUE",   "SBATCH_SIGNAL",
+                                      "SBATCH_OPEN_MODE",  "SBATCH_OUTPUT",    "SBATCH_ERROR",
+                                      "SBATCH_WAIT",       "SBATCH_ARRAY_INX", "SBATCH_EXPORT"};
+    if (!job.cluster.time.empty()) names.push_back("SBATCH_TIMELIMIT");  // else: the user's time
+    for (const char* name : names) {
       if (std::getenv(name) == nullptr) continue;
       dropped += (dropped.empty() ? "" : ", ") + std::string(name);
       ::unsetenv(name);

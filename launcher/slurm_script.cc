@@ -143,7 +143,7 @@ while :; do
   rm_started_before=$(rm_started)
   rm_finished_before=$(rm_finished)
   rm_stopped_before=$(rm_stopped)
-  env -- ${rm_env[@]+"${rm_env[@]}"} RM_START_RETRY=$rm_start_retry \
+  env -- ${rm_env[@]+"${rm_env[@]}"} RM_START_RETRY=$rm_start_retry SLURM_EXPORT_ENV=ALL \
     "$rm_srun" --mpi=pmix --kill-on-bad-exit=1 "$rm_bin" worker "$rm_config" &
   rm_step=$!
   [[ $rm_signalled == 1 ]] && rm_notify_step  # the signal came before srun did

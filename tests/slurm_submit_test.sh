@@ -305,12 +305,16 @@ PY
     job 20 0 "cluster: {nodes: 2, tasks_per_node: 1, time: '10', sbatch_extra: [--hold]}"
     # sbatch's own variables, which beat #SBATCH lines, do not reach it: the job stays
     # requeueable (before: Requeue=0, so no preemption or time limit ever requeued it).
-    SBATCH_NO_REQUEUE=1 SBATCH_OPEN_MODE=truncate submit
+    # Nor SBATCH_EXPORT (NONE would leave the ranks without cluster.env) or SBATCH_TIMELIMIT
+    # (it would replace cluster.time, unchecked against the signal's grace time).
+    SBATCH_NO_REQUEUE=1 SBATCH_OPEN_MODE=truncate SBATCH_EXPORT=NONE SBATCH_TIMELIMIT=1 submit
     held=$jobid
-    grep -q "not passed to sbatch from the environment: SBATCH_NO_REQUEUE, SBATCH_OPEN_MODE" \
+    grep -q "not passed to sbatch from the environment: SBATCH_NO_REQUEUE, SBATCH_OPEN_MODE, SBATCH_EXPORT, SBATCH_TIMELIMIT" \
       <<<"$submit_out" || fail "submit did not say it left out SBATCH_*: $submit_out"
     [[ $(scontrol show job -o "$held" | grep -oP 'Requeue=\K[0-9]+') == 1 ]] ||
       fail "SBATCH_NO_REQUEUE reached sbatch: $(scontrol show job -o "$held")"
+    [[ $(scontrol show job -o "$held" | grep -oP 'TimeLimit=\K[0-9:]+') == 00:10:00 ]] ||
+      fail "SBATCH_TIMELIMIT reached sbatch: $(scontrol show job -o "$held")"
     for again in "--set model.layers=3" "--fresh"; do
       code=0
       out=$("$bin" submit "$dir/job.yaml" $again 2>&1) || code=$?
