@@ -219,6 +219,9 @@ int cmd_tokenize(const TokenizeArgs& args) {
     BpeTokenizer tokenizer = load_tokenizer_for(args.tokenizer, 0, "--tokenizer");
     const EncodedText encoded = encode_text_file(args.text, tokenizer);
     const std::vector<uint16_t>& tokens = *encoded.tokens;
+    // Named by the input: the output's name alone ("refusing to write an empty token shard")
+    // sent users looking at the wrong file.
+    if (tokens.empty()) throw DataError(args.text, "empty: no tokens to write to " + args.output);
     write_token_shard(args.output, tokens);
     std::printf("%s: %zu tokens of %s\n", args.output.c_str(), tokens.size(), args.text.c_str());
     return kExitOk;

@@ -158,6 +158,16 @@ TEST(TokenizerCli, BadTokenizersStopBeforeAnythingIsWritten) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.bin")));
+  // An empty text is named, not only the shard it would have written (before: "out.bin: refusing
+  // to write an empty token shard").
+  dir.write("empty.txt", "");
+  r = run_cli("tokenize " + dir.file("empty.txt") + " --tokenizer " +
+                  write_tokenizer(dir, "ok2", {}) + " -o " + dir.file("out.bin"),
+              dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(dir.file("empty.txt") + ": empty: no tokens to write"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.bin")));
 }
 
 }  // namespace
