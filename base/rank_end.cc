@@ -8,10 +8,12 @@
 #include <cstring>
 #include <string>
 
+#include "base/run_lock.h"
+
 namespace rm {
 
 std::string rank_end_token() {
-  const char* lock = std::getenv("RM_RUN_LOCK");  // "<pid> <host> <canonical run dir>"
+  const char* lock = std::getenv(kRunLockEnv);  // "<pid> <host> <canonical run dir>"
   const char* restart = std::getenv("RM_RESTART_COUNT");
   if (lock == nullptr || *lock == '\0') return "";
   std::string holder(lock);
@@ -34,7 +36,8 @@ int first_rank_ended(const std::string& run_dir, const std::string& token) {
     // "rank-K.ended" exactly, K decimal digits.
     const std::string name = e->d_name;
     const std::string prefix = "rank-", suffix = ".ended";
-    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, 5, prefix) != 0 ||
+    if (name.size() <= prefix.size() + suffix.size() ||
+        name.compare(0, prefix.size(), prefix) != 0 ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }

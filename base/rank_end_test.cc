@@ -5,27 +5,24 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "testing/temp_dir.h"
 
 namespace rm {
 namespace {
 
 class RankEnd : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("rank_end_test." + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_ / "logs");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { std::filesystem::create_directories(dir_.file("logs")); }
   void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / "logs" / name) << text;
+    std::ofstream(dir_.file("logs/" + name)) << text;
   }
-  std::string run_dir() const { return dir_.string(); }
-  std::filesystem::path dir_;
+  std::string run_dir() const { return dir_.path(); }
+  testutil::TempDir dir_;
 };
 
 TEST_F(RankEnd, OnlyThisAttemptsMarkersCountAndTheLowestRankIsNamed) {

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -204,16 +205,8 @@ bool runs(const char* pid, const std::string& exe) {
 // How many processes below `root` run the executable `exe` (from /proc): this host's ranks,
 // under mpirun itself or under a daemon it started here.
 int ranks_below(pid_t root, const std::string& exe) {
-  std::map<pid_t, std::vector<pid_t>> children;
-  for_each_process([&](const char* pid, char state, int ppid) {
-    if (state != 'Z' && state != 'X') children[ppid].push_back(static_cast<pid_t>(std::atoi(pid)));
-  });
-  int n = 0;  // only the processes below root are looked at: a few, of the host's thousands
-  std::vector<pid_t> below = children[root];
-  for (size_t i = 0; i < below.size(); ++i) {
-    n += runs(std::to_string(below[i]).c_str(), exe) ? 1 : 0;
-    for (pid_t c : children[below[i]]) below.push_back(c);
-  }
+  int n = 0;
+  for (pid_t p : descendants(root)) n += runs(std::to_string(p).c_str(), exe) ? 1 : 0;
   return n;
 }
 
@@ -318,28 +311,20 @@ std::string g_invoked;  // remember_invoked_path's: absolute, links not followed
 void remember_invoked_path(const char* argv0) {
   if (argv0 == nullptr || *argv0 == '\0') return;
   const std::string name(argv0);
+  std::error_code ec;  // absolute() makes a path absolute as written: links are not followed
   if (name.find('/') != std::string::npos) {
-    if (name[0] == '/') {
-      g_invoked = name;
-    } else {
-      char cwd[4096];
-      if (::getcwd(cwd, sizeof cwd) != nullptr) g_invoked = std::string(cwd) + "/" + name;
-    }
+    g_invoked = std::filesystem::absolute(name, ec).string();
     return;
   }
   // Found through PATH, as the shell found it.
   const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "";
+  const std::string dirs = path != nullptr ? path : "";
   for (size_t begin = 0; begin <= dirs.size();) {
     const size_t colon = std::min(dirs.find(':', begin), dirs.size());
     const std::string dir = dirs.substr(begin, colon - begin);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) {
-      char cwd[4096];
-      if (candidate[0] != '/' && ::getcwd(cwd, sizeof cwd) != nullptr) {
-        candidate = std::string(cwd) + "/" + candidate;  // a relative entry of PATH
-      }
-      g_invoked = candidate;
+      g_invoked = std::filesystem::absolute(candidate, ec).string();
       return;
     }
     begin = colon + 1;
