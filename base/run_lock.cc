@@ -59,6 +59,35 @@ std::string holder_of(int fd) {
   return text.empty() ? "a process that has not said who it is yet" : text;
 }
 
+// The Slurm job named at the end of a holder's line ("..., Slurm job J"), or "".
+std::string slurm_job_of(const std::string& holder) {
+  const std::string mark = ", Slurm job ";
+  const size_t at = holder.rfind(mark);
+  return at == std::string::npos ? "" : holder.substr(at + mark.size());
+}
+
+// The exception for a lock that stays taken once the wait is over: RunDirStillHeld (a failure
+// of this start, retried) when an earlier run of this Slurm job holds it -- `ours`, judged by
+// the caller --, else IoError (bad input: another run uses the directory).
+[[noreturn]] void still_taken(const std::string& run_dir, const std::string& why,
+                              const std::string& way_out, bool ours, double wait_s) {
+  if (!ours) throw IoError(run_dir + ": " + why + "; " + way_out);
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.0f", wait_s);
+  throw RunDirStillHeld(run_dir + ": " + why + ", still after " + waited +
+                        " s: processes of an earlier run of this Slurm job (" +
+                        std::getenv("SLURM_JOB_ID") +
+                        ") outlived it (a node slow to end them); a failed start, not bad "
+                        "input: retried as resilience.max_restarts allows");
+}
+
+// Whether the holder's line names this Slurm job: a requeue's or a retried start's own
+// earlier run.
+bool held_by_this_slurm_job(const std::string& holder) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  return job != nullptr && *job != '\0' && slurm_job_of(holder) == job;
+}
+
 // Whether `pid` is this process or one of its ancestors (Linux: /proc/PID/stat's 4th field).
 bool is_self_or_ancestor(pid_t pid) {
   pid_t p = ::getpid();
@@ -109,11 +138,12 @@ bool held_for_us(const std::string& dir) {
 
 // Takes flock(fd, LOCK_EX | LOCK_NB) on `path`, retrying every 200 ms until `deadline`. While
 // something else holds it, busy() says what ("in use by another run (pid ...)"): said once on
-// stderr with how long this waits, and thrown as IoError (fd closed) with `way_out` once the
-// deadline has passed. Other failures throw IoError naming the path (fd closed).
-template <typename TimePoint, typename Busy>
+// stderr with how long this waits, and thrown (fd closed) with `way_out` once the deadline has
+// passed: as RunDirStillHeld when ours() says an earlier run of this Slurm job holds it, else as
+// IoError (still_taken). Other failures throw IoError naming the path (fd closed).
+template <typename TimePoint, typename Busy, typename Ours>
 void flock_by(int fd, const std::string& path, const std::string& run_dir, TimePoint deadline,
-              double wait_s, Busy busy, const std::string& way_out) {
+              double wait_s, Busy busy, Ours ours, const std::string& way_out) {
   for (bool said = false; ::flock(fd, LOCK_EX | LOCK_NB) != 0;) {
     const int err = errno;
     if (err == EINTR) continue;
@@ -124,8 +154,9 @@ void flock_by(int fd, const std::string& path, const std::string& run_dir, TimeP
     }
     const std::string why = busy();
     if (std::chrono::steady_clock::now() >= deadline) {
+      const bool earlier_self = ours();
       ::close(fd);
-      throw IoError(run_dir + ": " + why + "; " + way_out);
+      still_taken(run_dir, why, way_out, earlier_self, wait_s);
     }
     if (!said) {
       std::fprintf(stderr, "ringmaster: %s: %s; waiting up to %.0f s for it to end\n",
@@ -137,10 +168,12 @@ void flock_by(int fd, const std::string& path, const std::string& run_dir, TimeP
 }
 
 // Waits until no process holds a shared lock on `dir`/.ranks.lock (a rank of an earlier run that
-// outlived its launcher), until `deadline`; throws IoError naming the directory then.
+// outlived its launcher), until `deadline`; throws IoError naming the directory then, or
+// RunDirStillHeld where `taking_over` (a new run, not a restart by the same holder) inside a
+// Slurm job.
 template <typename TimePoint>
 void wait_for_earlier_ranks(const std::string& run_dir, const std::string& dir, TimePoint deadline,
-                            double wait_s) {
+                            double wait_s, bool taking_over) {
   const std::string path = dir + "/.ranks.lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(path + ": cannot open the ranks' lock: " + std::strerror(errno));
@@ -151,6 +184,9 @@ void wait_for_earlier_ranks(const std::string& run_dir, const std::string& dir, 
             "ranks of an earlier run still run in it (their launcher is gone: "
             "killed?), and save or stop within seconds");
       },
+      // The run lock is ours now, so their holder is gone: inside a Slurm job, the leftovers
+      // of this job's earlier run (a requeue, a retried start), never a live run.
+      [&] { return taking_over && std::getenv("SLURM_JOB_ID") != nullptr; },
       "try again once they have exited (`pgrep -af ringmaster` lists them), or set run_dir to "
       "another directory");
   ::close(fd);  // and the exclusive lock with it: this run's ranks take theirs
@@ -164,7 +200,7 @@ void wait_for_ranks_to_leave(const std::string& run_dir, double wait_s) {
   if (ec) throw IoError(run_dir + ": cannot resolve the run directory: " + ec.message());
   wait_for_earlier_ranks(run_dir, dir,
                          std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s),
-                         wait_s);
+                         wait_s, /*taking_over=*/false);
 }
 
 namespace {
@@ -216,7 +252,15 @@ void hold_rank_lock(const std::string& run_dir) {
   // Open for the life of the process: the kernel releases the lock when it exits, however.
 }
 
-double run_lock_wait_s() { return std::getenv("SLURM_JOB_ID") != nullptr ? 90.0 : 0.0; }
+double run_lock_wait_s() {
+  if (std::getenv("SLURM_JOB_ID") == nullptr) return 0.0;
+  if (const char* v = std::getenv("RM_RUN_LOCK_WAIT_S")) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end != v && *end == '\0' && s >= 0 && s <= 3600) return s;
+  }
+  return 90.0;
+}
 
 void lock_run_dir(const std::string& run_dir, double wait_s) {
   std::error_code ec;
@@ -237,10 +281,11 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
   flock_by(
       fd, path, run_dir, deadline, wait_s,
       [&] { return "in use by another run (" + holder_of(fd) + ")"; },
+      [&] { return held_by_this_slurm_job(holder_of(fd)); },
       "wait for it to finish or stop it, or set run_dir to another directory");
   // flock granted; the ranks of the run that held it last may outlive their launcher.
   try {
-    wait_for_earlier_ranks(run_dir, dir, deadline, wait_s);
+    wait_for_earlier_ranks(run_dir, dir, deadline, wait_s, /*taking_over=*/true);
   } catch (...) {
     ::close(fd);
     throw;
@@ -260,8 +305,9 @@ void lock_run_dir(const std::string& run_dir, double wait_s) {
                             "host's flock did not see its lock";
     if (std::chrono::steady_clock::now() >= deadline) {
       ::close(fd);
-      throw IoError(run_dir + ": " + why + "; wait for it to finish or stop it, or set run_dir " +
-                    "to another directory");
+      still_taken(run_dir, why,
+                  "wait for it to finish or stop it, or set run_dir to another directory",
+                  held_by_this_slurm_job(previous.holder), wait_s);
     }
     if (!said_lease) {
       std::fprintf(stderr, "ringmaster: %s: %s; waiting up to %.0f s for it to exit\n",

@@ -34,11 +34,23 @@
 // run is left.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 namespace rm {
 
 inline constexpr const char* kRunLockEnv = "RM_RUN_LOCK";
+
+// The lock, or the ranks' lock, still held when the wait is over by processes of an earlier
+// run of this same Slurm job (the holder's line names SLURM_JOB_ID; or ranks that outlived
+// their launcher, inside a Slurm job): a requeue or a start retry that came before a slow node
+// had ended them. Not bad input -- nothing about the job is wrong, and they will go -- but a
+// failure of this start (exit 1: the batch script retries it, counted in
+// resilience.max_restarts), where IoError would be exit 2 and end the job for good.
+class RunDirStillHeld : public std::runtime_error {
+ public:
+  explicit RunDirStillHeld(const std::string& message) : std::runtime_error(message) {}
+};
 
 // Takes the lock of `run_dir` (which must exist) for this process, waiting up to wait_s seconds
 // for another holder to exit (saying once that it waits), and records who holds it (pid, host,
@@ -46,7 +58,8 @@ inline constexpr const char* kRunLockEnv = "RM_RUN_LOCK";
 // that died without releasing is taken over with a message (after run_lock_lease_s() without
 // renewal when it was on another host). Returns at once if
 // this process, or the holder named by RM_RUN_LOCK (above), holds it already. Throws IoError naming
-// the directory and the holder when the lock stays taken.
+// the directory and the holder when the lock stays taken, or RunDirStillHeld (above) when what
+// holds it is an earlier run of this Slurm job.
 void lock_run_dir(const std::string& run_dir, double wait_s);
 
 // A rank of the run in `run_dir` (which lock_run_dir has prepared): holds a shared lock on
@@ -70,7 +83,7 @@ void wait_for_ranks_to_leave(const std::string& run_dir, double wait_s);
 
 // How long a run waits for the lock: 90 s inside a Slurm job (a requeued job may start before
 // the old one's processes are killed: KillWait is 30 s by default), 0 elsewhere (a second run
-// started by hand is refused at once).
+// started by hand is refused at once). RM_RUN_LOCK_WAIT_S (tests) sets the Slurm figure.
 double run_lock_wait_s();
 
 }  // namespace rm

@@ -153,6 +153,51 @@ TEST(RunLock, InsideASlurmJobARunWaitsForTheOldHolder) {
   EXPECT_NE(lock.find(", Slurm job 42\n"), std::string::npos) << lock;
 }
 
+// Inside a Slurm job, a lock still held when the wait is over by an earlier run of the same job
+// (a requeue, or the batch script's start retry, that came before a slow node had ended the old
+// processes) is a failed start, exit 1, which the batch script retries and counts; not bad
+// input (exit 2), which would end the job for good. Held by another job, it stays bad input.
+TEST(RunLock, InsideASlurmJobItsOwnEarlierRunStillThereIsAFailedStartNotBadInput) {
+  TempDir dir;
+  const std::string job = job_file(dir) + " --set train.steps=5";
+  fs::create_directories(dir.file("run"));
+  // The old holder, deterministically: this process holds the lock, its line naming job 42.
+  const int lock = ::open(dir.file("run/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+  const std::string holder = "pid 4242 on host oldnode since 2026-11-24T01:00:00Z, Slurm job 42\n";
+  ASSERT_EQ(::pwrite(lock, holder.data(), holder.size(), 0), static_cast<ssize_t>(holder.size()));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto same = run_cli("run " + job, dir.path(), "SLURM_JOB_ID=42 RM_RUN_LOCK_WAIT_S=1");
+  EXPECT_GE(seconds_since(t0), 1.0) << "gave up without waiting";
+  EXPECT_EQ(same.exit_code, 1) << same.err;
+  EXPECT_NE(same.err.find(dir.file("run") + ": in use by another run (" +
+                          holder.substr(0, holder.size() - 1) +
+                          "), still after 1 s: processes of an earlier run of this Slurm job "
+                          "(42) outlived it"),
+            std::string::npos)
+      << same.err;
+  const auto other = run_cli("run " + job, dir.path(), "SLURM_JOB_ID=43 RM_RUN_LOCK_WAIT_S=1");
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("set run_dir to another directory"), std::string::npos) << other.err;
+  ::close(lock);
+  // Ranks of an earlier run that outlived their launcher: inside a Slurm job, this job's own.
+  const int rank = ::open(dir.file("run/.ranks.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(rank, 0);
+  ASSERT_EQ(::flock(rank, LOCK_SH), 0);
+  const auto ranks = run_cli("run " + job, dir.path(), "SLURM_JOB_ID=42 RM_RUN_LOCK_WAIT_S=1");
+  EXPECT_EQ(ranks.exit_code, 1) << ranks.err;
+  EXPECT_NE(ranks.err.find("ranks of an earlier run still run in it"), std::string::npos)
+      << ranks.err;
+  EXPECT_NE(ranks.err.find("this Slurm job (42)"), std::string::npos) << ranks.err;
+  ::close(rank);
+  // Nothing was written by the refused starts; once the old processes are gone, it runs.
+  EXPECT_FALSE(fs::exists(dir.file("run/metrics.jsonl")));
+  const auto after = run_cli("run " + job, dir.path(), "SLURM_JOB_ID=42 RM_RUN_LOCK_WAIT_S=1");
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_TRUE(test::each_step_once(dir.file("run/metrics.jsonl"), 5));
+}
+
 // The lock file a node leaves when it dies holding the lock: its lease, never renewed again.
 std::string dead_holder_lock(int64_t n) {
   return "pid 4242 on host deadnode since 2026-11-24T01:00:00Z, Slurm job 7\nlease deadnode 4242 " +
