@@ -101,8 +101,9 @@ class Compute {
   // source that is read when the graph runs -- so the source must be allocate_host memory that
   // stays valid and holds the new bytes before each replay. A replay runs the recorded calls
   // with their recorded pointers and arguments. has_graph() turns false (the graph is dropped)
-  // when memory the graph uses was reallocated since (cuda: grow-only scratch that grew), so
-  // that the caller records again. cpu: no graphs (can_capture false; the rest throws).
+  // when memory the graph uses was reallocated since (cuda: grow-only scratch that grew) or
+  // released (release/release_host of memory allocated before the recording), so that the
+  // caller records again. cpu: no graphs (can_capture false; the rest throws).
   virtual bool can_capture() const { return false; }
   virtual void begin_capture() { throw std::logic_error("this compute backend records no graphs"); }
   // Ends the recording; the graph is kept for replay. Also the way out of a failed recording

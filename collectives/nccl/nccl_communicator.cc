@@ -81,6 +81,11 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void fail(const Op& op, const std::string& what);
 
  private:
+  // The constructor's work (it releases what this made where it throws).
+  void init(MPI_Comm comm, const NcclOptions& nccl_options);
+  // Frees the streams, events, device memory and (unless broken) the MPI communicator; the
+  // NCCL communicator is destroyed or aborted before.
+  void release_resources();
   std::shared_ptr<Op> new_op(const char* name, size_t bytes);
   // Rank 0's ncclUniqueId on every rank (an MPI broadcast polled against the timeout); throws,
   // naming rank 0's reason on every rank, where rank 0 could not make one.
@@ -124,6 +129,20 @@ void NcclWork::wait() {
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, CommOptions options, NcclOptions nccl_options)
     : options_(options) {
+  // A constructor that throws runs no destructor: what it made so far goes here, or a caller
+  // that survives the error (a test, a fallback to MPI) would keep a stream, an event, device
+  // memory and a duplicated MPI communicator for nothing.
+  try {
+    init(comm, nccl_options);
+  } catch (...) {
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    release_resources();
+    throw;
+  }
+}
+
+void NcclCommunicator::init(MPI_Comm comm, const NcclOptions& nccl_options) {
   const detail::ThrowMpiError mpi_error{"make_nccl_communicator"};
   RM_MPI_CHECK(MPI_Comm_dup(comm, &mpi_comm_), mpi_error);
   RM_MPI_CHECK(MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN), mpi_error);
@@ -228,12 +247,22 @@ NcclCommunicator::~NcclCommunicator() {
       // reported, and the communicator aborted
     }
   }
+  release_resources();
+}
+
+void NcclCommunicator::release_resources() {
   for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
+  free_events_.clear();
   if (compute_ready_ != nullptr) cudaEventDestroy(compute_ready_);
+  compute_ready_ = nullptr;
   for (void* memory : device_allocations_) cudaFree(memory);
+  device_allocations_.clear();
   if (scratch_ != nullptr) cudaFree(scratch_);
+  scratch_ = nullptr;
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  if (broken_.empty()) MPI_Comm_free(&mpi_comm_);
+  stream_ = nullptr;
+  // After a failure a peer may never free its side: freeing is then left to MPI_Finalize.
+  if (broken_.empty() && mpi_comm_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_comm_);
 }
 
 void* NcclCommunicator::allocate(size_t bytes) {

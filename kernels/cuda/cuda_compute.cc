@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cuda/adamw.h"
@@ -67,6 +68,7 @@ class CudaCompute final : public Compute {
     // writers waiting on their download fences) are not affected.
     RM_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal), kThrow);
     capturing_ = true;
+    graph_serial_ = next_serial_;  // what is allocated from now on cannot be in the graph
   }
   void end_capture(bool keep) override {
     if (!capturing_) throw std::logic_error("rm::cuda: end_capture without begin_capture");
@@ -110,6 +112,7 @@ class CudaCompute final : public Compute {
   void* allocate(size_t bytes) override {
     void* p = nullptr;
     RM_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes), kThrow);  // 256-byte aligned
+    serial_of_[p] = next_serial_++;
     if (bytes > 0) RM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx_.stream()), kThrow);
     return p;
   }
@@ -117,17 +120,20 @@ class CudaCompute final : public Compute {
     if (memory == nullptr) return;
     // Work queued on either stream may still use the memory.
     wait_all();
+    forget(memory);
     RM_CUDA_CHECK(cudaFree(memory), kThrow);
   }
   void* allocate_host(size_t bytes) override {
     void* p = nullptr;
     RM_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes), kThrow);
+    serial_of_[p] = next_serial_++;
     std::memset(p, 0, bytes);
     return p;
   }
   void release_host(void* memory) override {
     if (memory == nullptr) return;
     wait_all();  // a download into it may be in flight
+    forget(memory);
     RM_CUDA_CHECK(cudaFreeHost(memory), kThrow);
   }
   void upload(void* dst, const void* host_src, size_t bytes) override {
@@ -275,6 +281,16 @@ class CudaCompute final : public Compute {
     synchronize();
     RM_CUDA_CHECK(cudaStreamSynchronize(ctx_.side_stream()), kThrow);  // the downloads
   }
+  // Memory about to be freed: the graph goes with it if it may use it (allocated before the
+  // recording), or a replay would read and write freed memory -- the token slots of a
+  // StepGraph destroyed with its Trainer, say. Memory allocated since cannot be in it
+  // (nothing allocates while recording): a checkpoint's staging buffers keep the graph.
+  void forget(void* memory) {
+    const auto it = serial_of_.find(memory);
+    if (it == serial_of_.end()) return;
+    if (it->second < graph_serial_) drop_graph();
+    serial_of_.erase(it);
+  }
   void drop_graph() {
     if (graph_ == nullptr) return;
     synchronize();  // a replay may still run
@@ -287,6 +303,9 @@ class CudaCompute final : public Compute {
   bool capturing_ = false;
   cudaGraphExec_t graph_ = nullptr;       // the recorded step, ready to launch
   uint64_t graph_moves_ = 0;              // ctx_.scratch_moves() when it was recorded
+  uint64_t next_serial_ = 1;              // allocate()'s and allocate_host()'s count,
+  uint64_t graph_serial_ = 0;             // its value when the graph was recorded,
+  std::unordered_map<void*, uint64_t> serial_of_;  // and each live allocation's number
   void* table_ = nullptr;                 // adamw_update_ranges' chunk table on the device,
   size_t table_chunks_ = 0;               // its length,
   std::vector<AdamWRange> table_ranges_;  // and the ranges it was built from

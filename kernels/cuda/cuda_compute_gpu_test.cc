@@ -1263,6 +1263,29 @@ TEST_F(CudaTest, AStepGraphReplaysItsCallsWithTheSourceAsItIsThen) {
   gpu().release_host(pinned);
 }
 
+// A graph reads and writes the memory it was recorded with: released, that memory takes the
+// graph with it (a replay would use freed memory); memory allocated since cannot be in it.
+TEST_F(CudaTest, ReleasingMemoryTheGraphMayUseDropsIt) {
+  const size_t n = 1000;
+  void* used = gpu().allocate(n * sizeof(float));
+  void* host = gpu().allocate_host(n * sizeof(float));
+  gpu().begin_capture();
+  gpu().scale(static_cast<float*>(used), n, 0.5f);
+  gpu().end_capture(/*keep=*/true);
+  ASSERT_TRUE(gpu().has_graph());
+  gpu().release(gpu().allocate(64));
+  gpu().release_host(gpu().allocate_host(64));
+  EXPECT_TRUE(gpu().has_graph()) << "memory allocated after the recording cannot be in it";
+  gpu().release_host(host);
+  EXPECT_FALSE(gpu().has_graph()) << "pinned memory from before the recording was released";
+  gpu().begin_capture();
+  gpu().scale(static_cast<float*>(used), n, 0.5f);
+  gpu().end_capture(/*keep=*/true);
+  ASSERT_TRUE(gpu().has_graph());
+  gpu().release(used);
+  EXPECT_FALSE(gpu().has_graph()) << "device memory from before the recording was released";
+}
+
 TEST_F(CudaTest, ReductionsAndScaling) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3000001}}) {
     auto x = both(random_floats(std::max<size_t>(n, 1), 100));
