@@ -193,7 +193,9 @@ std::vector<KeySpec> build_schema() {
              "A GPT-2 byte-pair tokenizer: a directory holding `encoder.json` and `vocab.bpe` "
              "(OpenAI's names) or `vocab.json` and `merges.txt` (Hugging Face's). With "
              "data.format text, the files are encoded with it as a run starts (every rank "
-             "encodes them: `ringmaster tokenize` makes token shards once, for large data); "
+             "encodes them and keeps the tokens in memory, 2 bytes each, which the memory "
+             "estimate counts as up to 2 bytes per byte of text: `ringmaster tokenize` makes "
+             "token shards once, mapped instead, for large data); "
              "with either format, `ringmaster sample` and `eval` read and print text through "
              "it. model.vocab_size must be at least its vocabulary (50257 for GPT-2's). "
              "Relative to the working directory; empty = one token per byte."),

@@ -11,6 +11,7 @@
 #include "configs/job_loader.h"
 #include "launcher/hostfile.h"
 #include "planning/host_memory.h"
+#include "worker/data/encoded_text.h"
 
 namespace rm {
 
@@ -52,8 +53,8 @@ MemoryFit check_job_memory(const JobConfig& job, const JobArgs& args, ComputeKin
                            MemoryCapacity& capacity) {
   capacity.host = host_memory();
   capacity.gpu = backend == ComputeKind::kCuda ? gpu_memory() : 0;
-  return check_memory_fit(job, args.nproc, ranks_on_busiest_host(args.hosts, args.nproc),
-                          backend, capacity);
+  return check_memory_fit(job, args.nproc, ranks_on_busiest_host(args.hosts, args.nproc), backend,
+                          capacity, tokenized_text_bytes(job.data));
 }
 
 std::string describe_best_checkpoint(const std::string& run_dir) {

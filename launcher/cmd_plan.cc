@@ -5,18 +5,21 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
 #include "base/input_error.h"
 #include "configs/cluster_spec.h"
+#include "configs/config_error.h"
 #include "configs/job_loader.h"
 #include "configs/yaml_format.h"
 #include "launcher/cmd_common.h"
 #include "planning/gemm_rate.h"
 #include "planning/host_memory.h"
 #include "planning/step_plan.h"
+#include "worker/data/encoded_text.h"
 
 namespace rm {
 namespace {
@@ -61,7 +64,7 @@ void print_plan(const JobConfig& job, const ClusterSpec& c, const JobPlan& p) {
   for (size_t i = 0; i < p.modes.size(); ++i) {
     const ModePlan& m = p.modes[i];
     const MemoryEstimate& e = m.memory;
-    const double other = e.checkpoint + e.final_weights + e.runtime;
+    const double other = e.checkpoint + e.final_weights + e.data + e.runtime;
     const std::string row = std::string(choice_name(m.shard)) + (m.recompute ? " +recompute" : "");
     std::printf("  %-20s %10s %10s %10s %11s %8s %8s %10s %8s  %.4g s = %.4g + %.4g (of %.4g)%s\n",
                 row.c_str(), format_bytes(e.parameters).c_str(),
@@ -120,7 +123,17 @@ int cmd_plan(const PlanArgs& args) {
     JobArgs job_args = args.job;
     job_args.nproc = cluster.ranks();
     const JobConfig job = load_job_args(job_args);
-    print_plan(job, cluster, plan_job(job, cluster));
+    const JobPlan plan = plan_job(job, cluster, tokenized_text_bytes(job.data));
+    // As validate refuses it (its estimate unbounded): inf and NaN in every column otherwise.
+    if (!std::isfinite(plan.params) || plan.modes.empty() ||
+        !std::isfinite(plan.modes.front().memory.total())) {
+      throw JobConfigError({ConfigError{
+          job.source_path, 0, 0, "",
+          "the model's sizes overflow (model.width, model.layers, model.seq_len, "
+          "model.vocab_size, ...): its parameters or activations cannot be counted, so nothing "
+          "can be planned"}});
+    }
+    print_plan(job, cluster, plan);
     return kExitOk;
   });
 }

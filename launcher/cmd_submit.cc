@@ -34,6 +34,7 @@
 #include "launcher/slurm_script.h"
 #include "observe/run_events.h"
 #include "planning/memory_fit.h"
+#include "worker/data/encoded_text.h"
 #include "worker/initial_weights.h"
 #include "worker/job_preparation.h"
 #include "worker/training_data.h"
@@ -116,9 +117,9 @@ int cmd_submit(const SubmitArgs& args) {
                       (job.parallel.backend == Backend::kAuto && cluster.gpus_per_node > 0);
     const SlurmPartitions partitions = query_slurm_partitions();  // one sinfo for both checks
     const MemoryCapacity node = slurm_node_capacity(cluster, partitions);
-    const MemoryFit fit =
-        check_memory_fit(job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,
-                         cuda ? ComputeKind::kCuda : ComputeKind::kCpu, node);
+    const MemoryFit fit = check_memory_fit(
+        job, cluster.nodes * cluster.tasks_per_node, cluster.tasks_per_node,
+        cuda ? ComputeKind::kCuda : ComputeKind::kCpu, node, tokenized_text_bytes(job.data));
     // Nor wait in the queue for ever for nodes the partition does not have (slurm_nodes.h).
     if (!sbatch_extra_reshapes(cluster.sbatch_extra) && sbatch_environment_override().empty()) {
       const std::string refusal = slurm_shape_refusal(cluster, partitions);

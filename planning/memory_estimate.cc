@@ -319,7 +319,8 @@ ModelFootprint cuda_gpt_footprint(const ModelConfig& model, int mb, bool bf16, b
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend, int hosts) {
+MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend, int hosts,
+                               double text_bytes) {
   const bool bf16 = job.parallel.precision == Precision::kBf16;
   const ShardMode mode = job.parallel.shard;
   const bool cuda = backend == ComputeKind::kCuda;
@@ -398,6 +399,8 @@ MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind back
     if (!full_grads) m.shared_views += others * (m.buffers - wire);  // the unit scratch pool
   }
 
+  // Every rank encodes all of it (each reads its samples from the whole global order).
+  m.data = 2 * std::max(0.0, text_bytes);
   m.runtime = ranks > 1 ? kRuntimeMpi : kRuntimeAlone;
   if (cuda) {
     m.runtime += kCudaLibraries + kCudaContext;
@@ -435,7 +438,7 @@ std::string describe_estimate(const MemoryEstimate& m) {
          part("gradients", m.gradients) + ", " + part("optimizer", m.optimizer) + ", " +
          part("activations", m.activations) + ", " + part("buffers", m.buffers) + ", " +
          part("checkpoint", m.checkpoint) + ", " + part("final weights", m.final_weights) + ", " +
-         part("runtime", m.runtime) + ")";
+         (m.data > 0 ? part("encoded text", m.data) + ", " : "") + part("runtime", m.runtime) + ")";
 }
 
 }  // namespace rm

@@ -19,6 +19,11 @@
 //                  of a peer's it keeps (worker/memory_checkpoints.h)
 //   final_weights  after the last step, on rank 0 only: the host piece through which the model
 //                  streams into weights.bin (ShardedState::stream_params()): none on the cpu
+//   data           text files encoded at start-up with data.tokenizer, held as 2-byte token ids
+//                  for the whole run (worker/data/encoded_text.h): at most 2 bytes per byte of
+//                  the text, a token being at least one byte (GPT-2's tokenizer on English
+//                  makes ~0.3 tokens a byte, so this bounds it ~3x high: such data belongs in
+//                  token shards, `ringmaster tokenize`, which are mapped and cost nothing here)
 //   runtime        what a rank holds besides: program, libraries, MPI, OpenMP and BLAS threads
 //                  and their buffers, touched pages of the mapped data; measured
 // Sharded sizes are the largest rank's (shards differ by at most one element).
@@ -46,7 +51,7 @@ namespace rm {
 struct MemoryEstimate {
   // Bytes per rank. Infinite for a shape too large to add up (ModelFootprint::unbounded()).
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, checkpoint = 0,
-         final_weights = 0, runtime = 0;
+         final_weights = 0, data = 0, runtime = 0;
   // Of the total, bytes in GPU memory (cuda backend); 0 on the cpu.
   double device = 0;
   // Not part of the total: peers' communication buffers this rank touches through the shared
@@ -60,7 +65,7 @@ struct MemoryEstimate {
 
   double total() const {
     return parameters + gradients + optimizer + activations + buffers + checkpoint + final_weights +
-           runtime;
+           data + runtime;
   }
   double host() const { return total() - device; }
   // What a host running `ranks_on_host` of the ranks needs: only the rank that writes
@@ -76,7 +81,10 @@ struct MemoryEstimate {
 
 // One rank of `job` on `ranks` data-parallel ranks (>= 1), computing on `backend`, the ranks on
 // `hosts` hosts (in-memory checkpoints keep a replica of a peer's where there are several).
-MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend, int hosts = 1);
+// `text_bytes`: the size of the text files every rank encodes with data.tokenizer (the `data`
+// category; worker/data/encoded_text.h: tokenized_text_bytes), which the job alone does not say.
+MemoryEstimate estimate_memory(const JobConfig& job, int ranks, ComputeKind backend, int hosts = 1,
+                               double text_bytes = 0);
 
 // "1.23 GiB", "312 MiB": bytes in the largest binary unit (KiB to EiB) that keeps the number at
 // or above 1, to three significant digits; "unbounded" for infinity.

@@ -140,7 +140,7 @@ std::vector<Setting> settings(const JobConfig& job) {
 // the job's, each of settings(), and 2, 4, ... 1024 times the ranks on hosts like this one
 // with as many ranks on each. Some ten thousand estimates at most, each microseconds.
 std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host,
-                              ComputeKind backend) {
+                              ComputeKind backend, double text_bytes) {
   std::vector<Variant> out;
   // Shard modes by index, weakest first (ShardMode's order).
   const int mode0 = static_cast<int>(job.parallel.shard);
@@ -173,7 +173,7 @@ std::vector<Variant> variants(const JobConfig& job, int ranks, int ranks_on_host
                       (r != ranks ? kRanks : 0u) |
                       (k.recompute != job.model.recompute ? kRecompute : 0u) |
                       (k.chunk_tokens != job.model.classifier_chunk_tokens ? kChunks : 0u);
-          v.need = need_of(estimate_memory(j, r, backend, hosts_for(r, ranks_on_host)),
+          v.need = need_of(estimate_memory(j, r, backend, hosts_for(r, ranks_on_host), text_bytes),
                            ranks_on_host, backend);
           out.push_back(v);
         }
@@ -217,8 +217,8 @@ std::string words(const Variant& v, int ranks_on_host, ComputeKind backend,
 
 // When nothing fits: the variant that needs least.
 std::string least_need(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
-                       const MemoryCapacity& c) {
-  const std::vector<Variant> all = variants(job, ranks, ranks_on_host, backend);
+                       const MemoryCapacity& c, double text_bytes) {
+  const std::vector<Variant> all = variants(job, ranks, ranks_on_host, backend, text_bytes);
   if (all.empty()) return "";
   const Variant* least = &all.front();
   for (const Variant& v : all) {
@@ -232,12 +232,13 @@ std::string least_need(const JobConfig& job, int ranks, int ranks_on_host, Compu
 }  // namespace
 
 std::vector<std::string> memory_fit_suggestions(const JobConfig& job, int ranks, int ranks_on_host,
-                                                ComputeKind backend, const MemoryCapacity& c) {
+                                                ComputeKind backend, const MemoryCapacity& c,
+                                                double text_bytes) {
   // The gentlest fitting variant for each set of knobs; then the sets of the fewest knobs,
   // leaving out a set that contains one already chosen (it would change more than needed).
   Variant best[kKnobSets];
   bool have[kKnobSets] = {};
-  for (const Variant& v : variants(job, ranks, ranks_on_host, backend)) {
+  for (const Variant& v : variants(job, ranks, ranks_on_host, backend, text_bytes)) {
     if (v.changed == 0 || !fits(v.need, c)) continue;
     if (!have[v.changed] || gentler(v, best[v.changed])) best[v.changed] = v;
     have[v.changed] = true;
@@ -257,9 +258,9 @@ std::vector<std::string> memory_fit_suggestions(const JobConfig& job, int ranks,
 }
 
 MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
-                           const MemoryCapacity& c) {
+                           const MemoryCapacity& c, double text_bytes) {
   MemoryFit fit;
-  fit.per_rank = estimate_memory(job, ranks, backend, hosts_for(ranks, ranks_on_host));
+  fit.per_rank = estimate_memory(job, ranks, backend, hosts_for(ranks, ranks_on_host), text_bytes);
   fit.backend = backend;
   fit.ranks = ranks;
   fit.ranks_on_host = ranks_on_host;
@@ -283,17 +284,22 @@ MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, C
            "; " + c.host_name + " has " + format_bytes(c.host);
   }
   const std::vector<std::string> ways =
-      memory_fit_suggestions(job, ranks, ranks_on_host, backend, c);
+      memory_fit_suggestions(job, ranks, ranks_on_host, backend, c, text_bytes);
   if (ways.empty()) {
     msg +=
         ". Nothing tried fits (every parallel.shard mode from the job's, train.micro_batch "
         "down to 1, checkpoint.async: false, model.recompute: true, "
         "model.classifier_chunk_tokens down to 256, up to 1024 times the ranks on more " +
         std::string(c.slurm ? "nodes" : "hosts like this one") + ")" +
-        least_need(job, ranks, ranks_on_host, backend, c);
+        least_need(job, ranks, ranks_on_host, backend, c, text_bytes);
   } else {
     msg += ". It would fit with: ";
     for (size_t i = 0; i < ways.size(); ++i) msg += (i == 0 ? "" : ", or ") + ways[i];
+  }
+  if (fit.per_rank.data > 0) {
+    msg += ". Every rank holds the text of data.train and data.val encoded (~" +
+           format_bytes(fit.per_rank.data) +
+           " at most): token shards made once with `ringmaster tokenize` are mapped instead";
   }
   throw JobConfigError({ConfigError{job.source_path, 0, 0, "", msg}});
 }

@@ -48,16 +48,17 @@ struct MemoryFit {
   std::string summary(const MemoryCapacity& capacity) const;
 };
 
-// ranks: the job's data-parallel ranks; ranks_on_host: how many of them the busiest host runs.
+// ranks: the job's data-parallel ranks; ranks_on_host: how many of them the busiest host runs;
+// text_bytes: estimate_memory's (the text every rank encodes with data.tokenizer).
 // Throws JobConfigError (file: job.source_path) when the job does not fit; returns the estimate
 // when it does.
 MemoryFit check_memory_fit(const JobConfig& job, int ranks, int ranks_on_host, ComputeKind backend,
-                           const MemoryCapacity& capacity);
+                           const MemoryCapacity& capacity, double text_bytes = 0);
 
 // The changes that make the job fit, best first, as the message words them
 // ("train.micro_batch: 2 (~3.1 GiB per host)"); empty when nothing tried fits.
 std::vector<std::string> memory_fit_suggestions(const JobConfig& job, int ranks, int ranks_on_host,
-                                                ComputeKind backend,
-                                                const MemoryCapacity& capacity);
+                                                ComputeKind backend, const MemoryCapacity& capacity,
+                                                double text_bytes = 0);
 
 }  // namespace rm

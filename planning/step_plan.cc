@@ -72,8 +72,8 @@ Reductions reductions_of(const JobConfig& job, const double (&units)[4]) {
   return r;
 }
 
-ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
-                   const ClusterSpec& c, const JobPlan& p) {
+ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute, const ClusterSpec& c,
+                   const JobPlan& p, double text_bytes) {
   JobConfig job = base;
   job.parallel.shard = shard;
   job.model.recompute = recompute;
@@ -82,7 +82,8 @@ ModePlan plan_mode(const JobConfig& base, ShardMode shard, bool recompute,
   m.recompute = recompute;
   m.recompute_changed = recompute != base.model.recompute;
   const bool gpu = c.device_type == "gpu";
-  m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu, c.nodes);
+  m.memory = estimate_memory(job, p.ranks, gpu ? ComputeKind::kCuda : ComputeKind::kCpu, c.nodes,
+                             text_bytes);
   m.host_need_gib = m.memory.host_for(c.devices_per_node) / kGiB;
   m.device_need_gib = gpu ? m.memory.device / kGiB : 0;
   m.fits = m.host_need_gib <= c.node_memory_gib &&
@@ -154,7 +155,7 @@ double half_collective_s(double bytes, const ClusterSpec& c) {
   return all_reduce_s(bytes, c) / 2;
 }
 
-JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
+JobPlan plan_job(const JobConfig& job, const ClusterSpec& c, double text_bytes) {
   JobPlan p;
   p.ranks = c.ranks();
   const ModelFootprint f =
@@ -172,7 +173,7 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
   if (gpt && !job.model.recompute) recomputes.push_back(true);
   for (const bool recompute : recomputes) {
     for (const ShardMode shard : every_choice<ShardMode>()) {
-      p.modes.push_back(plan_mode(job, shard, recompute, c, p));
+      p.modes.push_back(plan_mode(job, shard, recompute, c, p, text_bytes));
     }
   }
   for (size_t i = 0; i < p.modes.size(); ++i) {
@@ -189,7 +190,7 @@ JobPlan plan_job(const JobConfig& job, const ClusterSpec& c) {
     const ShardMode shard = p.recommended >= 0 ? p.modes[p.recommended].shard : ShardMode::kNone;
     const bool recompute =
         p.recommended >= 0 ? p.modes[p.recommended].recompute : job.model.recompute;
-    const double s = plan_mode(j, shard, recompute, c, p).step_s();
+    const double s = plan_mode(j, shard, recompute, c, p, text_bytes).step_s();
     if (best < 0 || s < best * (1 - 1e-9)) best = s, p.bucket_mb = mb;
   }
   // Checkpoints: 12 bytes per parameter (fp32 parameters, Adam m and v).

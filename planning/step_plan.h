@@ -67,7 +67,8 @@ struct JobPlan {
   double lost_fraction = 0;     // expected share of time lost to failures and saves at that interval
 };
 
-JobPlan plan_job(const JobConfig& job, const ClusterSpec& cluster);
+// text_bytes: estimate_memory's (the text every rank encodes with data.tokenizer).
+JobPlan plan_job(const JobConfig& job, const ClusterSpec& cluster, double text_bytes = 0);
 
 // One collective's seconds on `cluster`'s topology (the ring model above).
 double all_reduce_s(double bytes, const ClusterSpec& cluster);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "planning/memory_fit.h"
 #include "testing/temp_dir.h"
 #include "tests/cli_runner.h"
+#include "worker/data/tokenizer_files_test_util.h"
 
 namespace rm {
 namespace {
@@ -297,6 +299,54 @@ TEST(MemoryFitCli, TheEstimateMatchesThePeakResidentMemoryOfRealRuns) {
       }
     }
   }
+}
+
+// Text encoded at start-up with data.tokenizer stays in each rank's memory as token ids: the
+// estimate counts it (`encoded text`, 2 bytes per byte of text at most) and the run stays near
+// it. A byte-level tokenizer is the worst case (a token a byte). Before, the estimate left it
+// out and the encoding alone peaked at ~11 bytes a byte (a list of every piece of the text,
+// int32 ids, then a copy): a review measured 8.5x the estimate at 64 MB of text.
+TEST(MemoryFitCli, TextEncodedWithATokenizerIsCountedAndTheRunStaysNearTheEstimate) {
+  TempDir dir;
+  const TokenizerFiles files = tokenizer_files({});
+  fs::create_directories(dir.file("tok"));
+  dir.write("tok/vocab.json", files.vocab_json);
+  dir.write("tok/merges.txt", files.merges);
+  std::ifstream in("data/tinyshakespeare.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(text.size(), 1000000u);
+  {
+    std::ofstream out(dir.file("big.txt"), std::ios::binary);
+    for (int i = 0; i < 32; ++i) out << text;  // ~34 MB
+  }
+  const double text_bytes = static_cast<double>(fs::file_size(dir.file("big.txt")));
+  const std::vector<std::string> sets = {"data.train=" + dir.file("big.txt"),
+                                         "data.tokenizer=" + dir.file("tok"),
+                                         "train.steps=3",
+                                         "train.eval_every=0",
+                                         "checkpoint.every=0",
+                                         "run_dir=" + dir.file("run")};
+  const MemoryEstimate m =
+      estimate_memory(load_job(kJob, sets, 1), 1, ComputeKind::kCpu, 1, text_bytes);
+  EXPECT_EQ(m.data, 2 * text_bytes);
+  const auto v =
+      run_cli("validate " + std::string(kJob) + set_flags(sets) + " --nproc 1", dir.path());
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find("encoded text"), std::string::npos) << v.out;
+  // A host of less than the estimate with the text, more than without it: refused, saying why.
+  const auto refused = run_cli("run " + std::string(kJob) + set_flags(sets) + " --nproc 1",
+                               dir.path(), pin_host(m.total() - m.data / 2));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("token shards made once with `ringmaster tokenize`"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(fs::exists(dir.file("run/metrics.jsonl")));
+  const auto r = run_cli("run " + std::string(kJob) + set_flags(sets) + " --nproc 1", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double measured = peak_rss_mib(dir.file("run"));
+  const double estimated = m.rss() / kMiB;
+  std::printf("encoded text: estimate %.1f MiB, peak RSS %.1f MiB\n", estimated, measured);
+  EXPECT_NEAR(estimated / measured, 1.0, 0.25);
 }
 
 // A deep, thin model under ZeRO-3 on 8 ranks, where the model's states are most of the memory:

@@ -19,6 +19,7 @@
 #include "kernels/gpu_switches.h"
 #include "planning/host_memory.h"
 #include "worker/checkpoint_line.h"
+#include "worker/data/encoded_text.h"
 #include "worker/finished_run.h"
 #include "worker/initial_weights.h"
 #include "worker/step_graph.h"
@@ -43,7 +44,8 @@ CheckedJob check_job(const std::string& path, const std::vector<std::string>& se
       c.capacity.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
       c.capacity.host_name = std::string(c.capacity.slurm ? "node " : "host ") + name;
     }
-    c.fit = check_memory_fit(c.job, where.ranks, where.ranks_here, c.device.kind, c.capacity);
+    c.fit = check_memory_fit(c.job, where.ranks, where.ranks_here, c.device.kind, c.capacity,
+                             tokenized_text_bytes(c.job.data));
   }
   if (may_start_from_initial_weights(c.job, where.fresh, where.from_given)) {
     check_initial_weights(

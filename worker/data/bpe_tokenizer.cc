@@ -251,11 +251,16 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) {
 }
 
 void BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out) {
-  std::vector<TextPiece> pieces;
-  gpt2_pretokenize(text, pieces);
+  encode_each(text,
+              [&](const int32_t* ids, size_t count) { out.insert(out.end(), ids, ids + count); });
+}
+
+void BpeTokenizer::encode_each(std::string_view text,
+                               const std::function<void(const int32_t*, size_t)>& sink) {
   std::vector<int32_t> merged;
-  for (const TextPiece& p : pieces) {
-    const std::string_view piece = text.substr(p.offset, p.size);
+  for (size_t pos = 0; pos < text.size();) {
+    const std::string_view piece = text.substr(pos, gpt2_piece_at(text, pos));
+    pos += piece.size();
     if (piece.size() > kMaxPieceBytes) {
       throw DataError("the text has a run of " + std::to_string(piece.size()) +
                       " bytes without a break between words (letters, digits, punctuation or "
@@ -263,18 +268,18 @@ void BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out)
                       std::to_string(kMaxPieceBytes) + " the tokenizer merges at once");
     }
     if (piece.size() == 1) {  // nothing to merge
-      out.push_back(byte_token_[static_cast<uint8_t>(piece[0])]);
+      sink(&byte_token_[static_cast<uint8_t>(piece[0])], 1);
       continue;
     }
     std::string key(piece);
     const auto hit = cache_.find(key);
     if (hit != cache_.end()) {
-      out.insert(out.end(), hit->second.begin(), hit->second.end());
+      sink(hit->second.data(), hit->second.size());
       continue;
     }
     merged.clear();
     merge_piece(piece, merged);
-    out.insert(out.end(), merged.begin(), merged.end());
+    sink(merged.data(), merged.size());
     if (cache_.size() >= kMaxCachedPieces) cache_.clear();
     cache_.emplace(std::move(key), merged);
   }

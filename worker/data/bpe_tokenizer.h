@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,6 +49,11 @@ class BpeTokenizer {
   std::vector<int32_t> encode(std::string_view text);
   // Appends the tokens of `text` to `out`.
   void encode_into(std::string_view text, std::vector<int32_t>& out);
+  // Passes the tokens of `text` to `sink`, a piece's at a time, in order (the same tokens as
+  // encode_into): a whole file is encoded without its tokens as int32 or a list of its pieces
+  // in memory (encoded_text.h stores them as uint16). The span is valid during the call only.
+  void encode_each(std::string_view text,
+                   const std::function<void(const int32_t* ids, size_t count)>& sink);
 
   // The bytes of the tokens. Throws std::out_of_range naming an id outside [0, vocab_size())
   // or one the vocabulary does not define.

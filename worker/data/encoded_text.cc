@@ -1,6 +1,8 @@
 #include "worker/data/encoded_text.h"
 
+#include <filesystem>
 #include <string_view>
+#include <system_error>
 
 #include "worker/data/data_error.h"
 #include "worker/data/file_glob.h"
@@ -17,13 +19,35 @@ std::vector<uint16_t> encode_to_uint16(const std::string& path, std::string_view
                         "shards; " +
                         path + " cannot be encoded with it");
   }
-  std::vector<int32_t> ids;
+  std::vector<uint16_t> ids;
+  ids.reserve(text.size() / 4 + 16);
   try {
-    tokenizer.encode_into(text, ids);
+    tokenizer.encode_each(text, [&](const int32_t* piece, size_t count) {
+      ids.insert(ids.end(), piece, piece + count);  // ids < vocab_size <= 65536
+    });
   } catch (const DataError& e) {
     throw DataError(path, e.what());
   }
-  return std::vector<uint16_t>(ids.begin(), ids.end());
+  if (ids.capacity() - ids.size() > ids.size() / 8) ids.shrink_to_fit();
+  return ids;
+}
+
+double tokenized_text_bytes(const DataConfig& data) {
+  if (data.tokenizer.empty() || data.format != DataFormat::kText) return 0;
+  double bytes = 0;
+  for (const std::vector<std::string>* globs : {&data.train, &data.val}) {
+    if (globs->empty()) continue;
+    try {
+      for (const std::string& path : expand_globs(*globs)) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        if (!ec) bytes += static_cast<double>(size);
+      }
+    } catch (const DataError&) {
+      // said when the data is opened
+    }
+  }
+  return bytes;
 }
 
 EncodedText encode_text_file(const std::string& path, BpeTokenizer& tokenizer) {

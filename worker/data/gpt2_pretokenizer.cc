@@ -55,6 +55,10 @@ size_t piece_at(std::string_view text, size_t pos) {
 
 }  // namespace
 
+size_t gpt2_piece_at(std::string_view text, size_t pos) {
+  return piece_at(text, pos);
+}
+
 void gpt2_pretokenize(std::string_view text, std::vector<TextPiece>& out) {
   out.clear();
   for (size_t pos = 0; pos < text.size();) {

@@ -27,4 +27,9 @@ struct TextPiece {
 // Appends text's pieces to `out` (cleared first).
 void gpt2_pretokenize(std::string_view text, std::vector<TextPiece>& out);
 
+// The size in bytes (>= 1) of the piece that starts at `pos` (< text.size()): the pieces one
+// after another without a list of them all, which for a whole file would take 16 bytes a
+// piece (bpe_tokenizer.h encodes files this way).
+size_t gpt2_piece_at(std::string_view text, size_t pos);
+
 }  // namespace rm
