@@ -101,6 +101,25 @@ TEST(PlanCli, AModelTooLargeForTheClusterFitsInNoMode) {
   EXPECT_EQ(r.out.find("fits=1"), std::string::npos) << r.out;
 }
 
+// Sizes whose products overflow: refused as validate refuses them, where the table printed
+// inf and NaN in every column and plan exited 0.
+TEST(PlanCli, AModelWhoseSizesOverflowIsRefused) {
+  TempDir dir;
+  for (const char* set :
+       {"model.type=mlp --set model.width=2147483647",
+        "model.type=mlp --set model.mlp_context=2147483647", "model.seq_len=2147483647"}) {
+    for (const char* where : {"--cluster configs/clusters/this-machine.yaml", "--nproc 1"}) {
+      const auto r = run_cli(
+          std::string("plan configs/shakespeare.yaml ") + where + " --set " + set, dir.path());
+      EXPECT_EQ(r.exit_code, 2) << set << " " << where << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find("configs/shakespeare.yaml: the model's sizes overflow"),
+                std::string::npos)
+          << r.err;
+      EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+    }
+  }
+}
+
 // A 7B shape at 16k tokens a sequence on the H100 cluster: the attention scores of every
 // block fit in no mode; recomputing them does, at more compute per step, and is recommended.
 TEST(PlanCli, WhenOnlyRecomputeFitsItIsRecommended) {
