@@ -91,6 +91,14 @@ class Reader {
                   bool zero_ok = false, double largest = kLargest) {
     const YAML::Node* n = need(map, prefix, key);
     if (n == nullptr) return 0;
+    // A quoted or tagged scalar ("3", !!str 3) is a string, as the job file reads it too: not
+    // read as the number it spells.
+    if (n->IsScalar() && n->Tag() != "?") {
+      error(*n, prefix + key,
+            std::string("must be a ") + (zero_ok ? "non-negative" : "positive") + " number, not " +
+                describe_node(*n));
+      return 0;
+    }
     std::string why = std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
                       " number, not " +
                       (n->IsNull()     ? std::string("empty")

@@ -146,6 +146,20 @@ std::vector<ConfigError> check_job_if(const JobConfig& cfg, int dp_ranks,
               ": the watchdog would fire on the ordinary hiccups of a healthy run");
     }
   });
+  when({"checkpoint.keep_every", "checkpoint.every"}, [&] {
+    // Only saved steps can be kept: with every 100, keep_every 250 kept 500, 1000, ... -- the
+    // multiples of both --, not the 250, 750 it asks for, and said nothing.
+    const int64_t every = cfg.checkpoint.every, keep_every = cfg.checkpoint.keep_every;
+    if (every > 0 && keep_every > 0 && keep_every % every != 0) {
+      const int64_t below = keep_every / every * every;
+      add("checkpoint.keep_every",
+          std::to_string(keep_every) + " is not a multiple of checkpoint.every (" +
+              std::to_string(every) +
+              "): only saved steps can be kept, so it would keep the "
+              "multiples of both; the nearest that keep what it says are " +
+              (below > 0 ? std::to_string(below) + " and " : "") + std::to_string(below + every));
+    }
+  });
   when({"resilience.on_nan", "checkpoint.every"}, [&] {
     if (cfg.resilience.on_nan == OnNan::kRollback && cfg.checkpoint.every == 0) {
       add("resilience.on_nan",

@@ -86,6 +86,21 @@ TEST(CrossField, MinLrAtMostLr) {
   EXPECT_TRUE(load_errors(with_train("optimizer:\n  lr: 1e-4\n  min_lr: 1e-4\n")).empty());
 }
 
+TEST(CrossField, KeepEveryIsAMultipleOfEvery) {
+  EXPECT_EQ(one_error(with_train("checkpoint:\n  every: 100\n  keep_every: 250\n")),
+            "job.yaml:3:15: checkpoint.keep_every: 250 is not a multiple of checkpoint.every "
+            "(100): only saved steps can be kept, so it would keep the multiples of both; the "
+            "nearest that keep what it says are 200 and 300");
+  EXPECT_NE(one_error(with_train("checkpoint:\n  every: 100\n  keep_every: 30\n"))
+                .find("the nearest that keep what it says are 100"),
+            std::string::npos);
+  for (const char* fine : {"every: 100\n  keep_every: 500", "every: 0\n  keep_every: 7",
+                           "every: 3\n  keep_every: 0"}) {
+    EXPECT_TRUE(load_errors(with_train(std::string("checkpoint:\n  ") + fine + "\n")).empty())
+        << fine;
+  }
+}
+
 TEST(CrossField, KeepBestNeedsEvaluations) {
   EXPECT_EQ(one_error(with_train("train:\n  eval_every: 0\ncheckpoint:\n  keep_best: true\n")),
             "job.yaml:4:14: checkpoint.keep_best: needs evaluations to tell the best checkpoint: "

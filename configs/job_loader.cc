@@ -211,6 +211,11 @@ void Loader::apply_override(const std::string& text) {
     return;
   }
   const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  // A key that long is no key (a file's keys are cut alike): not echoed back in full.
+  if (path.size() > kMaxKeyBytes) {
+    sink.add("", YAML::Mark::null_mark(), "unknown key " + shown_text(path));
+    return;
+  }
   const KeySpec* spec = find_key(path);
   const bool known = spec || is_section(path) || map_parent(path);
   // An override ends up in the resolved job that `run` writes into the run directory, and that
@@ -244,6 +249,15 @@ void Loader::apply_override(const std::string& text) {
     if (!docs.empty()) value = docs[0];
   } catch (const YAML::Exception& e) {
     problem = "is not YAML: " + e.msg;
+  }
+  // A list of files given as one glob that YAML reads as an alias (`*.txt`) or an anchor
+  // (`&x`) instead of a plain value: the one-item list of that text, as a string key's value is
+  // taken verbatim. Anything else (a flow list, a quoted value) is still YAML's to read.
+  if (spec && spec->type() == KeyType::kStringList && (raw[0] == '*' || raw[0] == '&')) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    list.push_back(raw);
+    apply(path, list, YAML::Mark::null_mark(), sink);
+    return;
   }
   if (!problem.empty()) {
     if (known) {

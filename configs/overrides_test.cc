@@ -53,6 +53,29 @@ TEST(Overrides, UnknownKeyWithDidYouMean) {
   EXPECT_EQ(one_error(kMinimalJob, {"model.nope=[1"}), "--set model.nope: unknown key");
 }
 
+// A glob that YAML reads as an alias (`*.txt`) or an anchor: the one-item list of its text, not
+// "not YAML: the referenced anchor is not defined". A flow list or a quoted value is still YAML.
+TEST(Overrides, AFileListGivenAsOneGlobIsTakenAsIs) {
+  EXPECT_EQ(load_with({"data.train=*.txt"}).data.train, std::vector<std::string>{"*.txt"});
+  EXPECT_EQ(load_with({"data.val=&v*.bin"}).data.val, std::vector<std::string>{"&v*.bin"});
+  EXPECT_EQ(load_with({"data.train=[a.txt, b*.txt]"}).data.train,
+            (std::vector<std::string>{"a.txt", "b*.txt"}));
+  EXPECT_EQ(load_with({"data.train=\"*.txt\""}).data.train, std::vector<std::string>{"*.txt"});
+  EXPECT_EQ(load_with({"data.train=data/*.txt"}).data.train,
+            std::vector<std::string>{"data/*.txt"});
+  // Not for other keys: a number is still read as YAML and refused as before.
+  EXPECT_NE(one_error(kMinimalJob, {"model.width=*x"}).find("--set model.width: '*x' is not YAML"),
+            std::string::npos);
+}
+
+// A key of a hundred thousand bytes is cut in the message, as a file's is.
+TEST(Overrides, AnOverlongKeyIsCutInItsMessage) {
+  const std::string key = "model." + std::string(100000, 'w');
+  const std::string error = one_error(kMinimalJob, {key + "=1"});
+  EXPECT_LT(error.size(), 400u) << error.substr(0, 400);
+  EXPECT_NE(error.find("unknown key 'model.www"), std::string::npos) << error.substr(0, 400);
+}
+
 TEST(Overrides, BadValues) {
   EXPECT_EQ(one_error(kMinimalJob, {"model.width=abc"}),
             "--set model.width: expected an integer, got 'abc'");

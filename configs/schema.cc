@@ -278,7 +278,8 @@ std::vector<KeySpec> build_schema() {
              "Steps between checkpoints; 0 = only at the end and on signals."),
       RM_KEY(checkpoint.keep, at_least(1), "Newest verified checkpoints to keep."),
       RM_KEY(checkpoint.keep_every, at_least(0),
-             "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
+             "Also keep, for good, every checkpoint whose step is a multiple of this, which must "
+             "be a multiple of checkpoint.every (only saved steps can be kept); 0 = none."),
       RM_KEY(checkpoint.keep_best, any(),
              "Each evaluation (train.eval_every) that scores a lower validation loss than every "
              "one before it also saves a checkpoint of its step, and that checkpoint is kept "

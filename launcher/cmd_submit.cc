@@ -137,7 +137,7 @@ int cmd_submit(const SubmitArgs& args) {
     try {
       script = render_slurm_script(job, paths);
     } catch (const std::invalid_argument& e) {
-      throw IoError(e.what());
+      throw IoError(args.job.job + ": " + e.what());
     }
     if (args.dry_run) {
       std::fputs(script.c_str(), stdout);

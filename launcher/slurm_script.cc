@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "configs/value_parse.h"
+
 namespace rm {
 namespace {
 
@@ -34,8 +36,9 @@ std::string sbatch_dir(const std::string& path, const char* what) {
   std::string out = "\"";
   for (unsigned char c : path) {
     if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
-      throw std::invalid_argument(std::string(what) + " '" + path +
-                                  "' holds a double quote, a backslash or a control character, "
+      // The path shown escaped: a newline in it split the message over two lines.
+      throw std::invalid_argument(std::string(what) + " " + shown_text(path) +
+                                  " holds a double quote, a backslash or a control character, "
                                   "which an #SBATCH line cannot carry; choose another run_dir");
     }
     out += c;

@@ -2,6 +2,8 @@
 // kind named in the foundation issue (exit 2, one clear message, nothing half-written).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sys/stat.h>
 
 #include <cmath>
@@ -402,6 +404,24 @@ TEST(Cli, AFifoAsARankLogIsRefusedNotWaitedOn) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("run/logs/rank-0.log: a FIFO, not a regular file"), std::string::npos)
       << r.err;
+}
+
+// A run_dir that an #SBATCH line cannot carry: one line naming the job file, the path shown
+// escaped (a newline in it split the message over two lines).
+TEST(Cli, SubmitRefusesARunDirectoryAnSbatchLineCannotCarryInOneLine) {
+  TempDir dir;
+  const std::string job = dir.write("job.yaml", R"(name: tiny
+run_dir: ")" + dir.file("runs/a\\nb") + R"("
+model: {type: gpt, seq_len: 32, layers: 1, heads: 2, width: 32}
+data: {train: data/tinyshakespeare.txt}
+train: {steps: 30, global_batch: 8, micro_batch: 4, eval_every: 0, log_every: 10}
+)");
+  const auto r = run_cli("submit " + job + " --dry-run", dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const std::string line = "ringmaster: " + job + ": run_dir '" + dir.file("runs/a\\nb") +
+                           "' holds a double quote, a backslash or a control character";
+  EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // `submit` when sbatch fails: its message and exit 1, and no job id recorded. A run directory

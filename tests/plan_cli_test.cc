@@ -212,6 +212,18 @@ speed: 3
             std::string::npos)
       << blank.err;
   EXPECT_EQ(section.err.find("device.type: missing"), std::string::npos) << section.err;
+  // A quoted or tagged number is a string, as in a job file: "3" and !!str 3 were planned as 3
+  // nodes, silently.
+  for (const char* quoted : {"nodes: \"3\"", "nodes: !!str 3"}) {
+    std::string q = test::slurp("configs/clusters/h100-8x8.yaml");
+    const size_t at = q.find("\nnodes: ");
+    ASSERT_NE(at, std::string::npos);
+    q.replace(at + 1, q.find('\n', at + 1) - at - 1, quoted);
+    const auto r =
+        run_cli("plan configs/shakespeare.yaml --cluster " + dir.write("q.yaml", q), dir.path());
+    EXPECT_EQ(r.exit_code, 2) << quoted << "\n" << r.out;
+    EXPECT_NE(r.err.find("nodes: must be a positive number, not the "), std::string::npos) << r.err;
+  }
   // Counts the planner multiplies: 2^31 nodes ended in SIGFPE with nothing said.
   std::string huge = test::slurp(file);
   huge.replace(huge.find("nodes: 0"), 8, "nodes: 2147483648");
