@@ -134,6 +134,12 @@ int cmd_plan(const PlanArgs& args) {
           "can be planned"}});
     }
     print_plan(job, cluster, plan);
+    if (args.cluster.empty() && job.parallel.backend == Backend::kCuda) {
+      // this_host() measures the CPU's sgemm: the figures above are not a GPU's.
+      std::printf(
+          "\n  note: parallel.backend is cuda, but without --cluster this plans this host's CPU "
+          "ranks; give a cluster file of the GPU nodes (configs/clusters/h100-8x8.yaml is one)\n");
+    }
     return kExitOk;
   });
 }

@@ -162,6 +162,15 @@ TEST(PlanCli, TheDefaultJobOnThisHostPlansEveryMode) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("1 node x 2 cpu ranks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("plan-row shard=full"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("note: parallel.backend is cuda"), std::string::npos) << r.out;
+  // A cuda job planned without --cluster: this host's CPU is what was measured, and it says so.
+  const auto cuda =
+      run_cli("plan configs/shakespeare.yaml --nproc 2 --set parallel.backend=cuda", dir.path());
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
+  EXPECT_NE(cuda.out.find("note: parallel.backend is cuda, but without --cluster this plans this "
+                          "host's CPU ranks"),
+            std::string::npos)
+      << cuda.out;
 }
 
 TEST(PlanCli, ABadClusterFileIsRefusedNamingEveryProblem) {
