@@ -12,6 +12,7 @@
 
 #include "kernels/counter_rng.h"
 #include "model/adamw_optimizer.h"
+#include "model/finite_difference_test_util.h"
 
 namespace rm {
 namespace {
@@ -33,35 +34,6 @@ void random_tokens(std::vector<int>& t, int vocab, uint64_t salt) {
   }
 }
 
-// The two largest-gradient entries of every tensor of the model against central differences of
-// loss() with p changed (wte gets both the LM head and the embedding contributions, so the
-// tying is checked too).
-template <typename Loss>
-void expect_gradients_match_finite_differences(const Model& model, std::vector<float>& p,
-                                               const std::vector<float>& g, Loss loss) {
-  int checked = 0;
-  for (const TensorSpec& t : model.layout().tensors()) {
-    std::vector<size_t> idx(t.numel);
-    std::iota(idx.begin(), idx.end(), t.offset);
-    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
-                      [&](size_t a, size_t b) { return std::abs(g[a]) > std::abs(g[b]); });
-    for (int k = 0; k < 2; ++k) {
-      const size_t i = idx[k];
-      const float saved = p[i], h = 4e-3f;
-      p[i] = saved + h;
-      const double up = loss();
-      p[i] = saved - h;
-      const double down = loss();
-      p[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      EXPECT_NEAR(g[i], numeric, 0.03 * std::abs(numeric) + 2e-3)
-          << t.name << " [" << i - t.offset << "]";
-      ++checked;
-    }
-  }
-  EXPECT_EQ(checked, 2 * static_cast<int>(model.layout().tensors().size()));
-}
-
 TEST(GptModel, GradientsMatchFiniteDifferencesOfTheWholeModel) {
   const ModelConfig c = tiny_gpt();
   const int B = 2, N = B * c.seq_len;
@@ -77,6 +49,42 @@ TEST(GptModel, GradientsMatchFiniteDifferencesOfTheWholeModel) {
 
   expect_gradients_match_finite_differences(
       model, p, g, [&] { return model.forward_loss(p.data(), in.data(), tg.data(), B); });
+}
+
+// The same check at the shapes where kernels switch paths: a sequence longer than the attention
+// kernel's 64-row block, one head, as many heads as channels, a sequence of one token, recompute,
+// and the classifier in chunks that do not divide the tokens.
+TEST(GptModel, GradientsMatchFiniteDifferencesAtEdgeShapes) {
+  struct Shape {
+    const char* name;
+    int seq_len, layers, heads, width, vocab, batch, chunk;
+    bool recompute;
+  };
+  for (const Shape& s : {Shape{"seq 70, one head", 70, 1, 1, 8, 11, 1, 0, false},
+                         Shape{"heads == width, chunk 4", 6, 2, 6, 6, 13, 1, 4, false},
+                         Shape{"one token, chunk 2", 1, 2, 2, 8, 7, 3, 2, false},
+                         Shape{"seq 70, recompute, chunk 7", 70, 2, 2, 16, 9, 1, 7, true}}) {
+    SCOPED_TRACE(s.name);
+    ModelConfig c = tiny_gpt();
+    c.seq_len = s.seq_len;
+    c.layers = s.layers;
+    c.heads = s.heads;
+    c.width = s.width;
+    c.vocab_size = s.vocab;
+    c.classifier_chunk_tokens = s.chunk;
+    c.recompute = s.recompute;
+    const int N = s.batch * c.seq_len;
+    GptModel model(c, s.batch);
+    std::vector<float> p(model.layout().size()), g(p.size(), 0.0f);
+    model.init_params(p.data(), 5);
+    for (float& x : p) x *= 3.0f;
+    std::vector<int> in(N), tg(N);
+    random_tokens(in, c.vocab_size, 3);
+    random_tokens(tg, c.vocab_size, 4);
+    model.forward_backward(p.data(), g.data(), in.data(), tg.data(), s.batch, 1.0f);
+    expect_gradients_match_finite_differences(
+        model, p, g, [&] { return model.forward_loss(p.data(), in.data(), tg.data(), s.batch); });
+  }
 }
 
 // A slice of the initial weights is the same slice of the whole, wherever it begins and ends

@@ -10,6 +10,7 @@
 
 #include "collectives/self_communicator.h"
 #include "kernels/counter_rng.h"
+#include "model/finite_difference_test_util.h"
 #include "testing/temp_dir.h"
 #include "worker/trainer.h"
 
@@ -39,6 +40,40 @@ TEST(MlpModel, AnySliceOfTheInitialWeightsIsThatSliceOfTheWhole) {
       ASSERT_EQ(slice[i - begin], whole[i])
           << "element " << i << " of [" << begin << ", " << end << ")";
     }
+  }
+}
+
+// The MLP's gradients against finite differences of its loss (as the GPT's,
+// model/gpt_model_test.cc): one and two hidden layers, a context longer than the sequence (its
+// first tokens see padding), a sequence of one token.
+TEST(MlpModel, GradientsMatchFiniteDifferences) {
+  struct Shape {
+    int seq_len, context, layers, batch;
+  };
+  for (const Shape& s : {Shape{5, 3, 1, 2}, Shape{4, 8, 2, 1}, Shape{1, 4, 2, 3}}) {
+    SCOPED_TRACE("seq_len " + std::to_string(s.seq_len) + ", context " + std::to_string(s.context) +
+                 ", layers " + std::to_string(s.layers));
+    ModelConfig c;
+    c.type = ModelType::kMlp;
+    c.vocab_size = 13;
+    c.seq_len = s.seq_len;
+    c.mlp_context = s.context;
+    c.mlp_embed = 5;
+    c.width = 12;
+    c.layers = s.layers;
+    MlpModel<float> model(c, s.batch);
+    std::vector<float> p(model.layout().size()), g(p.size(), 0.0f);
+    model.init_params(p.data(), 9);
+    for (float& x : p) x *= 3.0f;  // every path carries a visible gradient
+    const size_t n = static_cast<size_t>(s.batch) * c.seq_len;
+    std::vector<int> in(n), tg(n);
+    for (size_t i = 0; i < n; ++i) {
+      in[i] = static_cast<int>(rng_u64(3, RngPurpose::kSample, 1, i) % c.vocab_size);
+      tg[i] = static_cast<int>(rng_u64(3, RngPurpose::kSample, 2, i) % c.vocab_size);
+    }
+    model.forward_backward(p.data(), g.data(), in.data(), tg.data(), s.batch, 1.0f);
+    expect_gradients_match_finite_differences(
+        model, p, g, [&] { return model.forward_loss(p.data(), in.data(), tg.data(), s.batch); });
   }
 }
 
