@@ -42,6 +42,16 @@ std::string shard_failure_name(int rank) {
   return buf;
 }
 
+std::string uncommitted_save_refusal(const std::string& dir) {
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  name = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
+  const auto parsed = parse_step_dir_name(name);
+  if (!parsed || parsed->committed) return "";
+  return "a save never committed (" + name + "): use a committed checkpoint (" +
+         step_dir_name(parsed->step) + ", or another)";
+}
+
 std::optional<StepDirName> parse_step_dir_name(const std::string& name) {
   const std::string prefix = "step_";
   if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;

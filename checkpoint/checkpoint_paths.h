@@ -41,4 +41,10 @@ struct StepDirName {
 };
 std::optional<StepDirName> parse_step_dir_name(const std::string& name);
 
+// Where `dir` (a path) names a save never committed (step_N.tmp, step_N.<anything>.tmp), what to
+// say of it after its path: a reader that takes a checkpoint to use (sample, export, init_from)
+// refuses it, as a resume passes it over -- its manifest may be whole, but nothing vouches that the
+// save was. Empty for any other name.
+std::string uncommitted_save_refusal(const std::string& dir);
+
 }  // namespace rm

@@ -46,7 +46,17 @@ Manifest load_manifest(const std::string& ckpt_dir, std::string* digest) {
 }
 
 CheckpointReader::CheckpointReader(std::string ckpt_dir)
-    : CheckpointReader(ckpt_dir, load_manifest(ckpt_dir)) {}
+    : CheckpointReader(ckpt_dir, load_manifest(ckpt_dir)) {
+  // A manifest copied into the wrong directory would be read as another step: a resume, and
+  // sample, export and init_from (which read through this too), all refuse it alike.
+  if (const auto name = parse_step_dir_name(io::base_name(dir_))) {
+    if (name->step != manifest_.step) {
+      throw CheckpointError(io::join(dir_, kManifestFileName) +
+                            ": step: " + std::to_string(manifest_.step) +
+                            ", but the directory is " + io::base_name(dir_));
+    }
+  }
+}
 
 CheckpointReader::CheckpointReader(std::string ckpt_dir, Manifest manifest)
     : dir_(std::move(ckpt_dir)), manifest_(std::move(manifest)) {

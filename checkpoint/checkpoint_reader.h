@@ -120,7 +120,9 @@ std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
 // read throws: a piece checked once is not hashed again.
 class CheckpointReader {
  public:
-  explicit CheckpointReader(std::string ckpt_dir);            // loads manifest.json
+  // Loads manifest.json; throws CheckpointError where its step is not the one the directory is
+  // named for (step_N, step_N.tmp).
+  explicit CheckpointReader(std::string ckpt_dir);
   CheckpointReader(std::string ckpt_dir, Manifest manifest);  // validates the given manifest
   ~CheckpointReader();                                        // closes its files
   CheckpointReader(const CheckpointReader&) = delete;

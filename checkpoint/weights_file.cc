@@ -2,8 +2,11 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
@@ -60,34 +63,67 @@ void WeightsFileWriter::commit() {
   out_.commit();
 }
 
-std::vector<float> load_weights(const std::string& path, size_t expected_count) {
-  // Header and size first: the payload is read (and allocated) only once the file's real size
-  // matches what the model needs, so a wrong, huge or endless file costs nothing.
-  io::Fd fd = io::open_read(path);
-  const uint64_t size = io::regular_file_size(fd.get(), path);
+namespace {
+
+struct WeightsHeader {
+  uint64_t count = 0, hash = 0;
+};
+
+// The header of the open file, checked against the file's size (and `expected_count` unless it
+// is null): a wrong, huge or endless file is refused before any payload is read.
+WeightsHeader read_header(int fd, const std::string& path, const size_t* expected_count) {
+  const uint64_t size = io::regular_file_size(fd, path);
   char header[kHeader];
   if (size < kHeader) throw IoError(path + ": not a Ringmaster weights file (too short)");
-  io::pread_exact(fd.get(), header, kHeader, 0, path);
+  io::pread_exact(fd, header, kHeader, 0, path);
   if (std::memcmp(header, kWeightsMagic, 8) != 0) {
     throw IoError(path + ": not a Ringmaster weights file (bad magic)");
   }
-  uint64_t n = 0, hash = 0;
-  std::memcpy(&n, header + 8, 8);
-  std::memcpy(&hash, header + 16, 8);
-  if (n != expected_count) {
-    throw IoError(path + ": holds " + std::to_string(n) + " parameters, the model has " +
-                  std::to_string(expected_count));
+  WeightsHeader h;
+  std::memcpy(&h.count, header + 8, 8);
+  std::memcpy(&h.hash, header + 16, 8);
+  if (expected_count != nullptr && h.count != *expected_count) {
+    throw IoError(path + ": holds " + std::to_string(h.count) + " parameters, the model has " +
+                  std::to_string(*expected_count));
   }
-  if (size != kHeader + n * sizeof(float)) {
-    throw IoError(path + ": size " + std::to_string(size) + " bytes, expected " +
-                  std::to_string(kHeader + n * sizeof(float)));
+  if (h.count > (size - kHeader) / sizeof(float) || size != kHeader + h.count * sizeof(float)) {
+    throw IoError(path + ": size " + std::to_string(size) + " bytes, but its header says " +
+                  std::to_string(h.count) + " parameters (" +
+                  std::to_string(kHeader + h.count * sizeof(float)) + " bytes)");
   }
-  std::vector<float> out(n);
-  io::pread_exact(fd.get(), out.data(), n * sizeof(float), kHeader, path);
-  if (XXH64(out.data(), n * sizeof(float), 0) != hash) {
-    throw IoError(path + ": checksum mismatch (file is corrupted)");
-  }
+  return h;
+}
+
+[[noreturn]] void corrupted(const std::string& path) {
+  throw IoError(path + ": checksum mismatch (file is corrupted)");
+}
+
+}  // namespace
+
+std::vector<float> load_weights(const std::string& path, size_t expected_count) {
+  io::Fd fd = io::open_read(path);
+  const WeightsHeader h = read_header(fd.get(), path, &expected_count);
+  std::vector<float> out(h.count);
+  io::pread_exact(fd.get(), out.data(), h.count * sizeof(float), kHeader, path);
+  if (XXH64(out.data(), h.count * sizeof(float), 0) != h.hash) corrupted(path);
   return out;
+}
+
+size_t verify_weights(const std::string& path) {
+  io::Fd fd = io::open_read(path);
+  const WeightsHeader h = read_header(fd.get(), path, nullptr);
+  const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(),
+                                                                         &XXH64_freeState);
+  XXH64_reset(state.get(), 0);
+  std::vector<char> piece(8u << 20);
+  for (uint64_t at = 0, bytes = h.count * sizeof(float); at < bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece.size(), bytes - at));
+    io::pread_exact(fd.get(), piece.data(), n, kHeader + at, path);
+    XXH64_update(state.get(), piece.data(), n);
+    at += n;
+  }
+  if (XXH64_digest(state.get()) != h.hash) corrupted(path);
+  return h.count;
 }
 
 }  // namespace rm

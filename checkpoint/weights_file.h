@@ -45,4 +45,8 @@ class WeightsFileWriter {
 // Throws IoError naming the file and the check that failed (magic, count, size, checksum).
 std::vector<float> load_weights(const std::string& path, size_t expected_count);
 
+// The same checks without the model at hand (`ckpt verify` of a run directory): the payload is
+// hashed in pieces, never held. Returns the parameter count; throws IoError as load_weights.
+size_t verify_weights(const std::string& path);
+
 }  // namespace rm

@@ -14,10 +14,12 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
+#include "checkpoint/weights_file.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
 #include "launcher/cli_checks.h"
@@ -56,9 +58,23 @@ void require_directory(const std::string& path) {
 }
 
 // A checkpoint holds manifest.json; a run directory config.yaml (every run writes it first) or
-// checkpoints/.
+// checkpoints/. A directory named as a checkpoint (step_N, step_N.tmp) or holding shards is a
+// checkpoint too, one that lost its manifest: damage (exit 1), not a wrong path (exit 2).
 bool is_checkpoint(const std::string& path) {
-  return fs::exists(fs::path(path) / "manifest.json");
+  if (fs::exists(fs::path(path) / "manifest.json")) return true;
+  if (parse_step_dir_name(fs::path(path).lexically_normal().filename().string()) ||
+      parse_step_dir_name(fs::path(path).lexically_normal().parent_path().filename().string())) {
+    return fs::is_directory(path);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard_", 0) == 0 && name.size() > 10 &&
+        name.compare(name.size() - 4, 4, ".bin") == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 bool is_run_dir(const std::string& path) {
   return !is_checkpoint(path) && (fs::exists(fs::path(path) / "config.yaml") ||
@@ -134,10 +150,22 @@ int cmd_ckpt_verify(const CkptArgs& args) {
         std::printf("%s: no checkpoints yet (nothing to verify)\n", args.path.c_str());
         return kExitOk;
       }
-      const int bad = print_checkpoint_table(list);
+      int bad = print_checkpoint_table(list);
+      // The run's final weights too: what sample, eval and export read first.
+      const std::string weights = (fs::path(args.path) / "weights.bin").string();
+      if (fs::exists(weights)) {
+        try {
+          const size_t count = verify_weights(weights);
+          std::printf("%s: ok (%zu parameters, its checksum verified)\n", weights.c_str(), count);
+        } catch (const IoError& e) {
+          std::printf("%s\n", e.what());
+          ++bad;
+        }
+      }
       if (bad > 0) {
-        print_error(args.path + ": " + std::to_string(bad) + " checkpoint" +
-                    (bad == 1 ? " does" : "s do") + " not verify");
+        print_error(args.path + ": " + std::to_string(bad) + (bad == 1 ? " file" : " files") +
+                    " of the run (checkpoints, weights.bin) " + (bad == 1 ? "does" : "do") +
+                    " not verify");
         return kExitFailure;
       }
       return kExitOk;

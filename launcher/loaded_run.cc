@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_pin.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/weights_file.h"
@@ -22,6 +23,9 @@ std::unique_ptr<Model> make_for(const JobConfig& job, int max_batch, const Model
 
 LoadedRun load_checkpoint_as_is(const std::string& ckpt_dir, int max_batch,
                                 const ModelMaker& make) {
+  if (const std::string refusal = uncommitted_save_refusal(ckpt_dir); !refusal.empty()) {
+    throw CheckpointError(ckpt_dir + ": " + refusal);
+  }
   const auto pin = CheckpointPin::take(ckpt_dir);  // a live run's retention leaves it alone
   if (!pin) throw IoError(ckpt_dir + ": no such directory (removed by its run's retention?)");
   pause_before_reading_for_tests();

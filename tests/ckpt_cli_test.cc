@@ -101,6 +101,58 @@ TEST_F(CkptCli, VerifyOfNothingIsBadInput) {
   EXPECT_NE(r.err.find("absent: no such directory"), std::string::npos) << r.err;
 }
 
+// What a review found the tools let through (each was reproduced against the binary before):
+// a checkpoint that lost its manifest was "neither a checkpoint nor a run directory" (exit 2,
+// a wrong path) rather than damage (exit 1); a copy of step 4 under another step's name, or
+// under a never-committed .tmp name, was sampled and exported as if it were that step; and
+// `ckpt verify RUN_DIR` said ok over a corrupted weights.bin, the file sample reads first.
+TEST_F(CkptCli, VerifyNamesDamageTheOtherToolsWouldMeetAndTheyRefuseMisnamedCopies) {
+  const std::string run = copy_run("run");
+  const std::string copies = scratch_.file("copies");
+  fs::create_directories(copies);
+  // A checkpoint without its manifest, by its name or by its shards.
+  for (const char* name : {"step_00000004", "shards_only"}) {
+    const std::string dir = copies + "/" + name;
+    fs::copy(ckpt(run, 4), dir, fs::copy_options::recursive);
+    fs::remove(dir + "/manifest.json");
+    const auto r = run_cli("ckpt verify " + dir, scratch_.path());
+    EXPECT_EQ(r.exit_code, 1) << name << "\n" << r.err;
+    EXPECT_NE(r.err.find(dir + "/manifest.json"), std::string::npos) << r.err;
+  }
+  // Step 4 under step 12's name, and under a name of a save never committed.
+  const std::string misnamed = copies + "/step_00000012";
+  const std::string tmp = copies + "/step_00000016.tmp";
+  fs::copy(ckpt(run, 4), misnamed, fs::copy_options::recursive);
+  fs::copy(ckpt(run, 4), tmp, fs::copy_options::recursive);
+  for (const std::string& tool : {"sample " + misnamed + " --tokens 3",
+                                  "ckpt export " + misnamed + " -o " + scratch_.file("m.st")}) {
+    const auto r = run_cli(tool, scratch_.path());
+    EXPECT_EQ(r.exit_code, 2) << tool << "\n" << r.err;
+    EXPECT_NE(r.err.find("step: 4, but the directory is step_00000012"), std::string::npos)
+        << r.err;
+  }
+  const auto from_tmp = run_cli("sample " + tmp + " --tokens 3", scratch_.path());
+  EXPECT_EQ(from_tmp.exit_code, 2) << from_tmp.err;
+  EXPECT_NE(from_tmp.err.find(tmp + ": a save never committed (step_00000016.tmp)"),
+            std::string::npos)
+      << from_tmp.err;
+  const auto init = run_cli("validate " + job() + " --set model.init_from=" + tmp, scratch_.path());
+  EXPECT_EQ(init.exit_code, 2) << init.err;
+  EXPECT_NE(init.err.find("a save never committed"), std::string::npos) << init.err;
+  // The run's final weights are verified with its checkpoints.
+  const auto good = run_cli("ckpt verify " + run, scratch_.path());
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_NE(good.out.find(run + "/weights.bin: ok"), std::string::npos) << good.out;
+  {
+    std::fstream f(run + "/weights.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  const auto bad = run_cli("ckpt verify " + run, scratch_.path());
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.out.find(run + "/weights.bin: checksum mismatch"), std::string::npos) << bad.out;
+}
+
 struct Damage {
   const char* name;
   const char* file;  // in the checkpoint directory

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/json_guard.h"
 #include "checkpoint/llmc_model_file.h"
 #include "configs/job_loader.h"
@@ -174,6 +175,7 @@ void InitialWeights::open_checkpoint(const std::string& dir, const ModelConfig& 
                                      VerifyLevel level) {
   kind_ = "checkpoint";
   source_ = dir;
+  if (const std::string refusal = uncommitted_save_refusal(dir); !refusal.empty()) fail(refusal);
   checkpoint_ = std::make_unique<CheckpointReader>(dir);
   if (level == VerifyLevel::kChecksums) {
     checkpoint_->verify_all();
