@@ -65,10 +65,18 @@ std::string describe_best_checkpoint(const std::string& run_dir) {
       link.string() + " -> " + std::filesystem::read_symlink(link, ec).string();
   try {
     const Manifest m = load_manifest(link.string());
-    const double loss = m.state.is_object() ? m.state.value("best_val_loss", 0.0) : 0.0;
+    // Only a checkpoint saved as the best ("best": true) holds its own loss: one linked by hand,
+    // or of an older format, says so rather than show the best loss so far (0 before any) as its.
+    const bool known = m.state.is_object() && m.state.value("best", false) &&
+                       m.state.contains("best_val_loss") && m.state["best_val_loss"].is_number();
     char tail[96];
-    std::snprintf(tail, sizeof tail, " (val_loss %.4f at step %lld)", loss,
-                  static_cast<long long>(m.step));
+    if (known) {
+      std::snprintf(tail, sizeof tail, " (val_loss %.4f at step %lld)",
+                    m.state["best_val_loss"].get<double>(), static_cast<long long>(m.step));
+    } else {
+      std::snprintf(tail, sizeof tail, " (step %lld; its manifest does not mark it the best)",
+                    static_cast<long long>(m.step));
+    }
     return said + tail;
   } catch (const std::exception& e) {
     return said + " (unreadable: " + e.what() + ")";

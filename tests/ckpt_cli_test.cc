@@ -428,6 +428,19 @@ checkpoint: {every: 0, keep: 1, keep_best: true}
   EXPECT_NE(status.out.find("best        " + link + " -> " + step_dir_name(best) + " (val_loss "),
             std::string::npos)
       << status.out;
+  {
+    // A link moved by hand to a checkpoint not saved as the best: no loss is shown as its
+    // (before: the best loss so far in its manifest, "val_loss 0.0000" where there was none).
+    const std::string moved = dir.file("moved");
+    fs::copy(run, moved, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::remove(moved + "/checkpoints/best");
+    fs::create_directory_symlink(step_dir_name(120), moved + "/checkpoints/best");
+    const auto other = run_cli("ckpt list " + moved, dir.path());
+    EXPECT_NE(
+        other.out.find(step_dir_name(120) + " (step 120; its manifest does not mark it the best)"),
+        std::string::npos)
+        << other.out;
+  }
   EXPECT_EQ(run_cli("eval " + link + " --data " + data, dir.path()).exit_code, 0);
   const auto s = run_cli("sample " + link + " --tokens 5", dir.path());
   EXPECT_EQ(s.exit_code, 0) << s.err;
