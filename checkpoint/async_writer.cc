@@ -129,10 +129,16 @@ bool AsyncCheckpointWriter::idle() const {
 namespace {
 
 // " (this rank's shard needs N bytes; M bytes are free on RUN_DIR's filesystem)": what a full
-// disk needs to be told.
-std::string space_note(const SaveRequest& request) {
+// disk needs to be told. A quota (EDQUOT) is the user's, not the disk's: the free space would
+// send them looking for a full disk that is not.
+std::string space_note(const SaveRequest& request, int error) {
   uint64_t need = 0;
   for (const ShardSlice& s : request.slices) need += (s.end - s.begin) * sizeof(float);
+  if (error == EDQUOT) {
+    return " (this rank's shard of step " + std::to_string(request.step) + " needs " +
+           std::to_string(need) + " bytes; the disk quota of this user or group on the " +
+           "filesystem of " + request.run_dir + " is used up: `quota -s` says how much is left)";
+  }
   struct statvfs fs {};
   if (::statvfs(request.run_dir.c_str(), &fs) != 0) return "";
   const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
@@ -221,7 +227,8 @@ SaveResult AsyncCheckpointWriter::run(const SaveRequest& request) {
     // The space note only where space ran out: with a permission error ("cannot remove
     // directory: Permission denied") it sent users looking for a full disk.
     const bool full = e.error_code() == ENOSPC || e.error_code() == EDQUOT;
-    const std::string error = e.what() + (full ? space_note(request) : std::string());
+    const std::string error =
+        e.what() + (full ? space_note(request, e.error_code()) : std::string());
     abandon_save(request, error);
     throw IoError(error, e.error_code());
   } catch (const std::exception& e) {

@@ -33,6 +33,8 @@ namespace {
 // hashed just before it is written is still in the L2 cache (1 MiB here) when write(2) copies
 // it into the page cache.
 constexpr size_t kChunkBytes = size_t{256} << 10;
+// step_N + this: the old checkpoint, moved aside by a replace without RENAME_EXCHANGE.
+constexpr const char* kReplacedSuffix = ".replaced.tmp";
 
 // Slots, not a locked list: a save's thread reads them at every phase while the training thread
 // may install a trace's hook.
@@ -294,8 +296,8 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
     io::remove_tree(tmp);
   } else {
     // No RENAME_EXCHANGE here: move the old one aside first. A crash in between leaves step_N
-    // missing (resume falls back to an older checkpoint) but never a mix.
-    const std::string old = final_dir + ".replaced.tmp";
+    // missing, never a mix; the next start puts the old one back (restore_replaced_checkpoints).
+    const std::string old = final_dir + kReplacedSuffix;
     io::remove_tree(old);
     io::rename_path(final_dir, old);
     io::rename_path(tmp, final_dir);
@@ -306,6 +308,32 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
   io::fsync_directory(root);
   checkpoint_phase("commit:done");
   return final_dir;
+}
+
+std::vector<std::string> restore_replaced_checkpoints(const std::string& run_dir) {
+  std::vector<std::string> restored;
+  const std::string root = checkpoints_root(run_dir);
+  if (!io::is_directory(root)) return restored;
+  const std::string suffix = kReplacedSuffix;
+  for (const std::string& name : io::list_dir(root)) {
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string committed = name.substr(0, name.size() - suffix.size());
+    const auto parsed = parse_step_dir_name(committed);
+    if (!parsed || !parsed->committed) continue;  // not a name commit_checkpoint gives
+    const std::string path = io::join(root, name), back = io::join(root, committed);
+    if (io::exists(back)) continue;  // the replace went through: this is scratch
+    io::rename_path(path, back);
+    io::fsync_directory(root);
+    std::printf(
+        "ringmaster: %s: put back, moved aside by a save of its step that a crash cut "
+        "short before its replacement was in place\n",
+        back.c_str());
+    restored.push_back(back);
+  }
+  return restored;
 }
 
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir,

@@ -77,6 +77,15 @@ std::string commit_checkpoint(const std::string& run_dir, int64_t step, const Ma
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& run_dir,
                                                        int64_t up_to_step = INT64_MAX);
 
+// A save of a step that was already committed, where the file system has no RENAME_EXCHANGE
+// (NFS), moves the old step_N aside as step_N.replaced.tmp and then step_N.tmp in: a crash or a
+// power cut between the two renames leaves no step_N, and the old checkpoint, whole, under a
+// scratch name that remove_incomplete_checkpoints() would remove. This puts each such one back
+// as step_N where step_N is missing (the replace never happened), says so on stdout, and
+// returns their paths; where step_N is there the replace happened, and the old one is scratch.
+// Call it holding the run lock, before anything looks for a checkpoint to resume.
+std::vector<std::string> restore_replaced_checkpoints(const std::string& run_dir);
+
 // Observers of the phases of a save: called with a phase name ("shard:write", "shard:fsync",
 // "shard:verify", "shard:descriptor", "commit:manifest", "commit:rename", "commit:fsync",
 // "commit:done", "retention:delete") as each begins, on the thread that saves -- so a crash test

@@ -28,7 +28,7 @@ std::string temporary_name(const std::string& path) {
 
 AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability)
     : path_(std::move(path)), tmp_(temporary_name(path_)), durability_(durability) {
-  fd_ = io::open_write_truncate(tmp_).release();
+  fd_ = io::create_new(tmp_).release();
 }
 
 AtomicFileWriter::~AtomicFileWriter() {

@@ -1,5 +1,8 @@
 // The one atomic-write implementation: which calls it makes (the journal of the fault layer
 // lists them), and that a failure at any of them leaves the old file and no temporary file.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -117,6 +120,27 @@ TEST(AtomicFile, ATargetNameNearTheLimitIsWritten) {
   write_text(target, "page");
   EXPECT_EQ(content(target), "page");
   EXPECT_EQ(list_dir(dir.path()).size(), 1u);
+}
+
+// Something already at the temporary name -- a symlink planted there, or a stale file of a
+// dead process whose pid came round again -- is replaced, never written through: a symlink to
+// another file had that file truncated and overwritten, and the target became the link.
+TEST(AtomicFile, AnythingAtTheTemporaryNameIsReplacedNotWrittenThrough) {
+  test::ScratchDir dir;
+  const std::string precious = dir.file("precious"), target = dir.file("f");
+  write_text(precious, "keep me");
+  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
+  ASSERT_EQ(::symlink(precious.c_str(), tmp.c_str()), 0);
+  write_text(target, "new\n");
+  EXPECT_EQ(content(precious), "keep me");
+  EXPECT_EQ(content(target), "new\n");
+  struct stat st;
+  ASSERT_EQ(::lstat(target.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the target is no longer a regular file";
+  EXPECT_FALSE(exists(tmp));
+  write_text(tmp, "stale");  // a stale temporary file: replaced as well
+  write_text(target, "newer");
+  EXPECT_EQ(content(target), "newer");
 }
 
 TEST(AtomicFile, AppendAfterAFailureIsRefused) {

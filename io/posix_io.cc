@@ -64,6 +64,16 @@ Fd open_write_truncate(const std::string& path) {
   return Fd(fd);
 }
 
+Fd create_new(const std::string& path) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = fs().open(path.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && fs().unlink(path.c_str()) == 0) {
+    fd = fs().open(path.c_str(), kFlags, 0644);
+  }
+  if (fd < 0) throw_errno(path, "cannot create", errno);
+  return Fd(fd);
+}
+
 Fd open_append(const std::string& path) {
   // O_NONBLOCK: a FIFO at `path` would otherwise hold the open until a reader came (a run hung
   // at its first event); without one it fails at once (ENXIO). Only a regular file is appended

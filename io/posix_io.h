@@ -61,6 +61,10 @@ const char* file_kind(mode_t mode);
 
 // ---- writing -----------------------------------------------------------------------------
 Fd open_write_truncate(const std::string& path);  // create or truncate, mode 0644
+// A new file, mode 0644, never one that is there: a name already taken (a temporary file of a
+// dead process whose pid came round again, or a symlink planted at it, which O_TRUNC would
+// follow and truncate whatever it points to) is unlinked and the file created anew.
+Fd create_new(const std::string& path);
 Fd open_append(const std::string& path);  // create if missing, O_APPEND, 0644; regular files only
 void write_all(int fd, const void* data, size_t size, const std::string& path);
 void seek_to(int fd, off_t offset, const std::string& path);  // lseek(SEEK_SET)

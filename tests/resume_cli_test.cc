@@ -138,6 +138,32 @@ TEST(ResumeCli, ARunCutShortOnResumeEndsAtItsNewLastStep) {
   EXPECT_EQ(test::losses_by_step(dir.file("straight/metrics.jsonl")).rbegin()->first, 12);
 }
 
+// A save of a step already committed, on a file system without RENAME_EXCHANGE (NFS), moves the
+// old step_N aside (step_N.replaced.tmp) and then step_N.tmp in: a crash between the two left no
+// step_N, and the next start took the old one for scratch -- the resume passed it over for an
+// older checkpoint, and both copies were removed. The state that crash leaves, made by hand:
+// the next start puts the old one back and resumes from it.
+TEST(ResumeCli, AReplaceCutShortBetweenItsRenamesPutsTheOldCheckpointBack) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  const auto killed = run_cli("run " + job + " --set checkpoint.async=false", dir.path(),
+                              "RM_TEST_FAULT=kill:0:10");
+  EXPECT_NE(killed.exit_code, 0);
+  const std::string root = dir.file("straight/checkpoints");
+  ASSERT_TRUE(std::filesystem::exists(root + "/step_00000008"));
+  std::filesystem::copy(root + "/step_00000008", root + "/step_00000008.tmp",
+                        std::filesystem::copy_options::recursive);
+  std::filesystem::rename(root + "/step_00000008", root + "/step_00000008.replaced.tmp");
+  const auto again = run_cli("run " + job, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find(root + "/step_00000008: put back, moved aside by a save of its step"),
+            std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("step_00000008 (step 8)"), std::string::npos) << again.out;
+  EXPECT_FALSE(std::filesystem::exists(root + "/step_00000008.replaced.tmp"));
+  EXPECT_TRUE(test::each_step_once(dir.file("straight/metrics.jsonl"), 12));
+}
+
 // A finished run extended is unfinished again: its weights.bin (the old end's) goes as the run
 // starts, so that eval of the run directory reads the newest checkpoint while it trains, not the
 // old end's weights (before: the 12-step weights, silently, while checkpoints of step 16 were

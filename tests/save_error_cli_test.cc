@@ -154,6 +154,23 @@ TEST(SaveErrorCli, AFailedFinalWriteOnRankZeroEndsTheJobAtOnceWithItsCause) {
   EXPECT_FALSE(std::filesystem::exists(run + "/weights.bin"));
 }
 
+// A save refused by the user's disk quota (EDQUOT) names the quota, not the filesystem's free
+// space (which sent users looking for a full disk that was not).
+TEST(SaveErrorCli, AQuotaExceededNamesTheQuotaNotTheFreeSpace) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const auto r = run_cli(
+      "run " + job_file(dir) + " --set run_dir=" + run, dir.path(),
+      io_fault(run, dir.file("j.log"), "/checkpoints", "op=write at=1 action=fail error=EDQUOT"),
+      kGuard);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("Disk quota exceeded"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the disk quota of this user or group on the filesystem of " + run),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("bytes are free"), std::string::npos) << r.err;
+}
+
 // checkpoint.on_error: continue, and every save fails on rank 0 (its shard's first write, ENOSPC)
 // while rank 1's succeed: a rank 1 that wrote its shard after rank 0 had given up on the step
 // left a step_N.tmp/ holding it, one a failed save, for the whole run (seen: 1 to 5 of the 6

@@ -12,6 +12,7 @@
 #include "base/run_dir.h"
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "configs/job_diff.h"
 #include "configs/job_loader.h"
 #include "io/io_error.h"
@@ -187,6 +188,10 @@ RunStart prepare_run_directory(const JobConfig& job, bool fresh, std::string* ch
     std::fflush(stdout);
     throw InputError(finished_run_refusal(job.run_dir, verdict, newest ? newest->step : 0));
   };
+  // Under the run lock, before anything looks for a checkpoint: a replace cut short puts back
+  // the checkpoint it had moved aside (checkpoint_writer.h), or the resume would pass over it.
+  own_run_dir(job.run_dir);
+  restore_replaced_checkpoints(job.run_dir);
   return prepare_run(job, fresh, changes, recorded, finished_run);
 }
 
