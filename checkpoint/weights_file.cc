@@ -86,10 +86,10 @@ WeightsHeader read_header(int fd, const std::string& path, const size_t* expecte
     throw IoError(path + ": holds " + std::to_string(h.count) + " parameters, the model has " +
                   std::to_string(*expected_count));
   }
+  // (The first test keeps count * 4 from wrapping round to a size that matches.)
   if (h.count > (size - kHeader) / sizeof(float) || size != kHeader + h.count * sizeof(float)) {
-    throw IoError(path + ": size " + std::to_string(size) + " bytes, but its header says " +
-                  std::to_string(h.count) + " parameters (" +
-                  std::to_string(kHeader + h.count * sizeof(float)) + " bytes)");
+    throw IoError(path + ": size " + std::to_string(size) + " bytes, expected " +
+                  std::to_string(kHeader + h.count * sizeof(float)));
   }
   return h;
 }
