@@ -233,6 +233,15 @@ void Loader::apply_override(const std::string& text) {
     apply(path, YAML::Node(raw), YAML::Mark::null_mark(), sink);
     return;
   }
+  // A list of files given as one glob that YAML reads as an alias (`*.txt`) or an anchor
+  // (`&x`) instead of a plain value: the one-item list of that text, as a string key's value is
+  // taken verbatim. Anything else (a flow list, a quoted value) is still YAML's to read.
+  if (spec && spec->type() == KeyType::kStringList && (raw[0] == '*' || raw[0] == '&')) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    list.push_back(raw);
+    apply(path, list, YAML::Mark::null_mark(), sink);
+    return;
+  }
   // Read as a job file is (load_all_documents): a value of more than one document is refused,
   // not cut to its first ("8\n---\n9" set 8), and one yaml-cpp reads as no document at all (",")
   // is named, not taken for an empty value.
@@ -249,15 +258,6 @@ void Loader::apply_override(const std::string& text) {
     if (!docs.empty()) value = docs[0];
   } catch (const YAML::Exception& e) {
     problem = "is not YAML: " + e.msg;
-  }
-  // A list of files given as one glob that YAML reads as an alias (`*.txt`) or an anchor
-  // (`&x`) instead of a plain value: the one-item list of that text, as a string key's value is
-  // taken verbatim. Anything else (a flow list, a quoted value) is still YAML's to read.
-  if (spec && spec->type() == KeyType::kStringList && (raw[0] == '*' || raw[0] == '&')) {
-    YAML::Node list(YAML::NodeType::Sequence);
-    list.push_back(raw);
-    apply(path, list, YAML::Mark::null_mark(), sink);
-    return;
   }
   if (!problem.empty()) {
     if (known) {
