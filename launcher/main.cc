@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
 
   rm::BenchCkptArgs bench_ckpt;
   auto* bc = bench->add_subcommand(
-      "ckpt", "checkpoint save GB/s beside plain write+fsync, async stall, restore time");
+      "ckpt", "checkpoint save GiB/s beside plain write+fsync, async stall, restore time");
   bc->add_option("--dir", bench_ckpt.dir, "directory to write in (on the disk to measure)");
   bc->add_option("--gib", bench_ckpt.gib, "checkpoint size in GiB")
       ->check(rm::cli::real_at_least(0.001, 256.0));  // CLI::Range let NaN through

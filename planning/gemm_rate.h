@@ -11,7 +11,9 @@ namespace rm {
 
 // Seconds for one issue of `g` (all its `count` repetitions), the median of `reps` runs after a
 // warm-up run. Attention's per-head GEMMs run as independent single-threaded sgemms in
-// parallel, as the kernel does. Uses the calling thread's OpenMP thread count.
+// parallel, as the kernel does. Uses the calling thread's OpenMP thread count. The repetitions
+// cycle through distinct operands (up to 128 MiB of them), as a step's layers do, so that the
+// baseline does not run from cache where the step cannot.
 double time_gemm(const GemmShape& g, int reps);
 
 // Flops per second over all of `gemms`, each timed with time_gemm(g, reps).
