@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "io/file_system.h"
 
@@ -212,11 +215,40 @@ bool make_dir(const std::string& path) {
 }
 
 namespace {
+// An existing directory may be one that an earlier process created and then died before it
+// fsynced the parent: it is there now, yet a power cut would take it away with everything
+// committed inside it since, and nothing tells it from a durable one. So the parent of every
+// existing component, up to the root, is fsynced as well, once per process: `durable` holds the
+// directories whose entries this process has made durable (with their ancestors'), created or
+// found. Best effort: a parent this process may not open (no read permission) or not fsync is
+// left as it is; the caller's own commits fsync, and report, what they write.
+std::mutex durable_mutex;
+std::set<std::string> durable;
+
+void sync_existing_entries(const std::string& path) {
+  std::lock_guard<std::mutex> lock(durable_mutex);
+  for (std::string p = path, parent = parent_dir(p); parent != p;
+       p = parent, parent = parent_dir(p)) {
+    if (!durable.insert(p).second) return;
+    try {
+      fsync_directory(parent);
+    } catch (const IoError&) {
+    }
+  }
+}
+
 void make_dirs_durable_from_root(const std::string& path) {
-  if (is_directory(path)) return;
+  if (is_directory(path)) {
+    sync_existing_entries(path);
+    return;
+  }
   const std::string parent = parent_dir(path);
   if (parent != path) make_dirs_durable_from_root(parent);
-  if (make_dir(path)) fsync_directory(parent);
+  if (make_dir(path)) {
+    fsync_directory(parent);
+    std::lock_guard<std::mutex> lock(durable_mutex);
+    durable.insert(path);
+  }
 }
 }  // namespace
 

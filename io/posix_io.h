@@ -82,7 +82,9 @@ bool is_regular_file(const std::string& path);
 bool make_dir(const std::string& path);
 // mkdir -p that survives a power cut: creates every missing directory of `path`, and fsyncs the
 // parent of each one it created (a directory whose own entry was never synced can vanish with
-// everything committed inside it).
+// everything committed inside it). Existing components' parents are fsynced too, best effort:
+// a process that died between its mkdir and that fsync leaves a directory no one can tell from
+// a durable one.
 void make_dirs_durable(const std::string& path);
 std::vector<std::string> list_dir(const std::string& path);  // without "." and ".."
 void unlink_file(const std::string& path);                   // ENOENT is not an error

@@ -140,6 +140,21 @@ TEST(PowerCut, ANewDirectoryNeverFsyncedInItsParentVanishesWithItsContents) {
   EXPECT_FALSE(exists(r.at("d")));
 }
 
+// An earlier process made d/e and died before it fsynced their parents: they are there, but
+// not durable. make_dirs_durable of a path under them makes them so, whatever it creates.
+TEST(PowerCut, MakeDirsDurableMakesDirectoriesAnEarlierCrashLeftUnsyncedDurable) {
+  FaultyRun r;
+  make_dir(r.at("d"));
+  make_dir(join(r.at("d"), "e"));
+  make_dirs_durable(join(r.at("d"), "e"));  // all there: creates nothing
+  write_text(join(join(r.at("d"), "e"), "f"), "data");
+  make_dirs_durable(join(r.at("d"), "g"));  // creates g only
+  write_text(join(join(r.at("d"), "g"), "f"), "data");
+  r.power_cut();
+  EXPECT_EQ(content(join(join(r.at("d"), "e"), "f")), "data");
+  EXPECT_EQ(content(join(join(r.at("d"), "g"), "f")), "data");
+}
+
 TEST(FaultFileSystem, CrashFreezesEveryLaterCall) {
   FaultPlan plan;
   plan.at = 3;  // create, write, *fsync*
