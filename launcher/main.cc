@@ -35,7 +35,8 @@ void add_job_options(CLI::App* cmd, rm::JobArgs& a) {
 void add_hosts_option(CLI::App* cmd, std::string& hosts) {
   cmd->add_option("--hosts", hosts,
                   "run the ranks across these hosts: an Open MPI hostfile ('node slots=N' lines); "
-                  "--nproc defaults to its slots");
+                  "--nproc defaults to its slots")
+      ->check(rm::cli::non_empty());
 }
 
 void add_fresh_flag(CLI::App* cmd, bool& fresh) {

@@ -421,24 +421,24 @@ int supervise_attempts(const JobConfig& job, const MpiLaunch& first_launch,
       // What `status` says of it: a rank's own message is in its log (a rank writes the event
       // itself only for bad input); a signal's death is said here.
       nlohmann::json failed = {{"exit_code", code}, {"restarts", attempt}};
-      std::string by;  // the signal that killed a rank ("SIGKILL"), if one did
-      if (code > 128) {
-        const char* abbrev = sigabbrev_np(code - 128);
-        by = abbrev != nullptr ? std::string("SIG") + abbrev
-                               : "signal " + std::to_string(code - 128);
-        failed["error"] = "a rank was killed by " + by;
-      }
+      const std::string by = signal_in_exit_code(code);  // "SIGKILL", or "" for none
+      if (!by.empty()) failed["error"] = "a rank was killed by " + by;
       if (max_restarts > 0) {
         print_error("the job failed (exit code " + std::to_string(code) + ") after " +
                     std::to_string(max_restarts) + " restart" + (max_restarts == 1 ? "" : "s") +
                     " (resilience.max_restarts); giving up");
-      } else if (code > 128) {
+      } else if (!by.empty()) {
         // A rank killed by a signal (the OOM killer, a node's shutdown, kill -9) says nothing
         // itself: say it here, and where to look.
         print_error("the job failed: a rank was killed by " + by + " (exit code " +
                     std::to_string(code) + "), with nothing said; its log is in " + job.run_dir +
                     "/logs/; resilience.max_restarts restarts the job from its "
                     "newest checkpoint after such a failure");
+      } else if (code != kExitFailure) {
+        // Not a rank's failure, which exits 1, nor a signal's: mpirun's own (255: a launch it
+        // could not make), whose message is above.
+        print_error("the job failed: mpirun ended with exit code " + std::to_string(code) +
+                    ", which is no rank's failure nor a signal's: mpirun's own message is above");
       }
       append_run_event(job.run_dir, "failed", failed);
       return code;
@@ -481,7 +481,7 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
               const std::vector<std::string>& argv) {
   int last_code = -1;
   try {
-    return supervise_attempts(job, first_launch, argv, &last_code);
+    return documented_exit_code(supervise_attempts(job, first_launch, argv, &last_code));
   } catch (const std::exception& e) {
     // Before any attempt ran: the command's error, as any (bad hosts, exit 2). After one failed,
     // what stops the restart (ranks that never leave the run directory, a file that cannot be
@@ -490,7 +490,7 @@ int supervise(const JobConfig& job, const MpiLaunch& first_launch,
     print_error("the job failed (exit code " + std::to_string(last_code) +
                 ") and could not be restarted: " + e.what());
     append_run_event(job.run_dir, "failed", {{"exit_code", last_code}, {"error", e.what()}});
-    return last_code;
+    return documented_exit_code(last_code);
   }
 }
 

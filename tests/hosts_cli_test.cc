@@ -36,6 +36,19 @@ TEST(HostsCli, ABadHostfileIsRefusedNamingFileAndLineAndNothingIsWritten) {
       {"slots=2\n", ":1:1: expected a host name first"},
       {"# nothing\n\n", ": --hosts: the hostfile names no host"},
       {"localhost slots=4 max_slots=2\n", ":1:1: max_slots=2 is less than slots=4"},
+      // What Open MPI refuses once the run directory is written (an "internal error", or a
+      // name taken for a slot count), refused here first.
+      {"localhost slots=1\nnode-b\nlocalhost slots=1\n",
+       ":3:1: 'localhost' is named again (first on line 1) with slots="},
+      {"localhost\nlocalhost slots=2\n", ":2:1: 'localhost' is named again (first on line 1)"},
+      {"localhost slots=2\r\n", ":1:1: a carriage return (a Windows line ending)"},
+      {"localhost:2\n",
+       ":1:1: 'localhost:2' is not a host name: Open MPI takes letters, digits, "
+       "'.' and '-' only (a slot count is written 'host slots=N', not 'host:N')"},
+      {"node_a slots=2\n", ":1:1: 'node_a' is not a host name"},
+      {"n\xc3\xb6"
+       "de slots=2\n",
+       ":1:1: 'n\\xc3\\xb6de' is not a host name"},
   };
   for (const auto& c : cases) {
     TempDir dir;
@@ -45,6 +58,20 @@ TEST(HostsCli, ABadHostfileIsRefusedNamingFileAndLineAndNothingIsWritten) {
     EXPECT_NE(r.err.find(hosts + c.expected), std::string::npos) << c.text << "\n" << r.err;
     EXPECT_FALSE(fs::exists(dir.file("run"))) << c.text;
   }
+}
+
+// What Open MPI itself reads: a host named again without slots= adds a slot, a slot count
+// given on the first line before it is kept, and "slots = 2" is slots=2. `validate` prints the
+// ranks it plans for.
+TEST(HostsCli, AHostfileIsReadAsOpenMpiReadsIt) {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "localhost slots = 3\nlocalhost\n");
+  const auto r = run_cli("validate " + tiny_job(dir) + " --hosts " + hosts, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("4 ranks"), std::string::npos) << r.out << r.err;
+  const auto empty = run_cli("validate " + tiny_job(dir) + " --hosts ''", dir.path());
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("--hosts"), std::string::npos) << empty.err;
 }
 
 // Slot counts that add up past the most ranks a job may have are refused at the line that goes
