@@ -38,6 +38,8 @@ class Loader {
   // Fills derived defaults, runs the cross-field checks, throws if anything was wrong.
   // cross_field: the rules between keys (check_job_if) too; a stored job is read without them.
   JobConfig finish(int dp_ranks, bool cross_field = true);
+  // The text read without an error, and gave no key at all.
+  bool gave_nothing() const { return origins_.empty() && errors_.empty(); }
 
  private:
   // Refuses the whole text (an error without a key): the guards of yaml_guard.h.
@@ -343,6 +345,13 @@ JobConfig load(const std::string& text, const std::string& display_name,
   }
   Loader loader(display_name, source_path);
   loader.load_text(text);
+  // A run stores its job with every key: one that gives none is damage, not a job of defaults
+  // (before: `status` showed such a run as job "job" of 1000 steps).
+  if (!cross_field && loader.gave_nothing()) {
+    throw JobConfigError({ConfigError{display_name, 0, 0, "",
+                                      "holds no key: a run stores its job here with every key, "
+                                      "so this one is empty or damaged"}});
+  }
   for (const std::string& o : overrides) loader.apply_override(o);
   return loader.finish(dp_ranks, cross_field);
 }

@@ -392,13 +392,12 @@ void ErrorSink::add(const std::string& key, const YAML::Mark& mark, const std::s
   out_->push_back(std::move(e));
 }
 
-std::string shown_text(const std::string& text, char quote) {
+std::string shown_text(const std::string& text, char quote, size_t shown) {
   // Long texts are cut at a character boundary; line breaks and tabs are shown escaped, so the
   // message stays on one line.
-  constexpr size_t kShown = 60;
   size_t cut = text.size();
-  if (text.size() > kShown + 20) {
-    cut = kShown;
+  if (text.size() > shown + 20) {
+    cut = shown;
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   }
   const std::string q = quote == '\0' ? "" : std::string(1, quote);

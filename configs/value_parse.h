@@ -55,10 +55,10 @@ bool parse_map_entry(const KeySpec& spec, const std::string& name, const YAML::N
 // says the user gave ("expected an integer, got 'abc'").
 std::string describe_node(const YAML::Node& n);
 
-// `text` between quotes for a message, line breaks and tabs escaped (\n); a long text is cut to
-// its first 60 bytes and followed by its size ("'99999...' (500000 bytes)"), so a hostile value
-// still gives a one-line message. quote '\0': no quotes (for numbers).
-std::string shown_text(const std::string& text, char quote = '\'');
+// `text` between quotes for a message, line breaks and tabs escaped (\n); a text over `shown` +
+// 20 bytes is cut to its first `shown` and followed by its size ("'99999...' (500000 bytes)"),
+// so a hostile value still gives a one-line message. quote '\0': no quotes (for numbers).
+std::string shown_text(const std::string& text, char quote = '\'', size_t shown = 60);
 
 // Where an error about `value` points: the value, or its key when the value has no text of its
 // own (yaml-cpp gives an empty value the position of whatever follows it).

@@ -2,6 +2,8 @@
 // metrics.jsonl, checkpoints/, events.jsonl, slurm/job_id) plus, when the run was submitted to
 // Slurm and scontrol answers within a few seconds, the job's state.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -36,6 +38,22 @@ bool has_number(const json& j, const char* key) {
 
 double number(const json& j, const char* key, double fallback = 0) {
   return has_number(j, key) ? j[key].get<double>() : fallback;
+}
+
+// A line's step, when it can be one: a whole number from 0 to INT64_MAX (a damaged or edited
+// line's 18446744073709551615 read as step -1 before).
+bool has_step(const json& m) {
+  if (!m.contains("step")) return false;
+  const json& s = m["step"];
+  if (s.is_number_unsigned()) return s.get<uint64_t>() <= uint64_t{INT64_MAX};
+  return s.is_number_integer() && s.get<int64_t>() >= 0;
+}
+
+// A loss or a score: four decimals, as a run logs them, but never 309 digits of a damaged 1e308.
+std::string value_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e6 ? "%.4f" : "%.4g", v);
+  return buf;
 }
 
 // A string field of an event line as written, or `fallback`; a value of another type, from a
@@ -199,9 +217,11 @@ int cmd_status(const StatusArgs& args) {
     std::vector<json> metrics;  // the last kRecent step lines, oldest first
     json last_val;
     for_each_json_line_backwards(dir + "/metrics.jsonl", [&](const json& m) {
-      if (!m.contains("step") || !m["step"].is_number_integer()) return true;
+      if (!has_step(m)) return true;
       if (metrics.size() < kRecent) metrics.insert(metrics.begin(), m);
-      if (last_val.is_null() && (has_number(m, "val_loss") || has_number(m, "choice_accuracy"))) {
+      // The last evaluation, even one whose value was not finite (written null): said so, not
+      // passed over for an older one.
+      if (last_val.is_null() && (m.contains("val_loss") || m.contains("choice_accuracy"))) {
         last_val = m;
       }
       return metrics.size() < kRecent || last_val.is_null();
@@ -241,19 +261,20 @@ int cmd_status(const StatusArgs& args) {
       // metrics.jsonl writes a NaN or infinite loss as null: said as such, not as 0.
       const long long last_step = last["step"].get<int64_t>();
       if (has_number(last, "loss")) {
-        std::printf("loss        %.4f (step %lld)", number(last, "loss"), last_step);
+        std::printf("loss        %s (step %lld)", value_text(number(last, "loss")).c_str(),
+                    last_step);
       } else {
         std::printf("loss        not finite (step %lld%s)", last_step,
                     last.contains("skipped") && last["skipped"] == true ? ", skipped" : "");
       }
       if (!last_val.is_null()) {
         const long long at = last_val["step"].get<int64_t>();
-        if (has_number(last_val, "val_loss")) {
-          std::printf(", val_loss %.4f (step %lld)", number(last_val, "val_loss"), at);
-        }
-        if (has_number(last_val, "choice_accuracy")) {
-          std::printf(", choice_accuracy %.4f (step %lld)", number(last_val, "choice_accuracy"),
-                      at);
+        for (const char* key : {"val_loss", "choice_accuracy"}) {
+          if (!last_val.contains(key)) continue;
+          std::printf(
+              ", %s %s (step %lld)", key,
+              has_number(last_val, key) ? value_text(number(last_val, key)).c_str() : "not finite",
+              at);
         }
       }
       std::printf("\n");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "configs/value_parse.h"
 #include "configs/yaml_guard.h"
 #include "io/io_error.h"
 #include "io/posix_io.h"
@@ -32,6 +33,7 @@ StepRow row_of(const json& j) {
   r.tokens_per_s = number(j, "tokens_per_s");
   r.step_ms = number(j, "step_ms");
   r.val_loss = number(j, "val_loss");
+  r.evaluated = j.contains("val_loss");
   r.choice_accuracy = number(j, "choice_accuracy");
   r.ckpt_stall_ms = number(j, "ckpt_stall_ms");
   r.comm_wait_ms = number(j, "comm_wait_ms");
@@ -119,21 +121,28 @@ StepTimeParts step_time_parts(const StepRow& row) {
   return p;
 }
 
+constexpr size_t kShownKind = 60;      // bytes of an event's name, and of its time
+constexpr size_t kShownDetails = 500;  // of its other fields as JSON
+
 std::vector<RunEvent> place_events(const std::vector<json>& lines, int64_t last_step) {
   std::vector<RunEvent> events;
   for (const json& j : lines) {
     const auto kind = j.find("event");
     if (kind == j.end() || !kind->is_string()) continue;
     RunEvent e;
-    e.kind = kind->get<std::string>();
+    // Each text goes into the page up to six times (the table, a tooltip per plot), escaped:
+    // cut, so that a damaged or hostile line cannot make a page of gigabytes.
+    e.kind = shown_text(kind->get<std::string>(), '\0', kShownKind);
     const auto time = j.find("time");
-    if (time != j.end() && time->is_string()) e.time = time->get<std::string>();
+    if (time != j.end() && time->is_string()) {
+      e.time = shown_text(time->get<std::string>(), '\0', kShownKind);
+    }
     const char* step_key = e.kind == "started" ? "from_step" : "step";
     const auto step = j.find(step_key);
     if (step != j.end() && step->is_number_integer()) e.step = step->get<int64_t>();
     json rest = j;
     for (const char* k : {"time", "event", "step"}) rest.erase(k);
-    e.details = rest.empty() ? "" : rest.dump();
+    e.details = rest.empty() ? "" : shown_text(rest.dump(), '\0', kShownDetails);
     events.push_back(std::move(e));
   }
   std::stable_sort(events.begin(), events.end(),

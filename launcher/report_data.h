@@ -23,7 +23,8 @@ namespace rm::report {
 struct StepRow {
   int64_t step = 0;
   float loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, step_ms = NAN;
-  float val_loss = NAN;  // evaluation steps only
+  float val_loss = NAN;         // evaluation steps only (NaN on one too, where it was not finite)
+  bool evaluated = false;       // the line has a val_loss, finite or not (null)
   float choice_accuracy = NAN;  // evaluation steps of a job with data.choices
   float ckpt_stall_ms = NAN, comm_wait_ms = NAN, data_ms = NAN;
   float busy_ms_max = NAN, busy_ms_min = NAN, peak_rss_mib = NAN;
@@ -45,7 +46,7 @@ struct RunEvent {
   // restart is drawn where the run started again), else the run's last step. -1: not drawn.
   int64_t plot_step = -1;
   bool placed_by_time = false;
-  std::string details;  // the other fields, as compact JSON
+  std::string details;  // the other fields, as compact JSON, cut to 500 bytes
 };
 
 // The events of events.jsonl, in time order (ties in file order), placed; last_step is where an

@@ -70,21 +70,30 @@ std::string first_last(const RunFacts& f, const std::function<std::string(const 
 
 struct ValLoss {
   double final = NAN, best = NAN;
-  int64_t final_step = 0, best_step = 0;
+  int64_t final_step = -1, best_step = -1;  // -1: no evaluation
 };
 
+// The final evaluation is the last one, even where its value was not finite (said so, not
+// passed over for an older one); the best is the lowest finite one.
 ValLoss val_loss_of(const RunData& run) {
   ValLoss v;
   for (const StepRow& r : run.rows) {
-    if (!std::isfinite(r.val_loss)) continue;
+    if (!r.evaluated) continue;
     v.final = r.val_loss, v.final_step = r.step;
-    if (!(r.val_loss >= v.best)) v.best = r.val_loss, v.best_step = r.step;
+    if (std::isfinite(r.val_loss) && !(r.val_loss >= v.best)) {
+      v.best = r.val_loss, v.best_step = r.step;
+    }
   }
   return v;
 }
 
+// "2.1234 (step 8)", "not finite (step 8)", or "" for no step (-1). Four decimals as a run logs
+// them, but a few digits for a damaged 1e308, not 309.
 std::string loss_at(double loss, int64_t step) {
-  return std::isfinite(loss) ? fmt("%.4f", loss) + " (step " + std::to_string(step) + ")" : "";
+  if (step < 0) return "";
+  const std::string at = " (step " + std::to_string(step) + ")";
+  if (!std::isfinite(loss)) return "not finite" + at;
+  return fmt(std::fabs(loss) < 1e6 ? "%.4f" : "%.4g", loss) + at;
 }
 
 double median_of(const RunData& run, float StepRow::*field) {

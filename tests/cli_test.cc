@@ -318,6 +318,24 @@ TEST(Cli, StatusOfARunAndOfANonRun) {
   ASSERT_EQ(nan.exit_code, 0) << nan.err;
   EXPECT_NE(nan.out.find("loss        not finite (step 30, skipped)"), std::string::npos)
       << nan.out;
+  // Damaged lines give no absurd figures: a step that is no int64 is passed over (before:
+  // "(step -1)"), a huge loss is said in a few digits (before: 309 of them), and an evaluation
+  // whose value was not finite is said so (before: an older evaluation's shown in its place).
+  dir.write("run/metrics.jsonl", lines +
+                                     "{\"step\": 30, \"loss\": 1e308, \"val_loss\": null}\n"
+                                     "{\"step\": 18446744073709551615, \"loss\": 1.0}\n"
+                                     "{\"step\": -5, \"loss\": 1.0}\n");
+  const auto damaged = run_cli("status " + dir.file("run"), dir.path());
+  ASSERT_EQ(damaged.exit_code, 0) << damaged.err;
+  EXPECT_NE(damaged.out.find("loss        1e+308 (step 30), val_loss not finite (step 30)"),
+            std::string::npos)
+      << damaged.out;
+  // A config.yaml that holds no key is damage, not a job of defaults (before: job "job", 1000
+  // steps, exit 0).
+  dir.write("run/config.yaml", "# emptied\n");
+  const auto empty = run_cli("status " + dir.file("run"), dir.path());
+  EXPECT_EQ(empty.exit_code, 2) << empty.out;
+  EXPECT_NE(empty.err.find("run/config.yaml: holds no key"), std::string::npos) << empty.err;
   const auto bad = run_cli("status " + dir.path(), dir.path());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;

@@ -202,6 +202,43 @@ TEST(ReportCli, LongRunsAreDownsampledKeepingSpikesAndOldFilesStillRead) {
   expect_self_contained(html);
 }
 
+// An event's fields go into the page up to six times (the table and a tooltip per plot), escaped:
+// a damaged or hostile events.jsonl of long lines (here 10 MB of '<', four bytes each once
+// escaped) gives a page of a few MB that says how long each cut text was (before: 4.3 GB for
+// 180 MB of events, "written" as if fine).
+TEST(ReportCli, LongEventFieldsAreCutAndDamagedFiguresReadAsSuch) {
+  TempDir dir;
+  fs::create_directories(dir.file("run"));
+  std::ofstream m(dir.file("run/metrics.jsonl"));
+  for (int s = 1; s <= 10; ++s) {
+    m << "{\"step\":" << s << ",\"loss\":" << (s == 10 ? 1e30 : 3.0 - s * 0.1)
+      << (s == 5    ? ",\"val_loss\":2.5"
+          : s == 10 ? ",\"val_loss\":null"
+                    : "")
+      << "}\n";
+  }
+  m.close();
+  dir.write("run/config.yaml", "name: hostile\ntrain: {steps: 10}\n");
+  std::string events = R"({"time":"2026-01-01T00:00:01.000Z","event":"started","from_step":0})"
+                       "\n";
+  const std::string note(200000, '<');
+  for (int s = 1; s <= 50; ++s) {
+    events += R"({"time":"2026-01-01T00:00:02.000Z","event":"checkpoint_saved","step":)" +
+              std::to_string(1 + s % 10) + R"(,"note":")" + note + "\"}\n";
+  }
+  dir.write("run/events.jsonl", events);
+  const auto r = run_cli("report " + dir.file("run") + " -o " + dir.file("run.html"), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = slurp(dir.file("run.html"));
+  EXPECT_LT(html.size(), 2000000u);
+  EXPECT_NE(html.find("&lt;&lt;... (200011 bytes)"), std::string::npos);
+  // Damaged figures read as such: a last evaluation that was not finite is the final one (not
+  // step 5's, passed over to), and a huge loss takes a few digits.
+  EXPECT_NE(html.find("<td>not finite (step 10)</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>2.5000 (step 5)</td>"), std::string::npos);  // the best
+  EXPECT_NE(html.find("<td>1e+30 (step 10)</td>"), std::string::npos);
+}
+
 // The <text class="tick"> labels of one axis group of a plot, with their pixel position (x for the
 // x axis, y for the y axis), in document order. Labels: numbers with an optional k or M.
 std::vector<std::pair<double, double>> ticks_of(const std::string& svg, const std::string& axis) {
