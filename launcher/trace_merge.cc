@@ -11,6 +11,7 @@
 #include "checkpoint/json_guard.h"
 #include "io/atomic_file.h"
 #include "io/posix_io.h"
+#include "observe/trace_recorder.h"
 
 namespace rm {
 namespace {
@@ -32,6 +33,7 @@ struct RankFile {
   int ranks = 0;
   std::string origin;
   int64_t first_step = 0, last_step = 0;
+  int64_t dropped = 0;  // otherData.dropped_events: spans past the recorder's limit
 };
 
 // "rank-00012.json" -> 12, else -1.
@@ -88,6 +90,7 @@ RankFile read_rank_file(const std::string& path, int rank) {
   }
   f.first_step = int_field(other, "first_step", 0, path);
   f.last_step = int_field(other, "last_step", 0, path);
+  f.dropped = std::max<int64_t>(0, int_field(other, "dropped_events", 0, path));
   const auto origin = other.find("origin_utc");
   if (origin != other.end() && !origin->is_string()) {
     throw std::runtime_error(path + ": its otherData.origin_utc is " + origin->dump() +
@@ -126,8 +129,8 @@ TraceMergePlan plan_trace_merge(const std::string& run_dir) {
     if (rank < 0) continue;
     // Read again when written: a rank's tree is ~10x its file, and only one is held at a time.
     const RankFile f = read_rank_file(io::join(dir, name), rank);
-    files.emplace(rank,
-                  TraceRankFile{f.path, f.rank, f.ranks, f.origin, f.first_step, f.last_step});
+    files.emplace(rank, TraceRankFile{f.path, f.rank, f.ranks, f.origin, f.first_step, f.last_step,
+                                      f.dropped});
   }
   if (files.empty()) {
     throw std::runtime_error(dir + ": no rank-K.json files (a trace is written when the window "
@@ -151,6 +154,12 @@ TraceMergePlan plan_trace_merge(const std::string& run_dir) {
       continue;
     }
     plan.merged.push_back(f);
+    if (f.dropped > 0) {
+      plan.notes.push_back("rank " + std::to_string(rank) + ": " + std::to_string(f.dropped) +
+                           " spans dropped, past the " + std::to_string(TraceRecorder::kMaxEvents) +
+                           " events a rank records in a window: the end of its window is "
+                           "missing (lower observability.trace_steps)");
+    }
   }
   // One note for the ranks without a file, naming the first few.
   constexpr int kNamed = 8;
@@ -199,8 +208,11 @@ MergedTrace write_merged_trace(const TraceMergePlan& plan, const std::string& ru
     }
     ++result.ranks;
   }
+  int64_t dropped = 0;
+  for (const TraceRankFile& f : plan.merged) dropped += f.dropped;
   const json other = {{"run_dir", run_dir},
                       {"ranks", plan.lead.ranks},
+                      {"dropped_events", dropped},
                       {"origin_utc", plan.lead.origin},
                       {"first_step", plan.lead.first_step},
                       {"last_step", plan.lead.last_step}};

@@ -25,6 +25,7 @@ struct TraceRankFile {
   int ranks = 0;
   std::string origin;  // origin_utc: its attempt's start
   int64_t first_step = 0, last_step = 0;
+  int64_t dropped = 0;  // spans the rank dropped past its recorder's limit (a note says so)
 };
 
 struct TraceMergePlan {

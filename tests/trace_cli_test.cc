@@ -190,5 +190,30 @@ TEST(TraceCli, ADamagedRankFileIsNamedAndNothingIsWritten) {
   EXPECT_FALSE(fs::exists(dir.file("run/trace.json")));
 }
 
+// A rank that reached its recorder's limit says how many spans it dropped; the merge says so
+// too, naming the rank, and keeps the count (before: said nowhere, the trace read as whole).
+TEST(TraceCli, SpansARankDroppedAreNamedAndCounted) {
+  TempDir dir;
+  ASSERT_EQ(run_cli("run " + job_file(dir, "{trace: true, trace_start: 1, trace_steps: 2}") +
+                        " --nproc 2",
+                    dir.path())
+                .exit_code,
+            0);
+  const std::string file = dir.file("run/trace/rank-00001.json");
+  const std::string text = test::slurp(file);
+  const size_t at = text.find("\"dropped_events\":0");
+  ASSERT_NE(at, std::string::npos) << "the recorder writes its count of dropped spans";
+  dir.write("run/trace/rank-00001.json",
+            text.substr(0, at) + "\"dropped_events\":123" + text.substr(at + 18));
+  const auto r = run_cli("trace " + dir.file("run"), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 1: 123 spans dropped, past the 200000 events a rank records"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("rank 0:"), std::string::npos) << r.err;
+  EXPECT_NE(test::slurp(dir.file("run/trace.json")).find("\"dropped_events\":123"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace rm
