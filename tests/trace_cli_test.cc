@@ -168,13 +168,17 @@ TEST(TraceCli, WithoutTracingThereIsNothingToMergeAndTheMergeSaysWhy) {
   EXPECT_FALSE(fs::exists(dir.file("run/trace.json")));
 }
 
+// A run of steps 1 and 2 traced, on 2 ranks, in dir/run: its exit code.
+int run_traced_on_two_ranks(const TempDir& dir) {
+  return run_cli(
+             "run " + job_file(dir, "{trace: true, trace_start: 1, trace_steps: 2}") + " --nproc 2",
+             dir.path())
+      .exit_code;
+}
+
 TEST(TraceCli, ADamagedRankFileIsNamedAndNothingIsWritten) {
   TempDir dir;
-  ASSERT_EQ(run_cli("run " + job_file(dir, "{trace: true, trace_start: 1, trace_steps: 2}") +
-                        " --nproc 2",
-                    dir.path())
-                .exit_code,
-            0);
+  ASSERT_EQ(run_traced_on_two_ranks(dir), 0);
   // A run directory whose name is not UTF-8 (Latin-1): merged, the name in otherData with
   // U+FFFD in place of the byte (before: the JSON writer threw, exit 2 and no file).
   const std::string latin1 = dir.file("caf\xe9");
@@ -194,11 +198,7 @@ TEST(TraceCli, ADamagedRankFileIsNamedAndNothingIsWritten) {
 // too, naming the rank, and keeps the count (before: said nowhere, the trace read as whole).
 TEST(TraceCli, SpansARankDroppedAreNamedAndCounted) {
   TempDir dir;
-  ASSERT_EQ(run_cli("run " + job_file(dir, "{trace: true, trace_start: 1, trace_steps: 2}") +
-                        " --nproc 2",
-                    dir.path())
-                .exit_code,
-            0);
+  ASSERT_EQ(run_traced_on_two_ranks(dir), 0);
   const std::string file = dir.file("run/trace/rank-00001.json");
   const std::string text = test::slurp(file);
   const size_t at = text.find("\"dropped_events\":0");
