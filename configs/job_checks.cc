@@ -39,6 +39,14 @@ std::vector<ConfigError> check_batch_arithmetic(const JobConfig& cfg, int dp_ran
       std::to_string(t.micro_batch) + ") × data-parallel ranks (" + std::to_string(dp_ranks) +
       ") = " + std::to_string(per_pass) + "; the nearest valid value" +
       (below > 0 ? "s are " + std::to_string(below) + " and " : " is ") + std::to_string(above);
+  // A resume on another rank count must keep global_batch (the run's optimizer steps are of
+  // it): the largest micro_batch that divides it among these ranks, where one does.
+  if (t.global_batch % dp_ranks == 0) {
+    long long micro = t.micro_batch;
+    while (micro > 1 && t.global_batch % (micro * dp_ranks) != 0) --micro;
+    msg += ", or train.micro_batch " + std::to_string(micro) + " keeps global_batch " +
+           std::to_string(t.global_batch) + " (as a resume on another rank count must)";
+  }
   return {error(cfg, "train.global_batch", msg)};
 }
 

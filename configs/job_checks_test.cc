@@ -27,10 +27,18 @@ TEST(BatchArithmetic, MessageNamesEveryNumber) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].str(),
             "x.yaml: train.global_batch: 64 is not a multiple of micro_batch (6) × data-parallel "
-            "ranks (2) = 12; the nearest valid values are 60 and 72");
+            "ranks (2) = 12; the nearest valid values are 60 and 72, or train.micro_batch 4 keeps "
+            "global_batch 64 (as a resume on another rank count must)");
   cfg.train.global_batch = 8;
+  EXPECT_EQ(
+      check_batch_arithmetic(cfg, 2)[0].message,
+      "8 is not a multiple of micro_batch (6) × data-parallel ranks (2) = 12; the nearest "
+      "valid value is 12, or train.micro_batch 4 keeps global_batch 8 (as a resume on another "
+      "rank count must)");
+  // No micro_batch keeps it where the ranks do not divide it.
+  cfg.train.global_batch = 9;
   EXPECT_EQ(check_batch_arithmetic(cfg, 2)[0].message,
-            "8 is not a multiple of micro_batch (6) × data-parallel ranks (2) = 12; the nearest "
+            "9 is not a multiple of micro_batch (6) × data-parallel ranks (2) = 12; the nearest "
             "valid value is 12");
 }
 
@@ -48,11 +56,13 @@ TEST(BatchArithmetic, WholeAccumulationCountsPass) {
 TEST(BatchArithmetic, PointsAtGlobalBatchInTheFile) {
   EXPECT_EQ(one_error(with_train("train:\n  micro_batch: 8\n  global_batch: 40\n"), {}, 2),
             "job.yaml:3:17: train.global_batch: 40 is not a multiple of micro_batch (8) × "
-            "data-parallel ranks (2) = 16; the nearest valid values are 32 and 48");
+            "data-parallel ranks (2) = 16; the nearest valid values are 32 and 48, or "
+            "train.micro_batch 5 keeps global_batch 40 (as a resume on another rank count must)");
   // global_batch not in the file: point at the train section.
   EXPECT_EQ(one_error(with_train("train:\n  micro_batch: 5\n")),
             "job.yaml:1:1: train.global_batch: 32 is not a multiple of micro_batch (5) × "
-            "data-parallel ranks (1) = 5; the nearest valid values are 30 and 35");
+            "data-parallel ranks (1) = 5; the nearest valid values are 30 and 35, or "
+            "train.micro_batch 4 keeps global_batch 32 (as a resume on another rank count must)");
   // No train section at all: no position.
   EXPECT_EQ(one_error(kMinimalJob, {}, 3),
             "job.yaml: train.global_batch: 32 is not a multiple of micro_batch (8) × "

@@ -163,7 +163,8 @@ TEST(Overrides, WholeSectionAsFlowMap) {
 TEST(Overrides, CrossFieldErrorsCausedByAnOverride) {
   EXPECT_EQ(one_error(kMinimalJob, {"train.global_batch=30"}),
             "--set train.global_batch: 30 is not a multiple of micro_batch (8) × data-parallel "
-            "ranks (1) = 8; the nearest valid values are 24 and 32");
+            "ranks (1) = 8; the nearest valid values are 24 and 32, or train.micro_batch 6 keeps "
+            "global_batch 30 (as a resume on another rank count must)");
   // The offending key is in the file, the override only changed its partner.
   EXPECT_EQ(one_error(std::string(kMinimalJob) + "model:\n  width: 256\n", {"model.heads=7"}),
             "job.yaml:4:10: model.width: 256 is not divisible by model.heads (7)");

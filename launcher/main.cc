@@ -32,10 +32,11 @@ void add_job_options(CLI::App* cmd, rm::JobArgs& a) {
       ->transform(rm::cli::whole_number(1, kMaxRanks));
 }
 
-void add_hosts_option(CLI::App* cmd, std::string& hosts) {
-  cmd->add_option("--hosts", hosts,
-                  "run the ranks across these hosts: an Open MPI hostfile ('node slots=N' lines); "
-                  "--nproc defaults to its slots")
+void add_hosts_option(CLI::App* cmd, std::string& hosts, const char* ranks_flag = "--nproc") {
+  cmd->add_option(
+         "--hosts", hosts,
+         "run the ranks across these hosts: an Open MPI hostfile ('node slots=N' lines); " +
+             std::string(ranks_flag) + " defaults to its slots")
       ->check(rm::cli::non_empty());
 }
 
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
       "allreduce", "all-reduce busbw of Ringmaster's communicator beside plain MPI_Allreduce");
   ba->add_option("--np", bench_ar.nproc, "ranks (default 2, or the hostfile's slots)")
       ->transform(rm::cli::whole_number(1, kMaxRanks));
-  add_hosts_option(ba, bench_ar.hosts);
+  add_hosts_option(ba, bench_ar.hosts, "--np");
   ba->add_option("--max-mb", bench_ar.max_mb, "largest message in MiB (from 4 KiB, doubling)")
       ->transform(rm::cli::whole_number(1, 4096));
   ba->add_option("--seconds", bench_ar.seconds, "timed seconds per size and implementation")
