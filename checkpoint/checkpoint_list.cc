@@ -33,9 +33,24 @@ std::vector<ListedDir> scan(const std::string& run_dir) {
   return out;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What a scratch directory is, by its name: the saves' step_N.tmp is one never committed, but
+// retention's step_N.del.tmp and a re-save's step_N.replaced.tmp were committed checkpoints.
 VerifyResult incomplete(const std::string& path) {
   VerifyResult r;
-  r.error = path + ": incomplete (never committed)";
+  if (ends_with(path, ".del.tmp")) {
+    r.error = path + ": a checkpoint being deleted by retention (or left by a crash as it was)";
+  } else if (ends_with(path, ".replaced.tmp")) {
+    r.error = path +
+              ": the copy a re-save of this step moved aside (put back by the next start "
+              "if the new one is missing)";
+  } else {
+    r.error = path + ": incomplete (never committed)";
+  }
   return r;
 }
 
@@ -105,7 +120,11 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyL
   std::vector<CheckpointInfo> out;
   for (const ListedDir& e : scan(run_dir)) {
     VerifyResult v = e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e.path);
-    if (!v.gone) out.push_back(describe(e, std::move(v)));
+    if (v.gone) continue;
+    CheckpointInfo info = describe(e, std::move(v));
+    // A scratch directory gone while it was listed (committed, or deleted) is not listed.
+    if (!e.name.committed && !io::exists(e.path)) continue;
+    out.push_back(std::move(info));
   }
   return out;
 }

@@ -44,7 +44,9 @@ std::string human_bytes(uint64_t bytes) {
   return buf;
 }
 
+// "-" for 0: a time that could not be read (the directory went as it was listed).
 std::string utc_time(int64_t unix_seconds) {
+  if (unix_seconds == 0) return "-";
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);

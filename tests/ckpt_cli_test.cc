@@ -86,6 +86,27 @@ TEST_F(CkptCli, ListShowsEveryCheckpointVerified) {
       << r.out;
 }
 
+// Scratch directories are listed for what their names say: a save never committed, a committed
+// checkpoint retention is deleting, the copy a re-save moved aside (before: all three
+// "incomplete (never committed)").
+TEST_F(CkptCli, ListSaysWhatEachScratchDirectoryIs) {
+  const std::string run = copy_run("scratch");
+  fs::rename(ckpt(run, 4), ckpt(run, 4) + ".del.tmp");
+  fs::copy(ckpt(run, 8), ckpt(run, 8) + ".replaced.tmp");
+  fs::create_directory(ckpt(run, 16) + ".tmp");
+  const auto r = run_cli("ckpt list " + run, scratch_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step_00000004.del.tmp: a checkpoint being deleted by retention"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step_00000008.replaced.tmp: the copy a re-save of this step moved aside"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step_00000016.tmp: incomplete (never committed)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("1970-"), std::string::npos) << r.out;
+}
+
 TEST_F(CkptCli, VerifyPassesGoodCheckpointsAndRunDirectories) {
   for (const std::string& path : {ckpt(run_dir(), 4), ckpt(run_dir(), 12), run_dir()}) {
     const auto r = run_cli("ckpt verify " + path, scratch_.path());
