@@ -381,6 +381,9 @@ CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool ask
 }
 
 CudnnAttention::~CudnnAttention() {
+  // The stream may still use the workspace: wait for it first, whoever owns this (cudaFree
+  // synchronises too, but that is not a contract to lean on).
+  if (workspace_ != nullptr || !retired_.empty()) cudaStreamSynchronize(stream_);
   if (workspace_ != nullptr) cudaFree(workspace_);
   for (void* w : retired_) cudaFree(w);
   plans_.clear();
