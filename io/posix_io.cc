@@ -356,6 +356,17 @@ int64_t mtime_unix(const std::string& path) {
   return static_cast<int64_t>(st.st_mtime);
 }
 
+FileVersion file_version(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw_errno(path, "cannot stat", errno);
+  FileVersion v;
+  v.device = static_cast<uint64_t>(st.st_dev);
+  v.inode = static_cast<uint64_t>(st.st_ino);
+  v.size = static_cast<uint64_t>(st.st_size);
+  v.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return v;
+}
+
 std::string join(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   if (dir.back() == '/') return dir + name;

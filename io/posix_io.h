@@ -104,6 +104,17 @@ bool exchange_paths(const std::string& a, const std::string& b);
 // (a symlink is removed, not its target); then fsyncs the parent so the removal is durable.
 void remove_tree(const std::string& path);
 int64_t mtime_unix(const std::string& path);
+// What tells one version of a file from another on this host: a file replaced (a rename onto its
+// name: another inode) or rewritten in place (another mtime or size). stat, following links.
+struct FileVersion {
+  uint64_t device = 0, inode = 0, size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileVersion& o) const {
+    return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+  }
+  bool operator!=(const FileVersion& o) const { return !(*this == o); }
+};
+FileVersion file_version(const std::string& path);
 
 std::string join(const std::string& dir, const std::string& name);
 std::string parent_dir(const std::string& path);

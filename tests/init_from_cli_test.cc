@@ -87,6 +87,31 @@ class InitFromCli : public ::testing::Test {
   std::string job_;
 };
 
+// A safetensors or llm.c file has no checksums, and each rank reads it by its path, maybe on
+// another host: one replaced while the ranks start would give them different weights, and
+// their replicas would train apart for good. Here rank 1 waits 3 s before it opens the file
+// (RM_TEST_FAULT=slowinit) and meanwhile another export is renamed onto its name: the ranks see
+// that they found different files, and the run stops as bad input (before: exit 0, rank 0's
+// replica from one file and rank 1's from the other).
+TEST_F(InitFromCli, RanksThatFindDifferentFilesAtOnePathAreRefused) {
+  namespace fs = std::filesystem;
+  const std::string file = export_source();
+  const std::string other = dir_.file("other.safetensors");
+  ASSERT_EQ(run_cli("ckpt export " + dir_.file("source/checkpoints/step_00000020") + " -o " + other,
+                    dir_.path())
+                .exit_code,
+            0);
+  const test::Child run = test::spawn_cli("run " + job_ + " --nproc 2" + frozen(dir_, "f", file),
+                                          dir_.path(), "f", "RM_TEST_FAULT=slowinit:1:3000");
+  ASSERT_TRUE(test::wait_for_text(run.err, "[rank 1] RM_TEST_FAULT: slowinit")) << slurp(run.err);
+  fs::rename(other, file);
+  EXPECT_EQ(test::wait_exit(run), 2) << slurp(run.err);
+  EXPECT_NE(slurp(run.err).find("model.init_from: " + file + ": rank 1 found another file ("),
+            std::string::npos)
+      << slurp(run.err);
+  EXPECT_NE(slurp(run.err).find(") than rank 0 ("), std::string::npos) << slurp(run.err);
+}
+
 TEST_F(InitFromCli, ARunDirectoryOnTwoRanksGivesItsWeightsExactly) {
   const auto r =
       run_cli("run " + job_ + " --nproc 2" + frozen(dir_, "b", dir_.file("source")), dir_.path());

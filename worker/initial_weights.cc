@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,10 +10,14 @@
 #include <optional>
 #include <stdexcept>
 
+#include <xxhash.h>
+
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/json_guard.h"
 #include "checkpoint/llmc_model_file.h"
 #include "configs/job_loader.h"
+#include "io/io_error.h"
+#include "io/posix_io.h"
 #include "model/model.h"
 
 namespace rm {
@@ -61,6 +66,32 @@ std::string model_summary(const ModelConfig& c) {
          std::to_string(c.mlp_context);
 }
 
+// A file's size and a hash of its first and last 64 KiB: the same on every host that holds the
+// same file (a copy on each node's own disk included), unlike its inode or time; most of a
+// weights file's bytes are in its tensors, so two other models' files differ in these.
+std::string edges_identity(const std::string& path) {
+  constexpr uint64_t kEdge = 64 << 10;
+  const io::Fd fd = io::open_read(path);
+  const uint64_t size = io::regular_file_size(fd.get(), path);
+  std::vector<char> bytes(static_cast<size_t>(std::min(size, kEdge)));
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state);
+  io::pread_exact(fd.get(), bytes.data(), bytes.size(), 0, path);
+  XXH3_64bits_update(state, bytes.data(), bytes.size());
+  if (size > kEdge) {
+    const uint64_t tail = std::min(size - kEdge, kEdge);
+    io::pread_exact(fd.get(), bytes.data(), tail, size - tail, path);
+    XXH3_64bits_update(state, bytes.data(), tail);
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  char text[64];
+  std::snprintf(text, sizeof text, "%llu bytes, edges %016llx",
+                static_cast<unsigned long long>(size), static_cast<unsigned long long>(h));
+  return text;
+}
+
 // The first 8 bytes of a file (fewer if it is shorter), to tell its kind.
 std::string leading_bytes(const std::string& path, size_t count = 8) {
   char bytes[16] = {};
@@ -106,6 +137,10 @@ InitialWeights::InitialWeights(const std::string& path, const ModelConfig& confi
       }
       open_checkpoint(source_, config, level);
     } else if (fs::is_regular_file(st)) {
+      // Before anything of it is read: what check_unchanged() compares with, and what the
+      // ranks compare (file_identity()).
+      file_version_ = io::file_version(source_);
+      file_identity_ = edges_identity(source_);
       if (leading_bytes(source_) == "RMWGHT01") {
         fail(
             "a weights.bin holds no tensor names or shapes to match: name its run directory "
@@ -165,6 +200,25 @@ std::string InitialWeights::resolve() const {
 std::string InitialWeights::without_path(const std::string& what) const {
   const std::string prefix = path_ + ": ";  // fail() names the source already
   return what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
+}
+
+std::string InitialWeights::file_identity() const {
+  return file_identity_;
+}
+
+void InitialWeights::check_unchanged() const {
+  if (!file_version_) return;
+  io::FileVersion now;
+  try {
+    now = io::file_version(source_);
+  } catch (const IoError& e) {
+    fail(std::string("gone while it was read: ") + e.what());
+  }
+  if (now != *file_version_) {
+    fail(
+        "replaced or rewritten while it was read (its inode, size or time changed): the "
+        "weights taken may mix two files; start the run again once the file is in place");
+  }
 }
 
 void InitialWeights::fail(const std::string& what) const {

@@ -55,6 +55,7 @@
 #include "checkpoint/llmc_model_file.h"
 #include "checkpoint/safetensors_writer.h"
 #include "configs/job_config.h"
+#include "io/posix_io.h"
 #include "model/param_layout.h"
 
 namespace rm {
@@ -91,6 +92,13 @@ class InitialWeights {
   nlohmann::json event_fields() const;
   // What was opened: `path`, or the checkpoint directory a run directory or a link resolved to.
   const std::string& source() const { return source_; }
+  // A safetensors or llm.c file's size and a hash of its ends ("" for a checkpoint, whose every
+  // piece is checksummed): equal on the ranks that opened one file, on any host, so that the
+  // trainer can refuse ranks that found different files at one path.
+  std::string file_identity() const;
+  // For a file: fail()s if it was replaced or rewritten since it was opened (on this host; a
+  // checkpoint's checksums catch that for a checkpoint). Call once everything is read.
+  void check_unchanged() const;
 
  private:
   struct Match {
@@ -124,6 +132,8 @@ class InitialWeights {
 
   std::string path_;    // as the job gives it
   std::string source_;  // the file or checkpoint directory read
+  std::optional<io::FileVersion> file_version_;  // a file source's, when it was opened
+  std::string file_identity_;                    // a file source's file_identity()
   const ParamLayout& layout_;
   std::vector<Match> matches_;  // in layout order
   std::string kind_;            // "checkpoint", "safetensors" or "llm.c"

@@ -587,9 +587,20 @@ void Trainer::load_initial_weights() {
       source = std::make_unique<InitialWeights>(from, job_.model, model_->layout(),
                                                 VerifyLevel::kStructure, pinned);
     }
+    // A file source (safetensors, llm.c) has no checksums: the ranks, which may read it on other
+    // hosts, each from its own copy, check that they found one file -- and, once read, that it
+    // did not change under them -- or the replicas would start from different weights.
+    const std::string lead_file = broadcast_string(host_comm_, source->file_identity(), 0);
+    if (lead_file != source->file_identity()) {
+      throw InitialWeightsError("model.init_from: " + from + ": rank " +
+                                std::to_string(comm_.rank()) + " found another file (" +
+                                source->file_identity() + ") than rank 0 (" + lead_file +
+                                "): every rank must read the same weights");
+    }
     host_comm_.barrier();
     state_->load_params(
         [&](size_t begin, size_t end, float* dst) { source->read(begin, end, dst); });
+    source->check_unchanged();
     if (comm_.rank() == 0) {
       if (options_.verbose) {
         std::printf("ringmaster: weights from %s: %s\n", from.c_str(),
