@@ -2,8 +2,10 @@
 # After a ctest run that failed: runs the failed tests once more, alone (ctest -j1), and says by
 # name which of them passed the second time.
 #   scripts/ctest-rerun-failed.sh BUILD_DIR [CTEST_ARGS...]
-# Exit 0 only when every test that failed passes on its rerun; 1 when any fails again, or when
-# the first run left no list of failed tests (a build error, not a test failure: nothing to rerun).
+# Exit 0 only when every test that failed passes on its rerun; 1 when any fails again, when one
+# is not run the second time (a skip, which ctest counts as passed: tests/check_ctest_skips.py
+# reads the rerun's own junit, as .ci/run does the first run's), or when the first run left no
+# list of failed tests (a build error, not a test failure: nothing to rerun).
 #
 # Why: many of our tests start real MPI jobs, Slurm daemons, signals and fsyncs with deadlines,
 # and a CI machine like ours (2 cores, shared) can deschedule a process for seconds. Each such
@@ -23,9 +25,13 @@ fi
 mapfile -t failed < <(cut -d: -f2- "$failed_log")
 echo "ctest-rerun-failed: ${#failed[@]} test(s) failed; running them once more, one at a time:" \
   "${failed[*]}" >&2
-if (cd "$dir" && ctest --rerun-failed --output-on-failure -j 1 "$@"); then
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+junit=$(cd "$dir" && pwd)/ctest-rerun.xml
+if (cd "$dir" && ctest --rerun-failed --output-on-failure -j 1 --output-junit "$junit" "$@") &&
+  python3 "$repo/tests/check_ctest_skips.py" "$junit" "$repo/tests/allowed_skips.txt" \
+    "${#failed[@]}"; then
   echo "ctest-rerun-failed: FLAKY (failed once, passed alone): ${failed[*]}" >&2
   exit 0
 fi
-echo "ctest-rerun-failed: failed again: see $failed_log" >&2
+echo "ctest-rerun-failed: failed again, or did not run the second time: see $failed_log" >&2
 exit 1

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Fails (exit 1) if a ctest run left any test not run, other than those listed as allowed.
 
-usage: check_ctest_skips.py JUNIT_XML ALLOWED_LIST
+usage: check_ctest_skips.py JUNIT_XML ALLOWED_LIST [EXPECTED_TESTS]
 
 JUNIT_XML is what `ctest --output-junit FILE` wrote; ALLOWED_LIST names, one a line (# starts a
 comment), the tests that may skip: in CI, the GPU tests, which need a CUDA device. ctest counts
 a skip (SKIP_RETURN_CODE, gtest's [  SKIPPED ]) and a test whose executable was not built as
 "not run" and still prints "100% tests passed"; this makes every one of them, outside the list,
 fail CI by name with the reason its output gave.
+
+EXPECTED_TESTS, when given, is how many tests the run had to hold: fewer (a rerun of failed tests
+that found none of them, which ctest passes) fails too.
 
 It also prints, last, the end of each failed test's output: CI's report keeps only the end of
 the log, and ctest's own --output-on-failure text of a failure is far above it.
@@ -39,10 +42,11 @@ def reason(output):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
-    junit, allowed_path = sys.argv[1:]
+    junit, allowed_path = sys.argv[1:3]
+    expected = int(sys.argv[3]) if len(sys.argv) == 4 else None
     allowed = allowed_names(allowed_path)
     cases = ET.parse(junit).getroot().iter("testcase")
     ran, allowed_skips, unexpected, failed = 0, [], [], []
@@ -66,6 +70,10 @@ def main():
         print(f"check_ctest_skips: {name} FAILED in the first run (its rerun, if any, is above); "
               f"the last {len(tail)} lines of its output:")
         print("\n".join("  | " + line for line in tail))
+    found = ran + len(allowed_skips) + len(unexpected)
+    if expected is not None and found < expected:
+        print(f"check_ctest_skips: {expected} tests expected in {junit}, {found} found")
+        return 1
     if unexpected:
         print("check_ctest_skips: these tests did not run (only the tests in "
               f"{allowed_path} may skip here):")

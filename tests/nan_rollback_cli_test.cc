@@ -72,6 +72,24 @@ TEST_F(NanRollback, BadStepRetriesOnTheNextBatch) {
   EXPECT_NE(inspect.out.find("\"global_sample_cursor\":72"), std::string::npos) << inspect.out;
 }
 
+// What only a rollback mends: NaN in the weights themselves (RM_TEST_FAULT=nanweight), where the
+// test above poisons only a loss, which skipping the update alone would survive. The run rolls
+// back to step 4, restores its weights, replays 5 and 6 exactly and goes on; one that did not
+// restore them would meet NaN at every step after and fail.
+TEST_F(NanRollback, NaNWeightsAreMendedByTheRestore) {
+  const auto r = run_cli(run_args("weights"), dir_.path(), "RM_TEST_FAULT=nanweight:0:7");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("RM_TEST_FAULT: nanweight"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("step 7: non-finite loss; rolling back"), std::string::npos) << r.out;
+  const auto rolled = losses(dir_.file("weights/metrics.jsonl"), 12);
+  for (int s = 1; s <= 6; ++s) EXPECT_EQ(rolled.at(s), clean_.at(s)) << "step " << s;
+  for (const auto& [step, loss] : rolled) EXPECT_TRUE(std::isfinite(loss)) << step;
+  // It ends as the loss-only rollback does: the same weights, bit for bit.
+  ASSERT_EQ(run_cli(run_args("loss"), dir_.path(), "RM_TEST_FAULT=nan:0:7").exit_code, 0);
+  EXPECT_EQ(test::slurp(dir_.file("weights/weights.bin")),
+            test::slurp(dir_.file("loss/weights.bin")));
+}
+
 // A run that began with --from another run's checkpoint and has saved none of its own yet rolls
 // back to that checkpoint (its own directory holds nothing to go back to): it then trains as a
 // run that rolled back to its own copy of the same step.

@@ -36,9 +36,17 @@ for nproc in 1 2; do
   wait
   [[ $(cat "$run.rc") == 75 ]] ||
     { cat "$run.out"; fail "$nproc rank(s): run exited $(cat "$run.rc"), not 75"; }
-  ls "$run/checkpoints" | grep -q '^step_' || fail "$nproc rank(s): no stop checkpoint"
+  # The stop checkpoint, committed (not a step_N.tmp a save left) and whole, at the last step
+  # logged; and the rerun resumes from it (a rerun from step 0 would also log each step once).
+  stopped_at=$(wc -l <"$run/metrics.jsonl")
+  ckpt=$run/checkpoints/step_$(printf %08d "$stopped_at")
+  ls "$run/checkpoints" | grep -qx 'step_[0-9]*' || fail "$nproc rank(s): no stop checkpoint"
+  "$bin" ckpt verify "$ckpt" >/dev/null ||
+    fail "$nproc rank(s): the stop checkpoint $ckpt does not verify"
   "$bin" run job.yaml --set run_dir="$run" --nproc $nproc >"$run.again" 2>&1 ||
     { cat "$run.again"; fail "$nproc rank(s): the resume failed"; }
+  grep -q "resuming from $ckpt" "$run.again" ||
+    { cat "$run.again"; fail "$nproc rank(s): the rerun did not resume from $ckpt"; }
   steps=$(sed -n 's/.*"step": *\([0-9]*\).*/\1/p' "$run/metrics.jsonl" | sort -n | uniq | wc -l)
   lines=$(wc -l <"$run/metrics.jsonl")
   [[ $steps == 40 && $lines == 40 ]] || fail "$nproc rank(s): $lines lines for $steps steps"

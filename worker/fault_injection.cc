@@ -29,6 +29,7 @@ enum class Kind {
   kSleep,
   kSaveKill,
   kNan,
+  kNanWeight,
   kSlowIo,
   kSlowStep,
   kSlowStart,
@@ -70,6 +71,7 @@ Fault parse_one(const std::string& spec) {
                {"sleep", Kind::kSleep},
                {"savekill", Kind::kSaveKill},
                {"nan", Kind::kNan},
+               {"nanweight", Kind::kNanWeight},
                {"slowio", Kind::kSlowIo},
                {"slowstep", Kind::kSlowStep},
                {"slowstart", Kind::kSlowStart},
@@ -309,15 +311,25 @@ void maybe_fault_in_memory_save(int rank, int64_t step, bool replica_posted) {
   }
 }
 
-bool fault_poisons_loss(int rank, int64_t step) {
+namespace {
+bool fires_once(Kind kind, int rank, int64_t step) {
   for (Fault& f : faults(rank)) {
-    if (f.kind == Kind::kNan && f.rank == rank && f.at == step) {
+    if (f.kind == kind && f.rank == rank && f.at == step) {
       announce(rank, f);
       f.kind = Kind::kNone;  // once: the step retried after a rollback trains normally
       return true;
     }
   }
   return false;
+}
+}  // namespace
+
+bool fault_poisons_loss(int rank, int64_t step) {
+  return fires_once(Kind::kNan, rank, step);
+}
+
+bool fault_poisons_weights(int rank, int64_t step) {
+  return fires_once(Kind::kNanWeight, rank, step);
 }
 
 }  // namespace rm

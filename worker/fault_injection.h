@@ -22,6 +22,8 @@
 //                                         the others train on (out of memory, a failed kernel)
 //   RM_TEST_FAULT=nan:RANK:STEP           the loss of rank RANK at step STEP is NaN, once (the
 //                                         step retried after a rollback is left alone)
+//   RM_TEST_FAULT=nanweight:RANK:STEP     the first of rank RANK's parameters is NaN from the
+//                                         start of step STEP, once: damage only a restore mends
 //   RM_TEST_FAULT=slowio:RANK:US          rank RANK sleeps US microseconds at every beat of
 //                                         checkpoint I/O (checkpoint/io_progress.h: each chunk
 //                                         read or written, each phase event of a save, each
@@ -101,5 +103,7 @@ void maybe_fail_compute_start(int rank);
 // True once, when a nan fault names this rank and step (1-based): the trainer then makes its
 // loss NaN.
 bool fault_poisons_loss(int rank, int64_t step);
+// Whether a nanweight fault says this rank's parameters are poisoned at `step`; once.
+bool fault_poisons_weights(int rank, int64_t step);
 
 }  // namespace rm

@@ -129,6 +129,13 @@ void ShardedState::load_params(const ParamReader& read) {
   refresh_compute_params();
 }
 
+void ShardedState::poison_first_param() {
+  if (params_.size() == 0) return;
+  const float nan = std::nanf("");
+  compute_.upload(params_.data(), &nan, sizeof nan);
+  refresh_compute_params();
+}
+
 std::vector<size_t> ShardedState::counts_in(size_t begin, size_t end) const {
   std::vector<size_t> counts(shard_counts_.size());
   size_t offset = 0;

@@ -91,6 +91,8 @@ class ShardedState final : public ParamAccess {
   // the optimizer's moments stay as they are. Not collective.
   using ParamReader = std::function<void(size_t begin, size_t end, float* dst)>;
   void load_params(const ParamReader& read);
+  // Tests (RM_TEST_FAULT=nanweight): this rank's first parameter becomes NaN.
+  void poison_first_param();
 
   // Call order per optimizer step: begin_step, then per micro-batch begin_micro_batch and the
   // model's forward_backward, then finish_backward, the step's loss into

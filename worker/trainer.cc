@@ -79,6 +79,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   progress_.enter(Phase::kData, step + 1);
   maybe_inject_fault(comm_.rank(), step + 1);
+  if (fault_poisons_weights(comm_.rank(), step + 1)) state_->poison_first_param();
   const TrainConfig& tc = job_.train;
   const int rank = comm_.rank(), ranks = comm_.size();
   const double lr = learning_rate(job_.optimizer, step, tc.steps);
