@@ -1,8 +1,11 @@
 // main() for the multi-rank GoogleTest binaries: MPI_Init, the tests, MPI_Finalize. Rank 0
 // prints the usual output; other ranks print only their failures, prefixed with their rank. The
-// exit code is non-zero on every rank if any rank failed, or if no test was to run: ctest runs
-// these with --gtest_filter, and GoogleTest 1.12 passes a filter that matches nothing (a test
-// renamed would leave its entry green having run nothing).
+// exit code is non-zero on every rank if any rank failed, if no test was to run (ctest runs
+// these with --gtest_filter, and GoogleTest 1.12 passes a filter that matches nothing: a test
+// renamed would leave its entry green having run nothing), or if every test to run skipped (a
+// GTEST_SKIP inside mpirun reads as a pass to ctest, which sees only the exit code; an entry whose
+// tests may all skip -- NCCL's, without a GPU -- says so with SKIP_REGULAR_EXPRESSION, which
+// marks it skipped whatever the exit code).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -38,8 +41,12 @@ int main(int argc, char** argv) {
   }
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   // The filter is applied as the tests run: counted after them. A listing runs none.
-  if (!GTEST_FLAG_GET(list_tests) && testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+  const testing::UnitTest& unit = *testing::UnitTest::GetInstance();
+  if (!GTEST_FLAG_GET(list_tests) && unit.test_to_run_count() == 0) {
     if (rank == 0) std::fprintf(stderr, "no test matches the filter: nothing ran\n");
+    failed = 1;
+  } else if (!GTEST_FLAG_GET(list_tests) && unit.skipped_test_count() == unit.test_to_run_count()) {
+    if (rank == 0) std::fprintf(stderr, "every test skipped: nothing was checked\n");
     failed = 1;
   }
   int any_failed = 0;
