@@ -277,9 +277,10 @@ int cmd_bench_train(const BenchTrainArgs& args) {
         median(wait_ms) / (med * 1e3) * 100);
 
     if (rank_rate > base.gemm_rate) {
-      say("note: MFU vs %s above 100%%: the step cannot run its GEMMs faster than the GEMMs run "
-          "alone, so the machine's load most likely changed while the baseline was timed; rerun "
-          "on a quiet machine for a figure to quote\n",
+      say("note: MFU vs %s above 100%%: a step's GEMMs do not run faster than the same GEMMs "
+          "alone (bar the masked attention blocks credited but skipped), so the machine's load "
+          "most likely changed while the baseline was timed; rerun on a quiet machine for a "
+          "figure to quote\n",
           base.gemm_name);
     }
     if (trainer.has_step_graphs()) {
