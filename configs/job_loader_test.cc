@@ -320,7 +320,8 @@ TEST(JobLoader, EveryErrorIsReported) {
       "job.yaml:14:11: parallel: is a section: expected a map of its keys (backend, shard, "
       "bucket_mb, overlap, threads_per_rank, timeout_s, precision, grad_reduce), got 'fast'",
       "job.yaml:12:17: train.global_batch: 30 is not a multiple of micro_batch (8) × "
-      "data-parallel ranks (1) = 8; the nearest valid values are 24 and 32",
+      "data-parallel ranks (1) = 8; the nearest valid values are 24 and 32, or train.micro_batch "
+      "6 keeps global_batch 30 (as a resume on another rank count must)",
       "job.yaml:10:11: optimizer.min_lr: 0.01 is greater than optimizer.lr (0.001)",
       "job.yaml: data.train: no training data: give at least one file or glob",
   };
