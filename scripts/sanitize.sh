@@ -124,7 +124,7 @@ ASAN_TARGETS=(ringmaster collectives_fault_worker
   init_from_cli_test eval_choices_cli_test spike_skip_cli_test tokenizer_cli_test gpt2_tokenizer_reference_test bpe_tokenizer_fuzz_corpus_test
   console_cli_test events_cli_test report_cli_test metrics_cli_test trace_cli_test
   run_lock_cli_test disk_full_cli_test multirank_cli_test device_cli_test precision_cli_test
-  ckpt_cli_test bench_ckpt_cli_test stop_signal_cli_test nan_rollback_cli_test restart_cli_test
+  ckpt_cli_test bench_ckpt_cli_test bench_cli_test stop_signal_cli_test nan_rollback_cli_test restart_cli_test
   watchdog_cli_test reshard_cli_test save_error_cli_test gtest_by_suite_fixture
   cli_values_cli_test from_checkpoint_cli_test input_files_cli_test reader_pin_cli_test)
 # The test programs not built under ASan, and why. Nothing else may be left out (check_programs).
