@@ -90,7 +90,9 @@ RankFile read_rank_file(const std::string& path, int rank) {
   }
   f.first_step = int_field(other, "first_step", 0, path);
   f.last_step = int_field(other, "last_step", 0, path);
-  f.dropped = std::max<int64_t>(0, int_field(other, "dropped_events", 0, path));
+  // Bounded so that the sum over kMaxRanks files cannot overflow (a damaged file's INT64_MAX).
+  f.dropped =
+      std::clamp<int64_t>(int_field(other, "dropped_events", 0, path), 0, INT64_MAX / kMaxRanks);
   const auto origin = other.find("origin_utc");
   if (origin != other.end() && !origin->is_string()) {
     throw std::runtime_error(path + ": its otherData.origin_utc is " + origin->dump() +
