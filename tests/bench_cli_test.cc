@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
 #include <string>
 
@@ -19,6 +20,32 @@ const char* const kQuiet = "env OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=p
 
 double number(const std::smatch& m, int i) {
   return std::stod(m[i].str());
+}
+
+// The bench prints its figures to one decimal, so a figure recomputed from printed ones is only
+// known within the interval their rounding allows: [lo, hi] for a printed value x is x -/+ 0.05.
+struct Bounds {
+  double lo, hi;
+};
+Bounds printed(double x) {
+  return {x - 0.05, x + 0.05};
+}
+// 100 * |a - b| / min(a, b) over every a, b the printed values could have come from.
+Bounds percent_apart(double a, double b) {
+  const double big = std::max(a, b), small = std::min(a, b);
+  const Bounds bg = printed(big), sm = printed(small);
+  const double most = 100.0 * (bg.hi / sm.lo - 1.0);
+  const double least = std::max(0.0, 100.0 * (bg.lo / sm.hi - 1.0));
+  return {least, most};
+}
+// 100 * a / b over every a, b the printed values could have come from.
+Bounds percent_of(double a, double b) {
+  return {100.0 * printed(a).lo / printed(b).hi, 100.0 * printed(a).hi / printed(b).lo};
+}
+// A printed percentage (one decimal) within the bounds the printed inputs allow.
+void expect_within(double shown, Bounds b, const std::string& out) {
+  EXPECT_GE(shown, b.lo - 0.051) << out;
+  EXPECT_LE(shown, b.hi + 0.051) << out;
 }
 
 // The sgemm baseline is timed before and after the steps (a shared machine's load can change in
@@ -41,17 +68,20 @@ TEST(BenchTrainCli, MfuIsMeasuredAgainstTheFasterOfTheBaselinesTimedBeforeAndAft
       << r.out;
   const double used = number(base, 1), before = number(base, 3), after = number(base, 4);
   EXPECT_NEAR(used, std::max(before, after), 0.051) << r.out;
-  EXPECT_NEAR(number(base, 5), 100.0 * std::abs(after - before) / std::min(after, before), 0.2)
-      << r.out;
+  // CI's ASan run printed 6.9 and 8.5 and "22.9% apart": 23.2% from the rounded figures.
+  expect_within(number(base, 5), percent_apart(before, after), r.out);
   std::smatch step;
   ASSERT_TRUE(std::regex_search(
       r.out, step, std::regex(num + " GFLOP/s per rank \\| MFU vs sgemm " + num + "%")))
       << r.out;
   const double rank_rate = number(step, 1), mfu = number(step, 2);
-  EXPECT_NEAR(mfu, 100.0 * rank_rate / used, 0.1 + 0.01 * mfu) << r.out;
+  expect_within(mfu, percent_of(rank_rate, used), r.out);
   // Above 100% the figure is called what it then is: a baseline slowed by the machine's load.
+  // (Judged on the printed MFU itself: rates that print alike may still differ.)
   const bool noted = r.out.find("note: MFU vs sgemm above 100%") != std::string::npos;
-  EXPECT_EQ(noted, rank_rate > used) << r.out;
+  if (std::abs(mfu - 100.0) > 0.05) {
+    EXPECT_EQ(noted, mfu > 100.0) << r.out;
+  }
 }
 
 // With one rank, bus bandwidth is 0 as in nccl-tests (no byte crosses a link); the ratio
