@@ -33,18 +33,14 @@ std::vector<ListedDir> scan(const std::string& run_dir) {
   return out;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // What a scratch directory is, by its name: the saves' step_N.tmp is one never committed, but
 // retention's step_N.del.tmp and a re-save's step_N.replaced.tmp were committed checkpoints.
-VerifyResult incomplete(const std::string& path) {
+VerifyResult incomplete(const ListedDir& e) {
+  const std::string& path = e.path;
   VerifyResult r;
-  if (ends_with(path, ".del.tmp")) {
+  if (e.name.suffix == kDeletingSuffix) {
     r.error = path + ": a checkpoint being deleted by retention (or left by a crash as it was)";
-  } else if (ends_with(path, ".replaced.tmp")) {
+  } else if (e.name.suffix == kReplacedSuffix) {
     r.error = path +
               ": the copy a re-save of this step moved aside (put back by the next start "
               "if the new one is missing)";
@@ -119,7 +115,7 @@ VerifyResult verify_checkpoint(const std::string& ckpt_dir, VerifyLevel level,
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir, VerifyLevel level) {
   std::vector<CheckpointInfo> out;
   for (const ListedDir& e : scan(run_dir)) {
-    VerifyResult v = e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e.path);
+    VerifyResult v = e.name.committed ? verify_checkpoint(e.path, level) : incomplete(e);
     if (v.gone) continue;
     CheckpointInfo info = describe(e, std::move(v));
     // A scratch directory gone while it was listed (committed, or deleted) is not listed.
@@ -158,7 +154,7 @@ std::optional<CheckpointInfo> find_resume_checkpoint(const std::string& run_dir,
     const std::vector<ListedDir> entries = scan(run_dir);
     for (auto it = entries.rbegin(); it != entries.rend() && !vanished; ++it) {
       if (!it->name.committed) {
-        passed_over.push_back("ignored " + incomplete(it->path).error);
+        passed_over.push_back("ignored " + incomplete(*it).error);
         continue;
       }
       auto pin = CheckpointPin::take(it->path);

@@ -64,12 +64,12 @@ std::optional<StepDirName> parse_step_dir_name(const std::string& name) {
   }
   // Only the canonical spelling counts, so "step_1" and "step_00000001" cannot both be step 1.
   if (i == prefix.size() || name.compare(0, i, step_dir_name(step)) != 0) return std::nullopt;
-  if (i == name.size()) return StepDirName{step, true};
+  if (i == name.size()) return StepDirName{step, true, ""};
   const std::string suffix = name.substr(i);
   const std::string tmp = ".tmp";
   if (suffix[0] == '.' && suffix.size() >= tmp.size() &&
       suffix.compare(suffix.size() - tmp.size(), tmp.size(), tmp) == 0) {
-    return StepDirName{step, false};
+    return StepDirName{step, false, suffix};
   }
   return std::nullopt;
 }

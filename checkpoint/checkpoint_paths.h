@@ -22,6 +22,12 @@ namespace rm {
 inline constexpr const char* kManifestFileName = "manifest.json";
 inline constexpr const char* kBestLink = "best";   // in RUN_DIR/checkpoints
 inline constexpr int64_t kMaxStep = 999999999999;  // 12 digits: a bound, not a plan
+// The scratch names a committed step_N passes through, as step_N + suffix: retention renames it
+// away before emptying it (retention.h), and a re-save of its step moves it aside until the new
+// one is in place (checkpoint_writer.h). Both were committed checkpoints; a save's own scratch,
+// step_N.tmp, never was.
+inline constexpr const char* kDeletingSuffix = ".del.tmp";
+inline constexpr const char* kReplacedSuffix = ".replaced.tmp";
 
 std::string checkpoints_root(const std::string& run_dir);  // RUN_DIR/checkpoints
 std::string step_dir_name(int64_t step);                   // "step_00001200"
@@ -38,6 +44,8 @@ std::string shard_failure_name(int rank);
 struct StepDirName {
   int64_t step = 0;
   bool committed = false;
+  std::string suffix;  // what follows step_dir_name(step): "" when committed, else ".tmp",
+                       // kDeletingSuffix, kReplacedSuffix or another ".*.tmp"
 };
 std::optional<StepDirName> parse_step_dir_name(const std::string& name);
 

@@ -34,7 +34,6 @@ namespace {
 // it into the page cache.
 constexpr size_t kChunkBytes = size_t{256} << 10;
 // step_N + this: the old checkpoint, moved aside by a replace without RENAME_EXCHANGE.
-constexpr const char* kReplacedSuffix = ".replaced.tmp";
 
 // Slots, not a locked list: a save's thread reads them at every phase while the training thread
 // may install a trace's hook.
@@ -314,16 +313,12 @@ std::vector<std::string> restore_replaced_checkpoints(const std::string& run_dir
   std::vector<std::string> restored;
   const std::string root = checkpoints_root(run_dir);
   if (!io::is_directory(root)) return restored;
-  const std::string suffix = kReplacedSuffix;
   for (const std::string& name : io::list_dir(root)) {
-    if (name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    const std::string committed = name.substr(0, name.size() - suffix.size());
-    const auto parsed = parse_step_dir_name(committed);
-    if (!parsed || !parsed->committed) continue;  // not a name commit_checkpoint gives
-    const std::string path = io::join(root, name), back = io::join(root, committed);
+    // Only a name commit_checkpoint gives, moved aside.
+    const auto parsed = parse_step_dir_name(name);
+    if (!parsed || parsed->suffix != kReplacedSuffix) continue;
+    const std::string path = io::join(root, name);
+    const std::string back = io::join(root, step_dir_name(parsed->step));
     if (io::exists(back)) continue;  // the replace went through: this is scratch
     io::rename_path(path, back);
     io::fsync_directory(root);

@@ -50,7 +50,7 @@ bool remove_committed(const std::string& root, const std::string& name,
                       std::chrono::steady_clock::time_point deadline, const ReaderWait& wait,
                       bool even_if_read) {
   const std::string path = io::join(root, name);
-  const std::string scratch = path + ".del.tmp";
+  const std::string scratch = path + kDeletingSuffix;
   io::remove_tree(scratch);  // a leftover of an earlier, interrupted deletion
   io::Fd claim;  // held until the checkpoint is renamed away: no reader pins it meanwhile
   const auto began = std::chrono::steady_clock::now();

@@ -8,7 +8,8 @@ namespace rm {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Ringmaster's [out, in] matrix as GPT-2's Conv1D [in, out].
@@ -28,9 +29,7 @@ ModelExport export_gpt2(const ModelConfig& config, const Model& model, const flo
   ModelExport out;
   const TensorSpec* wte = nullptr;
   for (const TensorSpec& t : model.layout().tensors()) {
-    const bool conv1d = ends_with(t.name, "attn.c_attn.weight") ||
-                        ends_with(t.name, "attn.c_proj.weight") ||
-                        ends_with(t.name, "mlp.c_fc.weight") || ends_with(t.name, "mlp.c_proj.weight");
+    const bool conv1d = is_gpt2_conv1d_weight(t.name);
     std::string name = "transformer." + t.name;
     if (t.name == "wte" || t.name == "wpe") name += ".weight";
     if (t.name == "wte") wte = &t;
@@ -65,6 +64,15 @@ ModelExport export_gpt2(const ModelConfig& config, const Model& model, const flo
 }
 
 }  // namespace
+
+bool is_gpt2_conv1d_weight(const std::string& name) {
+  return ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_proj.weight") ||
+         ends_with(name, "mlp.c_fc.weight") || ends_with(name, "mlp.c_proj.weight");
+}
+
+bool is_gpt2_mask_buffer(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
 
 ModelExport export_model(const ModelConfig& config, const Model& model, const float* params) {
   ModelExport out;

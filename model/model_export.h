@@ -46,4 +46,13 @@ struct ModelExport {
 // does not know.
 ModelExport export_model(const ModelConfig& config, const Model& model, const float* params);
 
+// GPT-2's names, shared by the export above and the import of GPT-2 files (init_from). `name` may
+// be Ringmaster's ("h.0.attn.c_attn.weight") or the file's ("transformer.h.0.attn.c_attn.weight").
+// A Conv1D matrix (the attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj weights): stored [in, out]
+// by Hugging Face and [out, in] by Ringmaster, so both ways transpose it.
+bool is_gpt2_conv1d_weight(const std::string& name);
+// A causal-mask buffer that older GPT-2 files carry (".attn.bias", ".attn.masked_bias"): no
+// weights.
+bool is_gpt2_mask_buffer(const std::string& name);
+
 }  // namespace rm

@@ -19,6 +19,7 @@
 #include "io/io_error.h"
 #include "io/posix_io.h"
 #include "model/model.h"
+#include "model/model_export.h"
 
 namespace rm {
 namespace fs = std::filesystem;
@@ -28,22 +29,6 @@ std::string dims(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// GPT-2's Conv1D matrices, stored [in, out] by Hugging Face and [out, in] by Ringmaster.
-bool conv1d(const std::string& name) {
-  return ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_proj.weight") ||
-         ends_with(name, "mlp.c_fc.weight") || ends_with(name, "mlp.c_proj.weight");
-}
-
-// What in a GPT-2 file holds no weights: the causal-mask buffers older exports carry.
-bool mask_buffer(const std::string& name) {
-  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
 }
 
 // The job keys a tensor's shape comes from, for a mismatch's message.
@@ -369,7 +354,7 @@ void InitialWeights::match(const ModelConfig& config, const Shapes& shapes, Rena
   std::map<std::string, bool> used;
   for (const auto& [name, shape] : shapes) used[name] = false;
   for (const TensorSpec& t : layout_.tensors()) {
-    Match m{&t, "", {}, 0, gpt2_file && conv1d(t.name)};
+    Match m{&t, "", {}, 0, gpt2_file && is_gpt2_conv1d_weight(t.name)};
     const std::vector<std::string> names = rename(t.name);
     for (const std::string& n : names) {
       if (shapes.count(n)) {
@@ -402,7 +387,7 @@ void InitialWeights::match(const ModelConfig& config, const Shapes& shapes, Rena
   }
   std::vector<std::string> extra;
   for (const auto& [name, is_used] : used) {
-    if (!is_used && !(gpt2_file && (mask_buffer(name) || name == "lm_head.weight"))) {
+    if (!is_used && !(gpt2_file && (is_gpt2_mask_buffer(name) || name == "lm_head.weight"))) {
       extra.push_back(name);
     }
   }
