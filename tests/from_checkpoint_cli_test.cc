@@ -242,6 +242,25 @@ TEST(FromCli, AnotherRunsCheckpointStartsANewRunAndItsRestarts) {
             test::slurp(dir.file("straight/weights.bin")));
 }
 
+// Another run's checkpoint at or past this job's train.steps: nothing is trained, and the run
+// says so instead of only "done"; its end is the checkpoint's weights.
+TEST(FromCli, AFromAtOrPastTheEndSaysNoStepIsTrained) {
+  TempDir dir;
+  const std::string job = job_file(dir);
+  ASSERT_EQ(run_cli("run " + job, dir.path()).exit_code, 0);
+  const std::string source = dir.file("straight/checkpoints/step_00000012");
+  const auto r = run_cli("run " + job + " --set run_dir=" + dir.file("short") +
+                             " --set train.steps=8 --from " + source,
+                         dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("--from " + source +
+                       ": its step 12 is at or past train.steps (8): no step to train"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(test::slurp(dir.file("short/weights.bin")),
+            test::slurp(dir.file("straight/weights.bin")));
+}
+
 // The same with checkpoints in memory: the line left behind held step 10 in memory (disk: 4 and
 // 8); the --from attempt, killed before its own first save, must not leave it there for the next
 // resume to go back to (it would resume at 10, steps 5-10 of this line missing).

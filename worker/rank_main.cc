@@ -216,6 +216,15 @@ int64_t restore(Trainer& trainer, const JobConfig& job, StartKind start, const s
   // line.json left by one that never saved would name the steps memory will hold as that line's,
   // and the same --from later would go on from them (FromUse::kLineGoesOn).
   if (rank0 && steps_done == 0) forget_line_start(job.run_dir);
+  // A --from at or past this job's end (another run's late step, or a smaller train.steps): the
+  // run ends at once with that checkpoint's weights. Said, or all the user sees is "done".
+  if (rank0 && !from.empty() && steps_done >= job.train.steps) {
+    std::printf(
+        "ringmaster: --from %s: its step %lld is at or past train.steps (%lld): no step to "
+        "train, the run ends with its weights (a larger train.steps trains on from it)\n",
+        from.c_str(), static_cast<long long>(steps_done), static_cast<long long>(job.train.steps));
+    std::fflush(stdout);
+  }
   // A finished run extended (a larger train.steps) is unfinished again once it has resumed: its
   // weights.bin, the earlier end's, would be what eval, sample and ckpt export read of it while
   // it trains on (they take the newest checkpoint of an unfinished run). That end is in the
