@@ -126,21 +126,31 @@ TraceMergePlan plan_trace_merge(const std::string& run_dir) {
                              "observability.trace: true in the job and run it)");
   }
   std::map<int, TraceRankFile> files;
+  std::vector<std::string> odd_names;
   for (const std::string& name : io::list_dir(dir)) {
     const int rank = rank_of_name(name);
     if (rank < 0) continue;
+    // rank-1.json beside rank-00001.json would be one rank twice: only the name a rank writes.
+    if (name != TraceRecorder::file_name(rank)) {
+      odd_names.push_back(io::join(dir, name) + ": skipped, not a name a rank writes (rank " +
+                          std::to_string(rank) + "'s is " + TraceRecorder::file_name(rank) + ")");
+      continue;
+    }
     // Read again when written: a rank's tree is ~10x its file, and only one is held at a time.
     const RankFile f = read_rank_file(io::join(dir, name), rank);
     files.emplace(rank, TraceRankFile{f.path, f.rank, f.ranks, f.origin, f.first_step, f.last_step,
                                       f.dropped});
   }
   if (files.empty()) {
-    throw std::runtime_error(dir + ": no rank-K.json files (a trace is written when the window "
+    throw std::runtime_error(dir +
+                             ": no rank-K.json files (a trace is written when the window "
                              "of observability.trace_steps steps from trace_start ends, or when "
-                             "training ends inside it)");
+                             "training ends inside it)" +
+                             (odd_names.empty() ? "" : "; " + odd_names.front()));
   }
   // The attempt to merge: rank 0's, else the newest start among the files.
   TraceMergePlan plan;
+  plan.notes = odd_names;
   const TraceRankFile* lead = &files.begin()->second;
   if (files.count(0) == 0) {
     for (const auto& [rank, f] : files) {

@@ -101,6 +101,10 @@ void TraceRecorder::begin_step(int64_t step) {
   close_step_spans();
   step_ = step;
   recording_ = step >= first_ && step < end_;
+  if (recording_) {
+    if (first_recorded_ < 0) first_recorded_ = step;
+    last_recorded_ = step;
+  }
   if (recording_ && room()) {
     step_span_ = {true, now_us(), "step " + std::to_string(step), step};
   } else if (step >= end_ && !written_ && !events_.empty()) {
@@ -182,10 +186,14 @@ void TraceRecorder::finish() {
   if (!written_ && !events_.empty()) write_file();
 }
 
-std::string TraceRecorder::path() const {
+std::string TraceRecorder::file_name(int rank) {
   char name[32];
-  std::snprintf(name, sizeof name, "rank-%05d.json", rank_);
-  return io::join(io::join(run_dir_, "trace"), name);
+  std::snprintf(name, sizeof name, "rank-%05d.json", rank);
+  return name;
+}
+
+std::string TraceRecorder::path() const {
+  return io::join(io::join(run_dir_, "trace"), file_name(rank_));
 }
 
 void TraceRecorder::write_file() {
@@ -214,17 +222,16 @@ void TraceRecorder::write_file() {
     if (e.ph != 'X') j["id"] = e.id;
     events.push_back(std::move(j));
   }
-  const nlohmann::json file = {
-      {"traceEvents", std::move(events)},
-      {"displayTimeUnit", "ms"},
-      {"otherData",
-       {{"rank", rank_},
-        {"ranks", ranks_},
-        {"host", host},
-        {"origin_utc", origin_utc_},
-        {"first_step", first_},
-        {"last_step", end_ - 1},
-        {"dropped_events", dropped_}}}};
+  const nlohmann::json file = {{"traceEvents", std::move(events)},
+                               {"displayTimeUnit", "ms"},
+                               {"otherData",
+                                {{"rank", rank_},
+                                 {"ranks", ranks_},
+                                 {"host", host},
+                                 {"origin_utc", origin_utc_},
+                                 {"first_step", first_recorded_ >= 0 ? first_recorded_ : first_},
+                                 {"last_step", last_recorded_ >= 0 ? last_recorded_ : end_ - 1},
+                                 {"dropped_events", dropped_}}}};
   const std::string text = file.dump();
   try {
     io::make_dirs_durable(io::join(run_dir_, "trace"));

@@ -50,11 +50,16 @@ class TraceRecorder final : public PhaseObserver {
   static constexpr size_t kMaxEvents = 200000;
 
   // Records steps [first_step, first_step + steps) (1-based) of rank `rank` of `ranks`, to be
-  // written to RUN_DIR/trace/rank-K.json.
+  // written to RUN_DIR/trace/rank-K.json (file_name). The file's otherData first_step and
+  // last_step are the steps it holds: fewer than the window's where the run resumed inside it or
+  // ended inside it.
   TraceRecorder(std::string run_dir, int rank, int ranks, int64_t first_step, int64_t steps);
   ~TraceRecorder() override;
   TraceRecorder(const TraceRecorder&) = delete;
   TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  // "rank-00003.json": the one name a rank's file has (5 digits, more past rank 99999).
+  static std::string file_name(int rank);
 
   // Makes this recorder the one the checkpoint phase hook feeds (one per process).
   void install();
@@ -115,6 +120,7 @@ class TraceRecorder final : public PhaseObserver {
   const std::string run_dir_;
   const int rank_, ranks_;
   const int64_t first_, end_;  // [first_, end_)
+  int64_t first_recorded_ = -1, last_recorded_ = -1;  // the steps begun inside the window
   std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
   std::string origin_utc_;
 

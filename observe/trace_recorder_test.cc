@@ -57,6 +57,21 @@ void one_step(TraceRecorder& t, int64_t step) {
   t.on_phase(Phase::kOptimizer, step);
 }
 
+// A run that resumed inside the window (at step 5) and ended inside it (after step 6): the
+// file says the steps it holds, not the window's 3-9.
+TEST(TraceRecorder, TheFileSaysTheStepsItHoldsWhereTheRunBeganOrEndedInsideTheWindow) {
+  TempDir dir;
+  TraceRecorder t(dir.path(), 0, 1, /*first_step=*/3, /*steps=*/7);
+  t.align();
+  for (int64_t s = 5; s <= 6; ++s) one_step(t, s);
+  t.finish();
+  const json doc = read_trace(t);
+  EXPECT_EQ(doc["otherData"]["first_step"], 5);
+  EXPECT_EQ(doc["otherData"]["last_step"], 6);
+  EXPECT_EQ(TraceRecorder::file_name(3), "rank-00003.json");
+  EXPECT_EQ(TraceRecorder::file_name(123456), "rank-123456.json");
+}
+
 TEST(TraceRecorder, RecordsOnlyTheWindowAndNestsStepsPhasesAndUnits) {
   TempDir dir;
   TraceRecorder t(dir.path(), 1, 2, /*first_step=*/3, /*steps=*/2);

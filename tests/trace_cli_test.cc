@@ -215,5 +215,30 @@ TEST(TraceCli, SpansARankDroppedAreNamedAndCounted) {
             std::string::npos);
 }
 
+// A window past the run's end (steps 7-11 of 8): the files and the merge say the steps they
+// hold, 7 and 8 (before: last_step 11). A rank-1.json beside rank-00001.json is not a second
+// rank 1 (before: one of them was merged, whichever the directory listed first, and nothing said).
+TEST(TraceCli, TheMergeSaysTheStepsRecordedAndTakesOnlyTheNamesRanksWrite) {
+  TempDir dir;
+  ASSERT_EQ(run_cli("run " + job_file(dir, "{trace: true, trace_start: 7, trace_steps: 5}") +
+                        " --nproc 2",
+                    dir.path())
+                .exit_code,
+            0);
+  const json rank1 = read_json(dir.file("run/trace/rank-00001.json"));
+  EXPECT_EQ(rank1["otherData"]["first_step"], 7);
+  EXPECT_EQ(rank1["otherData"]["last_step"], 8);
+  fs::copy_file(dir.file("run/trace/rank-00001.json"), dir.file("run/trace/rank-1.json"));
+  const auto r = run_cli("trace " + dir.file("run"), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(dir.file("run/trace/rank-1.json") +
+                       ": skipped, not a name a rank writes (rank 1's is rank-00001.json)"),
+            std::string::npos)
+      << r.err;
+  const json merged = read_json(dir.file("run/trace.json"));
+  EXPECT_EQ(merged["otherData"]["first_step"], 7);
+  EXPECT_EQ(merged["otherData"]["last_step"], 8);
+}
+
 }  // namespace
 }  // namespace rm
