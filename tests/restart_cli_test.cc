@@ -253,6 +253,11 @@ TEST(RestartAfterUpgrade, TheRestartRunsWhatTheLinkItWasRunThroughLeadsToNow) {
   fs::create_directories(dir.file("bin"));
   fs::copy_file(RINGMASTER_BIN, dir.file("v1/ringmaster"));
   fs::create_symlink(dir.file("v1/ringmaster"), dir.file("bin/ringmaster"));
+  // The new version is in place before the run: mid-run only the link's rename and the old
+  // copy's removal are left, which take microseconds (a copy of a sanitizer build's binary does
+  // not, and the upgrade must land between step 2 and the kill at step 9).
+  fs::copy_file(RINGMASTER_BIN, dir.file("v2/ringmaster"));
+  fs::create_symlink(dir.file("v2/ringmaster"), dir.file("bin/next"));
   const std::string run = dir.file("upgraded");
   // The harness runs RINGMASTER_BIN: this wrapper runs the link instead, with the same words.
   const std::string through_link =
@@ -264,8 +269,6 @@ TEST(RestartAfterUpgrade, TheRestartRunsWhatTheLinkItWasRunThroughLeadsToNow) {
   });
   const bool reached = test::wait_for_steps(run + "/metrics.jsonl", 2);
   if (reached) {
-    fs::copy_file(RINGMASTER_BIN, dir.file("v2/ringmaster"));
-    fs::create_symlink(dir.file("v2/ringmaster"), dir.file("bin/next"));
     fs::rename(dir.file("bin/next"), dir.file("bin/ringmaster"));
     fs::remove(dir.file("v1/ringmaster"));
   }

@@ -287,8 +287,10 @@ TEST(ResumeCli, AWorkerReadsAFinishedRunsCheckpointWithEveryRank) {
   std::fstream(bad, std::ios::in | std::ios::out | std::ios::binary)
       .seekp(static_cast<std::streamoff>(size - 8))
       .write("garbage!", 8);
-  const auto again = run_cli("worker " + job + " --set train.steps=16", dir.path(), "",
-                             "mpirun -np 2 --oversubscribe --allow-run-as-root");
+  // Open MPI session directories of the test's own (CMakeLists.txt, rm_own_mpi_sessions says why).
+  const auto again = run_cli(
+      "worker " + job + " --set train.steps=16", dir.path(), "",
+      "mpirun -np 2 --oversubscribe --allow-run-as-root --mca orte_tmpdir_base " + dir.path());
   EXPECT_EQ(again.exit_code, 2) << again.err;
   EXPECT_NE(again.err.find("holds a finished run whose end (weights.bin) is newer than its "
                            "newest checkpoint that verifies (step 8;"),

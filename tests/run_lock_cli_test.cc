@@ -273,7 +273,9 @@ TEST(RunLock, ARankZeroOnAnotherHostThanItsSupervisorTrainsUnderItsLock) {
   const test::Child holder = hold_from_othernode(lock, dir);
   ASSERT_TRUE(test::wait_for_text(lock, "lease othernode 4242 2"));
   const std::string worker = "worker " + job + " --set train.steps=20";
-  const char* mpirun = "mpirun -np 1 --oversubscribe --allow-run-as-root";
+  // Open MPI session directories of the test's own (CMakeLists.txt, rm_own_mpi_sessions says why).
+  const std::string mpirun =
+      "mpirun -np 1 --oversubscribe --allow-run-as-root --mca orte_tmpdir_base " + dir.path();
   const auto stranger = run_cli(
       worker, dir.path(), "RM_RUN_LOCK_LEASE_S=2 RM_RUN_LOCK='4243 othernode " + run + "'", mpirun);
   const auto rank0 = run_cli(
@@ -287,9 +289,8 @@ TEST(RunLock, ARankZeroOnAnotherHostThanItsSupervisorTrainsUnderItsLock) {
   EXPECT_TRUE(test::each_step_once(run + "/metrics.jsonl", 20));
   // The variable as a supervisor before the host was in it wrote it ("PID DIR"), which a rank
   // restarted from a binary upgraded in place gets: its holder, an ancestor, holds the lock.
-  const std::string old =
-      dir.write("old.sh", "#!/bin/bash\nexport RM_RUN_LOCK=\"$$ " + run +
-                              "\"\nexec mpirun -np 1 --oversubscribe --allow-run-as-root \"$@\"\n");
+  const std::string old = dir.write(
+      "old.sh", "#!/bin/bash\nexport RM_RUN_LOCK=\"$$ " + run + "\"\nexec " + mpirun + " \"$@\"\n");
   fs::permissions(old, fs::perms::owner_all);
   const auto upgraded = run_cli(worker + " --set train.steps=30", dir.path(), "",
                                 "flock -n " + run + "/.lock " + old);

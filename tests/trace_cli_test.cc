@@ -4,6 +4,7 @@
 // agree at the moments the ranks synchronise; and the errors of the merge.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -121,13 +122,15 @@ TEST(TraceCli, EachRankRecordsItsWindowAndTheMergeLinesThemUp) {
     EXPECT_EQ(writer1.count(stage), 0u) << stage;
   }
   // The ranks leave each step's agreement collective together, so on aligned clocks their
-  // "gradient sync" phases end within a scheduling delay of each other.
+  // "gradient sync" phases end within a scheduling delay of each other. The closest of three
+  // steps: a misalignment shifts every step alike, while a loaded machine can deschedule a rank
+  // ~10 ms at any one of them.
+  double closest = 1e300;
   for (int step : {3, 4, 5}) {
-    EXPECT_LT(std::abs(span_end(trace, 0, "gradient sync", step) -
-                       span_end(trace, 1, "gradient sync", step)),
-              25e3)
-        << "step " << step;
+    closest = std::min(closest, std::abs(span_end(trace, 0, "gradient sync", step) -
+                                         span_end(trace, 1, "gradient sync", step)));
   }
+  EXPECT_LT(closest, 25e3);
 
   // -o writes elsewhere; the default file stays as it was.
   const auto elsewhere = run_cli("trace " + dir.file("run") + " -o " + dir.file("t.json"), dir.path());

@@ -125,20 +125,21 @@ TEST(WatchdogCli, StuckRankWithoutMpiIsRestarted) {
 
 class WatchdogCliSlowSaves : public ::testing::TestWithParam<bool> {};  // checkpoint.async
 
-// step_timeout_s 2 and three saves on rank 0 that each take several times that, beating every
-// 0.5 s (RM_TEST_FAULT=slowio): 1.5 s of slack a beat for the I/O call itself on a loaded machine.
+// step_timeout_s 3 and three saves on rank 0 that each take twice that or more, beating every
+// 0.5 s (RM_TEST_FAULT=slowio): 2.5 s of slack a beat for the I/O call itself on a loaded machine
+// (a single fsync beside the crash and power-cut tests can take over a second).
 // Rank 1 waits for rank 0 in collectives meanwhile; it sees rank 0's progress through the node's
 // shared memory. Nobody fires.
 TEST_P(WatchdogCliSlowSaves, DoNotFireTheWatchdog) {
   const bool async = GetParam();
   TempDir dir;
-  const Timed t = run_timed("run " + job_file(dir, 2, async) + " --nproc 2", dir,
+  const Timed t = run_timed("run " + job_file(dir, 3, async) + " --nproc 2", dir,
                             "RM_TEST_FAULT=slowio:0:500000");
   const std::string all = t.r.out + t.r.err;
   EXPECT_EQ(t.r.exit_code, 0) << all;
   EXPECT_EQ(all.find("watchdog:"), std::string::npos) << all;
   EXPECT_NE(all.find("RM_TEST_FAULT: slowio"), std::string::npos) << all;
-  // The saves were slow: at least ~6 s each (a dozen beats of 0.5 s), 2 s being the timeout.
+  // The saves were slow: at least ~6 s each (a dozen beats of 0.5 s), 3 s being the timeout.
   EXPECT_GT(t.seconds, 12) << all;
   EXPECT_TRUE(fs::exists(dir.file("run/weights.bin"))) << all;
   EXPECT_TRUE(fs::exists(dir.file("run/checkpoints/step_00000012/manifest.json"))) << all;
