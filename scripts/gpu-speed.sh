@@ -79,7 +79,8 @@ SWITCHES=(RM_CUDNN_ATTENTION=2 RM_CUDNN_ATTENTION=0 RM_CUDNN_ATTENTION=0+RM_FLAS
           RM_CUDNN_ATTENTION=0+RM_FLASH_DQ_FRAGMENTS=2 RM_CUDA_GRAPH=0 RM_CUDA_CE_ROW_IN_SMEM=1)
 # The switch's variables, one a word.
 vars_of() { tr '+' ' ' <<< "$1"; }
-curve_diff() {  # max |loss difference| of two runs' metrics.jsonl, "inf" if fewer than 10 shared
+curve_diff() {  # max |loss difference| of two runs' metrics.jsonl; "inf" unless both logged the
+               # same steps, 10 or more (a run that died early agrees over the steps it has)
   python3 - "$1" "$2" <<'PY'
 import json, sys
 def losses(p):
@@ -87,7 +88,8 @@ def losses(p):
     except Exception: return {}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 common = sorted(set(a) & set(b))
-print(f"{max(abs(a[s] - b[s]) for s in common):.4f}" if len(common) >= 10 else "inf")
+same = set(a) == set(b) and len(common) >= 10
+print(f"{max(abs(a[s] - b[s]) for s in common):.4f}" if same else "inf")
 PY
 }
 
@@ -112,12 +114,16 @@ if want curves; then
   # A warm machine keeps the last call's runs: a run that fails at start would leave them to be
   # compared as its own.
   rm -rf /tmp/gs-*
+  rc_cpu=0 rc_cuda=0
   timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cpu --set parallel.backend=cpu \
-    --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1
+    --set parallel.threads_per_rank=8 > "$OUT/curve-cpu.log" 2>&1 || rc_cpu=$?
   timeout 240 ringmaster run "${job[@]}" --set run_dir=/tmp/gs-cuda --set parallel.backend=cuda \
-    --set parallel.precision=bf16 > "$OUT/curve-cuda.log" 2>&1
+    --set parallel.precision=bf16 > "$OUT/curve-cuda.log" 2>&1 || rc_cuda=$?
   d=$(curve_diff /tmp/gs-cpu/metrics.jsonl /tmp/gs-cuda/metrics.jsonl)
-  if python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
+  if [[ $rc_cpu != 0 || $rc_cuda != 0 ]]; then
+    verdict "loss curve cuda bf16 vs cpu fp32" FAIL \
+      "a run failed: cpu exit $rc_cpu, cuda exit $rc_cuda ($OUT/curve-*.log)"
+  elif python3 -c "import sys; sys.exit(0 if float('$d') <= 0.10 else 1)"; then
     verdict "loss curve cuda bf16 vs cpu fp32" PASS "max |diff| $d over 300 steps"
   else
     verdict "loss curve cuda bf16 vs cpu fp32" FAIL "max |diff| $d ($OUT/curve-*.log)"
@@ -243,13 +249,20 @@ if want resume; then
   rm -rf /tmp/gs-straight /tmp/gs-killed
   rjob=(configs/shakespeare.yaml --set train.steps=60 --set train.eval_every=0
         --set checkpoint.every=20 --set parallel.backend=cuda --set parallel.precision=bf16)
+  rc_straight=0 rc_killed=0 rc_resumed=0
   timeout 240 ringmaster run "${rjob[@]}" --fresh --set run_dir=/tmp/gs-straight \
-    > "$OUT/resume-straight.log" 2>&1
+    > "$OUT/resume-straight.log" 2>&1 || rc_straight=$?
   RM_TEST_FAULT=kill:0:45 timeout 240 ringmaster run "${rjob[@]}" --fresh \
-    --set run_dir=/tmp/gs-killed > "$OUT/resume-killed.log" 2>&1
-  timeout 240 ringmaster run "${rjob[@]}" --set run_dir=/tmp/gs-killed > "$OUT/resume-resumed.log" 2>&1
-  if ! grep -q 'resuming from' "$OUT/resume-resumed.log"; then
-    verdict "kill at 45, resume (cuda bf16)" FAIL "no resume ($OUT/resume-resumed.log)"
+    --set run_dir=/tmp/gs-killed > "$OUT/resume-killed.log" 2>&1 || rc_killed=$?
+  timeout 240 ringmaster run "${rjob[@]}" --set run_dir=/tmp/gs-killed \
+    > "$OUT/resume-resumed.log" 2>&1 || rc_resumed=$?
+  # The killed run must have died at step 45 (else the resume would find its end at 60 and
+  # train nothing), and the resume go on from the checkpoint of step 40.
+  if [[ $rc_straight != 0 || $rc_killed == 0 || $rc_resumed != 0 ]]; then
+    verdict "kill at 45, resume (cuda bf16)" FAIL "exits: straight $rc_straight, killed \
+$rc_killed (must not be 0), resumed $rc_resumed ($OUT/resume-*.log)"
+  elif ! grep -q 'resuming from .*(step 40)' "$OUT/resume-resumed.log"; then
+    verdict "kill at 45, resume (cuda bf16)" FAIL "no resume from step 40 ($OUT/resume-resumed.log)"
   elif cmp -s /tmp/gs-straight/weights.bin /tmp/gs-killed/weights.bin; then
     verdict "kill at 45, resume (cuda bf16)" PASS "weights.bin identical to the straight run's"
   else

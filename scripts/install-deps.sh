@@ -19,6 +19,8 @@ packages=(
   libxxhash-dev                       # checksums of weights and checkpoints
 )
 if [[ $profile != demo ]]; then
+  packages+=(python3 procps time)     # the layering tests, CI's skip check, sanitize.sh; pgrep
+                                      # and /usr/bin/time in the bench scripts
   packages+=(chromium)                # headless: report_cli_test draws `ringmaster report` pages
   packages+=(qemu-user)               # qemu-x86_64: the binary on an older CPU (cpu_kernels_cli_test)
 fi

@@ -47,6 +47,7 @@ class TempDir {
     const std::string p = file(name);
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();  // a full disk may show only at the flush
     if (!out) throw std::runtime_error("cannot write " + p);
     return p;
   }
