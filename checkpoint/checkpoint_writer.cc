@@ -33,8 +33,6 @@ namespace {
 // hashed just before it is written is still in the L2 cache (1 MiB here) when write(2) copies
 // it into the page cache.
 constexpr size_t kChunkBytes = size_t{256} << 10;
-// step_N + this: the old checkpoint, moved aside by a replace without RENAME_EXCHANGE.
-
 // Slots, not a locked list: a save's thread reads them at every phase while the training thread
 // may install a trace's hook.
 std::atomic<CheckpointPhaseHook> g_phase_hooks[4] = {};
