@@ -275,11 +275,13 @@ std::unique_ptr<MetricsLog> announce_start(Trainer& trainer, const JobConfig& jo
   nlohmann::json started =
       started_fields(job, comm.size(), threads, choice, mpi, steps_done, peak_flops);
   // How long this start took, for the recovery figures (scripts/bench-recovery.sh): since rank
-  // 0's process began (MPI start, set-up and restore), and of that the restore.
-  if (const double age = process_age_s(); age >= 0) {
-    started["startup_s"] = std::round(age * 100) / 100;
-  }
-  started["restore_s"] = std::round(restore_s * 1000) / 1000;
+  // 0's process began (MPI start, set-up and restore), and of that the restore. Both to the
+  // microsecond: a small model's restore can take under a millisecond, which rounded to
+  // milliseconds said 0, as if nothing had been restored; and at the same precision the
+  // restore can never read as longer than the start-up that contains it.
+  const auto to_us = [](double s) { return std::round(s * 1e6) / 1e6; };
+  if (const double age = process_age_s(); age >= 0) started["startup_s"] = to_us(age);
+  started["restore_s"] = to_us(restore_s);
   append_run_event(job.run_dir, "started", started);
   std::printf(
       "ringmaster: job '%s' | %s %.2fM parameters | %lld steps x %d samples x %d "
