@@ -11,6 +11,8 @@
 
 #include <cstdio>
 
+#include "base/lsan_mpi_options.h"
+
 namespace {
 
 class FailurePrinter : public testing::EmptyTestEventListener {
@@ -28,6 +30,13 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 };
 
 }  // namespace
+
+// Every process of these programs calls MPI_Init (base/lsan_mpi_options.h).
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" const char* __lsan_default_options() {
+  return rm::lsan_options_for_mpi();
+}
+#endif
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
