@@ -13,17 +13,10 @@
 #include <exception>
 #include <string>
 
-#include "base/lsan_mpi_options.h"
+#include "base/lsan_mpi_program.h"  // LeakSanitizer and Open MPI (ASan builds only)
 #include "bench/bench_allreduce.h"
 #ifdef RM_HAVE_NCCL
 #include "bench/bench_nccl.h"
-#endif
-
-// Every process of this program calls MPI_Init (base/lsan_mpi_options.h).
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_options() {
-  return rm::lsan_options_for_mpi();
-}
 #endif
 
 int main(int argc, char** argv) {

@@ -11,7 +11,7 @@
 
 #include "base/error_report.h"
 #include "base/exit_codes.h"
-#include "base/lsan_mpi_options.h"
+#include "base/lsan_mpi_program.h"  // LeakSanitizer and Open MPI (ASan builds only)
 #include "io/io_error.h"
 #include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/threads.h"
@@ -67,16 +67,6 @@ void add_rank_options(CLI::App* cmd, rm::RunArgs& a) {
 }
 
 }  // namespace
-
-// A rank calls MPI_Init (base/lsan_mpi_options.h). So for every ringmaster process: the hook
-// runs before libc has set up the environment (getenv found no OMPI_COMM_WORLD_SIZE in ranks
-// under mpirun, and their Open MPI leaks were reported), so it cannot tell a rank from the
-// launcher or `report`.
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_options() {
-  return rm::lsan_options_for_mpi();
-}
-#endif
 
 int main(int argc, char** argv) {
   // A SIGCHLD ignored by whatever started this process survives exec, and the kernel then reaps

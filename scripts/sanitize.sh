@@ -80,15 +80,15 @@
 #         check). ASan runs those tests.
 #
 # Environment, and why:
-#   ASan+UBSan: leaks are checked. Open MPI 4 leaks what MPI_Init allocates and unloads its
-#     components at MPI_Finalize; tests/sanitizers/lsan.supp suppresses its libraries, and the
-#     processes that call MPI_Init record whole stacks (fast_unwind_on_malloc=0, asked for by
-#     the programs themselves: base/lsan_mpi_options.h), so that allocations made inside an
-#     unloaded component still show a libmpi frame (MPI_Init) to match. Every other process keeps
-#     the fast unwinder: the slow one cost 10x in allocation-heavy tests (measured 2026-12-04:
-#     ASan's tests 1075 -> 815 s; Manifest.OneOf25000RanksIsReadBack, left out before at 82 s,
-#     takes 15 s and runs again; docs/reliability.md). Turning leak checks off for the MPI tests
-#     instead would also hide our own leaks in the worker, which only runs under MPI.
+#   ASan+UBSan: leaks are checked. Open MPI 4 leaks what MPI_Init allocates;
+#     tests/sanitizers/lsan.supp suppresses its libraries and components by name. The programs
+#     that call MPI_Init keep those components mapped (base/lsan_mpi_program.h: their dlclose
+#     does nothing), so that a leak's first frame names its component with LSan's fast unwinder.
+#     Until 2026-12-05 they used the slow unwinder instead, to reach a libmpi frame, at a cost on
+#     every allocation: 68 of ASan's tests took 279 s with it and 187-189 s now, back to back
+#     (docs/reliability.md). Turning leak checks off for the MPI tests instead would also hide
+#     our own leaks in the worker, which only runs under MPI: a leak planted in
+#     testing/mpi_test_main.cc is still reported, at its line.
 #     UBSan ends the process at its first report (-fno-sanitize-recover=undefined).
 #   TSan: OMP_THREAD_LIMIT=1. libgomp is not instrumented, so TSan does not see its barriers and
 #     reports data handed between OpenMP threads as races (measured: GptModel.OverfitsOneBatch

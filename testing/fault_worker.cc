@@ -26,15 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "base/lsan_mpi_options.h"
+#include "base/lsan_mpi_program.h"  // LeakSanitizer and Open MPI (ASan builds only)
 #include "collectives/mpi/mpi_communicator.h"
-
-// Every process of this program calls MPI_Init (base/lsan_mpi_options.h).
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_options() {
-  return rm::lsan_options_for_mpi();
-}
-#endif
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include <cstdio>
 
-#include "base/lsan_mpi_options.h"
+#include "base/lsan_mpi_program.h"  // LeakSanitizer and Open MPI (ASan builds only)
 
 namespace {
 
@@ -30,13 +30,6 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 };
 
 }  // namespace
-
-// Every process of these programs calls MPI_Init (base/lsan_mpi_options.h).
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_options() {
-  return rm::lsan_options_for_mpi();
-}
-#endif
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
