@@ -2,7 +2,9 @@
 # The sanitizer stage of CI: builds the project with AddressSanitizer + UndefinedBehaviorSanitizer
 # (build-asan/) and with ThreadSanitizer (build-tsan/), runs a subset of the tests under each and
 # fails on any test failure or any sanitizer report, from any process (mpirun's ranks and the
-# ringmaster children of the CLI tests are instrumented too).
+# ringmaster children of the CLI tests are instrumented too), on any alternative of TSAN_TESTS
+# that selects no test and, where RM_REQUIRE is set (CI), on any test of the subset that did not
+# run (a skip passes ctest; tests/check_ctest_skips.py, as after `make test`).
 #   scripts/sanitize.sh [asan|tsan|all]    all by default; JOBS (2) build and ctest jobs;
 #                                          CMAKE_FLAGS are passed to cmake (CI: -DRM_WERROR=ON)
 #   scripts/sanitize.sh build [asan|tsan|all]  the builds only, nothing run: CI makes both at
@@ -203,23 +205,38 @@ configure_and_build() {
 }
 
 # run_tests DIR INCLUDE EXCLUDE [WRAPPER...]: ctest on the subset (run by WRAPPER if given), then
-# fail on any sanitizer report. MPI's idle ranks yield and OpenMP's idle threads sleep, as under
-# `make test` (the Makefile says why: JOBS tests at a time start more threads than there are
-# cores).
+# fail on any test that did not run and on any sanitizer report. MPI's idle ranks yield and
+# OpenMP's idle threads sleep, as under `make test` (the Makefile says why: JOBS tests at a time
+# start more threads than there are cores).
 run_tests() {
   local dir=$1 include=$2 exclude=$3 status=0
   export OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=passive
   shift 3
   # --no-tests=error: a subset that matches nothing (a renamed test) fails, not passes.
-  local args=(--output-on-failure --no-tests=error -j "$JOBS" -R "$include")
+  local junit=$root/$dir/ctest-sanitize.xml
+  local args=(--output-on-failure --no-tests=error -j "$JOBS" -R "$include" --output-junit "$junit")
   [[ -n $exclude ]] && args+=(-E "$exclude")
-  rm -f "$dir/Testing/Temporary/LastTestsFailed.log"
+  rm -f "$dir/Testing/Temporary/LastTestsFailed.log" "$junit"
   if ! (cd "$dir" && "$@" ctest "${args[@]}"); then
     # Once more, alone (scripts/ctest-rerun-failed.sh); a sanitizer report from either run
     # still fails the stage below.
     local rerun=("$root/scripts/ctest-rerun-failed.sh" . -R "$include")
     [[ -n $exclude ]] && rerun+=(-E "$exclude")
     (cd "$dir" && "$@" "${rerun[@]}") || status=$?
+  fi
+  # A skip passes ctest: as after `make test` in CI, a test of the subset that did not run fails
+  # the stage by name (the rerun's own tests are checked by the rerun script). Where no part of
+  # the machine is required (RM_REQUIRE unset: not CI), a test that needs a missing part (the
+  # tokenizer's npm packages, say) skips as under `make test`, and is only named.
+  if [[ ! -f $junit ]]; then
+    echo "sanitize: ctest wrote no $junit" >&2
+    status=1
+  elif ! python3 "$root/tests/check_ctest_skips.py" "$junit" "$root/tests/allowed_skips.txt"; then
+    if [[ -n ${RM_REQUIRE:-} ]]; then
+      status=1
+    else
+      echo "sanitize: tests skipped (a failure where RM_REQUIRE is set, as in CI)" >&2
+    fi
   fi
   local reports
   reports=$(find "$dir/sanitizer-reports" -type f -size +0 2>/dev/null | sort)
@@ -283,11 +300,29 @@ asan() {
   return $status
 }
 
+# every_tsan_prefix_selects DIR: each alternative of TSAN_TESTS selects some test of DIR. ctest's
+# --no-tests=error only fails a subset that selects nothing at all; a renamed suite would drop out
+# of TSan's quietly while the others still run.
+every_tsan_prefix_selects() {
+  local dir=$1 inner alt status=0 alternatives
+  inner=${TSAN_TESTS#^(}
+  inner=${inner%)}
+  IFS='|' read -ra alternatives <<<"$inner"
+  for alt in "${alternatives[@]}"; do
+    if ! (cd "$dir" && ctest -N -R "^$alt") | grep -q '^Total Tests: [1-9]'; then
+      echo "sanitize: TSAN_TESTS' alternative '$alt' selects no test of $dir (renamed?)" >&2
+      status=1
+    fi
+  done
+  return $status
+}
+
 tsan() {
   local dir=build-tsan t0 t1 t2
   tsan_env
   t0=$(now)
   configure_and_build $dir thread "${TSAN_TARGETS[@]}" || return 1
+  every_tsan_prefix_selects $dir || return 1
   t1=$(now)
   local status=0
   # Without address-space randomisation: GCC 12's TSan cannot map its shadow memory on kernels

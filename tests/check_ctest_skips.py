@@ -67,8 +67,8 @@ def main():
           f"({allowed_path}), {len(unexpected)} other tests did not run")
     for name, output in failed:
         tail = output.rstrip().splitlines()[-FAILURE_TAIL_LINES:]
-        print(f"check_ctest_skips: {name} FAILED in the first run (its rerun, if any, is above); "
-              f"the last {len(tail)} lines of its output:")
+        print(f"check_ctest_skips: {name} FAILED in the run that wrote {junit}; the last "
+              f"{len(tail)} lines of its output:")
         print("\n".join("  | " + line for line in tail))
     found = ran + len(allowed_skips) + len(unexpected)
     if expected is not None and found < expected:
