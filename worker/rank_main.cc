@@ -405,13 +405,15 @@ int train(const JobConfig& job, TrainingData& data, const MpiSession* mpi,
       // The stop's checkpoint may have failed and been let pass (checkpoint.on_error: continue):
       // then 75 -- "saved, resume me", requeued by the batch script without counting -- would
       // lose every step since the newest checkpoint, at every requeue for as long as the disk
-      // stays full. Rank 0 looks for it (committed: the directory is there) and tells the others.
+      // stays full. Rank 0 looks for it (committed: the directory is there) and tells the others,
+      // over the host communicator: `saved` is host memory, which NCCL's (cuda, 2+ ranks) cannot
+      // read.
       double saved = 1;
       if (rank0) {
         const int64_t step = trainer.next_step();
         saved = io::is_directory(checkpoint_path(job.run_dir, step)) ? 1 : 0;
       }
-      comm.broadcast(&saved, 1, DType::kFloat64, 0)->wait();
+      devices.host_comm->broadcast(&saved, 1, DType::kFloat64, 0)->wait();
       if (saved == 0) {
         if (rank0) {
           const int sig = trainer.stop_signal();
