@@ -29,8 +29,10 @@
 // Gradient reduction in bf16 (parallel.grad_reduce: bf16, any compute precision): gradients are
 // computed and kept in fp32; each bucket or unit is rounded into a bf16 "wire" copy just before
 // its reduction is issued (the same point as the fp32 reduction, so overlap is unchanged), the
-// communicator sums the ranks' bf16 values in fp32 and rounds the sum once, and completion widens
-// the reduced slice back into the fp32 gradients. Half the bytes cross the links. Buckets use one
+// communicator sums the ranks' bf16 values (the MPI backends in fp32, rounding the sum once;
+// NCCL in bf16 as its ring or tree goes, rounding at each of its up to N-1 hops: never measured,
+// as NCCL has not run on 2+ ranks), and completion widens the reduced slice back into the fp32
+// gradients. Half the bytes cross the links. Buckets use one
 // wire buffer laid out as the gradients (so buckets in flight never share memory); ZeRO-2/3 units
 // take their wire buffer from the scratch pool and return the fp32 unit scratch at once.
 //
