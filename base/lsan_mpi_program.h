@@ -7,10 +7,10 @@
 // component their allocation was made in. Open MPI also dlclose()s its components in
 // MPI_Finalize, and a frame in an unloaded component prints as <unknown module> and matches
 // nothing. LSan's default, fast unwinder follows frame pointers, which Open MPI's code omits,
-// so it often stops inside the component: its frames were all a stack held. Until 2026-12-05
-// these programs asked for the slow unwinder instead (fast_unwind_on_malloc=0), which reaches
-// MPI_Init in libmpi but unwinds the whole stack on every allocation of the process: ASan's
-// tests spent a third of their time there (8 of the heaviest, 111 s against 71 s).
+// so it often stops inside the component: a stack may hold no frame but the component's. Until
+// 2026-12-05 these programs asked for the slow unwinder instead (fast_unwind_on_malloc=0), which
+// reaches MPI_Init in libmpi but unwinds the whole stack on every allocation of the process:
+// 68 of ASan's heaviest tests took 279 s with it, 187-189 s without (docs/reliability.md).
 //
 // So the program keeps the components mapped instead: its own dlclose() does nothing, and
 // shadows libc's for every library of the process (the executable comes first in the symbol

@@ -32,9 +32,9 @@
 // communicator sums the ranks' bf16 values (the MPI backends in fp32, rounding the sum once;
 // NCCL in bf16 as its ring or tree goes, rounding at each of its up to N-1 hops: never measured,
 // as NCCL has not run on 2+ ranks), and completion widens the reduced slice back into the fp32
-// gradients. Half the bytes cross the links. Buckets use one
-// wire buffer laid out as the gradients (so buckets in flight never share memory); ZeRO-2/3 units
-// take their wire buffer from the scratch pool and return the fp32 unit scratch at once.
+// gradients. Half the bytes cross the links. Buckets use one wire buffer laid out as the
+// gradients (so buckets in flight never share memory); ZeRO-2/3 units take their wire buffer
+// from the scratch pool and return the fp32 unit scratch at once.
 //
 // Memory: parameters, gradients, optimizer state and scratch live in the memory of the model's
 // Compute (kernels/compute.h), and communicated buffers come from comm.allocate(), which must
